@@ -1,0 +1,135 @@
+"""Elementwise ops: NumPy forward reference, float64 gradcheck, bad arguments."""
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+def _positive(*shapes, low=0.5, high=2.0):
+    return lambda rng: tuple(rng.uniform(low, high, size=s) for s in shapes)
+
+
+def _away_from_zero(*shapes):
+    def make(rng):
+        return tuple(rng.uniform(0.3, 2.0, size=s) * rng.choice([-1.0, 1.0], size=s) for s in shapes)
+    return make
+
+
+def _tied(rng):
+    a = rng.uniform(-1, 1, size=(3, 4))
+    b = rng.uniform(-1, 1, size=(3, 4))
+    b[0, :2] = a[0, :2]  # exact ties split the gradient evenly
+    return a, b
+
+
+COND = np.array([[True, False, True, False]] * 3)
+
+CASES = [
+    OpCase(Op.ADD, lambda g, a, b: g.add(a, b), [(3, 4), (3, 4)], np.add, name="add"),
+    OpCase(Op.ADD, lambda g, a, b: g.add(a, b), [(2, 3, 4), (4,)], np.add, name="add_broadcast"),
+    OpCase(Op.ADD, lambda g, a: a + 2.5, [(3,)], lambda a: a + 2.5, name="add_scalar_operator"),
+    OpCase(Op.ADD, lambda g, a: 1.0 + a, [(3,)], lambda a: 1.0 + a, name="radd_scalar"),
+    OpCase(Op.SUB, lambda g, a, b: a - b, [(3, 1), (1, 4)], np.subtract, name="sub_broadcast_both"),
+    OpCase(Op.SUB, lambda g, a: 2.0 - a, [(3,)], lambda a: 2.0 - a, name="rsub_scalar"),
+    OpCase(Op.MUL, lambda g, a, b: a * b, [(3, 4), (3, 4)], np.multiply, name="mul"),
+    OpCase(Op.MUL, lambda g, a, b: g.mul(a, b), [(2, 3), ()], np.multiply, name="mul_0d"),
+    OpCase(Op.DIV, lambda g, a, b: a / b, [(3, 4), (4,)], np.divide, name="div",
+           inputs=lambda rng: (rng.uniform(-2, 2, (3, 4)), rng.uniform(0.5, 2, (4,)))),
+    OpCase(Op.DIV, lambda g, a: 1.0 / a, [(3,)], lambda a: 1.0 / a, name="rdiv_scalar",
+           inputs=_positive((3,))),
+    OpCase(Op.POW, lambda g, a, b: g.pow(a, b), [(3, 4), (3, 4)], np.power, name="pow_both",
+           inputs=_positive((3, 4), (3, 4))),
+    OpCase(Op.POW, lambda g, a: a ** 3.0, [(5,)], lambda a: a ** 3.0, name="pow_scalar_exponent"),
+    OpCase(Op.POW, lambda g, a: 2.0 ** a, [(5,)], lambda a: 2.0 ** a, name="rpow_scalar_base"),
+    OpCase(Op.NEG, lambda g, a: -a, [(3, 4)], np.negative, name="neg"),
+    OpCase(Op.ABS, lambda g, a: g.abs(a), [(3, 4)], np.abs, name="abs", inputs=_away_from_zero((3, 4))),
+    OpCase(Op.EXP, lambda g, a: g.exp(a), [(3, 4)], np.exp, name="exp"),
+    OpCase(Op.LOG, lambda g, a: g.log(a), [(3, 4)], np.log, name="log", inputs=_positive((3, 4))),
+    OpCase(Op.SQRT, lambda g, a: g.sqrt(a), [(3, 4)], np.sqrt, name="sqrt", inputs=_positive((3, 4))),
+    OpCase(Op.CLAMP, lambda g, a: g.clamp(a, -0.5, 0.7), [(4, 5)], lambda a: np.clip(a, -0.5, 0.7),
+           name="clamp_both", inputs=lambda rng: (np.array([-1.3, -0.2, 0.3, 0.9, 1.7] * 4).reshape(4, 5),)),
+    OpCase(Op.CLAMP, lambda g, a: g.clamp(a, min=0.1), [(6,)], lambda a: np.maximum(a, 0.1),
+           name="clamp_min_only", inputs=lambda rng: (np.array([-1.0, -0.3, 0.4, 0.8, 1.5, 2.0]),)),
+    OpCase(Op.CLAMP, lambda g, a: g.clamp(a, max=0.1), [(6,)], lambda a: np.minimum(a, 0.1),
+           name="clamp_max_only", inputs=lambda rng: (np.array([-1.0, -0.3, 0.4, 0.8, 1.5, 2.0]),)),
+    OpCase(Op.MAXIMUM, lambda g, a, b: g.maximum(a, b), [(3, 4), (4,)], np.maximum, name="maximum"),
+    OpCase(Op.MINIMUM, lambda g, a, b: g.minimum(a, b), [(3, 4), (3, 1)], np.minimum, name="minimum"),
+    OpCase(Op.MAXIMUM, lambda g, a, b: g.maximum(a, b), (), np.maximum, name="maximum_ties",
+           inputs=_tied, check_grad=False),
+    OpCase(Op.WHERE, lambda g, a, b: g.where(COND, a, b), [(3, 4), (3, 4)],
+           lambda a, b: np.where(COND, a, b), name="where"),
+    OpCase(Op.WHERE, lambda g, a, b: g.where(COND, a, b), [(4,), (3, 1)],
+           lambda a, b: np.where(COND, a, b), name="where_broadcast"),
+]
+
+
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
+
+
+BAD = [
+    BadCase(Op.ADD, "add_shapes", _leaves((3, 4), (5,)), lambda g, a, b: g.add(a, b), yscv.ShapeError, "add"),
+    BadCase(Op.ADD, "add_scalar_shapes", _leaves((3, 4)), lambda g, a: g.add(a, np.ones(5)), yscv.ShapeError, "add"),
+    BadCase(Op.SUB, "sub_shapes", _leaves((2,), (3,)), lambda g, a, b: a - b, yscv.ShapeError, "sub"),
+    BadCase(Op.MUL, "mul_complex", _leaves((2,)), lambda g, a: a * np.array([1j, 2j]), TypeError, "complex"),
+    BadCase(Op.DIV, "div_object", _leaves((2,)), lambda g, a: a / np.array(["x", "y"]), TypeError, "div"),
+    BadCase(Op.POW, "pow_shapes", _leaves((2,), (3,)), lambda g, a, b: a ** b, yscv.ShapeError, "pow"),
+    BadCase(Op.NEG, "neg_not_node", lambda g: ("x",), lambda g, a: g.neg(a), TypeError, "neg"),
+    BadCase(Op.ABS, "abs_complex", lambda g: (np.ones(2) * 1j,), lambda g, a: g.abs(a), TypeError, "complex"),
+    BadCase(Op.EXP, "exp_foreign_node", lambda g: (yscv.Graph().variable(1.0),), lambda g, a: g.exp(a),
+            yscv.NodeNotFoundError, "another graph"),
+    BadCase(Op.LOG, "log_object", lambda g: (np.array([object()]),), lambda g, a: g.log(a), TypeError, "log"),
+    BadCase(Op.SQRT, "sqrt_string", lambda g: (np.array(["a"]),), lambda g, a: g.sqrt(a), TypeError, "sqrt"),
+    BadCase(Op.CLAMP, "clamp_min_gt_max", _leaves((2,)), lambda g, a: g.clamp(a, 1.0, 0.0), ValueError, "clamp"),
+    BadCase(Op.CLAMP, "clamp_no_bounds", _leaves((2,)), lambda g, a: g.clamp(a), ValueError, "clamp"),
+    BadCase(Op.CLAMP, "clamp_array_bound", _leaves((2,)), lambda g, a: g.clamp(a, np.zeros(2)), TypeError, "clamp"),
+    BadCase(Op.MAXIMUM, "maximum_shapes", _leaves((2,), (3,)), lambda g, a, b: g.maximum(a, b), yscv.ShapeError, "maximum"),
+    BadCase(Op.MINIMUM, "minimum_shapes", _leaves((2,), (3,)), lambda g, a, b: g.minimum(a, b), yscv.ShapeError, "minimum"),
+    BadCase(Op.WHERE, "where_float_cond", _leaves((2,), (2,)), lambda g, a, b: g.where(np.ones(2), a, b), TypeError, "where"),
+    BadCase(Op.WHERE, "where_shapes", _leaves((2,), (2,)), lambda g, a, b: g.where(np.ones(3, bool), a, b), yscv.ShapeError, "where"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+def test_maximum_ties_split_gradient_evenly():
+    g = yscv.Graph(np.float64)
+    a = g.variable(np.array([1.0, 2.0, 3.0]))
+    b = g.variable(np.array([1.0, 1.0, 4.0]))
+    g.backward(g.maximum(a, b), grad=np.ones(3))
+    np.testing.assert_array_equal(g.grad(a), [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(g.grad(b), [0.5, 0.0, 1.0])
+
+
+def test_abs_gradient_is_zero_at_zero():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([-2.0, 0.0, 3.0]))
+    g.backward(g.abs(x), grad=np.ones(3))
+    np.testing.assert_array_equal(g.grad(x), [-1.0, 0.0, 1.0])
+
+
+def test_pow_gradients_at_zero_base_match_pytorch():
+    g = yscv.Graph(np.float64)
+    base = g.variable(np.array([0.0, 0.0, 2.0]))
+    e = g.variable(np.array([0.0, 2.0, 3.0]))
+    g.backward(g.pow(base, e), grad=np.ones(3))
+    np.testing.assert_array_equal(g.grad(base), [0.0, 0.0, 12.0])
+    np.testing.assert_allclose(g.grad(e), [0.0, 0.0, 8.0 * np.log(2.0)])
+
+
+def test_scalar_operand_keeps_float32():
+    g = yscv.Graph()
+    x = g.variable(np.ones(3))
+    y = x * 2.5 + np.float64(1.0)
+    assert g.value(y).dtype == np.float32
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_binary_failure_leaves_graph_unchanged(name):
+    g = yscv.Graph()
+    a = g.variable(np.ones((2, 3)))
+    with pytest.raises(yscv.ShapeError, match=name):
+        getattr(g, name)(a, np.ones((4,)))
+    assert len(g) == 1

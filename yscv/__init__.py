@@ -1,0 +1,40 @@
+"""yscv: reverse-mode automatic differentiation on an arena graph, NumPy + Numba.
+
+    import numpy as np, yscv
+    g = yscv.Graph()
+    w = g.variable(np.random.randn(3, 2))
+    loss = g.mean(g.relu(g.matmul(g.constant(np.ones((4, 3))), w)))
+    g.backward(loss)
+    g.grad(w)
+"""
+from .errors import (
+    AnomalyError,
+    AutogradError,
+    BackwardError,
+    CheckpointError,
+    GradcheckError,
+    NodeNotFoundError,
+    NonScalarTargetError,
+    ShapeError,
+)
+from .gradcheck import gradcheck
+from .graph import Graph
+from .node import NodeId, Op
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Graph",
+    "NodeId",
+    "Op",
+    "gradcheck",
+    "AutogradError",
+    "ShapeError",
+    "NodeNotFoundError",
+    "NonScalarTargetError",
+    "BackwardError",
+    "AnomalyError",
+    "GradcheckError",
+    "CheckpointError",
+    "__version__",
+]

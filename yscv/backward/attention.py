@@ -1,0 +1,7 @@
+"""Attention ops (backward). See yscv/registry.py for the op contract."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..node import Op
+from ..registry import register_backward

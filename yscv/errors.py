@@ -1,0 +1,68 @@
+"""The exception hierarchy.
+
+Every failure the library raises on purpose derives from :class:`AutogradError`
+or is a standard ``ValueError`` / ``TypeError`` / ``IndexError`` whose message
+names the op and the bad argument. Errors carry structured fields (``op``,
+``node``, ``expected``, ``got``) where they apply, so callers can inspect them
+instead of parsing messages.
+"""
+from __future__ import annotations
+
+
+class AutogradError(Exception):
+    """Base class of every yscv error.
+
+    Attributes:
+        op: name of the operation involved, or None.
+        node: arena index of the node involved, or None.
+        expected: what was expected (shape, dtype, ...), or None.
+        got: what was received, or None.
+    """
+
+    def __init__(self, message: str, *, op=None, node=None, expected=None, got=None):
+        super().__init__(message)
+        self.op = op
+        self.node = node
+        self.expected = expected
+        self.got = got
+
+
+class ShapeError(AutogradError, ValueError):
+    """Operand or gradient shapes do not fit; the message names op and shapes."""
+
+
+class NodeNotFoundError(AutogradError, IndexError):
+    """A NodeId from another graph, or one removed by ``truncate``."""
+
+
+class NonScalarTargetError(AutogradError, ValueError):
+    """``backward(target)`` without ``grad`` on a target with more than one element."""
+
+
+class BackwardError(AutogradError):
+    """Backward cannot run (e.g. the target does not require grad)."""
+
+
+class AnomalyError(AutogradError, FloatingPointError):
+    """Anomaly mode found a NaN or Inf; names the op and the node index."""
+
+
+class GradcheckError(AutogradError, AssertionError):
+    """Analytic and numerical gradients disagree; names the worst element."""
+
+
+class CheckpointError(AutogradError):
+    """A released value cannot be recomputed, a recompute changed shape, or a
+    training-state checkpoint file is corrupt, truncated or mismatched."""
+
+
+__all__ = [
+    "AutogradError",
+    "ShapeError",
+    "NodeNotFoundError",
+    "NonScalarTargetError",
+    "BackwardError",
+    "AnomalyError",
+    "GradcheckError",
+    "CheckpointError",
+]

@@ -1,0 +1,78 @@
+"""``gradcheck``: analytic gradients against central finite differences."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import GradcheckError
+from .node import NodeId
+
+
+def _build(fn, arrays):
+    from .graph import Graph
+
+    g = Graph(dtype=np.float64)
+    nodes = [g.variable(a) for a in arrays]
+    out = fn(g, *nodes)
+    if type(out) is not NodeId:
+        raise TypeError(f"gradcheck: fn must return a NodeId, got {type(out).__name__}")
+    return g, nodes, out
+
+
+def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              seed: int = 0) -> bool:
+    """Check ``fn``'s analytic gradients in float64 against central differences.
+
+    Args:
+        fn: ``fn(g, *nodes) -> NodeId``; ``nodes`` are variables holding ``arrays``.
+        arrays: the inputs to differentiate with respect to.
+        eps: finite-difference step.
+        atol, rtol: pass when ``|analytic - numeric| <= atol + rtol * |numeric|``.
+        seed: seeds the random cotangent (not all-ones, so transposition and
+            broadcasting errors cannot cancel out).
+
+    Returns True, or raises :class:`GradcheckError` naming the input, the worst
+    element and both values.
+    """
+    arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    g, nodes, out = _build(fn, arrays)
+    y = g.value(out)
+    cot = np.random.default_rng(seed).standard_normal(y.shape)
+    analytic = []
+    if g.requires_grad(out):
+        g.backward(out, grad=cot)
+        for n, a in zip(nodes, arrays):
+            gr = g.grad(n)
+            if gr is not None and (gr.shape != a.shape or gr.dtype != np.float64):
+                raise GradcheckError(
+                    f"gradcheck: gradient of input {len(analytic)} has shape {gr.shape} and "
+                    f"dtype {gr.dtype}, expected {a.shape} float64")
+            analytic.append(np.zeros_like(a) if gr is None else np.array(gr))
+    else:
+        analytic = [np.zeros_like(a) for a in arrays]
+
+    def objective(vals):
+        g2, _, o = _build(fn, vals)
+        return float(np.sum(g2.value(o) * cot))
+
+    for k, a in enumerate(arrays):
+        numeric = np.zeros_like(a)
+        flat = a.reshape(-1)
+        for e in range(flat.size):
+            vals = [v.copy() for v in arrays]
+            vf = vals[k].reshape(-1)
+            orig = flat[e]
+            vf[e] = orig + eps
+            plus = objective(vals)
+            vf[e] = orig - eps
+            minus = objective(vals)
+            numeric.reshape(-1)[e] = (plus - minus) / (2 * eps)
+        excess = np.abs(analytic[k] - numeric) - (atol + rtol * np.abs(numeric))
+        if excess.size and (np.max(excess) > 0 or not np.all(np.isfinite(analytic[k]))):
+            bad = np.where(np.isfinite(excess), excess, np.inf)
+            w = np.unravel_index(int(np.argmax(bad)), a.shape)
+            raise GradcheckError(
+                f"gradcheck: input {k} element {tuple(int(i) for i in w)}: analytic "
+                f"{analytic[k][w]!r} vs numeric {numeric[w]!r} "
+                f"(atol={atol}, rtol={rtol})",
+                node=nodes[k].index, expected=float(numeric[w]), got=float(analytic[k][w]))
+    return True

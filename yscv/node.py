@@ -1,0 +1,226 @@
+"""``Op``, the enum of every operation, and ``NodeId``, the handle to a node.
+
+A node itself is not an object: the graph stores its fields in parallel lists
+(struct of arrays), which keeps appending a node and dispatching its backward
+cheap. A ``NodeId`` names one arena slot of one graph at one generation.
+"""
+from __future__ import annotations
+
+import enum
+import itertools
+
+
+class Op(enum.IntEnum):
+    """One member per operation. Aliases (``conv2d_nhwc`` ...) share the member
+    of the op they name. Values are grouped by category and never reused."""
+
+    LEAF = 0
+
+    # elementwise
+    ADD = 10
+    SUB = 11
+    MUL = 12
+    DIV = 13
+    POW = 14
+    NEG = 15
+    ABS = 16
+    EXP = 17
+    LOG = 18
+    SQRT = 19
+    CLAMP = 20
+    MAXIMUM = 21
+    MINIMUM = 22
+    WHERE = 23
+
+    # activations
+    RELU = 40
+    LEAKY_RELU = 41
+    SIGMOID = 42
+    TANH = 43
+    GELU = 44
+    SILU = 45
+    MISH = 46
+    SOFTPLUS = 47
+    PRELU = 48
+    SOFTMAX = 49
+    LOG_SOFTMAX = 50
+    DROPOUT = 51
+
+    # reductions
+    SUM = 70
+    MEAN = 71
+    MAX = 72
+    MIN = 73
+    VAR = 74
+    LOGSUMEXP = 75
+
+    # linear algebra
+    MATMUL = 90
+    TRANSPOSE = 91
+    EINSUM = 92
+
+    # shape
+    RESHAPE = 110
+    FLATTEN = 111
+    UNSQUEEZE = 112
+    SQUEEZE = 113
+    EXPAND = 114
+    CAT = 115
+    STACK = 116
+    SELECT = 117
+    NARROW = 118
+    GETITEM = 119
+    FLIP = 120
+    PAD = 121
+    REPEAT = 122
+    PIXEL_SHUFFLE = 123
+    UPSAMPLE_NEAREST = 124
+
+    # indexing
+    GATHER = 140
+    SCATTER_ADD = 141
+    SCATTER = 142
+    EMBEDDING = 143
+
+    # convolution
+    CONV1D = 160
+    CONV2D = 161
+    CONV3D = 162
+    DEPTHWISE_CONV2D = 163
+    CONV_TRANSPOSE2D = 164
+    DEFORMABLE_CONV2D = 165
+
+    # pooling
+    MAX_POOL2D = 180
+    AVG_POOL2D = 181
+    ADAPTIVE_AVG_POOL2D = 182
+    ADAPTIVE_MAX_POOL2D = 183
+    GLOBAL_AVG_POOL2D = 184
+
+    # normalization
+    BATCH_NORM = 200
+    LAYER_NORM = 201
+    GROUP_NORM = 202
+    INSTANCE_NORM = 203
+
+    # recurrent
+    RNN = 220
+    LSTM = 221
+    GRU = 222
+
+    # attention
+    SCALED_DOT_PRODUCT_ATTENTION = 240
+
+    # losses
+    MSE_LOSS = 260
+    L1_LOSS = 261
+    HUBER_LOSS = 262
+    CROSS_ENTROPY = 263
+    NLL_LOSS = 264
+    BCE_WITH_LOGITS = 265
+
+
+_next_uid = itertools.count(1).__next__
+
+
+class NodeId:
+    """Immutable, hashable handle to one node of one graph.
+
+    Attributes:
+        graph: the owning :class:`yscv.Graph`.
+        index: the node's arena position.
+        uid: a process-wide unique number; a NodeId whose uid no longer matches
+            the slot (the node was truncated and the index reused) is stale.
+
+    Supports ``+ - * / ** @``, unary ``-`` and ``x[key]`` (basic slicing),
+    which record nodes on the owning graph. Comparisons are not overloaded.
+    """
+
+    __slots__ = ("graph", "index", "uid")
+
+    def __setattr__(self, name, value):
+        raise AttributeError("NodeId is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError("NodeId is immutable")
+
+    def __repr__(self) -> str:
+        return f"NodeId({self.index})"
+
+    def __hash__(self) -> int:
+        return hash(self.uid)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is NodeId and other.uid == self.uid
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    def __reduce__(self):
+        raise TypeError("NodeId cannot be pickled: it is only meaningful inside its Graph")
+
+    # arithmetic records nodes on the owning graph
+    def __add__(self, other):
+        return self.graph.add(self, other)
+
+    def __radd__(self, other):
+        return self.graph.add(other, self)
+
+    def __sub__(self, other):
+        return self.graph.sub(self, other)
+
+    def __rsub__(self, other):
+        return self.graph.sub(other, self)
+
+    def __mul__(self, other):
+        return self.graph.mul(self, other)
+
+    def __rmul__(self, other):
+        return self.graph.mul(other, self)
+
+    def __truediv__(self, other):
+        return self.graph.div(self, other)
+
+    def __rtruediv__(self, other):
+        return self.graph.div(other, self)
+
+    def __pow__(self, other):
+        return self.graph.pow(self, other)
+
+    def __rpow__(self, other):
+        return self.graph.pow(other, self)
+
+    def __matmul__(self, other):
+        return self.graph.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return self.graph.matmul(other, self)
+
+    def __neg__(self):
+        return self.graph.neg(self)
+
+    def __getitem__(self, key):
+        return self.graph.getitem(self, key)
+
+    # NumPy must not treat a NodeId as an array-like scalar and broadcast over it
+    __array_ufunc__ = None
+
+
+_set_graph = NodeId.graph.__set__
+_set_index = NodeId.index.__set__
+_set_uid = NodeId.uid.__set__
+_new_object = object.__new__
+
+
+def make_node_id(graph, index: int, uid: int) -> NodeId:
+    """Create a NodeId (internal: bypasses the immutability guard)."""
+    nid = _new_object(NodeId)
+    _set_graph(nid, graph)
+    _set_index(nid, index)
+    _set_uid(nid, uid)
+    return nid
+
+
+def next_uid() -> int:
+    """A fresh process-wide unique node number (thread-safe under the GIL)."""
+    return _next_uid()

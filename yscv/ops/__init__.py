@@ -1,0 +1,32 @@
+"""Forward side of every op, one module per category.
+
+Each module defines a mixin class of Graph methods (argument validation, then
+``self._apply``) and registers pure forward functions in :mod:`yscv.registry`.
+"""
+from .elementwise import ElementwiseOps
+from .activation import ActivationOps
+from .reduce import ReduceOps
+from .linalg import LinalgOps
+from .shape import ShapeOps
+from .indexing import IndexingOps
+from .conv import ConvOps
+from .pool import PoolOps
+from .norm import NormOps
+from .recurrent import RecurrentOps
+from .attention import AttentionOps
+from .loss import LossOps
+
+OP_MIXINS = (
+    ElementwiseOps,
+    ActivationOps,
+    ReduceOps,
+    LinalgOps,
+    ShapeOps,
+    IndexingOps,
+    ConvOps,
+    PoolOps,
+    NormOps,
+    RecurrentOps,
+    AttentionOps,
+    LossOps,
+)

@@ -1,0 +1,105 @@
+"""Argument validation shared by every op category.
+
+Each helper raises ``ValueError`` / ``TypeError`` / ``ShapeError`` with a
+message naming the op and the argument, before anything is appended.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import ShapeError
+
+_FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
+
+
+def as_graph_array(a, dtype, op: str, arg: str, copy: bool = True) -> np.ndarray:
+    """``a`` as an ndarray of the graph ``dtype``; rejects complex/object/str.
+
+    ``copy=True`` guarantees the result never aliases the caller's array.
+    """
+    if type(a) is np.ndarray:
+        kind = a.dtype.kind
+        if kind == "f" and a.dtype == dtype:
+            return a.copy() if copy else a
+    else:
+        try:
+            a = np.asarray(a)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{op}: {arg} cannot be converted to an array: {exc}") from None
+        kind = a.dtype.kind
+    if kind not in _FLOAT_KINDS:
+        raise TypeError(
+            f"{op}: {arg} has dtype {a.dtype}; expected a real numeric array "
+            "(float, int or bool), not complex, object or string data"
+        )
+    return a.astype(dtype)  # astype always copies
+
+
+def as_index_array(idx, op: str, arg: str) -> np.ndarray:
+    """An integer index array (int64); rejects floats and bools."""
+    arr = np.asarray(idx)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{op}: {arg} must be an integer array, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=True)
+
+
+def normalize_axis(axis, ndim: int, op: str, arg: str = "axis") -> int:
+    """A single axis in [-ndim, ndim) as a non-negative int."""
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: {arg} must be an int, got {type(axis).__name__}")
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ValueError(f"{op}: {arg}={axis} is out of range for a {ndim}-d input")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim: int, op: str, arg: str = "axis"):
+    """None (all axes) or a sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return None
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(normalize_axis(a, ndim, op, arg) for a in axis)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"{op}: {arg}={tuple(axis)} repeats an axis")
+        return tuple(sorted(axes))
+    return (normalize_axis(axis, ndim, op, arg),)
+
+
+def int_tuple(v, n: int, op: str, arg: str, minimum: int = 0) -> tuple:
+    """An int or a length-``n`` sequence of ints, each >= ``minimum``, as a tuple."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        out = (int(v),) * n
+    elif isinstance(v, (tuple, list)) and len(v) == n and all(
+        isinstance(e, numbers.Integral) and not isinstance(e, bool) for e in v
+    ):
+        out = tuple(int(e) for e in v)
+    else:
+        raise TypeError(f"{op}: {arg} must be an int or a tuple of {n} ints, got {v!r}")
+    for e in out:
+        if e < minimum:
+            raise ValueError(f"{op}: {arg}={v!r} must be >= {minimum}")
+    return out
+
+
+def check_ndim(shape: tuple, ndims, op: str, arg: str, layout: str = "") -> None:
+    """ShapeError unless ``len(shape)`` is in ``ndims`` (an int or a tuple)."""
+    allowed = (ndims,) if isinstance(ndims, int) else tuple(ndims)
+    if len(shape) not in allowed:
+        want = " or ".join(f"{d}-d" for d in allowed)
+        lay = f" ({layout})" if layout else ""
+        raise ShapeError(
+            f"{op}: {arg} must be {want}{lay}, got shape {shape}",
+            op=op, expected=allowed, got=shape,
+        )
+
+
+def shape_error(op: str, message: str, expected=None, got=None) -> ShapeError:
+    """A ShapeError whose message starts with the op name."""
+    return ShapeError(f"{op}: {message}", op=op, expected=expected, got=got)
+
+
+def is_scalar(x) -> bool:
+    """True for Python / NumPy real scalars."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)

@@ -1,0 +1,161 @@
+"""Elementwise ops (forward), broadcasting like NumPy.
+
+Binary ops take a NodeId or a Python scalar / NumPy array for either operand;
+the latter becomes a constant leaf (appended only if the op succeeds).
+Nothing is saved for backward: it reads the input values and the output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..node import Op
+from ..registry import register_forward
+from ._common import is_scalar
+
+
+@register_forward(Op.ADD)
+def add_forward(attrs, a, b):
+    return a + b, None
+
+
+@register_forward(Op.SUB)
+def sub_forward(attrs, a, b):
+    return a - b, None
+
+
+@register_forward(Op.MUL)
+def mul_forward(attrs, a, b):
+    return a * b, None
+
+
+@register_forward(Op.DIV)
+def div_forward(attrs, a, b):
+    return a / b, None
+
+
+@register_forward(Op.POW)
+def pow_forward(attrs, base, exponent):
+    return np.power(base, exponent), None
+
+
+@register_forward(Op.NEG)
+def neg_forward(attrs, x):
+    return np.negative(x), None
+
+
+@register_forward(Op.ABS)
+def abs_forward(attrs, x):
+    return np.abs(x), None
+
+
+@register_forward(Op.EXP)
+def exp_forward(attrs, x):
+    return np.exp(x), None
+
+
+@register_forward(Op.LOG)
+def log_forward(attrs, x):
+    return np.log(x), None
+
+
+@register_forward(Op.SQRT)
+def sqrt_forward(attrs, x):
+    return np.sqrt(x), None
+
+
+@register_forward(Op.CLAMP)
+def clamp_forward(attrs, x):
+    lo, hi = attrs
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False), None
+
+
+@register_forward(Op.MAXIMUM)
+def maximum_forward(attrs, a, b):
+    return np.maximum(a, b), None
+
+
+@register_forward(Op.MINIMUM)
+def minimum_forward(attrs, a, b):
+    return np.minimum(a, b), None
+
+
+@register_forward(Op.WHERE)
+def where_forward(cond, a, b):
+    return np.where(cond, a, b), None
+
+
+class ElementwiseOps:
+    """Graph methods of the elementwise category."""
+
+    def add(self, a, b):
+        """``a + b`` with broadcasting. Backward: (g, g)."""
+        return self._apply2(Op.ADD, a, b)
+
+    def sub(self, a, b):
+        """``a - b`` with broadcasting. Backward: (g, -g)."""
+        return self._apply2(Op.SUB, a, b)
+
+    def mul(self, a, b):
+        """``a * b`` with broadcasting. Backward: (g*b, g*a)."""
+        return self._apply2(Op.MUL, a, b)
+
+    def div(self, a, b):
+        """``a / b`` with broadcasting. Backward: (g/b, -g*out/b)."""
+        return self._apply2(Op.DIV, a, b)
+
+    def pow(self, base, exponent):
+        """``base ** exponent``. Backward: g*e*base**(e-1) (0 where e == 0) and
+        g*out*log(base) (0 where base == 0 and e >= 0), as PyTorch."""
+        return self._apply2(Op.POW, base, exponent)
+
+    def neg(self, x):
+        """``-x``."""
+        return self._apply1(Op.NEG, x)
+
+    def abs(self, x):
+        """``|x|``; gradient sign(x), 0 at 0."""
+        return self._apply1(Op.ABS, x)
+
+    def exp(self, x):
+        """``exp(x)``; backward g*out."""
+        return self._apply1(Op.EXP, x)
+
+    def log(self, x):
+        """Natural log; backward g/x."""
+        return self._apply1(Op.LOG, x)
+
+    def sqrt(self, x):
+        """Square root; backward g/(2*out)."""
+        return self._apply1(Op.SQRT, x)
+
+    def clamp(self, x, min=None, max=None):
+        """Clip to [min, max] (either may be None). The gradient passes where
+        min <= x <= max (bounds inclusive, as PyTorch)."""
+        for name, bound in (("min", min), ("max", max)):
+            if bound is not None and not is_scalar(bound):
+                raise TypeError(f"clamp: {name} must be a real number or None, got {bound!r}")
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        if min is not None and max is not None and min > max:
+            raise ValueError(f"clamp: min={min} is greater than max={max}")
+        lo = None if min is None else float(min)
+        hi = None if max is None else float(max)
+        return self._apply1(Op.CLAMP, x, (lo, hi))
+
+    def maximum(self, a, b):
+        """Elementwise max; ties split the gradient evenly (as PyTorch)."""
+        return self._apply2(Op.MAXIMUM, a, b)
+
+    def minimum(self, a, b):
+        """Elementwise min; ties split the gradient evenly (as PyTorch)."""
+        return self._apply2(Op.MINIMUM, a, b)
+
+    def where(self, cond, a, b):
+        """``cond ? a : b`` with broadcasting; ``cond`` is a boolean array
+        (an attribute, not a node)."""
+        c = np.asarray(cond)
+        if c.dtype != np.bool_:
+            raise TypeError(f"where: cond must be a boolean array, got dtype {c.dtype}")
+        c = c.copy()
+        c.flags.writeable = False
+        return self._apply2(Op.WHERE, a, b, c)

@@ -1,0 +1,77 @@
+"""The dispatch tables: one forward and one backward function per ``Op``.
+
+How to add an op (the full checklist is docs/adding_an_op.md):
+
+1. Add a member to :class:`yscv.node.Op` in its category's value range.
+2. In ``yscv/ops/<category>.py`` write the pure forward
+   ``forward(attrs, *input_values) -> (value, saved)`` and register it with
+   ``@register_forward(Op.X)``; add the Graph method to the category mixin:
+   it validates arguments (raising before anything is appended) and calls
+   ``self._apply(Op.X, inputs, attrs)``.
+3. In ``yscv/backward/<category>.py`` write
+   ``backward(grad, inputs, value, attrs, saved, needs) -> tuple`` returning
+   one gradient (or None) per input, in the inputs' order (``needs[k]`` is
+   False when input k does not require grad: skip that work), and register it with
+   ``@register_backward(Op.X)``. Never accumulate or unbroadcast there: the
+   walk in graph.py does that once, centrally.
+4. Add an ``OpCase`` row in ``tests/ops/test_<category>.py``.
+
+Forward functions must be pure: the same input values and attrs give the same
+value, because activation checkpointing replays them. Randomness (dropout) is
+an attribute (its seed). ``saved`` is whatever the backward needs beyond the
+input values and the output value (or None); it is released with the node.
+
+The tables are lists indexed by ``int(op)`` so that dispatch in the backward
+walk is one list index (hashing an Enum member is a Python-level call).
+"""
+from __future__ import annotations
+
+from .node import Op
+
+_TABLE_SIZE = max(int(op) for op in Op) + 1
+
+#: int(op) -> forward(attrs, *input_values) -> (value, saved)
+FORWARD: list = [None] * _TABLE_SIZE
+#: int(op) -> backward(grad, input_values, value, attrs, saved, needs) -> tuple of grads
+BACKWARD: list = [None] * _TABLE_SIZE
+
+
+def register_forward(op: Op):
+    """Decorator: register ``fn`` as the forward of ``op``."""
+
+    def deco(fn):
+        if FORWARD[int(op)] is not None:
+            raise RuntimeError(f"forward for {op!r} registered twice")
+        FORWARD[int(op)] = fn
+        return fn
+
+    return deco
+
+
+def register_backward(op: Op):
+    """Decorator: register ``fn`` as the backward of ``op``."""
+
+    def deco(fn):
+        if BACKWARD[int(op)] is not None:
+            raise RuntimeError(f"backward for {op!r} registered twice")
+        BACKWARD[int(op)] = fn
+        return fn
+
+    return deco
+
+
+def missing_ops() -> list:
+    """Op members (other than LEAF) lacking a forward or a backward."""
+    return [
+        op
+        for op in Op
+        if op is not Op.LEAF and (FORWARD[int(op)] is None or BACKWARD[int(op)] is None)
+    ]
+
+
+def check_complete() -> None:
+    """Raise ImportError unless every Op has a forward and a backward."""
+    missing = missing_ops()
+    if missing:
+        names = ", ".join(op.name for op in missing)
+        raise ImportError(f"yscv: ops without a registered forward/backward: {names}")

@@ -1,0 +1,160 @@
+"""Table-driven op tests that user suites (and ours) can call from pytest.
+
+A test module lists ``OpCase`` rows (forward reference + gradcheck) and
+``BadCase`` rows (bad arguments), then turns them into pytest tests::
+
+    from yscv.testing import OpCase, BadCase, make_op_tests
+    CASES = [OpCase(Op.RELU, lambda g, x: g.relu(x), [(3, 4)], np_relu, name="relu")]
+    BAD = [BadCase(Op.RELU, "not a node", lambda g: ("x",), lambda g, x: g.relu(x), TypeError)]
+    test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from .gradcheck import gradcheck
+from .node import Op
+
+__all__ = ["OpCase", "BadCase", "make_op_tests", "check_forward", "check_gradcheck",
+           "check_bad_arguments", "gradcheck"]
+
+
+@dataclasses.dataclass
+class OpCase:
+    """One op with one set of options.
+
+    Attributes:
+        op: the Op member this row covers.
+        build: ``build(g, *nodes) -> NodeId`` applies the op to variables.
+        shapes: shapes of the differentiable inputs (drawn uniform in
+            [low, high)), unless ``inputs`` is given.
+        reference: NumPy forward ``reference(*float64 arrays) -> array``.
+        name: test id.
+        low, high: the input domain (keep away from kinks and poles).
+        inputs: ``inputs(rng) -> tuple of arrays`` overriding shapes/domain.
+        eps, atol, rtol: gradcheck settings.
+        fwd_rtol32, fwd_atol32: float32 forward tolerance (float64 uses 1e-10).
+        check_grad: False only for rows whose output does not depend smoothly
+            on the inputs (documented in the row's name).
+    """
+
+    op: Op
+    build: Callable
+    shapes: Sequence = ()
+    reference: Optional[Callable] = None
+    name: str = ""
+    low: float = -2.0
+    high: float = 2.0
+    inputs: Optional[Callable] = None
+    eps: float = 1e-6
+    atol: float = 1e-5
+    rtol: float = 1e-3
+    fwd_rtol32: float = 1e-4
+    fwd_atol32: float = 1e-5
+    check_grad: bool = True
+    seed: int = 0
+
+    def arrays(self) -> tuple:
+        rng = np.random.default_rng(self.seed)
+        if self.inputs is not None:
+            return tuple(np.asarray(a, dtype=np.float64) for a in self.inputs(rng))
+        return tuple(rng.uniform(self.low, self.high, size=s) for s in self.shapes)
+
+    @property
+    def id(self) -> str:
+        return self.name or self.op.name.lower()
+
+
+@dataclasses.dataclass
+class BadCase:
+    """A call that must raise before anything is appended.
+
+    Attributes:
+        op: the Op member this row covers.
+        name: test id.
+        setup: ``setup(g) -> tuple`` creates leaves, returns the call's args.
+        call: ``call(g, *args)`` the failing op call.
+        raises: the exception type expected.
+        match: a substring the message must contain (e.g. the op name).
+    """
+
+    op: Op
+    name: str
+    setup: Callable
+    call: Callable
+    raises: type = ValueError
+    match: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+
+def check_forward(case: OpCase) -> None:
+    """The op's value equals the NumPy reference in float32 and float64, and
+    keeps the graph dtype (no silent promotion)."""
+    from .graph import Graph
+
+    arrays = case.arrays()
+    if case.reference is None:
+        raise AssertionError(f"{case.id}: OpCase has no NumPy reference")
+    expected = np.asarray(case.reference(*arrays))
+    for dtype, rtol, atol in ((np.float64, 1e-10, 1e-10),
+                              (np.float32, case.fwd_rtol32, case.fwd_atol32)):
+        g = Graph(dtype=dtype)
+        nodes = [g.variable(a) for a in arrays]
+        out = case.build(g, *nodes)
+        got = g.value(out)
+        assert got.dtype == np.dtype(dtype), f"{case.id}: {dtype.__name__} graph gave {got.dtype}"
+        assert got.shape == expected.shape, f"{case.id}: shape {got.shape} != {expected.shape}"
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol,
+                                   err_msg=f"{case.id} ({np.dtype(dtype).name})")
+        assert g.op(out) == case.op, f"{case.id}: recorded {g.op(out)!r}, expected {case.op!r}"
+
+
+def check_gradcheck(case: OpCase) -> None:
+    """float64 gradcheck with a random cotangent."""
+    if not case.check_grad:
+        return
+    gradcheck(case.build, case.arrays(), eps=case.eps, atol=case.atol, rtol=case.rtol,
+              seed=case.seed)
+
+
+def check_bad_arguments(case: BadCase) -> None:
+    """The call raises the expected error naming the problem, graph unchanged."""
+    import pytest
+
+    from .graph import Graph
+
+    for dtype in (np.float32,):
+        g = Graph(dtype=dtype)
+        args = case.setup(g)
+        before = len(g)
+        with pytest.raises(case.raises, match=case.match or None):
+            case.call(g, *args)
+        assert len(g) == before, f"{case.id}: failed call appended {len(g) - before} node(s)"
+
+
+def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):
+    """pytest test functions ``(test_forward, test_gradcheck, test_bad_arguments)``
+    parametrized over the rows; assign them to module-level names."""
+    import pytest
+
+    @pytest.mark.parametrize("case", list(cases), ids=[c.id for c in cases])
+    def test_forward(case):
+        check_forward(case)
+
+    grad_cases = [c for c in cases if c.check_grad]
+
+    @pytest.mark.parametrize("case", grad_cases, ids=[c.id for c in grad_cases])
+    def test_gradcheck(case):
+        check_gradcheck(case)
+
+    @pytest.mark.parametrize("case", list(bad), ids=[c.id for c in bad])
+    def test_bad_arguments(case):
+        check_bad_arguments(case)
+
+    return test_forward, test_gradcheck, test_bad_arguments
