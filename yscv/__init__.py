@@ -20,6 +20,7 @@ from .errors import (
 from .gradcheck import gradcheck
 from .graph import Graph
 from .node import NodeId, Op
+from .random import manual_seed
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "NodeId",
     "Op",
     "gradcheck",
+    "manual_seed",
     "AutogradError",
     "ShapeError",
     "NodeNotFoundError",

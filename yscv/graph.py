@@ -315,6 +315,13 @@ class _GraphCore:
             )
         self._values[i] = new
 
+    def _update_leaf_inplace(self, i: int, new: np.ndarray) -> None:
+        """Overwrite leaf i's value array in place (batch-norm running stats):
+        whoever holds that array (a layer's buffer) sees the update."""
+        v = self._values[i]
+        v.flags.writeable = True
+        np.copyto(v, new, casting="same_kind")
+
     def op(self, n: NodeId) -> Op:
         """The node's :class:`Op`."""
         return Op(self._ops[self._index(n)])
