@@ -1,0 +1,41 @@
+"""Every Op member has a forward, a backward, a tested OpCase row with a NumPy
+reference, and a bad-argument row. Adding an Op without them fails here."""
+import importlib.util
+import pathlib
+
+from yscv import Op, registry
+
+HERE = pathlib.Path(__file__).parent
+
+
+def _rows():
+    cases, bad = [], []
+    for path in sorted(HERE.glob("test_*.py")):
+        if path.name == pathlib.Path(__file__).name:
+            continue
+        spec = importlib.util.spec_from_file_location(f"_coverage_{path.stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        cases += list(getattr(mod, "CASES", []))
+        bad += list(getattr(mod, "BAD", []))
+    return cases, bad
+
+
+OPS = [op for op in Op if op is not Op.LEAF]
+
+
+def test_every_op_is_registered():
+    assert registry.missing_ops() == []
+
+
+def test_every_op_has_a_forward_case_with_reference_and_a_bad_argument_case():
+    cases, bad = _rows()
+    with_reference = {c.op for c in cases if c.reference is not None}
+    with_grad = {c.op for c in cases if c.check_grad}
+    with_bad = {c.op for c in bad}
+    missing = {
+        "forward reference": [op.name for op in OPS if op not in with_reference],
+        "gradcheck": [op.name for op in OPS if op not in with_grad],
+        "bad argument": [op.name for op in OPS if op not in with_bad],
+    }
+    assert missing == {"forward reference": [], "gradcheck": [], "bad argument": []}

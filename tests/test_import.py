@@ -1,0 +1,19 @@
+"""``import yscv`` is cheap: it compiles nothing and does not import numba."""
+import subprocess
+import sys
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_import_does_not_load_numba():
+    assert _run("import sys, yscv; print('numba' in sys.modules)") == "False"
+
+
+def test_import_time_is_small():
+    code = ("import time; t = time.perf_counter(); import yscv; "
+            "print(time.perf_counter() - t)")
+    best = min(float(_run(code)) for _ in range(3))
+    assert best < 0.6, f"import yscv took {best:.3f} s (target 0.3 s; CI machines are noisy)"
