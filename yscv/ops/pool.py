@@ -1,11 +1,252 @@
-"""Pool ops (forward). See yscv/registry.py for the op contract."""
+"""Pooling ops (forward), channel-last: ``x`` is [N, H, W, C].
+
+Every pool is computed as a "bins" pool by the kernels in
+:mod:`yscv.kernels.pool`: output row ``oh`` covers input rows
+``[hs[oh], he[oh])`` and output column ``ow`` covers ``[ws[ow], we[ow])``.
+:func:`window_bins` turns (kernel, stride, padding) into such bounds (windows
+clipped to the input, so padding is never materialised) and
+:func:`adaptive_bins` gives PyTorch's adaptive bins
+(``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``).
+
+Saved for backward: max pools save only their argmax indices (int32 flat
+positions ``ih*W + iw`` per output element and channel); average pools save
+nothing (the bins are recomputed from the attributes and the input shape).
+"""
 from __future__ import annotations
+
+import functools
+import numbers
 
 import numpy as np
 
-from ..node import Op
+from ..kernels import lazy
+from ..node import NodeId, Op
 from ..registry import register_forward
+from ._common import check_ndim, int_tuple, shape_error
+
+K = lazy("pool")
+
+_EMPTY_INT32 = np.empty(0, dtype=np.int32)
+_EMPTY_INT64 = np.empty(0, dtype=np.int64)
+
+
+def _readonly(*arrays):
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+@functools.lru_cache(maxsize=256)
+def window_bins(size: int, k: int, s: int, p: int, count_include_pad: bool, dtype):
+    """Bounds of strided, padded windows along one axis (PyTorch, ceil_mode=False).
+
+    Returns read-only ``(start, end, divisor)``: int64 clipped bounds of each
+    of the ``(size + 2p - k) // s + 1`` windows, and the divisor (``dtype``)
+    of average pooling: ``k`` with ``count_include_pad`` (padding counts as
+    zeros), else the number of non-padding positions ``end - start``.
+    """
+    n_out = (size + 2 * p - k) // s + 1
+    raw = np.arange(n_out, dtype=np.int64) * s - p
+    start = np.maximum(raw, 0)
+    end = np.minimum(raw + k, size)
+    div = np.full(n_out, k, dtype=dtype) if count_include_pad else (end - start).astype(dtype)
+    return _readonly(start, end, div)
+
+
+@functools.lru_cache(maxsize=256)
+def adaptive_bins(size: int, n_out: int, dtype):
+    """PyTorch's adaptive bins along one axis: ``start = floor(i*size/n_out)``,
+    ``end = ceil((i+1)*size/n_out)``; read-only ``(start, end, end - start)``,
+    the last as ``dtype`` (the average divisor)."""
+    i = np.arange(n_out, dtype=np.int64)
+    start = (i * size) // n_out
+    end = -((-(i + 1) * size) // n_out)
+    return _readonly(start, end, (end - start).astype(dtype))
+
+
+def index_dtype_like(h: int, w: int) -> np.ndarray:
+    """A 0-length array of the argmax dtype: int32 unless H*W needs int64."""
+    return _EMPTY_INT32 if h * w < 2 ** 31 else _EMPTY_INT64
+
+
+@register_forward(Op.MAX_POOL2D)
+def max_pool2d_forward(attrs, x):
+    kh, kw, sh, sw, ph, pw = attrs
+    _, h, w, _ = x.shape
+    hs, he, _ = window_bins(h, kh, sh, ph, True, x.dtype)
+    ws, we, _ = window_bins(w, kw, sw, pw, True, x.dtype)
+    out, arg = K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we,
+                                       index_dtype_like(h, w))
+    return out, arg
+
+
+@register_forward(Op.AVG_POOL2D)
+def avg_pool2d_forward(attrs, x):
+    kh, kw, sh, sw, ph, pw, count_include_pad = attrs
+    _, h, w, _ = x.shape
+    hs, he, dh = window_bins(h, kh, sh, ph, count_include_pad, x.dtype)
+    ws, we, dw = window_bins(w, kw, sw, pw, count_include_pad, x.dtype)
+    return K.avg_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, dh, dw), None
+
+
+@register_forward(Op.ADAPTIVE_AVG_POOL2D)
+def adaptive_avg_pool2d_forward(attrs, x):
+    oh, ow = attrs
+    _, h, w, _ = x.shape
+    hs, he, dh = adaptive_bins(h, oh, x.dtype)
+    ws, we, dw = adaptive_bins(w, ow, x.dtype)
+    return K.avg_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, dh, dw), None
+
+
+@register_forward(Op.ADAPTIVE_MAX_POOL2D)
+def adaptive_max_pool2d_forward(attrs, x):
+    oh, ow = attrs
+    _, h, w, _ = x.shape
+    hs, he, _ = adaptive_bins(h, oh, x.dtype)
+    ws, we, _ = adaptive_bins(w, ow, x.dtype)
+    out, arg = K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we,
+                                       index_dtype_like(h, w))
+    return out, arg
+
+
+@register_forward(Op.GLOBAL_AVG_POOL2D)
+def global_avg_pool2d_forward(attrs, x):
+    return x.mean(axis=(1, 2)), None
+
+
+def _pair_or_none(v, op: str, arg: str, default):
+    return default if v is None else int_tuple(v, 2, op, arg, minimum=1)
 
 
 class PoolOps:
-    """Graph methods of the pool category."""
+    """Graph methods of the pool category (NHWC)."""
+
+    # ----------------------------------------------------------- validation
+    def _pool_input(self, x, op: str):
+        """(operand to pass to _apply, value) after checking x is [N, H, W, C]
+        with non-empty H and W."""
+        _, v, _ = self._operand(x, op, "x")
+        check_ndim(v.shape, 4, op, "x", "NHWC [N, H, W, C]")
+        if v.shape[1] < 1 or v.shape[2] < 1:
+            raise shape_error(op, f"x must have non-empty spatial dims H and W, got shape "
+                                  f"{v.shape} (NHWC)", expected="H >= 1 and W >= 1", got=v.shape)
+        return (x if type(x) is NodeId else v), v
+
+    @staticmethod
+    def _window_args(op: str, shape, kernel, stride, padding) -> tuple:
+        """(kh, kw, sh, sw, ph, pw), validated as PyTorch does (ceil_mode=False)."""
+        k = int_tuple(kernel, 2, op, "kernel", minimum=1)
+        s = k if stride is None else int_tuple(stride, 2, op, "stride", minimum=1)
+        p = int_tuple(padding, 2, op, "padding", minimum=0)
+        for ax, (kk, pp) in enumerate(zip(k, p)):
+            if pp > kk // 2:
+                raise ValueError(
+                    f"{op}: padding={padding!r} is larger than half of kernel={kernel!r} "
+                    f"along {'HW'[ax]}; padding must be <= kernel // 2 (as PyTorch)")
+        h, w = shape[1], shape[2]
+        for name, size, kk, pp in (("H", h, k[0], p[0]), ("W", w, k[1], p[1])):
+            if size + 2 * pp < kk:
+                raise ValueError(
+                    f"{op}: kernel={kernel!r} is larger than the padded input along {name} "
+                    f"({name}={size} + 2*padding={pp} gives {size + 2 * pp} < {kk}); "
+                    "use a smaller kernel or more padding")
+        return k + s + p
+
+    @staticmethod
+    def _output_size(op: str, output_size, shape) -> tuple:
+        """(OH, OW) from an int or an (OH, OW) pair; None keeps that input size
+        (as PyTorch). Any size >= 1 is allowed, also larger than the input."""
+        if isinstance(output_size, numbers.Integral) and not isinstance(output_size, bool):
+            pair = (output_size, output_size)
+        elif isinstance(output_size, (tuple, list)) and len(output_size) == 2:
+            pair = tuple(output_size)
+        else:
+            raise TypeError(f"{op}: output_size must be an int or a pair (OH, OW) of ints "
+                            f"or None, got {output_size!r}")
+        out = []
+        for e, size in zip(pair, (shape[1], shape[2])):
+            if e is None:
+                out.append(int(size))
+                continue
+            if isinstance(e, bool) or not isinstance(e, numbers.Integral):
+                raise TypeError(f"{op}: output_size must be an int or a pair (OH, OW) of "
+                                f"ints or None, got {output_size!r}")
+            if e < 1:
+                raise ValueError(f"{op}: output_size={output_size!r} must be >= 1")
+            out.append(int(e))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ ops
+    def max_pool2d(self, x, kernel, stride=None, padding=0):
+        """Max over [kh, kw] windows of x [N, H, W, C] -> [N, OH, OW, C].
+
+        ``OH = (H + 2*ph - kh) // sh + 1`` (likewise OW); ``stride=None``
+        means ``stride = kernel``; padding counts as -inf and must be
+        <= kernel // 2. kernel/stride/padding: int or (h, w). The gradient goes
+        to the FIRST maximum of each window (row-major), as PyTorch; NaN
+        propagates. Saved for backward: the argmax indices only (int32).
+        """
+        op = "max_pool2d"
+        arg, v = self._pool_input(x, op)
+        attrs = self._window_args(op, v.shape, kernel, stride, padding)
+        return self._apply1(Op.MAX_POOL2D, arg, attrs)
+
+    def avg_pool2d(self, x, kernel, stride=None, padding=0, count_include_pad=True):
+        """Mean over [kh, kw] windows of x [N, H, W, C] -> [N, OH, OW, C].
+
+        Shapes and arguments as :meth:`max_pool2d`; padding is zeros. The
+        divisor is kh*kw when ``count_include_pad`` (default, as PyTorch),
+        else the number of non-padding elements in the window. Nothing saved.
+        """
+        op = "avg_pool2d"
+        if not isinstance(count_include_pad, (bool, np.bool_)):
+            raise TypeError(f"{op}: count_include_pad must be a bool, got {count_include_pad!r}")
+        arg, v = self._pool_input(x, op)
+        attrs = self._window_args(op, v.shape, kernel, stride, padding)
+        return self._apply1(Op.AVG_POOL2D, arg, attrs + (bool(count_include_pad),))
+
+    def adaptive_avg_pool2d(self, x, output_size):
+        """Mean over PyTorch's adaptive bins: x [N, H, W, C] -> [N, OH, OW, C].
+
+        Bin i along H covers rows ``[floor(i*H/OH), ceil((i+1)*H/OH))``;
+        output_size is an int or (OH, OW) (None keeps that input size); sizes
+        larger than the input are allowed (bins then overlap). Nothing saved.
+        """
+        op = "adaptive_avg_pool2d"
+        arg, v = self._pool_input(x, op)
+        attrs = self._output_size(op, output_size, v.shape)
+        return self._apply1(Op.ADAPTIVE_AVG_POOL2D, arg, attrs)
+
+    def adaptive_max_pool2d(self, x, output_size):
+        """Max over PyTorch's adaptive bins (as :meth:`adaptive_avg_pool2d`);
+        ties go to the first maximum. Saved: the argmax indices only (int32)."""
+        op = "adaptive_max_pool2d"
+        arg, v = self._pool_input(x, op)
+        attrs = self._output_size(op, output_size, v.shape)
+        return self._apply1(Op.ADAPTIVE_MAX_POOL2D, arg, attrs)
+
+    def global_avg_pool2d(self, x):
+        """Mean over H and W: x [N, H, W, C] -> [N, C]. Nothing saved."""
+        arg, _ = self._pool_input(x, "global_avg_pool2d")
+        return self._apply1(Op.GLOBAL_AVG_POOL2D, arg, None)
+
+    # --------------------------------------------------------- seed aliases
+    def max_pool2d_nhwc(self, x, kernel, stride=None, padding=0):
+        """Alias of :meth:`max_pool2d` (seed name)."""
+        return self.max_pool2d(x, kernel, stride, padding)
+
+    def avg_pool2d_nhwc(self, x, kernel, stride=None, padding=0, count_include_pad=True):
+        """Alias of :meth:`avg_pool2d` (seed name)."""
+        return self.avg_pool2d(x, kernel, stride, padding, count_include_pad)
+
+    def adaptive_avg_pool2d_nhwc(self, x, output_size):
+        """Alias of :meth:`adaptive_avg_pool2d` (seed name)."""
+        return self.adaptive_avg_pool2d(x, output_size)
+
+    def adaptive_max_pool2d_nhwc(self, x, output_size):
+        """Alias of :meth:`adaptive_max_pool2d` (seed name)."""
+        return self.adaptive_max_pool2d(x, output_size)
+
+    def global_avg_pool2d_nhwc(self, x):
+        """Alias of :meth:`global_avg_pool2d` (seed name)."""
+        return self.global_avg_pool2d(x)
