@@ -32,6 +32,7 @@ from .errors import (
     NonScalarTargetError,
     ShapeError,
 )
+from .checkpoint import CheckpointMixin
 from .introspect import IntrospectionMixin
 from .node import NodeId, Op, make_node_id, next_uid
 from .ops import OP_MIXINS
@@ -77,7 +78,10 @@ class _GraphCore:
         self._uids: list = []
         self._grads: list = []
         self._grad_enabled = True
-        self._has_released = False      # any value released by checkpointing?
+        self._has_released = False      # any value released (checkpointing)?
+        self._released_shape: dict = {} # index -> shape when its value was released
+        self._segments: list = []       # checkpoint segments (release groups)
+        self._segment_starts: dict = {} # segment start index -> [segments]
         self._hooks: dict = {}          # index -> [fn(grad) -> grad | None]
         self._post_hooks: dict = {}     # leaf index -> [fn(graph, leaf)]
         self._retained: set = set()     # non-leaf indices whose grads are kept
@@ -271,12 +275,6 @@ class _GraphCore:
                 node=i,
             )
 
-    def _recompute_value(self, i: int):
-        """Value of a released node (activation checkpointing)."""
-        from .errors import CheckpointError
-
-        raise CheckpointError(f"value of node {i} was released and cannot be recomputed", node=i)
-
     # ------------------------------------------------------------ accessors
     def __len__(self) -> int:
         return len(self._uids)
@@ -384,6 +382,17 @@ class _GraphCore:
                 del d[i]
         self._retained = {i for i in self._retained if i < k}
         self._params = {key: e for key, e in self._params.items() if e[0].index < k}
+        self._released_shape = {i: s for i, s in self._released_shape.items() if i < k}
+        segs = []
+        for seg in self._segments:
+            if seg.start < k:
+                seg.end = min(seg.end, k)
+                segs.append(seg)
+        self._segments = segs
+        self._segment_starts = {}
+        for seg in segs:
+            self._segment_starts.setdefault(seg.start, []).append(seg)
+        self._has_released = any(v is None for v in self._values)
 
     @contextlib.contextmanager
     def no_grad(self):
@@ -417,12 +426,15 @@ class _GraphCore:
         return _HookHandle(hooks, fn)
 
     # ------------------------------------------------------------- backward
-    def backward(self, target: NodeId, grad=None) -> None:
+    def backward(self, target: NodeId, grad=None, retain_graph: bool = True) -> None:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
 
         With ``grad=None`` the target must hold exactly one element and is
         seeded with 1; otherwise ``grad`` (the target's shape) is the cotangent
-        of a vector-Jacobian product.
+        of a vector-Jacobian product. With ``retain_graph=False`` the values and
+        saved data of the non-leaf nodes the walk went through are released as
+        soon as they are consumed (reading or differentiating them again
+        recomputes them from the leaves).
         """
         t = self._index(target)
         if not self._rg[t]:
@@ -451,9 +463,9 @@ class _GraphCore:
                     expected=shape,
                     got=seed.shape,
                 )
-        self._walk(t, seed)
+        self._walk(t, seed, retain_graph)
 
-    def _walk(self, t: int, seed: np.ndarray) -> None:
+    def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True) -> None:
         """Reverse index walk from ``t`` to 0 (arena order is a topological order)."""
         pending = [None] * (t + 1)
         pending[t] = seed
@@ -464,7 +476,11 @@ class _GraphCore:
         retained = self._retained
         anomaly = self.detect_anomaly
         dtype = self.dtype
+        seg_starts = self._segment_starts
         for i in range(t, -1, -1):
+            if seg_starts and i + 1 in seg_starts:
+                for seg in seg_starts[i + 1]:  # the walk has left these segments
+                    self._release_segment(seg)
             gi = pending[i]
             if gi is None:
                 continue
@@ -481,12 +497,9 @@ class _GraphCore:
                 self._accumulate_stored(i, gi)
             op = ops[i]
             if self._has_released:
-                in_vals = [self._recompute_value(j) if values[j] is None else values[j]
-                           for j in ins]
-                out = values[i] if values[i] is not None else self._recompute_value(i)
-            else:
-                in_vals = [values[j] for j in ins]
-                out = values[i]
+                self._prepare_node_for_backward(i)
+            in_vals = [values[j] for j in ins]
+            out = values[i]
             grads = _BACKWARD[op](gi, in_vals, out, attrs[i], saved[i], needs[i])
             for j, gj, vj in zip(ins, grads, in_vals):
                 if gj is None or not rg[j]:
@@ -507,6 +520,11 @@ class _GraphCore:
                         op=Op(op).name.lower(), node=i)
                 cur = pending[j]
                 pending[j] = gj if cur is None else cur + gj
+            if not retain_graph:
+                self._release(i)
+        if seg_starts and 0 in seg_starts:
+            for seg in seg_starts[0]:
+                self._release_segment(seg)
 
     def _run_hooks(self, i: int, gi):
         shape = gi.shape
@@ -590,7 +608,7 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -
     return grad.reshape(shape)
 
 
-class Graph(_GraphCore, IntrospectionMixin, *OP_MIXINS):
+class Graph(_GraphCore, IntrospectionMixin, CheckpointMixin, *OP_MIXINS):
     """An append-only arena of nodes with eager forward and reverse-walk backward.
 
     Args:
