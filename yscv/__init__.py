@@ -17,6 +17,7 @@ from .errors import (
     NonScalarTargetError,
     ShapeError,
 )
+from .checkpoint import CheckpointConfig, CheckpointSegment
 from .gradcheck import gradcheck
 from .graph import Graph
 from .node import NodeId, Op
@@ -29,6 +30,8 @@ __all__ = [
     "NodeId",
     "Op",
     "gradcheck",
+    "CheckpointConfig",
+    "CheckpointSegment",
     "manual_seed",
     "AutogradError",
     "ShapeError",
