@@ -1,11 +1,484 @@
-"""Shape ops (forward). See yscv/registry.py for the op contract."""
+"""Shape ops (forward): reshapes, views, concatenation, padding, tiling,
+pixel shuffle and nearest upsampling.
+
+Ops NumPy can express as a view (reshape, flatten, unsqueeze, squeeze, expand,
+select, narrow, getitem, flip) return a view of the input value, as PyTorch's
+do: no copy. Values are never written in place by the library, so the sharing
+is only visible through memory accounting (``g.summary()`` counts the bytes a
+view exposes). ``expand`` returns a read-only zero-stride broadcast view.
+
+Every attribute is resolved at graph-build time (the output shape of the
+reshapes, the canonical basic-slicing key of select/narrow/getitem, the split
+offsets of cat, the pad widths, the full tile reps), so forwards are one NumPy
+call and backwards a reshape, a slice, a sum or a slice assignment. Nothing is
+saved for backward beyond the input values.
+"""
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
-from ..node import Op
+from ..node import NodeId, Op
 from ..registry import register_forward
+from ._common import as_graph_array, int_tuple, is_scalar, normalize_axes, normalize_axis, shape_error
 
 
+# --------------------------------------------------------------- helpers
+def _operand_shape(g, x, op: str, arg: str = "x"):
+    """``(operand, shape)``: a NodeId passes through (its shape read from the
+    arena); an array-like becomes a graph-dtype array (a constant leaf later)."""
+    if type(x) is NodeId:
+        return x, g._shape(g._index(x))
+    a = as_graph_array(x, g.dtype, op, arg, copy=True)
+    return a, a.shape
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _need_ndim(shape, least: int, op: str, arg: str = "x") -> None:
+    if len(shape) < least:
+        raise shape_error(op, f"{arg} must have at least {least} dimension(s), got shape {shape}",
+                          expected=f">= {least}-d", got=shape)
+
+
+def _shape_arg(shape, op: str, arg: str = "shape") -> tuple:
+    """An int or a sequence of ints as a tuple (entries not yet range-checked)."""
+    if _is_int(shape):
+        return (int(shape),)
+    if isinstance(shape, (tuple, list)) and all(_is_int(s) for s in shape):
+        return tuple(int(s) for s in shape)
+    if isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind in "iu":
+        return tuple(int(s) for s in shape)
+    raise TypeError(f"{op}: {arg} must be an int or a sequence of ints, got {shape!r}")
+
+
+def _resolve_reshape(in_shape: tuple, shape, op: str = "reshape") -> tuple:
+    """NumPy's reshape rule: one -1 inferred, every other entry >= 0."""
+    new = _shape_arg(shape, op)
+    unknown = [k for k, s in enumerate(new) if s == -1]
+    if len(unknown) > 1 or any(s < -1 for s in new):
+        raise ValueError(f"{op}: shape={new} may hold at most one -1 and no other negative entry")
+    size = int(np.prod(in_shape, dtype=np.int64))
+    known = int(np.prod([s for s in new if s != -1], dtype=np.int64))
+    if unknown:
+        if known == 0 or size % known:
+            raise shape_error(op, f"cannot reshape an input of shape {in_shape} ({size} elements) "
+                                  f"into {new}", expected=new, got=in_shape)
+        new = tuple(size // known if s == -1 else s for s in new)
+    elif known != size:
+        raise shape_error(op, f"cannot reshape an input of shape {in_shape} ({size} elements) "
+                              f"into {new} ({known} elements)", expected=new, got=in_shape)
+    return new
+
+
+def _list_operands(g, nodes, op: str):
+    """Operands and shapes of the ``nodes`` list of cat / stack."""
+    if isinstance(nodes, NodeId) or not isinstance(nodes, (list, tuple)):
+        raise TypeError(f"{op}: nodes must be a list or tuple of NodeIds, "
+                        f"got {type(nodes).__name__}")
+    if len(nodes) == 0:
+        raise ValueError(f"{op}: nodes is empty; need at least one input")
+    ops, shapes = [], []
+    for k, n in enumerate(nodes):
+        o, s = _operand_shape(g, n, op, f"nodes[{k}]")
+        ops.append(o)
+        shapes.append(s)
+    return ops, shapes
+
+
+_ADVANCED_HINT = (
+    "only basic slicing is supported (ints, slices, None, Ellipsis and tuples of those); "
+    "for integer-array indexing use g.gather(x, axis, index) or g.embedding(weight, indices) "
+    "(g.select for one index); for a boolean mask use g.where or multiply by the mask")
+
+
+def _slice_part(v, op: str):
+    if v is None or _is_int(v):
+        return None if v is None else int(v)
+    raise TypeError(f"{op}: slice bounds and steps must be ints or None, got {v!r}")
+
+
+def basic_key(key, shape: tuple, op: str = "getitem") -> tuple:
+    """Canonical form of a basic-slicing key for an input of ``shape``.
+
+    Ellipsis is expanded to explicit full slices, ints are made non-negative
+    (IndexError when out of range), slice parts become ints or None; a
+    trailing Ellipsis is appended so that indexing always returns an array
+    view (never a NumPy scalar). Advanced indices raise TypeError.
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    parts = []
+    n_index = 0
+    n_ellipsis = 0
+    for k in key:
+        if k is None or k is Ellipsis:
+            n_ellipsis += k is Ellipsis
+            parts.append(k)
+        elif isinstance(k, slice):
+            if k.step is not None and _is_int(k.step) and int(k.step) == 0:
+                raise ValueError(f"{op}: slice step cannot be zero")
+            parts.append(slice(_slice_part(k.start, op), _slice_part(k.stop, op),
+                               _slice_part(k.step, op)))
+            n_index += 1
+        elif _is_int(k):
+            parts.append(int(k))
+            n_index += 1
+        elif isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype.kind in "iu":
+            parts.append(int(k))
+            n_index += 1
+        elif type(k) is NodeId:
+            raise TypeError(f"{op}: a NodeId cannot be used as an index (graph values are "
+                            f"floats); {_ADVANCED_HINT}")
+        elif isinstance(k, (list, tuple, np.ndarray, bool, np.bool_)) or hasattr(k, "__array__"):
+            raise TypeError(f"{op}: got an advanced index of type {type(k).__name__}; "
+                            f"{_ADVANCED_HINT}")
+        else:
+            raise TypeError(f"{op}: unsupported index {k!r} of type {type(k).__name__}; "
+                            f"{_ADVANCED_HINT}")
+    ndim = len(shape)
+    if n_ellipsis > 1:
+        raise IndexError(f"{op}: an index can only have a single Ellipsis (...)")
+    if n_index > ndim:
+        raise IndexError(f"{op}: too many indices: {n_index} for an input of shape {shape}")
+    out = []
+    dim = 0
+    for k in parts:
+        if k is Ellipsis:
+            fill = ndim - n_index
+            out.extend([slice(None)] * fill)
+            dim += fill
+        elif k is None:
+            out.append(None)
+        elif isinstance(k, slice):
+            out.append(k)
+            dim += 1
+        else:
+            size = shape[dim]
+            if not -size <= k < size:
+                raise IndexError(f"{op}: index {k} is out of range for axis {dim} of size {size} "
+                                 f"(input shape {shape})")
+            out.append(k % size)
+            dim += 1
+    out.append(Ellipsis)
+    return tuple(out)
+
+
+# -------------------------------------------------------------- forwards
+@register_forward(Op.RESHAPE)
+@register_forward(Op.FLATTEN)
+@register_forward(Op.UNSQUEEZE)
+@register_forward(Op.SQUEEZE)
+def reshape_forward(out_shape, x):
+    """reshape / flatten / unsqueeze / squeeze: attrs is the output shape."""
+    return x.reshape(out_shape), None
+
+
+@register_forward(Op.EXPAND)
+def expand_forward(out_shape, x):
+    return np.broadcast_to(x, out_shape), None
+
+
+@register_forward(Op.CAT)
+def cat_forward(attrs, *xs):
+    axis, _ = attrs
+    return np.concatenate(xs, axis=axis), None
+
+
+@register_forward(Op.STACK)
+def stack_forward(axis, *xs):
+    return np.stack(xs, axis=axis), None
+
+
+@register_forward(Op.SELECT)
+@register_forward(Op.NARROW)
+@register_forward(Op.GETITEM)
+def index_view_forward(key, x):
+    """select / narrow / getitem: attrs is a canonical basic-slicing key."""
+    return x[key], None
+
+
+@register_forward(Op.FLIP)
+def flip_forward(axes, x):
+    return np.flip(x, axes), None
+
+
+@register_forward(Op.PAD)
+def pad_forward(attrs, x):
+    widths, value = attrs
+    shape = tuple(n + b + a for n, (b, a) in zip(x.shape, widths))
+    out = np.zeros(shape, x.dtype) if value == 0.0 else np.full(shape, value, x.dtype)
+    out[pad_interior(widths, x.shape)] = x
+    return out, None
+
+
+def pad_interior(widths, in_shape) -> tuple:
+    """The slices of a padded array that hold the input."""
+    return tuple(slice(b, b + n) for (b, _), n in zip(widths, in_shape))
+
+
+@register_forward(Op.REPEAT)
+def repeat_forward(reps, x):
+    return np.tile(x, reps), None
+
+
+@register_forward(Op.PIXEL_SHUFFLE)
+def pixel_shuffle_forward(r, x):
+    n, h, w, crr = x.shape
+    c = crr // (r * r)
+    # x[n, h, w, c*r*r + i*r + j] -> out[n, h*r + i, w*r + j, c]
+    y = x.reshape(n, h, w, c, r, r).transpose(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, h * r, w * r, c), None
+
+
+@register_forward(Op.UPSAMPLE_NEAREST)
+def upsample_nearest_forward(scales, x):
+    n, *spatial, c = x.shape
+    inter = [n]
+    full = [n]
+    for s, r in zip(spatial, scales):
+        inter += [s, 1]
+        full += [s, r]
+    y = np.broadcast_to(x.reshape(inter + [c]), tuple(full) + (c,))
+    return y.reshape((n,) + tuple(s * r for s, r in zip(spatial, scales)) + (c,)), None
+
+
+# ----------------------------------------------------------- Graph methods
 class ShapeOps:
     """Graph methods of the shape category."""
+
+    def reshape(self, x, shape):
+        """``x`` with a new ``shape`` (int or tuple; one -1 is inferred, as
+        NumPy). A view when NumPy can make one. ShapeError on a size mismatch.
+        Backward: the gradient reshaped to ``x``'s shape."""
+        x, in_shape = _operand_shape(self, x, "reshape")
+        return self._apply1(Op.RESHAPE, x, _resolve_reshape(in_shape, shape))
+
+    def flatten(self, x, start_axis=1, end_axis=-1):
+        """Merge axes ``start_axis..end_axis`` (inclusive) into one, as
+        ``torch.flatten``; the default keeps the batch axis. A 0-d input gives
+        shape (1,)."""
+        x, in_shape = _operand_shape(self, x, "flatten")
+        nd = len(in_shape)
+        s = normalize_axis(start_axis, nd, "flatten", "start_axis")
+        e = normalize_axis(end_axis, nd, "flatten", "end_axis")
+        if s > e:
+            raise ValueError(f"flatten: start_axis={start_axis} comes after end_axis={end_axis} "
+                             f"for a {nd}-d input")
+        if nd == 0:
+            out = (1,)
+        else:
+            merged = int(np.prod(in_shape[s:e + 1], dtype=np.int64))
+            out = in_shape[:s] + (merged,) + in_shape[e + 1:]
+        return self._apply1(Op.FLATTEN, x, out)
+
+    def unsqueeze(self, x, axis):
+        """Insert a size-1 axis at position ``axis`` of the output, in
+        ``[-ndim-1, ndim]`` (as ``np.expand_dims`` / ``torch.unsqueeze``)."""
+        x, in_shape = _operand_shape(self, x, "unsqueeze")
+        nd = len(in_shape)
+        if not _is_int(axis):
+            raise TypeError(f"unsqueeze: axis must be an int, got {type(axis).__name__}")
+        if not -nd - 1 <= axis <= nd:
+            raise ValueError(f"unsqueeze: axis={axis} is out of range [{-nd - 1}, {nd}] "
+                             f"for a {nd}-d input")
+        a = int(axis) % (nd + 1)
+        return self._apply1(Op.UNSQUEEZE, x, in_shape[:a] + (1,) + in_shape[a:])
+
+    def squeeze(self, x, axis=None):
+        """Remove size-1 axes: ``axis`` an int or a tuple of ints (each must
+        have size 1, else ShapeError), or None for every size-1 axis (as
+        ``np.squeeze``)."""
+        x, in_shape = _operand_shape(self, x, "squeeze")
+        axes = normalize_axes(axis, len(in_shape), "squeeze")
+        if axes is None:
+            axes = tuple(k for k, s in enumerate(in_shape) if s == 1)
+        for a in axes:
+            if in_shape[a] != 1:
+                raise shape_error("squeeze", f"axis {a} has size {in_shape[a]}, not 1 "
+                                             f"(input shape {in_shape})", expected=1, got=in_shape)
+        out = tuple(s for k, s in enumerate(in_shape) if k not in axes)
+        return self._apply1(Op.SQUEEZE, x, out)
+
+    def expand(self, x, shape):
+        """Broadcast ``x`` to ``shape`` (``np.broadcast_to`` rules, new axes
+        at the front; -1 keeps an existing axis' size, as ``torch.expand``).
+        The value is a read-only broadcast view; backward sums the gradient
+        over the broadcast axes."""
+        x, in_shape = _operand_shape(self, x, "expand")
+        new = _shape_arg(shape, "expand")
+        lead = len(new) - len(in_shape)
+        if lead < 0:
+            raise shape_error("expand", f"shape={new} has fewer axes than the input "
+                                        f"shape {in_shape}", expected=new, got=in_shape)
+        out = []
+        for k, s in enumerate(new):
+            if k < lead:
+                if s < 0:
+                    raise ValueError(f"expand: shape={new}: new leading axis {k} must have a "
+                                     f"size >= 0, got {s} (-1 is only allowed for existing axes)")
+                out.append(s)
+                continue
+            cur = in_shape[k - lead]
+            if s == -1 or s == cur:
+                out.append(cur)
+            elif s < -1:
+                raise ValueError(f"expand: shape={new} has a negative size {s}")
+            elif cur == 1:
+                out.append(s)
+            else:
+                raise shape_error("expand", f"cannot expand axis {k - lead} of size {cur} "
+                                            f"(input shape {in_shape}) to {s}; only size-1 axes "
+                                            f"can be expanded", expected=new, got=in_shape)
+        return self._apply1(Op.EXPAND, x, tuple(out))
+
+    def cat(self, nodes, axis=0):
+        """Concatenate ``nodes`` along an existing ``axis``; shapes must match
+        on every other axis (ShapeError naming the offending input). Backward
+        splits the gradient at the input boundaries (views)."""
+        ops, shapes = _list_operands(self, nodes, "cat")
+        first = shapes[0]
+        if len(first) == 0:
+            raise shape_error("cat", "zero-dimensional inputs cannot be concatenated; use stack",
+                              got=first)
+        a = normalize_axis(axis, len(first), "cat")
+        for k, s in enumerate(shapes[1:], 1):
+            if len(s) != len(first) or s[:a] + s[a + 1:] != first[:a] + first[a + 1:]:
+                raise shape_error("cat", f"nodes[{k}] has shape {s}, which does not match "
+                                         f"nodes[0]'s shape {first} except on axis {a}",
+                                  expected=first, got=s)
+        offsets = tuple(np.cumsum([s[a] for s in shapes[:-1]], dtype=np.int64).tolist())
+        return self._apply(Op.CAT, tuple(ops), (a, offsets))
+
+    def stack(self, nodes, axis=0):
+        """Stack equally shaped ``nodes`` along a new ``axis`` in
+        ``[-ndim-1, ndim]`` (ShapeError naming the offending input)."""
+        ops, shapes = _list_operands(self, nodes, "stack")
+        first = shapes[0]
+        nd = len(first)
+        if not _is_int(axis):
+            raise TypeError(f"stack: axis must be an int, got {type(axis).__name__}")
+        if not -nd - 1 <= axis <= nd:
+            raise ValueError(f"stack: axis={axis} is out of range [{-nd - 1}, {nd}] "
+                             f"for {nd}-d inputs")
+        for k, s in enumerate(shapes[1:], 1):
+            if s != first:
+                raise shape_error("stack", f"nodes[{k}] has shape {s}, nodes[0] has {first}; "
+                                           "stack needs equal shapes", expected=first, got=s)
+        return self._apply(Op.STACK, tuple(ops), int(axis) % (nd + 1))
+
+    def select(self, x, axis, index):
+        """``x`` at ``index`` along ``axis``, which is removed (``torch.select``).
+        A negative index counts from the end; out of range raises IndexError."""
+        x, in_shape = _operand_shape(self, x, "select")
+        _need_ndim(in_shape, 1, "select")
+        a = normalize_axis(axis, len(in_shape), "select")
+        if not _is_int(index):
+            raise TypeError(f"select: index must be an int, got {type(index).__name__}")
+        size = in_shape[a]
+        if not -size <= index < size:
+            raise IndexError(f"select: index={index} is out of range for axis {a} of size {size}")
+        key = (slice(None),) * a + (int(index) % size, Ellipsis)
+        return self._apply1(Op.SELECT, x, key)
+
+    def narrow(self, x, axis, start, length):
+        """``x`` restricted to ``[start, start + length)`` along ``axis``
+        (``torch.narrow``; a negative ``start`` counts from the end)."""
+        x, in_shape = _operand_shape(self, x, "narrow")
+        _need_ndim(in_shape, 1, "narrow")
+        a = normalize_axis(axis, len(in_shape), "narrow")
+        for name, v in (("start", start), ("length", length)):
+            if not _is_int(v):
+                raise TypeError(f"narrow: {name} must be an int, got {type(v).__name__}")
+        size = in_shape[a]
+        if not -size <= start <= size:
+            raise IndexError(f"narrow: start={start} is out of range for axis {a} of size {size}")
+        s = int(start) % size if start < 0 else int(start)
+        if length < 0 or s + length > size:
+            raise ValueError(f"narrow: start={start} with length={length} does not fit in "
+                             f"axis {a} of size {size}")
+        key = (slice(None),) * a + (slice(s, s + int(length)), Ellipsis)
+        return self._apply1(Op.NARROW, x, key)
+
+    def getitem(self, x, key):
+        """``x[key]`` with NumPy basic slicing: ints, slices (any step), None,
+        Ellipsis and tuples of those; ``x[key]`` on a NodeId calls this.
+        Advanced (array / list / mask) indices raise TypeError: use gather,
+        embedding or where. Backward writes the gradient into zeros of
+        ``x``'s shape at the same key."""
+        x, in_shape = _operand_shape(self, x, "getitem")
+        return self._apply1(Op.GETITEM, x, basic_key(key, in_shape))
+
+    def flip(self, x, axes=None):
+        """Reverse the order of elements along ``axes`` (int or tuple; None:
+        every axis, as ``np.flip``). A view; backward flips the gradient."""
+        x, in_shape = _operand_shape(self, x, "flip")
+        ax = normalize_axes(axes, len(in_shape), "flip", "axes")
+        if ax is None:
+            ax = tuple(range(len(in_shape)))
+        return self._apply1(Op.FLIP, x, ax)
+
+    def pad(self, x, pad_width, value=0.0):
+        """Constant padding, ``np.pad(x, pad_width, constant_values=value)``:
+        ``pad_width`` is one ``(before, after)`` pair per axis (or, as in
+        np.pad, an int or one pair used for every axis); widths >= 0.
+        Backward: the gradient's interior slice."""
+        x, in_shape = _operand_shape(self, x, "pad")
+        nd = len(in_shape)
+        try:
+            pw = np.asarray(pad_width)
+        except Exception:
+            pw = np.asarray([], dtype=object)
+        if pw.dtype.kind not in "iu":
+            raise TypeError(f"pad: pad_width must hold ints, got {pad_width!r}")
+        try:
+            pw = np.broadcast_to(pw, (nd, 2))
+        except ValueError:
+            raise ValueError(f"pad: pad_width={pad_width!r} must be one (before, after) pair per "
+                             f"axis ({nd} pairs for shape {in_shape}), one pair or an int") from None
+        if (pw < 0).any():
+            raise ValueError(f"pad: pad_width={pad_width!r} has a negative width")
+        if not is_scalar(value):
+            raise TypeError(f"pad: value must be a real number, got {value!r}")
+        widths = tuple((int(b), int(a)) for b, a in pw.tolist())
+        return self._apply1(Op.PAD, x, (widths, float(value)))
+
+    def repeat(self, x, repeats):
+        """Tile ``x`` (``np.tile`` semantics): ``repeats`` an int or a tuple of
+        ints >= 0; a longer tuple adds leading axes. Backward sums the
+        gradient over the copies."""
+        x, in_shape = _operand_shape(self, x, "repeat")
+        reps = _shape_arg(repeats, "repeat", "repeats")
+        if any(r < 0 for r in reps):
+            raise ValueError(f"repeat: repeats={reps} must be >= 0")
+        d = max(len(reps), len(in_shape))
+        return self._apply1(Op.REPEAT, x, (1,) * (d - len(reps)) + reps)
+
+    def pixel_shuffle(self, x, r):
+        """[N, H, W, C*r*r] -> [N, H*r, W*r, C] in PyTorch's channel order:
+        input channel ``c*r*r + i*r + j`` goes to output pixel
+        ``(h*r + i, w*r + j)``, channel ``c``."""
+        x, in_shape = _operand_shape(self, x, "pixel_shuffle")
+        if len(in_shape) != 4:
+            raise shape_error("pixel_shuffle", f"x must be 4-d (NHWC), got shape {in_shape}",
+                              expected=4, got=in_shape)
+        (r,) = int_tuple(r, 1, "pixel_shuffle", "r", minimum=1)
+        if in_shape[3] % (r * r):
+            raise shape_error("pixel_shuffle", f"channels {in_shape[3]} (shape {in_shape}) are "
+                                               f"not divisible by r*r = {r * r}", got=in_shape)
+        return self._apply1(Op.PIXEL_SHUFFLE, x, r)
+
+    def upsample_nearest(self, x, r):
+        """Nearest-neighbour upsampling by an integer factor: [N, H, W, C] ->
+        [N, H*r, W*r, C] (each pixel repeated r x r). ``r`` is an int or one
+        int per spatial axis; NLC and NDHWC inputs work alike. Backward sums
+        each r x r block of the gradient."""
+        x, in_shape = _operand_shape(self, x, "upsample_nearest")
+        if len(in_shape) not in (3, 4, 5):
+            raise shape_error("upsample_nearest", f"x must be 3-d (NLC), 4-d (NHWC) or 5-d "
+                                                  f"(NDHWC), got shape {in_shape}", got=in_shape)
+        scales = int_tuple(r, len(in_shape) - 2, "upsample_nearest", "r", minimum=1)
+        return self._apply1(Op.UPSAMPLE_NEAREST, x, scales)
