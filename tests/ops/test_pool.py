@@ -1,0 +1,459 @@
+"""Pooling ops (NHWC): naive NumPy loop references, float64 gradcheck, bad
+arguments, tie routing, saved-data size, and cross-checks against PyTorch."""
+import math
+
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.registry import FORWARD
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+# ------------------------------------------------------------- references
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def ref_max_pool2d(x, kernel, stride=None, padding=0):
+    kh, kw = _pair(kernel)
+    sh, sw = _pair(kernel if stride is None else stride)
+    ph, pw = _pair(padding)
+    n, h, w, c = x.shape
+    xp = np.full((n, h + 2 * ph, w + 2 * pw, c), -np.inf)
+    xp[:, ph:ph + h, pw:pw + w] = x
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (w + 2 * pw - kw) // sw + 1
+    out = np.empty((n, oh, ow, c))
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    out[b, i, j, ch] = max(xp[b, i * sh + a, j * sw + d, ch]
+                                           for a in range(kh) for d in range(kw))
+    return out
+
+
+def ref_avg_pool2d(x, kernel, stride=None, padding=0, count_include_pad=True):
+    kh, kw = _pair(kernel)
+    sh, sw = _pair(kernel if stride is None else stride)
+    ph, pw = _pair(padding)
+    n, h, w, c = x.shape
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (w + 2 * pw - kw) // sw + 1
+    out = np.zeros((n, oh, ow, c))
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    total, count = 0.0, 0
+                    for a in range(kh):
+                        for d in range(kw):
+                            r, q = i * sh - ph + a, j * sw - pw + d
+                            if 0 <= r < h and 0 <= q < w:
+                                total += x[b, r, q, ch]
+                                count += 1
+                    out[b, i, j, ch] = total / (kh * kw if count_include_pad else count)
+    return out
+
+
+def ref_adaptive(x, output_size, reduce):
+    n, h, w, c = x.shape
+    oh, ow = _pair(output_size)
+    oh = h if oh is None else oh
+    ow = w if ow is None else ow
+    out = np.empty((n, oh, ow, c))
+    for i in range(oh):
+        r0, r1 = math.floor(i * h / oh), math.ceil((i + 1) * h / oh)
+        for j in range(ow):
+            q0, q1 = math.floor(j * w / ow), math.ceil((j + 1) * w / ow)
+            for b in range(n):
+                for ch in range(c):
+                    out[b, i, j, ch] = reduce([x[b, r, q, ch] for r in range(r0, r1)
+                                               for q in range(q0, q1)])
+    return out
+
+
+def ref_global_avg(x):
+    n, h, w, c = x.shape
+    out = np.zeros((n, c))
+    for b in range(n):
+        for ch in range(c):
+            out[b, ch] = sum(x[b, r, q, ch] for r in range(h) for q in range(w)) / (h * w)
+    return out
+
+
+def _mean(vals):
+    return sum(vals) / len(vals)
+
+
+def distinct(shape):
+    """Inputs without ties (a scaled random permutation), so max pooling is
+    differentiable and finite differences stay inside one argmax."""
+    def make(rng):
+        n = int(np.prod(shape))
+        return ((rng.permutation(n).reshape(shape) - n / 2) * 0.1,)
+    return make
+
+
+# ----------------------------------------------------------------- table
+def _max(shape, name, kernel, stride=None, padding=0, alias=False):
+    if alias:
+        build = lambda g, x: g.max_pool2d_nhwc(x, kernel, stride, padding)  # noqa: E731
+    else:
+        build = lambda g, x: g.max_pool2d(x, kernel, stride=stride, padding=padding)  # noqa: E731
+    return OpCase(Op.MAX_POOL2D, build, [shape],
+                  lambda x: ref_max_pool2d(x, kernel, stride, padding),
+                  name=name, inputs=distinct(shape))
+
+
+def _avg(shape, name, kernel, stride=None, padding=0, cip=True, alias=False):
+    if alias:
+        build = lambda g, x: g.avg_pool2d_nhwc(x, kernel, stride, padding, cip)  # noqa: E731
+    else:
+        build = lambda g, x: g.avg_pool2d(x, kernel, stride=stride, padding=padding,  # noqa: E731
+                                          count_include_pad=cip)
+    return OpCase(Op.AVG_POOL2D, build, [shape],
+                  lambda x: ref_avg_pool2d(x, kernel, stride, padding, cip), name=name)
+
+
+def _aavg(shape, name, size, alias=False):
+    method = "adaptive_avg_pool2d_nhwc" if alias else "adaptive_avg_pool2d"
+    return OpCase(Op.ADAPTIVE_AVG_POOL2D, lambda g, x: getattr(g, method)(x, size), [shape],
+                  lambda x: ref_adaptive(x, size, _mean), name=name)
+
+
+def _amax(shape, name, size, alias=False):
+    method = "adaptive_max_pool2d_nhwc" if alias else "adaptive_max_pool2d"
+    return OpCase(Op.ADAPTIVE_MAX_POOL2D, lambda g, x: getattr(g, method)(x, size), [shape],
+                  lambda x: ref_adaptive(x, size, max), name=name, inputs=distinct(shape))
+
+
+CASES = [
+    _max((2, 4, 6, 3), "max_k2_default_stride_batch2", 2),
+    _max((1, 5, 5, 2), "max_k3_s1_p1_overlapping", 3, 1, 1),
+    _max((2, 6, 5, 2), "max_nonsquare_k32_s21_p10", (3, 2), (2, 1), (1, 0)),
+    _max((1, 7, 7, 2), "max_k2_s3_gaps", 2, 3),
+    _max((1, 5, 6, 3), "max_k3_s2_p1", 3, 2, 1),
+    _max((1, 4, 4, 2), "max_pool2d_nhwc_alias", 2, None, 0, alias=True),
+    _avg((2, 4, 6, 3), "avg_k2_default_stride_batch2", 2),
+    _avg((1, 5, 5, 2), "avg_k3_s1_p1_include_pad", 3, 1, 1, True),
+    _avg((1, 5, 5, 2), "avg_k3_s1_p1_exclude_pad", 3, 1, 1, False),
+    _avg((2, 5, 4, 2), "avg_nonsquare_k32_s21_p11_exclude_pad", (3, 2), (2, 1), (1, 1), False),
+    _avg((2, 5, 4, 2), "avg_nonsquare_k32_s21_p11_include_pad", (3, 2), (2, 1), (1, 1), True),
+    _avg((1, 5, 7, 2), "avg_k23_s12_overlapping", (2, 3), (1, 2)),
+    _avg((1, 7, 7, 2), "avg_k2_s3_gaps", 2, 3),
+    _avg((1, 4, 4, 2), "avg_pool2d_nhwc_alias", 3, 1, 1, False, alias=True),
+    _aavg((2, 6, 4, 2), "adaptive_avg_divisible_down", (3, 2)),
+    _aavg((1, 7, 5, 3), "adaptive_avg_nondivisible_down", (3, 2)),
+    _aavg((1, 3, 2, 2), "adaptive_avg_nondivisible_up", (5, 4)),
+    _aavg((1, 2, 3, 2), "adaptive_avg_divisible_up", (4, 6)),
+    _aavg((2, 5, 5, 2), "adaptive_avg_int_size", 3),
+    _aavg((1, 4, 5, 2), "adaptive_avg_none_keeps_width", (2, None)),
+    _aavg((1, 5, 3, 2), "adaptive_avg_pool2d_nhwc_alias", (2, 2), alias=True),
+    _amax((2, 6, 4, 2), "adaptive_max_divisible_down", (3, 2)),
+    _amax((1, 7, 5, 3), "adaptive_max_nondivisible_down", (3, 2)),
+    _amax((1, 3, 2, 2), "adaptive_max_nondivisible_up", (5, 4)),
+    _amax((1, 2, 3, 2), "adaptive_max_divisible_up", (4, 6)),
+    _amax((2, 5, 5, 2), "adaptive_max_int_size", 3),
+    _amax((1, 4, 5, 2), "adaptive_max_none_keeps_height", (None, 2)),
+    _amax((1, 5, 3, 2), "adaptive_max_pool2d_nhwc_alias", (2, 2), alias=True),
+    OpCase(Op.GLOBAL_AVG_POOL2D, lambda g, x: g.global_avg_pool2d(x), [(2, 3, 4, 3)],
+           ref_global_avg, name="global_avg_batch2"),
+    OpCase(Op.GLOBAL_AVG_POOL2D, lambda g, x: g.global_avg_pool2d(x), [(1, 1, 1, 4)],
+           ref_global_avg, name="global_avg_1x1"),
+    OpCase(Op.GLOBAL_AVG_POOL2D, lambda g, x: g.global_avg_pool2d_nhwc(x), [(1, 5, 2, 3)],
+           ref_global_avg, name="global_avg_pool2d_nhwc_alias"),
+]
+
+
+# ------------------------------------------------------------ bad arguments
+def _x(*shape):
+    return lambda g: (g.variable(np.ones(shape)),)
+
+
+X = _x(1, 4, 4, 2)
+
+BAD = [
+    BadCase(Op.MAX_POOL2D, "max_rank3", _x(4, 4, 2), lambda g, x: g.max_pool2d(x, 2),
+            yscv.ShapeError, "max_pool2d: x must be 4-d"),
+    BadCase(Op.MAX_POOL2D, "max_kernel_larger_than_padded_input", X,
+            lambda g, x: g.max_pool2d(x, 5), ValueError, "max_pool2d: kernel=5 is larger"),
+    BadCase(Op.MAX_POOL2D, "max_kernel_larger_with_padding", _x(1, 2, 8, 1),
+            lambda g, x: g.max_pool2d(x, (5, 2), padding=(1, 0)), ValueError, "padded input along H"),
+    BadCase(Op.MAX_POOL2D, "max_kernel_zero", X, lambda g, x: g.max_pool2d(x, 0),
+            ValueError, "max_pool2d: kernel=0 must be >= 1"),
+    BadCase(Op.MAX_POOL2D, "max_stride_zero", X, lambda g, x: g.max_pool2d(x, 2, 0),
+            ValueError, "max_pool2d: stride=0"),
+    BadCase(Op.MAX_POOL2D, "max_stride_negative", X, lambda g, x: g.max_pool2d(x, 2, (1, -1)),
+            ValueError, "max_pool2d: stride"),
+    BadCase(Op.MAX_POOL2D, "max_padding_negative", X, lambda g, x: g.max_pool2d(x, 2, 1, -1),
+            ValueError, "max_pool2d: padding=-1"),
+    BadCase(Op.MAX_POOL2D, "max_padding_over_half_kernel", X,
+            lambda g, x: g.max_pool2d(x, 3, 1, 2), ValueError, "max_pool2d: padding=2"),
+    BadCase(Op.MAX_POOL2D, "max_padding_over_half_kernel_w", X,
+            lambda g, x: g.max_pool2d(x, (4, 2), 1, (2, 2)), ValueError, "along W"),
+    BadCase(Op.MAX_POOL2D, "max_kernel_float", X, lambda g, x: g.max_pool2d(x, 2.0),
+            TypeError, "max_pool2d: kernel"),
+    BadCase(Op.MAX_POOL2D, "max_kernel_triple", X, lambda g, x: g.max_pool2d(x, (2, 2, 2)),
+            TypeError, "max_pool2d: kernel"),
+    BadCase(Op.MAX_POOL2D, "max_empty_width", _x(1, 3, 0, 2), lambda g, x: g.max_pool2d(x, 1),
+            yscv.ShapeError, "max_pool2d: x must have non-empty"),
+    BadCase(Op.MAX_POOL2D, "max_string_input", lambda g: ("x",), lambda g, x: g.max_pool2d(x, 2),
+            TypeError, "max_pool2d"),
+    BadCase(Op.MAX_POOL2D, "max_pool2d_nhwc_alias_stride", X,
+            lambda g, x: g.max_pool2d_nhwc(x, 2, -2), ValueError, "max_pool2d: stride"),
+    BadCase(Op.AVG_POOL2D, "avg_rank5", _x(1, 2, 4, 4, 2), lambda g, x: g.avg_pool2d(x, 2),
+            yscv.ShapeError, "avg_pool2d: x must be 4-d"),
+    BadCase(Op.AVG_POOL2D, "avg_kernel_larger_than_padded_input", X,
+            lambda g, x: g.avg_pool2d(x, (2, 7), padding=(0, 1)), ValueError, "along W"),
+    BadCase(Op.AVG_POOL2D, "avg_kernel_negative", X, lambda g, x: g.avg_pool2d(x, -2),
+            ValueError, "avg_pool2d: kernel"),
+    BadCase(Op.AVG_POOL2D, "avg_stride_zero", X, lambda g, x: g.avg_pool2d(x, 2, (0, 1)),
+            ValueError, "avg_pool2d: stride"),
+    BadCase(Op.AVG_POOL2D, "avg_padding_negative", X, lambda g, x: g.avg_pool2d(x, 2, 1, (0, -1)),
+            ValueError, "avg_pool2d: padding"),
+    BadCase(Op.AVG_POOL2D, "avg_padding_over_half_kernel", X,
+            lambda g, x: g.avg_pool2d(x, 2, 1, 2), ValueError, "avg_pool2d: padding=2"),
+    BadCase(Op.AVG_POOL2D, "avg_count_include_pad_not_bool", X,
+            lambda g, x: g.avg_pool2d(x, 2, count_include_pad="yes"), TypeError,
+            "avg_pool2d: count_include_pad"),
+    BadCase(Op.AVG_POOL2D, "avg_pool2d_nhwc_alias_kernel", X,
+            lambda g, x: g.avg_pool2d_nhwc(x, 9), ValueError, "avg_pool2d: kernel=9"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_output_zero", X,
+            lambda g, x: g.adaptive_avg_pool2d(x, 0), ValueError,
+            "adaptive_avg_pool2d: output_size=0 must be >= 1"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_output_negative", X,
+            lambda g, x: g.adaptive_avg_pool2d(x, (2, -1)), ValueError,
+            "adaptive_avg_pool2d: output_size"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_output_triple", X,
+            lambda g, x: g.adaptive_avg_pool2d(x, (2, 2, 2)), TypeError,
+            "adaptive_avg_pool2d: output_size"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_output_float", X,
+            lambda g, x: g.adaptive_avg_pool2d(x, (2, 1.5)), TypeError,
+            "adaptive_avg_pool2d: output_size"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_rank2", _x(4, 4),
+            lambda g, x: g.adaptive_avg_pool2d(x, 2), yscv.ShapeError, "adaptive_avg_pool2d: x"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d_nhwc_alias", X,
+            lambda g, x: g.adaptive_avg_pool2d_nhwc(x, None), TypeError,
+            "adaptive_avg_pool2d: output_size"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_output_zero", X,
+            lambda g, x: g.adaptive_max_pool2d(x, (0, 2)), ValueError,
+            "adaptive_max_pool2d: output_size"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_output_bool", X,
+            lambda g, x: g.adaptive_max_pool2d(x, True), TypeError,
+            "adaptive_max_pool2d: output_size"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_empty_height", _x(2, 0, 3, 1),
+            lambda g, x: g.adaptive_max_pool2d(x, 2), yscv.ShapeError,
+            "adaptive_max_pool2d: x must have non-empty"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_rank3", _x(4, 4, 2),
+            lambda g, x: g.adaptive_max_pool2d(x, 2), yscv.ShapeError, "adaptive_max_pool2d: x"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_pool2d_nhwc_alias", X,
+            lambda g, x: g.adaptive_max_pool2d_nhwc(x, -3), ValueError,
+            "adaptive_max_pool2d: output_size"),
+    BadCase(Op.GLOBAL_AVG_POOL2D, "global_avg_rank2", _x(3, 4),
+            lambda g, x: g.global_avg_pool2d(x), yscv.ShapeError, "global_avg_pool2d: x must be 4-d"),
+    BadCase(Op.GLOBAL_AVG_POOL2D, "global_avg_empty_spatial", _x(1, 0, 0, 3),
+            lambda g, x: g.global_avg_pool2d(x), yscv.ShapeError, "global_avg_pool2d: x must have"),
+    BadCase(Op.GLOBAL_AVG_POOL2D, "global_avg_complex", lambda g: (np.ones((1, 2, 2, 1)) * 1j,),
+            lambda g, x: g.global_avg_pool2d(x), TypeError, "global_avg_pool2d"),
+    BadCase(Op.GLOBAL_AVG_POOL2D, "global_avg_pool2d_nhwc_alias", _x(2, 2, 2),
+            lambda g, x: g.global_avg_pool2d_nhwc(x), yscv.ShapeError, "global_avg_pool2d"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# ------------------------------------------------------- targeted semantics
+def test_max_pool_ties_route_gradient_to_first_maximum():
+    g = yscv.Graph(np.float64)
+    x = np.zeros((1, 4, 4, 2))
+    x[0, :2, :2, 0] = 5.0                       # window (0,0): all four tied
+    x[0, 0, 3, 0] = x[0, 1, 2, 0] = 7.0          # window (0,1): tie at (0,3) and (1,2)
+    x[0, 2:, :, 1] = -1.0                        # windows in row 1 of channel 1: all tied
+    v = g.variable(x)
+    g.backward(g.max_pool2d(v, 2), grad=np.arange(1.0, 9.0).reshape(1, 2, 2, 2))
+    expected = np.zeros_like(x)
+    expected[0, 0, 0, 0] = 1.0                   # first of the tied 2x2 block
+    expected[0, 0, 3, 0] = 3.0                   # (0,3) comes before (1,2) row-major
+    expected[0, 0, 0, 1] = 2.0                   # zeros tie in channel 1, window (0,0)
+    expected[0, 0, 2, 1] = 4.0
+    expected[0, 2, 0, 0] = 5.0
+    expected[0, 2, 2, 0] = 7.0
+    expected[0, 2, 0, 1] = 6.0
+    expected[0, 2, 2, 1] = 8.0
+    np.testing.assert_array_equal(g.grad(v), expected)
+
+
+def test_max_pool_ties_in_overlapping_windows_and_padding():
+    # 3x3 stride 1 pad 1 on a constant image: every window's first non-padding
+    # element gets the gradient (padding is -inf, never the maximum).
+    g = yscv.Graph(np.float64)
+    v = g.variable(np.full((1, 3, 3, 1), 2.0))
+    out = g.max_pool2d(v, 3, 1, 1)
+    np.testing.assert_array_equal(g.value(out), np.full((1, 3, 3, 1), 2.0))
+    g.backward(out, grad=np.ones((1, 3, 3, 1)))
+    expected = np.zeros((3, 3))
+    expected[0, 0] = 4.0   # windows centred at (0,0), (0,1), (1,0), (1,1)
+    expected[0, 1] = 2.0   # (0,2), (1,2)
+    expected[1, 0] = 2.0   # (2,0), (2,1)
+    expected[1, 1] = 1.0   # (2,2)
+    np.testing.assert_array_equal(g.grad(v)[0, :, :, 0], expected)
+
+
+def test_adaptive_max_pool_ties_route_gradient_to_first_maximum():
+    g = yscv.Graph(np.float32)
+    v = g.variable(np.ones((1, 3, 3, 1)))
+    g.backward(g.adaptive_max_pool2d(v, 1), grad=np.array([[[[3.0]]]]))
+    expected = np.zeros((1, 3, 3, 1), np.float32)
+    expected[0, 0, 0, 0] = 3.0
+    np.testing.assert_array_equal(g.grad(v), expected)
+
+
+def test_max_pool_propagates_nan_like_pytorch():
+    g = yscv.Graph(np.float64)
+    x = np.arange(16.0).reshape(1, 4, 4, 1)
+    x[0, 0, 1, 0] = np.nan
+    out = g.value(g.max_pool2d(g.constant(x), 2))
+    assert np.isnan(out[0, 0, 0, 0])
+    np.testing.assert_array_equal(out[0, :, :, 0].ravel()[1:], [7.0, 13.0, 15.0])
+
+
+@pytest.mark.parametrize("method,args,out_shape", [
+    ("max_pool2d", (2,), (2, 3, 2, 3)),
+    ("max_pool2d", (3, 1, 1), (2, 6, 4, 3)),
+    ("adaptive_max_pool2d", ((5, 3),), (2, 5, 3, 3)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_saves_only_the_int32_argmax(method, args, out_shape, dtype):
+    g = yscv.Graph(dtype)
+    x = g.variable(np.random.default_rng(0).standard_normal((2, 6, 4, 3)))
+    assert g.memory()["saved"] == 0
+    out = getattr(g, method)(x, *args)
+    assert g.value(out).shape == out_shape
+    saved = g._saved[out.index]
+    assert isinstance(saved, np.ndarray) and saved.dtype == np.int32
+    assert saved.shape == out_shape
+    assert g.memory()["saved"] == saved.nbytes == int(np.prod(out_shape)) * 4
+
+
+@pytest.mark.parametrize("build", [
+    lambda g, x: g.avg_pool2d(x, 3, 1, 1, count_include_pad=False),
+    lambda g, x: g.adaptive_avg_pool2d(x, (4, 3)),
+    lambda g, x: g.global_avg_pool2d(x),
+])
+def test_average_pools_save_nothing(build):
+    g = yscv.Graph()
+    x = g.variable(np.ones((2, 5, 4, 3)))
+    build(g, x)
+    assert g.memory()["saved"] == 0
+
+
+def test_argmax_indices_are_flat_positions_in_the_input_plane():
+    x = np.zeros((1, 3, 4, 2))
+    x[0, 2, 3, 0] = 1.0
+    x[0, 1, 2, 1] = 1.0
+    _, arg = FORWARD[Op.MAX_POOL2D]((3, 4, 1, 1, 0, 0), x)
+    np.testing.assert_array_equal(arg.reshape(-1), [2 * 4 + 3, 1 * 4 + 2])
+
+
+@pytest.mark.parametrize("op,attrs,reference", [
+    (Op.MAX_POOL2D, (2, 2, 1, 2, 1, 0), lambda a: ref_max_pool2d(a, 2, (1, 2), (1, 0))),
+    (Op.AVG_POOL2D, (3, 2, 2, 1, 1, 1, False),
+     lambda a: ref_avg_pool2d(a, (3, 2), (2, 1), 1, False)),
+    (Op.ADAPTIVE_AVG_POOL2D, (2, 3), lambda a: ref_adaptive(a, (2, 3), _mean)),
+    (Op.ADAPTIVE_MAX_POOL2D, (3, 2), lambda a: ref_adaptive(a, (3, 2), max)),
+    (Op.GLOBAL_AVG_POOL2D, None, ref_global_avg),
+])
+def test_forwards_accept_non_contiguous_values(op, attrs, reference):
+    base = np.random.default_rng(1).standard_normal((2, 5, 10, 6))
+    x = base[:, :, ::2, 1::2]          # strided view, as other ops may produce
+    assert not x.flags.c_contiguous
+    out, _ = FORWARD[op](attrs, x)
+    np.testing.assert_allclose(out, reference(x), rtol=1e-12, atol=1e-12)
+
+
+def test_pool_of_a_constant_input_builds_a_node_that_needs_no_grad():
+    g = yscv.Graph()
+    arr = np.arange(32.0).reshape(1, 4, 4, 2)
+    out = g.max_pool2d(arr, 2)          # array operand becomes a constant leaf
+    assert len(g) == 2 and not g.requires_grad(out)
+    np.testing.assert_array_equal(g.value(out), ref_max_pool2d(arr, 2))
+
+
+def test_float32_window_sums_match_float64_reference():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 9, 11, 5))
+    g = yscv.Graph(np.float32)
+    v = g.variable(x)
+    out = g.avg_pool2d(v, 3, 2, 1, count_include_pad=False)
+    assert g.value(out).dtype == np.float32
+    np.testing.assert_allclose(g.value(out), ref_avg_pool2d(x, 3, 2, 1, False), rtol=1e-5, atol=1e-6)
+    g.backward(out, grad=np.ones(g.value(out).shape))
+    assert g.grad(v).dtype == np.float32
+
+
+# ------------------------------------------------------- PyTorch cross-check
+TORCH_CASES = [
+    ("max_pool2d", dict(kernel=2), "max_pool2d", dict(kernel_size=2)),
+    ("max_pool2d", dict(kernel=3, stride=1, padding=1), "max_pool2d",
+     dict(kernel_size=3, stride=1, padding=1)),
+    ("max_pool2d", dict(kernel=(3, 2), stride=(2, 1), padding=(1, 1)), "max_pool2d",
+     dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1))),
+    ("avg_pool2d", dict(kernel=3, stride=2, padding=1), "avg_pool2d",
+     dict(kernel_size=3, stride=2, padding=1)),
+    ("avg_pool2d", dict(kernel=3, stride=1, padding=1, count_include_pad=False), "avg_pool2d",
+     dict(kernel_size=3, stride=1, padding=1, count_include_pad=False)),
+    ("avg_pool2d", dict(kernel=(2, 3), stride=(1, 2), padding=(1, 0), count_include_pad=False),
+     "avg_pool2d", dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), count_include_pad=False)),
+    ("adaptive_avg_pool2d", dict(output_size=(3, 4)), "adaptive_avg_pool2d", dict(output_size=(3, 4))),
+    ("adaptive_avg_pool2d", dict(output_size=(11, 13)), "adaptive_avg_pool2d",
+     dict(output_size=(11, 13))),
+    ("adaptive_max_pool2d", dict(output_size=(3, 4)), "adaptive_max_pool2d", dict(output_size=(3, 4))),
+    ("adaptive_max_pool2d", dict(output_size=(11, 5)), "adaptive_max_pool2d",
+     dict(output_size=(11, 5))),
+]
+
+
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ours,kw,theirs,tkw", TORCH_CASES, ids=[
+    f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[1].items())}" for c in TORCH_CASES])
+def test_matches_pytorch_forward_and_gradient(ours, kw, theirs, tkw, dtype, ties):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(7)
+    shape = (3, 7, 9, 4)
+    # Small integers make many exact ties; tie routing must equal PyTorch's.
+    x = (rng.integers(-2, 3, size=shape) if ties else rng.standard_normal(shape)).astype(dtype)
+    g = yscv.Graph(dtype)
+    v = g.variable(x)
+    out = getattr(g, ours)(v, **kw)
+    cot = rng.standard_normal(g.value(out).shape).astype(dtype)
+    g.backward(out, grad=cot)
+
+    t = torch.tensor(x).permute(0, 3, 1, 2).detach().requires_grad_(True)
+    tout = getattr(F, theirs)(t, **tkw)
+    tout.backward(torch.tensor(cot).permute(0, 3, 1, 2))
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g.value(out), tout.detach().permute(0, 2, 3, 1).numpy(), **tol)
+    np.testing.assert_allclose(g.grad(v), t.grad.permute(0, 2, 3, 1).numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_avg_pool_matches_pytorch(dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 6, 5, 4)).astype(dtype)
+    g = yscv.Graph(dtype)
+    v = g.variable(x)
+    out = g.global_avg_pool2d(v)
+    cot = rng.standard_normal((3, 4)).astype(dtype)
+    g.backward(out, grad=cot)
+    t = torch.tensor(x).permute(0, 3, 1, 2).detach().requires_grad_(True)
+    tout = torch.nn.functional.adaptive_avg_pool2d(t, 1).flatten(1)
+    tout.backward(torch.tensor(cot))
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g.value(out), tout.detach().numpy(), **tol)
+    np.testing.assert_allclose(g.grad(v), t.grad.permute(0, 2, 3, 1).numpy(), **tol)
