@@ -35,6 +35,7 @@ from .errors import (
 from .checkpoint import CheckpointMixin
 from .introspect import IntrospectionMixin
 from .node import NodeId, Op, make_node_id, next_uid
+from .node import _new_object, _next_uid, _set_graph, _set_index, _set_uid
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWARD)
@@ -198,18 +199,26 @@ class _GraphCore:
 
     def _apply2(self, op: Op, a, b, attrs=None) -> NodeId:
         """Fast path of :meth:`_apply` for two operands; NumPy broadcasting
-        failures become a ShapeError naming the op and both shapes."""
+        failures become a ShapeError naming the op and both shapes.
+
+        This and :meth:`_apply1` are the per-node hot path (the scalar-chain
+        benchmark): id checks and the append are inlined on purpose.
+        """
         if type(a) is NodeId and type(b) is NodeId:
-            i = self._index(a)
-            j = self._index(b)
-            va = self._values[i]
-            vb = self._values[j]
+            uids = self._uids
+            i = a.index
+            j = b.index
+            # uids are process-unique, so a uid match also proves ownership
+            if i >= len(uids) or j >= len(uids) or uids[i] != a.uid or uids[j] != b.uid:
+                self._index(a)
+                self._index(b)
+            values = self._values
+            va = values[i]
+            vb = values[j]
             if va is None:
                 va = self._recompute_value(i)
             if vb is None:
                 vb = self._recompute_value(j)
-            ra = self._rg[i]
-            rb = self._rg[j]
             try:
                 value, saved = _FORWARD[op](attrs, va, vb)
             except ValueError as exc:
@@ -218,8 +227,26 @@ class _GraphCore:
                 value = np.asarray(value)
             if self.detect_anomaly:
                 self._check_forward_finite(op, value)
-            return self._append(op, (i, j), value, saved, attrs,
-                                (ra or rb) and self._grad_enabled, (ra, rb))
+            rgl = self._rg
+            ra = rgl[i]
+            rb = rgl[j]
+            rg = (ra or rb) and self._grad_enabled
+            k = len(uids)
+            uid = _next_uid()
+            values.append(value)
+            self._ops.append(op)
+            self._inputs.append((i, j))
+            self._attrs.append(attrs)
+            self._saved.append(saved if rg else None)
+            rgl.append(rg)
+            self._needs.append((ra, rb))
+            uids.append(uid)
+            self._grads.append(None)
+            nid = _new_object(NodeId)
+            _set_graph(nid, self)
+            _set_index(nid, k)
+            _set_uid(nid, uid)
+            return nid
         try:
             return self._apply(op, (a, b), attrs)
         except ValueError as exc:
@@ -239,11 +266,15 @@ class _GraphCore:
             op=name, expected=va.shape, got=vb.shape)
 
     def _apply1(self, op: Op, x, attrs=None) -> NodeId:
-        """Fast path of :meth:`_apply` for one NodeId input."""
+        """Fast path of :meth:`_apply` for one NodeId input (see _apply2)."""
         if type(x) is not NodeId:
             return self._apply(op, (x,), attrs)
-        i = self._index(x)
-        v = self._values[i]
+        uids = self._uids
+        i = x.index
+        if i >= len(uids) or uids[i] != x.uid:
+            self._index(x)
+        values = self._values
+        v = values[i]
         if v is None:
             v = self._recompute_value(i)
         value, saved = _FORWARD[op](attrs, v)
@@ -251,8 +282,25 @@ class _GraphCore:
             value = np.asarray(value)
         if self.detect_anomaly:
             self._check_forward_finite(op, value)
-        r = self._rg[i]
-        return self._append(op, (i,), value, saved, attrs, r and self._grad_enabled, (r,))
+        rgl = self._rg
+        r = rgl[i]
+        rg = r and self._grad_enabled
+        k = len(uids)
+        uid = _next_uid()
+        values.append(value)
+        self._ops.append(op)
+        self._inputs.append((i,))
+        self._attrs.append(attrs)
+        self._saved.append(saved if rg else None)
+        rgl.append(rg)
+        self._needs.append((r,))
+        uids.append(uid)
+        self._grads.append(None)
+        nid = _new_object(NodeId)
+        _set_graph(nid, self)
+        _set_index(nid, k)
+        _set_uid(nid, uid)
+        return nid
 
     def _finish(self, opcode, idx, vals, value, saved, attrs, needs) -> NodeId:
         if type(value) is not _ndarray:
@@ -477,6 +525,9 @@ class _GraphCore:
         anomaly = self.detect_anomaly
         dtype = self.dtype
         seg_starts = self._segment_starts
+        released = self._has_released
+        backward = _BACKWARD
+        ndarray = _ndarray
         for i in range(t, -1, -1):
             if seg_starts and i + 1 in seg_starts:
                 for seg in seg_starts[i + 1]:  # the walk has left these segments
@@ -485,7 +536,7 @@ class _GraphCore:
             if gi is None:
                 continue
             pending[i] = None
-            if type(gi) is not _ndarray:  # 0-d arithmetic yields NumPy scalars
+            if type(gi) is not ndarray:  # 0-d arithmetic yields NumPy scalars
                 gi = np.asarray(gi)
             if hooks and i in hooks:
                 gi = self._run_hooks(i, gi)
@@ -493,22 +544,21 @@ class _GraphCore:
             if not ins:
                 self._accumulate_leaf(i, gi)
                 continue
-            if i in retained:
+            if retained and i in retained:
                 self._accumulate_stored(i, gi)
             op = ops[i]
-            if self._has_released:
+            if released:
                 self._prepare_node_for_backward(i)
             in_vals = [values[j] for j in ins]
-            out = values[i]
-            grads = _BACKWARD[op](gi, in_vals, out, attrs[i], saved[i], needs[i])
+            grads = backward[op](gi, in_vals, values[i], attrs[i], saved[i], needs[i])
             for j, gj, vj in zip(ins, grads, in_vals):
                 if gj is None or not rg[j]:
                     continue
-                if type(gj) is not _ndarray:
+                if type(gj) is not ndarray:
                     gj = np.asarray(gj)
                 if gj.shape != vj.shape:
                     gj = _unbroadcast(gj, vj.shape, op, i, j)
-                if gj.dtype != dtype:
+                if gj.dtype is not dtype and gj.dtype != dtype:
                     raise BackwardError(
                         f"backward of {Op(op).name.lower()} (node {i}) returned a "
                         f"{gj.dtype} gradient for node {j}; graph dtype is {dtype}",
