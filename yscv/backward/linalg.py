@@ -1,7 +1,106 @@
-"""Linalg ops (backward). See yscv/registry.py for the op contract."""
+"""Linear algebra (backward): matmul, transpose, einsum.
+
+Gradients for broadcast batch axes of matmul are returned at the broadcast
+shape; the walk sums them down. 1-D matmul operands get their gradient
+shaped here (the walk cannot know which axis NumPy inserted).
+"""
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..node import Op
+from ..ops.linalg import einsum_call
 from ..registry import register_backward
+
+
+@register_backward(Op.MATMUL)
+def matmul_backward(g, inputs, out, attrs, saved, needs):
+    a, b = inputs
+    if a.ndim == 2 and b.ndim == 2:  # the MLP path: two GEMMs on transposed views
+        return (g @ b.T if needs[0] else None), (a.T @ g if needs[1] else None)
+    return _matmul_backward_general(g, a, b, needs)
+
+
+def _matmul_backward_general(g, a, b, needs):
+    na, nb = a.ndim, b.ndim
+    ga = gb = None
+    if na == 1 and nb == 1:  # dot product, g is 0-d
+        if needs[0]:
+            ga = b * g
+        if needs[1]:
+            gb = a * g
+    elif na == 1:  # a (k,) acted as a row: b (..., k, n), g (..., n)
+        if needs[0]:
+            ga = b @ g if nb == 2 else np.matmul(b, g[..., None])[..., 0]
+        if needs[1]:
+            gb = a[:, None] * g[..., None, :]
+    elif nb == 1:  # b (k,) acted as a column: a (..., m, k), g (..., m)
+        if needs[0]:
+            ga = g[..., None] * b
+        if needs[1]:
+            lead = list(range(na - 1))
+            gb = a.T @ g if na == 2 else np.tensordot(a, g, axes=(lead, lead))
+    elif nb == 2:  # (..., m, k) @ (k, n): stack the batch into rows, one GEMM each
+        k, n = b.shape
+        g2 = g.reshape(-1, n)
+        if needs[0]:
+            ga = (g2 @ b.T).reshape(a.shape)
+        if needs[1]:
+            gb = a.reshape(-1, k).T @ g2
+    else:
+        if needs[0]:
+            ga = np.matmul(g, np.swapaxes(b, -1, -2))
+        if needs[1]:
+            gb = np.matmul(np.swapaxes(a, -1, -2), g)
+    return ga, gb
+
+
+@register_backward(Op.TRANSPOSE)
+def transpose_backward(g, inputs, out, attrs, saved, needs):
+    return (np.transpose(g, attrs[1]),)
+
+
+@register_backward(Op.EINSUM)
+def einsum_backward(g, inputs, out, spec, saved, needs):
+    return tuple(_einsum_operand_grad(g, inputs, spec, k) if needs[k] else None
+                 for k in range(len(inputs)))
+
+
+def _einsum_operand_grad(g, inputs, spec, k):
+    """Gradient of operand k: einsum(g, other operands -> k's distinct indices).
+
+    Indices of k that appear nowhere else were only summed over: the
+    gradient is broadcast along them. Indices where k has size 1 but the
+    einsum broadcast them are summed (kept at size 1). Repeated indices of
+    k (diagonals) are scattered into a zero array through a strided view.
+    """
+    labels = spec.inputs[k]
+    shape = inputs[k].shape
+    own: dict = {}
+    for c, n in zip(labels, shape):
+        own.setdefault(c, n)
+    unique = "".join(own)
+    avail = set(spec.output)
+    for j, lab in enumerate(spec.inputs):
+        if j != k:
+            avail.update(lab)
+    sizes = spec.sizes
+    kept = "".join(c for c in unique if c in avail and own[c] == sizes[c])
+    terms = [spec.output] + [lab for j, lab in enumerate(spec.inputs) if j != k]
+    others = [x for j, x in enumerate(inputs) if j != k]
+    r = np.asarray(einsum_call(",".join(terms) + "->" + kept, sizes, g, *others))
+    ushape = tuple(own[c] for c in unique)
+    if kept != unique:
+        rest = "".join(c for c in unique if c not in kept)
+        r = r.reshape(r.shape + (1,) * len(rest))
+        order = kept + rest
+        r = r.transpose([order.index(c) for c in unique])
+    if len(unique) == len(labels):
+        return r if r.shape == ushape else np.broadcast_to(r, ushape).copy()
+    z = np.zeros(shape, dtype=g.dtype)
+    strides = [0] * len(unique)
+    for ax, c in enumerate(labels):
+        strides[unique.index(c)] += z.strides[ax]
+    as_strided(z, shape=ushape, strides=strides)[...] = r
+    return z

@@ -1,11 +1,297 @@
-"""Linalg ops (forward). See yscv/registry.py for the op contract."""
+"""Linear algebra (forward): matmul, transpose, einsum.
+
+matmul follows ``np.matmul`` exactly (1-D operands are promoted and the
+added axis removed again; batch axes broadcast) and runs on NumPy's BLAS.
+transpose returns a view (values are read-only, so sharing is safe).
+einsum parses NumPy subscripts (explicit ``->`` or implicit output,
+repeated indices, ``...``) into a canonical form with one letter per axis,
+recorded in an :class:`EinsumSpec` attribute that the backward reuses.
+Nothing is saved for backward by any of the three.
+"""
 from __future__ import annotations
+
+import functools
+import numbers
+import string
 
 import numpy as np
 
-from ..node import Op
+from ..node import NodeId, Op
 from ..registry import register_forward
+from ._common import as_graph_array, shape_error
+
+
+# ---------------------------------------------------------------- matmul
+@register_forward(Op.MATMUL)
+def matmul_forward(attrs, a, b):
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        # one GEMM over the stacked rows instead of one per batch element
+        k = a.shape[-1]
+        return (a.reshape(-1, k) @ b).reshape(a.shape[:-1] + (b.shape[1],)), None
+    return np.matmul(a, b), None
+
+
+def _matmul_shape_check(sa: tuple, sb: tuple, op: str) -> None:
+    if not sa or not sb:
+        raise shape_error(op, f"operands must be at least 1-d, got shapes {sa} and {sb}",
+                          expected="ndim >= 1", got=(sa, sb))
+    ka = sa[-1]
+    kb = sb[0] if len(sb) == 1 else sb[-2]
+    if ka != kb:
+        raise shape_error(
+            op, f"inner dimensions do not match: a has shape {sa} (contracting {ka}), "
+            f"b has shape {sb} (contracting {kb})", expected=(sa, sb), got=(ka, kb))
+    if len(sa) > 2 or len(sb) > 2:
+        try:
+            np.broadcast_shapes(sa[:-2], sb[:-2])
+        except ValueError:
+            raise shape_error(
+                op, f"batch dimensions of shapes {sa} and {sb} do not broadcast "
+                f"({sa[:-2]} vs {sb[:-2]})", expected=sa, got=sb) from None
+
+
+# ------------------------------------------------------------- transpose
+@register_forward(Op.TRANSPOSE)
+def transpose_forward(attrs, x):
+    return np.transpose(x, attrs[0]), None
+
+
+# ---------------------------------------------------------------- einsum
+_LETTERS = string.ascii_letters
+
+
+class EinsumSpec:
+    """A parsed einsum: ``inputs`` (one label string per operand, one letter
+    per axis, ellipsis axes replaced by fresh letters), ``output`` (label
+    string), ``sizes`` (letter -> broadcast size) and ``subscripts`` (the
+    canonical ``"ab,bc->ac"`` string given to np.einsum)."""
+
+    __slots__ = ("inputs", "output", "sizes", "subscripts", "source")
+
+    def __init__(self, inputs, output, sizes, source):
+        self.inputs = tuple(inputs)
+        self.output = output
+        self.sizes = dict(sizes)
+        self.subscripts = ",".join(self.inputs) + "->" + output
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"EinsumSpec({self.source!r} -> {self.subscripts!r})"
+
+
+# Below this many multiply-adds np.einsum's own loop beats the Python-level
+# path search and tensordot dispatch of optimize=True (measured in docs).
+_OPTIMIZE_MIN_WORK = 1 << 16
+
+
+@functools.lru_cache(maxsize=512)
+def _einsum_path(subscripts: str, shapes: tuple):
+    """NumPy's greedy contraction path for ``subscripts`` on ``shapes``."""
+    dummies = [np.broadcast_to(np.zeros((), dtype=np.float32), s) for s in shapes]
+    path, _ = np.einsum_path(subscripts, *dummies, optimize="greedy")
+    return tuple(path)
+
+
+def einsum_call(subscripts: str, sizes: dict, *operands):
+    """``np.einsum`` with a cached contraction path when the work pays for it
+    (two or more operands whose label space exceeds ``_OPTIMIZE_MIN_WORK``)."""
+    if len(operands) >= 2:
+        labels = set(subscripts.replace(",", "").replace("->", ""))
+        work = 1
+        for c in labels:
+            work *= sizes[c]
+        if work >= _OPTIMIZE_MIN_WORK:
+            path = _einsum_path(subscripts, tuple(o.shape for o in operands))
+            return np.einsum(subscripts, *operands, optimize=list(path))
+    return np.einsum(subscripts, *operands)
+
+
+@register_forward(Op.EINSUM)
+def einsum_forward(spec, *operands):
+    return einsum_call(spec.subscripts, spec.sizes, *operands), None
+
+
+def _split_term(term: str, op: str, where: str):
+    """(letters before '...', has_ellipsis, letters after) of one term."""
+    if term.count("...") > 1:
+        raise ValueError(f"einsum: {where} {term!r} contains more than one ellipsis '...'")
+    head, sep, tail = term.partition("...")
+    for c in head + tail:
+        if c not in _LETTERS:
+            raise ValueError(
+                f"einsum: invalid subscript {c!r} in {where} {term!r}; use letters a-z, "
+                "A-Z and at most one '...'")
+    return head, bool(sep), tail
+
+
+def parse_einsum(subscripts, shapes: list) -> EinsumSpec:
+    """Validate ``subscripts`` against the operand ``shapes``; ValueError or
+    ShapeError naming einsum otherwise."""
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum: subscripts must be a string, got {type(subscripts).__name__}")
+    src = subscripts
+    s = subscripts.replace(" ", "")
+    if s.count("->") > 1 or ("-" in s.replace("->", "")) or (">" in s.replace("->", "")):
+        raise ValueError(f"einsum: subscripts {src!r} must contain at most one '->'")
+    lhs, arrow, rhs = s.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(
+            f"einsum: subscripts {src!r} name {len(terms)} operand(s), got {len(shapes)}")
+    parsed = []
+    used = set()
+    ell_ndim = 0
+    for k, (term, shape) in enumerate(zip(terms, shapes)):
+        head, ell, tail = _split_term(term, "einsum", f"operand {k} subscripts")
+        n_named = len(head) + len(tail)
+        if (not ell and n_named != len(shape)) or (ell and n_named > len(shape)):
+            raise shape_error(
+                "einsum", f"operand {k} has shape {shape} ({len(shape)} axes) but its "
+                f"subscripts {term!r} name {n_named} axes{' plus ...' if ell else ''}",
+                expected=term, got=shape)
+        used.update(head + tail)
+        n_ell = len(shape) - n_named if ell else 0
+        ell_ndim = max(ell_ndim, n_ell)
+        parsed.append((head, ell, tail, n_ell))
+    free = [c for c in _LETTERS if c not in used]
+    if len(free) < ell_ndim:
+        raise ValueError(f"einsum: subscripts {src!r} use too many distinct indices")
+    ell_letters = "".join(free[:ell_ndim])
+    any_ell = any(p[1] for p in parsed)
+
+    inputs = []
+    sizes: dict = {}
+    for k, ((head, ell, tail, n_ell), shape) in enumerate(zip(parsed, shapes)):
+        labels = head + (ell_letters[ell_ndim - n_ell:] if ell else "") + tail
+        own: dict = {}
+        for c, n in zip(labels, shape):
+            if c in own and own[c] != n:
+                raise shape_error(
+                    "einsum", f"operand {k} repeats index {c!r} on axes of different "
+                    f"sizes ({own[c]} and {n}); shape {shape}", expected=own[c], got=n)
+            own[c] = n
+        for c, n in own.items():
+            prev = sizes.get(c)
+            if prev is None or prev == 1:
+                sizes[c] = n
+            elif n != 1 and n != prev:
+                what = "the '...' axes" if c in ell_letters else f"index {c!r}"
+                raise shape_error(
+                    "einsum", f"{what} of operand {k} (shape {shape}) has size {n}, "
+                    f"another operand has {prev}; sizes must match or be 1",
+                    expected=prev, got=n)
+        inputs.append(labels)
+    if arrow:
+        head, ell, tail = _split_term(rhs, "einsum", "output subscripts")
+        if ell and not any_ell:
+            raise ValueError(f"einsum: output subscripts {rhs!r} use '...' but no operand does")
+        if ell_ndim and not ell:
+            raise ValueError(
+                f"einsum: subscripts {src!r}: the '...' of the operands covers {ell_ndim} "
+                "axes, so the output must contain '...' too")
+        output = head + (ell_letters if ell else "") + tail
+        seen = set()
+        for c in head + tail:
+            if c in seen:
+                raise ValueError(f"einsum: output subscripts {rhs!r} repeat index {c!r}")
+            if c not in used:
+                raise ValueError(
+                    f"einsum: output index {c!r} does not appear in any operand of {src!r}")
+            seen.add(c)
+    else:
+        counts: dict = {}
+        for head, ell, tail, n_ell in parsed:
+            for c in head + tail:
+                counts[c] = counts.get(c, 0) + 1
+        output = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1))
+    return EinsumSpec(inputs, output, sizes, src)
 
 
 class LinalgOps:
     """Graph methods of the linalg category."""
+
+    def _shape_and_operand(self, x, op: str, arg: str):
+        """(shape, operand) — NodeIds pass through; array-likes are converted
+        once (and become constant leaves only if the op succeeds)."""
+        if type(x) is NodeId:
+            return self._shape(self._index(x)), x
+        arr = as_graph_array(x, self.dtype, op, arg, copy=False)
+        return arr.shape, arr
+
+    def matmul(self, a, b):
+        """NumPy ``matmul``: 1-D @ 1-D is a dot product (0-d), a 1-D operand
+        is promoted to a row (a) / column (b) and that axis removed again,
+        2-D is a GEMM, more axes are batched with broadcasting.
+
+        Backward: ``g @ b^T`` and ``a^T @ g`` (BLAS on transposed views, no
+        copies), skipped for inputs that do not require grad; broadcast batch
+        axes are reduced by the walk."""
+        sa, a = self._shape_and_operand(a, "matmul", "a")
+        sb, b = self._shape_and_operand(b, "matmul", "b")
+        _matmul_shape_check(sa, sb, "matmul")
+        return self._apply2(Op.MATMUL, a, b)
+
+    def matmul_2d(self, a, b):
+        """Seed alias of :meth:`matmul` requiring two 2-d operands."""
+        sa, a = self._shape_and_operand(a, "matmul_2d", "a")
+        sb, b = self._shape_and_operand(b, "matmul_2d", "b")
+        if len(sa) != 2 or len(sb) != 2:
+            raise shape_error("matmul_2d", f"operands must be 2-d, got shapes {sa} and {sb}",
+                              expected=2, got=(sa, sb))
+        _matmul_shape_check(sa, sb, "matmul_2d")
+        return self._apply2(Op.MATMUL, a, b)
+
+    def transpose(self, x, axes=None):
+        """Permute axes (``np.transpose``): None reverses them, otherwise
+        ``axes`` is a permutation of ``range(ndim)`` (negative entries
+        allowed). Returns a view. Backward: the inverse permutation."""
+        shape, x = self._shape_and_operand(x, "transpose", "x")
+        ndim = len(shape)
+        if axes is None:
+            perm = tuple(range(ndim - 1, -1, -1))
+        else:
+            if not isinstance(axes, (tuple, list)) or not all(
+                    isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes):
+                raise TypeError(f"transpose: axes must be None or a tuple of ints, got {axes!r}")
+            if len(axes) != ndim:
+                raise ValueError(
+                    f"transpose: axes={tuple(axes)} must list all {ndim} axes of the input "
+                    f"of shape {shape}")
+            for a in axes:
+                if not -ndim <= a < ndim:
+                    raise ValueError(
+                        f"transpose: axes={tuple(axes)}: axis {a} is out of range for a "
+                        f"{ndim}-d input")
+            perm = tuple(int(a) % ndim for a in axes)
+            if len(set(perm)) != ndim:
+                raise ValueError(f"transpose: axes={tuple(axes)} is not a permutation "
+                                 f"(an axis is repeated)")
+        inverse = tuple(int(k) for k in np.argsort(perm))
+        return self._apply1(Op.TRANSPOSE, x, (perm, inverse))
+
+    def transpose_2d(self, x):
+        """Seed alias: the transpose of a 2-d input."""
+        shape, x = self._shape_and_operand(x, "transpose_2d", "x")
+        if len(shape) != 2:
+            raise shape_error("transpose_2d", f"x must be 2-d, got shape {shape}",
+                              expected=2, got=shape)
+        return self._apply1(Op.TRANSPOSE, x, ((1, 0), (1, 0)))
+
+    def einsum(self, subscripts, *operands):
+        """Einstein summation with NumPy's subscripts: explicit (``'ij,jk->ik'``)
+        or implicit output (``'ij,jk'``: indices seen once, sorted), repeated
+        indices within an operand (diagonals, ``'ii->i'``), ``...`` for
+        broadcast axes, size-1 broadcasting as NumPy.
+
+        Backward: for each operand, an einsum of the cotangent with the other
+        operands (summed-only indices are broadcast back, diagonals scattered)."""
+        if not operands:
+            raise ValueError("einsum: at least one operand is required")
+        shapes = []
+        ops = []
+        for k, x in enumerate(operands):
+            shape, x = self._shape_and_operand(x, "einsum", f"operand {k}")
+            shapes.append(shape)
+            ops.append(x)
+        spec = parse_einsum(subscripts, shapes)
+        return self._apply(Op.EINSUM, ops, spec)

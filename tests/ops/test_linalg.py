@@ -1,0 +1,243 @@
+"""Linear algebra: NumPy forward reference, float64 gradcheck, bad arguments,
+plus 1-D shapes, the optimised einsum path and BLAS-path gradients."""
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+def _ein(sub):
+    return lambda g, *xs: g.einsum(sub, *xs)
+
+
+def _np_ein(sub):
+    return lambda *xs: np.einsum(sub, *xs)
+
+
+CASES = [
+    # matmul: every NumPy rank combination
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(5,), (5,)], np.matmul, name="matmul_1d_1d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(4,), (4, 3)], np.matmul, name="matmul_1d_2d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (4,)], np.matmul, name="matmul_2d_1d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (4, 5)], np.matmul, name="matmul_2d"),
+    OpCase(Op.MATMUL, lambda g, a, b: a @ b, [(3, 4), (4, 2)], np.matmul, name="matmul_operator"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (4, 5)], np.matmul,
+           name="matmul_3d_2d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (2, 4, 5)], np.matmul,
+           name="matmul_2d_3d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (2, 4, 2)], np.matmul,
+           name="matmul_batched"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 1, 3, 4), (5, 4, 2)], np.matmul,
+           name="matmul_broadcast_batch"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(4,), (2, 4, 3)], np.matmul,
+           name="matmul_1d_3d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (4,)], np.matmul,
+           name="matmul_3d_1d"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(g.transpose(a, (0, 2, 1)), b), [(2, 4, 3), (4, 2)],
+           lambda a, b: np.matmul(a.transpose(0, 2, 1), b), name="matmul_3d_2d_noncontiguous"),
+    OpCase(Op.MATMUL, lambda g, a: g.matmul(a, np.arange(12.0).reshape(4, 3)), [(2, 4)],
+           lambda a: a @ np.arange(12.0).reshape(4, 3), name="matmul_array_operand"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul_2d(a, b), [(3, 4), (4, 2)], np.matmul,
+           name="matmul_2d_alias"),
+    # transpose
+    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x), [(2, 3, 4)], np.transpose,
+           name="transpose_reverse"),
+    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x, (1, 2, 0)), [(2, 3, 4)],
+           lambda x: np.transpose(x, (1, 2, 0)), name="transpose_permutation"),
+    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x, [-1, 0, 1]), [(2, 3, 4)],
+           lambda x: np.transpose(x, (2, 0, 1)), name="transpose_negative_axes"),
+    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x), [(5,)], lambda x: x, name="transpose_1d"),
+    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose_2d(x), [(3, 5)], lambda x: x.T,
+           name="transpose_2d_alias"),
+    # einsum
+    OpCase(Op.EINSUM, _ein("ij,jk->ik"), [(3, 4), (4, 2)], _np_ein("ij,jk->ik"), name="einsum_matmul"),
+    OpCase(Op.EINSUM, _ein("bij,bjk->bik"), [(2, 3, 4), (2, 4, 2)], _np_ein("bij,bjk->bik"),
+           name="einsum_batched"),
+    OpCase(Op.EINSUM, _ein("ii->i"), [(4, 4)], _np_ein("ii->i"), name="einsum_diagonal"),
+    OpCase(Op.EINSUM, _ein("ii"), [(4, 4)], _np_ein("ii"), name="einsum_trace_implicit"),
+    OpCase(Op.EINSUM, _ein("i,i"), [(5,), (5,)], _np_ein("i,i"), name="einsum_dot_implicit"),
+    OpCase(Op.EINSUM, _ein("ij->"), [(3, 4)], _np_ein("ij->"), name="einsum_sum_all"),
+    OpCase(Op.EINSUM, _ein("...ij,...jk->...ik"), [(2, 1, 3, 4), (5, 4, 2)],
+           _np_ein("...ij,...jk->...ik"), name="einsum_ellipsis_broadcast"),
+    OpCase(Op.EINSUM, _ein("ij,ij->ij"), [(3, 4), (3, 4)], _np_ein("ij,ij->ij"),
+           name="einsum_hadamard"),
+    OpCase(Op.EINSUM, _ein("i,j->ij"), [(3,), (4,)], _np_ein("i,j->ij"), name="einsum_outer"),
+    OpCase(Op.EINSUM, _ein("ij,jk"), [(3, 4), (4, 2)], _np_ein("ij,jk"), name="einsum_implicit"),
+    OpCase(Op.EINSUM, _ein("ij->ji"), [(3, 4)], _np_ein("ij->ji"), name="einsum_transpose"),
+    OpCase(Op.EINSUM, _ein("ij,k->i"), [(3, 4), (2,)], _np_ein("ij,k->i"),
+           name="einsum_summed_only_indices"),
+    OpCase(Op.EINSUM, _ein("ij,ij->ij"), [(3, 1), (3, 4)], _np_ein("ij,ij->ij"),
+           name="einsum_size1_broadcast"),
+    OpCase(Op.EINSUM, _ein("ii,i->i"), [(3, 3), (3,)], _np_ein("ii,i->i"),
+           name="einsum_diagonal_times_vector"),
+    OpCase(Op.EINSUM, _ein("iji->j"), [(3, 2, 3)], _np_ein("iji->j"), name="einsum_diagonal_3d"),
+    OpCase(Op.EINSUM, _ein("ij,jk,kl->il"), [(2, 3), (3, 4), (4, 2)], _np_ein("ij,jk,kl->il"),
+           name="einsum_three_operands"),
+    OpCase(Op.EINSUM, _ein("i...->..."), [(3, 2, 2)], _np_ein("i...->..."),
+           name="einsum_ellipsis_last"),
+    OpCase(Op.EINSUM, _ein("...i,i"), [(2, 3, 4), (4,)], _np_ein("...i,i"),
+           name="einsum_ellipsis_implicit"),
+    OpCase(Op.EINSUM, _ein("Ab, bC -> CA"), [(2, 3), (3, 4)], _np_ein("Ab,bC->CA"),
+           name="einsum_uppercase_spaces"),
+    OpCase(Op.EINSUM, _ein("i->i"), [(4,)], _np_ein("i->i"), name="einsum_identity"),
+]
+
+
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
+
+
+BAD = [
+    BadCase(Op.MATMUL, "matmul_inner_mismatch", _leaves((3, 4), (5, 2)),
+            lambda g, a, b: g.matmul(a, b), yscv.ShapeError, r"matmul: .*\(3, 4\).*\(5, 2\)"),
+    BadCase(Op.MATMUL, "matmul_1d_mismatch", _leaves((3,), (4,)), lambda g, a, b: a @ b,
+            yscv.ShapeError, "matmul: inner dimensions"),
+    BadCase(Op.MATMUL, "matmul_0d", _leaves((), (3,)), lambda g, a, b: g.matmul(a, b),
+            yscv.ShapeError, "matmul: operands must be at least 1-d"),
+    BadCase(Op.MATMUL, "matmul_batch_mismatch", _leaves((2, 3, 4), (3, 4, 5)),
+            lambda g, a, b: g.matmul(a, b), yscv.ShapeError, "matmul: batch dimensions"),
+    BadCase(Op.MATMUL, "matmul_complex_operand", _leaves((2, 2)),
+            lambda g, a: g.matmul(a, np.eye(2) * 1j), TypeError, "matmul"),
+    BadCase(Op.MATMUL, "matmul_2d_alias_3d", _leaves((2, 3, 4), (4, 5)),
+            lambda g, a, b: g.matmul_2d(a, b), yscv.ShapeError, "matmul_2d: operands must be 2-d"),
+    BadCase(Op.MATMUL, "matmul_2d_alias_mismatch", _leaves((3, 4), (3, 4)),
+            lambda g, a, b: g.matmul_2d(a, b), yscv.ShapeError, "matmul_2d: inner"),
+    BadCase(Op.TRANSPOSE, "transpose_not_permutation", _leaves((2, 3, 4)),
+            lambda g, x: g.transpose(x, (0, 0, 1)), ValueError, "transpose: axes.*not a permutation"),
+    BadCase(Op.TRANSPOSE, "transpose_wrong_length", _leaves((2, 3, 4)),
+            lambda g, x: g.transpose(x, (1, 0)), ValueError, "transpose: axes"),
+    BadCase(Op.TRANSPOSE, "transpose_out_of_range", _leaves((2, 3)),
+            lambda g, x: g.transpose(x, (0, 2)), ValueError, "transpose: .*out of range"),
+    BadCase(Op.TRANSPOSE, "transpose_float_axes", _leaves((2, 3)),
+            lambda g, x: g.transpose(x, (0.0, 1.0)), TypeError, "transpose: axes"),
+    BadCase(Op.TRANSPOSE, "transpose_2d_alias_3d", _leaves((2, 3, 4)),
+            lambda g, x: g.transpose_2d(x), yscv.ShapeError, "transpose_2d: x must be 2-d"),
+    BadCase(Op.EINSUM, "einsum_operand_count", _leaves((2, 3)),
+            lambda g, a: g.einsum("ij,jk->ik", a), ValueError, "einsum: .*2 operand"),
+    BadCase(Op.EINSUM, "einsum_dimension_mismatch", _leaves((2, 3), (4, 5)),
+            lambda g, a, b: g.einsum("ij,jk->ik", a, b), yscv.ShapeError, "einsum: index 'j'"),
+    BadCase(Op.EINSUM, "einsum_diagonal_mismatch", _leaves((2, 3)),
+            lambda g, a: g.einsum("ii->i", a), yscv.ShapeError, "einsum: operand 0 repeats"),
+    BadCase(Op.EINSUM, "einsum_too_many_subscripts", _leaves((3,)),
+            lambda g, a: g.einsum("ij->i", a), yscv.ShapeError, "einsum: operand 0"),
+    BadCase(Op.EINSUM, "einsum_bad_character", _leaves((3,)),
+            lambda g, a: g.einsum("i1->i", a), ValueError, "einsum: invalid subscript"),
+    BadCase(Op.EINSUM, "einsum_unknown_output_index", _leaves((3,)),
+            lambda g, a: g.einsum("i->j", a), ValueError, "einsum: output index 'j'"),
+    BadCase(Op.EINSUM, "einsum_repeated_output_index", _leaves((3,)),
+            lambda g, a: g.einsum("i->ii", a), ValueError, "einsum: output .*repeat"),
+    BadCase(Op.EINSUM, "einsum_two_arrows", _leaves((3,)),
+            lambda g, a: g.einsum("i->i->i", a), ValueError, "einsum: .*at most one"),
+    BadCase(Op.EINSUM, "einsum_missing_output_ellipsis", _leaves((2, 3)),
+            lambda g, a: g.einsum("...i->i", a), ValueError, r"einsum: .*must contain '\.\.\.'"),
+    BadCase(Op.EINSUM, "einsum_ellipsis_broadcast_mismatch", _leaves((2, 3), (4, 3)),
+            lambda g, a, b: g.einsum("...i,...i->...", a, b), yscv.ShapeError, "einsum: the '...'"),
+    BadCase(Op.EINSUM, "einsum_not_a_string", _leaves((3,)),
+            lambda g, a: g.einsum(["i"], a), TypeError, "einsum: subscripts"),
+    BadCase(Op.EINSUM, "einsum_no_operands", lambda g: (),
+            lambda g: g.einsum("i->i"), ValueError, "einsum: at least one operand"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+def test_matmul_1d_1d_is_0d_with_1d_gradients():
+    g = yscv.Graph(np.float64)
+    a = g.variable(np.array([1.0, 2.0, 3.0]))
+    b = g.variable(np.array([4.0, 5.0, 6.0]))
+    out = g.matmul(a, b)
+    assert g.value(out).shape == () and isinstance(g.value(out), np.ndarray)
+    g.backward(out)
+    np.testing.assert_array_equal(g.grad(a), [4.0, 5.0, 6.0])
+    np.testing.assert_array_equal(g.grad(b), [1.0, 2.0, 3.0])
+
+
+def test_matmul_gradient_skipped_for_constant():
+    g = yscv.Graph(np.float64)
+    x = g.constant(np.ones((2, 3)))
+    w = g.variable(np.arange(6.0).reshape(3, 2))
+    g.backward(g.sum(g.matmul(x, w)))
+    assert g.grad(x) is None
+    np.testing.assert_array_equal(g.grad(w), np.full((3, 2), 2.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", [((8, 5), (5, 3)), ((5,), (5, 3)), ((8, 5), (5,)),
+                                    ((2, 4, 5), (5, 3)), ((2, 1, 4, 5), (3, 5, 2)), ((5,), (5,))])
+def test_matmul_values_and_grads_keep_dtype_and_match_numpy(dtype, shapes):
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    g = yscv.Graph(dtype)
+    va, vb = g.variable(a), g.variable(b)
+    out = g.matmul(va, vb)
+    cot = rng.standard_normal(np.matmul(a, b).shape)
+    g.backward(out, grad=cot)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(g.value(out), np.matmul(a, b), rtol=tol, atol=tol)
+    assert g.value(out).dtype == dtype
+    for n, arr in ((va, a), (vb, b)):
+        assert g.grad(n).dtype == dtype and g.grad(n).shape == arr.shape
+
+
+def test_transpose_forward_is_a_view_and_backward_inverts_the_permutation():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    g = yscv.Graph(np.float64)
+    v = g.variable(x)
+    t = g.transpose(v, (2, 0, 1))
+    assert np.shares_memory(g.value(t), g.value(v))
+    cot = np.arange(24.0).reshape(4, 2, 3)
+    g.backward(t, grad=cot)
+    np.testing.assert_array_equal(g.grad(v), np.transpose(cot, (1, 2, 0)))
+
+
+def test_einsum_large_contraction_uses_blas_path_and_matches_matmul_grads():
+    # big enough (40*40*50 multiply-adds) for the cached optimize path
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((40, 40)), rng.standard_normal((40, 50))
+    cot = rng.standard_normal((40, 50))
+    grads = []
+    for build in (lambda g, x, y: g.einsum("ij,jk->ik", x, y), lambda g, x, y: g.matmul(x, y)):
+        g = yscv.Graph(np.float64)
+        x, y = g.variable(a), g.variable(b)
+        g.backward(build(g, x, y), grad=cot)
+        grads.append((g.grad(x), g.grad(y)))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_trace_gradient_is_identity():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.arange(9.0).reshape(3, 3))
+    out = g.einsum("ii", x)
+    assert float(g.value(out)) == 12.0
+    g.backward(out)
+    np.testing.assert_array_equal(g.grad(x), np.eye(3))
+
+
+def test_einsum_summed_only_index_broadcasts_gradient():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.ones((2, 3)))
+    y = g.variable(np.array([1.0, 2.0]))
+    g.backward(g.einsum("ij,k->i", x, y), grad=np.array([1.0, 10.0]))
+    np.testing.assert_array_equal(g.grad(x), [[3.0] * 3, [30.0] * 3])  # sum(y) * cot_i
+    np.testing.assert_array_equal(g.grad(y), [33.0, 33.0])  # sum_ij x * cot_i
+
+
+def test_einsum_float32_keeps_dtype():
+    g = yscv.Graph(np.float32)
+    a = g.variable(np.ones((3, 4)))
+    b = g.variable(np.ones((4,)))
+    out = g.einsum("ij,j->i", a, b)
+    g.backward(out, grad=np.ones(3))
+    assert g.value(out).dtype == np.float32
+    assert g.grad(a).dtype == np.float32 and g.grad(b).dtype == np.float32
+
+
+def test_einsum_failure_leaves_graph_unchanged_with_array_operand():
+    g = yscv.Graph()
+    a = g.variable(np.ones((2, 3)))
+    with pytest.raises(yscv.ShapeError, match="einsum"):
+        g.einsum("ij,jk->ik", a, np.ones((4, 2)))
+    assert len(g) == 1
