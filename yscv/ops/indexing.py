@@ -1,11 +1,238 @@
-"""Indexing ops (forward). See yscv/registry.py for the op contract."""
+"""Indexing ops (forward): gather, scatter_add, scatter, embedding.
+
+Integer index arrays are attributes, not nodes: each Graph method converts
+its index argument to a C-contiguous int64 copy, marks it read-only, and
+bounds-checks it at graph-build time (IndexError naming the first bad value
+and its position). Float or bool index arrays raise TypeError. Negative
+indices are rejected, as ``torch.gather`` / ``torch.nn.functional.embedding``
+do (no wrap-around).
+
+Accumulation (gather's backward, scatter_add's forward, embedding's backward)
+runs in the Numba kernels of :mod:`yscv.kernels.indexing`: one pass in source
+order, no ``np.add.at`` (measured on docs/ops/indexing.md). Nothing is saved
+for backward: the indices live in the attributes.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from ..node import Op
+from ..kernels import lazy
+from ..node import NodeId, Op
 from ..registry import register_forward
+from ._common import as_index_array, normalize_axis, shape_error
+from .shape import _operand_shape
+
+K = lazy("indexing")
 
 
+# --------------------------------------------------------------- helpers
+def _index_array(idx, op: str, arg: str) -> np.ndarray:
+    """A read-only C-contiguous int64 copy of ``idx``; TypeError for floats,
+    bools and NodeIds (an empty list is an empty int array)."""
+    if type(idx) is NodeId:
+        raise TypeError(f"{op}: {arg} must be an integer NumPy array, not a NodeId "
+                        "(graph values are floats; keep indices as arrays)")
+    if isinstance(idx, (list, tuple)) and np.size(np.asarray(idx, dtype=object)) == 0:
+        arr = np.zeros(np.shape(idx), dtype=np.int64)
+    else:
+        arr = as_index_array(idx, op, arg)
+    arr = np.ascontiguousarray(arr)
+    arr.flags.writeable = False
+    return arr
+
+
+def _check_bounds(idx: np.ndarray, size: int, op: str, arg: str, what: str) -> None:
+    """IndexError unless every entry of ``idx`` is in [0, size)."""
+    if idx.size == 0:
+        return
+    lo = int(idx.min())
+    hi = int(idx.max())
+    if lo >= 0 and hi < size:
+        return
+    bad = (idx < 0) | (idx >= size)
+    pos = np.unravel_index(int(np.argmax(bad)), idx.shape)
+    value = int(idx[pos])
+    where = f" at position {tuple(int(p) for p in pos)}" if idx.ndim else ""
+    raise IndexError(f"{op}: {arg} holds {value}{where}, outside [0, {size}) ({what}); "
+                     "negative indices are not supported")
+
+
+def sub_block(shape: tuple, axis=None) -> tuple:
+    """Slices ``[0, shape[d])`` on every axis (``axis`` kept whole)."""
+    return tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(shape))
+
+
+def _readonly_view(a: np.ndarray) -> np.ndarray:
+    # one Numba specialisation per dtype: always hand the kernels read-only sources
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def scatter_add_along(out: np.ndarray, axis: int, index: np.ndarray, src: np.ndarray) -> None:
+    """In place on a fresh C-contiguous ``out``, as ``torch.Tensor.scatter_add_``:
+    ``out[..., index[i, k, j], ...] += src[i, k, j]`` along ``axis``. ``src`` has
+    ``index``'s shape; ``out.shape[d] >= index.shape[d]`` for ``d != axis``."""
+    ish = index.shape
+    if index.size == 0:
+        return
+    outer = int(np.prod(ish[:axis], dtype=np.int64))
+    inner = int(np.prod(ish[axis + 1:], dtype=np.int64))
+    idx3 = index.reshape(outer, ish[axis], inner)
+    src3 = _readonly_view(np.ascontiguousarray(src).reshape(outer, ish[axis], inner))
+    n_axis = out.shape[axis]
+    if all(out.shape[d] == ish[d] for d in range(out.ndim) if d != axis):
+        K.scatter_add_axis(out.reshape(outer, n_axis, inner), idx3, src3)
+    else:  # index covers a sub-block: accumulate into a compact block, then add it
+        block = np.zeros(ish[:axis] + (n_axis,) + ish[axis + 1:], dtype=out.dtype)
+        K.scatter_add_axis(block.reshape(outer, n_axis, inner), idx3, src3)
+        out[sub_block(ish, axis)] += block
+
+
+def embedding_grad(g: np.ndarray, idx: np.ndarray, n_rows: int) -> np.ndarray:
+    """[V, D] gradient of an embedding table: rows of ``g`` ([..., D])
+    accumulated at ``idx`` (``g.shape[:-1] == idx.shape``)."""
+    d = g.shape[-1]
+    out = np.zeros((n_rows, d), dtype=g.dtype)
+    if idx.size:
+        src = _readonly_view(np.ascontiguousarray(g).reshape(idx.size, d))
+        K.index_add_rows(out, idx.reshape(-1), src)
+    return out
+
+
+# -------------------------------------------------------------- forwards
+@register_forward(Op.GATHER)
+def gather_forward(attrs, x):
+    axis, idx = attrs
+    return np.take_along_axis(x[sub_block(idx.shape, axis)], idx, axis=axis), None
+
+
+@register_forward(Op.SCATTER_ADD)
+def scatter_add_forward(attrs, x, src):
+    axis, idx = attrs
+    out = x.copy(order="C")
+    scatter_add_along(out, axis, idx, src[sub_block(idx.shape)])
+    return out, None
+
+
+@register_forward(Op.SCATTER)
+def scatter_forward(attrs, x, src):
+    idx, win, rows = attrs
+    out = x.copy(order="C")
+    out[rows] = src if win is None else src[win]
+    return out, None
+
+
+@register_forward(Op.EMBEDDING)
+def embedding_forward(idx, weight):
+    return np.take(weight, idx, axis=0), None
+
+
+def _last_writers(idx: np.ndarray):
+    """``(win, rows)``: positions whose write survives ``out[idx] = src`` with
+    the last write winning, and the rows they write; ``win`` is None when
+    ``idx`` has no duplicates (every write survives, rows = idx)."""
+    if idx.size == 0:
+        return None, idx
+    uniq, first_rev = np.unique(idx[::-1], return_index=True)
+    if uniq.size == idx.size:
+        return None, idx
+    win = np.sort(idx.size - 1 - first_rev)
+    rows = np.ascontiguousarray(idx[win])
+    win.flags.writeable = False
+    rows.flags.writeable = False
+    return win, rows
+
+
+# ----------------------------------------------------------- Graph methods
 class IndexingOps:
     """Graph methods of the indexing category."""
+
+    def gather(self, x, axis, index):
+        """``torch.gather``: ``out[i][j][k] = x[index[i][j][k]][j][k]`` (axis 0).
+
+        ``index`` is an int array with ``x``'s number of dimensions and
+        ``index.shape[d] <= x.shape[d]`` for ``d != axis``; entries in
+        ``[0, x.shape[axis])``. Output shape = ``index.shape``. Backward
+        scatter-adds the gradient into zeros of ``x``'s shape (Numba kernel)."""
+        x, shape = _operand_shape(self, x, "gather")
+        if len(shape) == 0:
+            raise shape_error("gather", "x must have at least 1 dimension, got a 0-d input",
+                              got=shape)
+        a = normalize_axis(axis, len(shape), "gather")
+        idx = _index_array(index, "gather", "index")
+        _check_index_shape("gather", idx.shape, shape, a, "x")
+        _check_bounds(idx, shape[a], "gather", "index", f"x.shape[{a}] = {shape[a]}")
+        return self._apply1(Op.GATHER, x, (a, idx))
+
+    def scatter_add(self, x, axis, index, src):
+        """Out-of-place ``torch.Tensor.scatter_add``: ``x`` with
+        ``out[index[i][j][k]][j][k] += src[i][j][k]`` (axis 0). ``index`` has
+        the inputs' number of dimensions, ``index.shape[d] <= src.shape[d]`` for
+        every d and ``<= x.shape[d]`` for ``d != axis``; only the leading
+        ``index.shape`` block of ``src`` is used. Gradients: ``g`` to ``x``,
+        ``gather(g, axis, index)`` to ``src`` (zeros outside the block)."""
+        x, shape = _operand_shape(self, x, "scatter_add")
+        src, sshape = _operand_shape(self, src, "scatter_add", "src")
+        if len(shape) == 0:
+            raise shape_error("scatter_add", "x must have at least 1 dimension, got a 0-d "
+                                             "input", got=shape)
+        a = normalize_axis(axis, len(shape), "scatter_add")
+        idx = _index_array(index, "scatter_add", "index")
+        _check_index_shape("scatter_add", idx.shape, shape, a, "x")
+        if len(sshape) != idx.ndim or any(i > s for i, s in zip(idx.shape, sshape)):
+            raise shape_error("scatter_add", f"src shape {sshape} must have index's number of "
+                                             f"dimensions and be at least index's shape "
+                                             f"{idx.shape} on every axis",
+                              expected=idx.shape, got=sshape)
+        _check_bounds(idx, shape[a], "scatter_add", "index", f"x.shape[{a}] = {shape[a]}")
+        return self._apply(Op.SCATTER_ADD, (x, src), (a, idx))
+
+    def scatter(self, x, indices, src):
+        """Rows of ``x`` [N, ...] at ``indices`` [M] replaced by ``src`` [M, ...]
+        (out of place). With duplicate indices the last write wins (as NumPy
+        assignment does in practice; here it is guaranteed). Gradients: ``g``
+        with the written rows zeroed to ``x``; ``g[indices]`` to ``src``, 0 for
+        the rows of ``src`` overwritten by a later duplicate."""
+        x, shape = _operand_shape(self, x, "scatter")
+        src, sshape = _operand_shape(self, src, "scatter", "src")
+        if len(shape) == 0:
+            raise shape_error("scatter", "x must have at least 1 dimension ([N, D]), got a "
+                                         "0-d input", got=shape)
+        idx = _index_array(indices, "scatter", "indices")
+        if idx.ndim != 1:
+            raise shape_error("scatter", f"indices must be 1-d [M], got shape {idx.shape}",
+                              expected=1, got=idx.shape)
+        want = idx.shape + shape[1:]
+        if sshape != want:
+            raise shape_error("scatter", f"src has shape {sshape}; expected {want} "
+                                         f"(len(indices),) + x.shape[1:] for x of shape {shape}",
+                              expected=want, got=sshape)
+        _check_bounds(idx, shape[0], "scatter", "indices", f"x has {shape[0]} rows")
+        win, rows = _last_writers(idx)
+        return self._apply(Op.SCATTER, (x, src), (idx, win, rows))
+
+    def embedding(self, weight, indices):
+        """Rows of ``weight`` [V, D] at ``indices`` (int array of any shape)
+        -> [*indices.shape, D]. Indices outside [0, V) raise IndexError naming
+        the bad value. Backward accumulates gradient rows into a [V, D] zero
+        table with one Numba pass (repeated indices add up)."""
+        weight, wshape = _operand_shape(self, weight, "embedding", "weight")
+        if len(wshape) != 2:
+            raise shape_error("embedding", f"weight must be 2-d [V, D], got shape {wshape}",
+                              expected=2, got=wshape)
+        idx = _index_array(indices, "embedding", "indices")
+        _check_bounds(idx, wshape[0], "embedding", "indices",
+                      f"weight has {wshape[0]} rows")
+        return self._apply1(Op.EMBEDDING, weight, idx)
+
+
+def _check_index_shape(op: str, ishape: tuple, shape: tuple, axis: int, arg: str) -> None:
+    if len(ishape) != len(shape):
+        raise shape_error(op, f"index must have {arg}'s number of dimensions ({len(shape)}), "
+                              f"got shape {ishape}", expected=len(shape), got=ishape)
+    for d, (i, s) in enumerate(zip(ishape, shape)):
+        if d != axis and i > s:
+            raise shape_error(op, f"index shape {ishape} exceeds {arg} shape {shape} on axis "
+                                  f"{d} (only the gather/scatter axis {axis} may be larger)",
+                              expected=shape, got=ishape)
