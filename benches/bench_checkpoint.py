@@ -1,0 +1,140 @@
+"""Activation checkpointing: 200 layers of (linear 64x64 + tanh).
+
+* batch 1024, sqrt(200) ~ 14 checkpointed segments vs the same chain without
+  checkpointing: time ratio (target <= 1.35x) and peak memory ratios, both the
+  bytes held by the graph (sampled by hooks during backward) and the process
+  peak RSS increase (each measured in a fresh subprocess): target <= 0.2x.
+* batch 32, no checkpointing, vs PyTorch: per-node overhead; target <= 0.5x.
+
+Run standalone (``python benches/bench_checkpoint.py``) for the memory table.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import yscv
+from common import Bench
+
+LAYERS = 200
+WIDTH = 64
+SEGMENTS = 14
+
+
+def _params(rng):
+    bound = 1.0 / np.sqrt(WIDTH)
+    return [(rng.uniform(-bound, bound, (WIDTH, WIDTH)).astype(np.float32),
+             rng.uniform(-bound, bound, WIDTH).astype(np.float32)) for _ in range(LAYERS)]
+
+
+def _layers(g, h, ps, lo, hi, hook=None):
+    for w, b in ps[lo:hi]:
+        h = g.tanh(g.matmul(h, w) + b)
+        if hook is not None:
+            g.register_hook(h, hook)
+    return h
+
+
+def yscv_step(batch: int, segments: int, sample_memory: bool = False):
+    """A step function building the chain (optionally checkpointed) and
+    back-propagating; with ``sample_memory`` it records peak graph bytes."""
+    rng = np.random.default_rng(0)
+    raw = _params(rng)
+    x0 = rng.standard_normal((batch, WIDTH)).astype(np.float32)
+    g = yscv.Graph()
+    ps = [(g.variable(w), g.variable(b)) for w, b in raw]
+    x = g.constant(x0)
+    base = len(g)
+    peak = [0]
+
+    def sample(_grad):
+        peak[0] = max(peak[0], g.memory()["total"])
+
+    hook = sample if sample_memory else None
+    bounds = np.linspace(0, LAYERS, segments + 1).astype(int) if segments else [0, LAYERS]
+
+    def step():
+        g.truncate(base)
+        g.zero_grads()
+        h = x
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            if segments:
+                h = g.checkpoint(lambda g, h, lo=lo, hi=hi: _layers(g, h, ps, lo, hi, hook), h)
+            else:
+                h = _layers(g, h, ps, lo, hi, hook)
+        loss = g.mean(h)
+        if sample_memory:
+            sample(None)
+        g.backward(loss)
+        return g.grad(ps[0][0])
+
+    return step, peak
+
+
+def torch_step(torch, batch: int):
+    rng = np.random.default_rng(0)
+    ps = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
+          for w, b in _params(rng)]
+    x = torch.tensor(rng.standard_normal((batch, WIDTH)).astype(np.float32))
+
+    def step():
+        for w, b in ps:
+            w.grad = None
+            b.grad = None
+        h = x
+        for w, b in ps:
+            h = torch.tanh(h @ w + b)
+        h.mean().backward()
+        return ps[0][0].grad
+
+    return step
+
+
+def _rss_increase(segments: int) -> int:
+    """Peak RSS increase (bytes) of one step, measured in a fresh process."""
+    code = (
+        "import resource, sys; sys.path.insert(0, %r); import bench_checkpoint as b; "
+        "step, _ = b.yscv_step(1024, %d); "
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; step(); step(); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"
+    ) % (os.path.dirname(os.path.abspath(__file__)), segments)
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    return int(out.stdout.strip().splitlines()[-1]) * 1024
+
+
+def memory_table() -> dict:
+    out = {}
+    for name, seg in (("plain", 0), ("checkpointed", SEGMENTS)):
+        step, peak = yscv_step(1024, seg, sample_memory=True)
+        step()
+        out[name] = {"graph_peak_bytes": peak[0], "rss_increase_bytes": _rss_increase(seg)}
+    out["graph_ratio"] = out["checkpointed"]["graph_peak_bytes"] / out["plain"]["graph_peak_bytes"]
+    out["rss_ratio"] = out["checkpointed"]["rss_increase_bytes"] / max(1, out["plain"]["rss_increase_bytes"])
+    return out
+
+
+def benches(torch):
+    mem = memory_table()
+    note = (f"peak graph bytes {mem['checkpointed']['graph_peak_bytes'] / 1e6:.1f} MB vs "
+            f"{mem['plain']['graph_peak_bytes'] / 1e6:.1f} MB ({mem['graph_ratio']:.2f}x); "
+            f"peak RSS increase {mem['checkpointed']['rss_increase_bytes'] / 1e6:.1f} MB vs "
+            f"{mem['plain']['rss_increase_bytes'] / 1e6:.1f} MB ({mem['rss_ratio']:.2f}x); target <= 0.20x")
+    ck, _ = yscv_step(1024, SEGMENTS)
+    plain, _ = yscv_step(1024, 0)
+    small, _ = yscv_step(32, 0)
+    return [
+        Bench("200x(linear 64 + tanh), batch 1024: 14 segments vs none", ck, plain,
+              reference_name="yscv without checkpointing", target=1.35, note=note),
+        Bench("200x(linear 64 + tanh), batch 32, no checkpointing", small,
+              torch_step(torch, 32) if torch is not None else None, target=0.5),
+    ]
+
+
+if __name__ == "__main__":
+    print(json.dumps(memory_table(), indent=2))
