@@ -554,20 +554,9 @@ class _GraphCore:
             for j, gj, vj in zip(ins, grads, in_vals):
                 if gj is None or not rg[j]:
                     continue
-                if type(gj) is not ndarray:
-                    gj = np.asarray(gj)
-                if gj.shape != vj.shape:
-                    gj = _unbroadcast(gj, vj.shape, op, i, j)
-                if gj.dtype is not dtype and gj.dtype != dtype:
-                    raise BackwardError(
-                        f"backward of {Op(op).name.lower()} (node {i}) returned a "
-                        f"{gj.dtype} gradient for node {j}; graph dtype is {dtype}",
-                        op=Op(op).name.lower(), node=i, expected=dtype, got=gj.dtype)
-                if anomaly and not np.all(np.isfinite(gj)):
-                    raise AnomalyError(
-                        f"anomaly: backward of {Op(op).name.lower()} (node {i}) produced "
-                        f"a NaN or Inf gradient for its input node {j}",
-                        op=Op(op).name.lower(), node=i)
+                if (type(gj) is not ndarray or gj.dtype is not dtype
+                        or gj.shape != vj.shape or anomaly):
+                    gj = self._conform_grad(gj, vj.shape, op, i, j)
                 cur = pending[j]
                 pending[j] = gj if cur is None else cur + gj
             if not retain_graph:
@@ -575,6 +564,27 @@ class _GraphCore:
         if seg_starts and 0 in seg_starts:
             for seg in seg_starts[0]:
                 self._release_segment(seg)
+
+    def _conform_grad(self, gj, shape: tuple, op: int, i: int, j: int) -> np.ndarray:
+        """The walk's slow path for one input gradient: make it an ndarray,
+        sum broadcast axes to ``shape``, and check dtype (and finiteness in
+        anomaly mode)."""
+        if type(gj) is not _ndarray:
+            gj = np.asarray(gj)
+        name = Op(op).name.lower()
+        if gj.dtype != self.dtype:
+            raise BackwardError(
+                f"backward of {name} (node {i}) returned a {gj.dtype} gradient for "
+                f"node {j}; graph dtype is {self.dtype}",
+                op=name, node=i, expected=self.dtype, got=gj.dtype)
+        if gj.shape != shape:
+            gj = _unbroadcast(gj, shape, op, i, j)
+        if self.detect_anomaly and not np.all(np.isfinite(gj)):
+            raise AnomalyError(
+                f"anomaly: backward of {name} (node {i}) produced a NaN or Inf "
+                f"gradient for its input node {j}",
+                op=name, node=i)
+        return gj
 
     def _run_hooks(self, i: int, gi):
         shape = gi.shape

@@ -122,6 +122,10 @@ class Op(enum.IntEnum):
 
 _next_uid = itertools.count(1).__next__
 
+# Plain module constants: attribute access on an Enum class costs ~90 ns on
+# Python 3.11, which matters on the per-node hot path.
+_ADD, _SUB, _MUL, _DIV, _POW = Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW
+
 
 class NodeId:
     """Immutable, hashable handle to one node of one graph.
@@ -159,36 +163,37 @@ class NodeId:
     def __reduce__(self):
         raise TypeError("NodeId cannot be pickled: it is only meaningful inside its Graph")
 
-    # arithmetic records nodes on the owning graph
+    # arithmetic records nodes on the owning graph; the binary dunders call
+    # the graph's two-operand fast path directly (the per-node hot path)
     def __add__(self, other):
-        return self.graph.add(self, other)
+        return self.graph._apply2(_ADD, self, other)
 
     def __radd__(self, other):
-        return self.graph.add(other, self)
+        return self.graph._apply2(_ADD, other, self)
 
     def __sub__(self, other):
-        return self.graph.sub(self, other)
+        return self.graph._apply2(_SUB, self, other)
 
     def __rsub__(self, other):
-        return self.graph.sub(other, self)
+        return self.graph._apply2(_SUB, other, self)
 
     def __mul__(self, other):
-        return self.graph.mul(self, other)
+        return self.graph._apply2(_MUL, self, other)
 
     def __rmul__(self, other):
-        return self.graph.mul(other, self)
+        return self.graph._apply2(_MUL, other, self)
 
     def __truediv__(self, other):
-        return self.graph.div(self, other)
+        return self.graph._apply2(_DIV, self, other)
 
     def __rtruediv__(self, other):
-        return self.graph.div(other, self)
+        return self.graph._apply2(_DIV, other, self)
 
     def __pow__(self, other):
-        return self.graph.pow(self, other)
+        return self.graph._apply2(_POW, self, other)
 
     def __rpow__(self, other):
-        return self.graph.pow(other, self)
+        return self.graph._apply2(_POW, other, self)
 
     def __matmul__(self, other):
         return self.graph.matmul(self, other)

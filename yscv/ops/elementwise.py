@@ -84,49 +84,66 @@ def where_forward(cond, a, b):
     return np.where(cond, a, b), None
 
 
+# module constants: Enum attribute access is slow on the hot path
+_ABS = Op.ABS
+_ADD = Op.ADD
+_CLAMP = Op.CLAMP
+_DIV = Op.DIV
+_EXP = Op.EXP
+_LOG = Op.LOG
+_MAXIMUM = Op.MAXIMUM
+_MINIMUM = Op.MINIMUM
+_MUL = Op.MUL
+_NEG = Op.NEG
+_POW = Op.POW
+_SQRT = Op.SQRT
+_SUB = Op.SUB
+_WHERE = Op.WHERE
+
+
 class ElementwiseOps:
     """Graph methods of the elementwise category."""
 
     def add(self, a, b):
         """``a + b`` with broadcasting. Backward: (g, g)."""
-        return self._apply2(Op.ADD, a, b)
+        return self._apply2(_ADD, a, b)
 
     def sub(self, a, b):
         """``a - b`` with broadcasting. Backward: (g, -g)."""
-        return self._apply2(Op.SUB, a, b)
+        return self._apply2(_SUB, a, b)
 
     def mul(self, a, b):
         """``a * b`` with broadcasting. Backward: (g*b, g*a)."""
-        return self._apply2(Op.MUL, a, b)
+        return self._apply2(_MUL, a, b)
 
     def div(self, a, b):
         """``a / b`` with broadcasting. Backward: (g/b, -g*out/b)."""
-        return self._apply2(Op.DIV, a, b)
+        return self._apply2(_DIV, a, b)
 
     def pow(self, base, exponent):
         """``base ** exponent``. Backward: g*e*base**(e-1) (0 where e == 0) and
         g*out*log(base) (0 where base == 0 and e >= 0), as PyTorch."""
-        return self._apply2(Op.POW, base, exponent)
+        return self._apply2(_POW, base, exponent)
 
     def neg(self, x):
         """``-x``."""
-        return self._apply1(Op.NEG, x)
+        return self._apply1(_NEG, x)
 
     def abs(self, x):
         """``|x|``; gradient sign(x), 0 at 0."""
-        return self._apply1(Op.ABS, x)
+        return self._apply1(_ABS, x)
 
     def exp(self, x):
         """``exp(x)``; backward g*out."""
-        return self._apply1(Op.EXP, x)
+        return self._apply1(_EXP, x)
 
     def log(self, x):
         """Natural log; backward g/x."""
-        return self._apply1(Op.LOG, x)
+        return self._apply1(_LOG, x)
 
     def sqrt(self, x):
         """Square root; backward g/(2*out)."""
-        return self._apply1(Op.SQRT, x)
+        return self._apply1(_SQRT, x)
 
     def clamp(self, x, min=None, max=None):
         """Clip to [min, max] (either may be None). The gradient passes where
@@ -140,15 +157,15 @@ class ElementwiseOps:
             raise ValueError(f"clamp: min={min} is greater than max={max}")
         lo = None if min is None else float(min)
         hi = None if max is None else float(max)
-        return self._apply1(Op.CLAMP, x, (lo, hi))
+        return self._apply1(_CLAMP, x, (lo, hi))
 
     def maximum(self, a, b):
         """Elementwise max; ties split the gradient evenly (as PyTorch)."""
-        return self._apply2(Op.MAXIMUM, a, b)
+        return self._apply2(_MAXIMUM, a, b)
 
     def minimum(self, a, b):
         """Elementwise min; ties split the gradient evenly (as PyTorch)."""
-        return self._apply2(Op.MINIMUM, a, b)
+        return self._apply2(_MINIMUM, a, b)
 
     def where(self, cond, a, b):
         """``cond ? a : b`` with broadcasting; ``cond`` is a boolean array
@@ -158,4 +175,4 @@ class ElementwiseOps:
             raise TypeError(f"where: cond must be a boolean array, got dtype {c.dtype}")
         c = c.copy()
         c.flags.writeable = False
-        return self._apply2(Op.WHERE, a, b, c)
+        return self._apply2(_WHERE, a, b, c)
