@@ -41,7 +41,7 @@ def _extremum_backward(g, x, out, attrs):
     nan_out = np.isnan(outk)
     if nan_out.any():
         mask |= np.isnan(x) & nan_out
-    count = np.sum(mask, axis=attrs.axes, keepdims=True, dtype=x.dtype)
+    count = np.add.reduce(mask, axis=attrs.axes, keepdims=True, dtype=x.dtype)
     share = g.reshape(attrs.kshape) / count
     return np.multiply(mask, share, dtype=x.dtype)
 
