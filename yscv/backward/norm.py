@@ -1,7 +1,134 @@
-"""Norm ops (backward). See yscv/registry.py for the op contract."""
+"""Normalization ops (backward). See yscv/registry.py for the op contract.
+
+Saved data is the float64 ``(mean, var)`` the forward normalised with; the
+kernels recompute ``x - mean`` from the input value instead of keeping the
+normalised activations. For statistics groups of ``m`` elements with
+``xhat = (x - mean) * inv``, ``inv = 1 / sqrt(var + eps)`` and upstream ``g``:
+
+* ``dbeta_c = sum g``, ``dgamma_c = sum g * xhat`` (over everything but c);
+* batch statistics: ``dx = inv * (h - mean_group(h) - xhat * mean_group(h * xhat))``
+  with ``h = g * gamma_c``;
+* fixed statistics (batch norm in eval mode): ``dx = gamma_c * inv * g``.
+
+Running statistics (batch norm inputs 3 and 4 after the optional gamma/beta)
+never receive a gradient.
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import lazy
 from ..node import Op
+from ..ops.norm import as_rows3, expand_groups, group_layout, split_mean
 from ..registry import register_backward
+
+K = lazy("norm")
+
+
+def _affine_grads(grads_x, dgamma, dbeta, has_gamma, has_beta, dtype, extra=0) -> tuple:
+    out = [grads_x]
+    if has_gamma:
+        out.append(None if dgamma is None else dgamma.astype(dtype))
+    if has_beta:
+        out.append(None if dbeta is None else dbeta.astype(dtype))
+    return tuple(out) + (None,) * extra
+
+
+def _needs(needs, has_gamma, has_beta):
+    need_gamma = has_gamma and needs[1]
+    need_beta = has_beta and needs[1 + has_gamma]
+    return needs[0], need_gamma, need_beta
+
+
+def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
+                   need_x, need_gamma, need_beta):
+    """(dx, dgamma, dbeta) of the grouped-column normalisations (batch,
+    instance, group norm); float64 dgamma/dbeta, dx in x's dtype."""
+    layout = group_layout(x.shape, per_sample)
+    n, r, c = layout
+    dt = x.dtype
+    inv = 1.0 / np.sqrt(var + eps)                       # [N, G]
+    inv_c = expand_groups(inv, k)                        # [N, C]
+    gamma64 = np.ones(c) if gamma is None else gamma.astype(np.float64)
+    dx = dgamma = dbeta = None
+    if not (need_x or need_gamma or need_beta):
+        return dx, dgamma, dbeta
+    if not batch_stats:
+        if need_x:
+            dx = g * (gamma64 * inv_c[0]).astype(dt)
+        if not (need_gamma or need_beta):
+            return dx, None, None
+    g3 = as_rows3(g, layout)
+    x3 = as_rows3(x, layout)
+    mean_c = expand_groups(mean, k)
+    sg, sgx = K.group_grad_sums(g3, x3, np.ascontiguousarray(mean_c))
+    if need_gamma:
+        dgamma = (sgx * inv_c).sum(axis=0)
+    if need_beta:
+        dbeta = sg.sum(axis=0)
+    if need_x and batch_stats:
+        m = float(r * k)
+        grp_h = (sg * gamma64).reshape(n, -1, k).sum(axis=2)      # sum h per group
+        grp_hx = (sgx * gamma64).reshape(n, -1, k).sum(axis=2)    # sum h * (x - mean)
+        p = gamma64 * inv_c
+        q = expand_groups(-(inv ** 3) * grp_hx / m, k)
+        s = expand_groups(-inv * grp_h / m, k)
+        hi, lo = split_mean(mean_c, dt)
+        dx = K.group_grad_apply(g3, x3, hi, lo, p.astype(dt), np.ascontiguousarray(q, dtype=dt),
+                                np.ascontiguousarray(s, dtype=dt)).reshape(x.shape)
+    return dx, dgamma, dbeta
+
+
+@register_backward(Op.BATCH_NORM)
+def batch_norm_backward(g, inputs, out, attrs, saved, needs):
+    training, _momentum, eps, has_gamma, has_beta = attrs
+    x = inputs[0]
+    gamma = inputs[1] if has_gamma else None
+    mean, var = saved
+    need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
+    dx, dgamma, dbeta = group_backward(g, x, gamma, mean, var, eps, False, 1, training,
+                                       need_x, need_gamma, need_beta)
+    return _affine_grads(dx, dgamma, dbeta, has_gamma, has_beta, x.dtype, extra=2)
+
+
+@register_backward(Op.INSTANCE_NORM)
+def instance_norm_backward(g, inputs, out, attrs, saved, needs):
+    eps, has_gamma, has_beta = attrs
+    x = inputs[0]
+    gamma = inputs[1] if has_gamma else None
+    mean, var = saved
+    need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
+    dx, dgamma, dbeta = group_backward(g, x, gamma, mean, var, eps, True, 1, True,
+                                       need_x, need_gamma, need_beta)
+    return _affine_grads(dx, dgamma, dbeta, has_gamma, has_beta, x.dtype)
+
+
+@register_backward(Op.GROUP_NORM)
+def group_norm_backward(g, inputs, out, attrs, saved, needs):
+    groups, eps, has_gamma, has_beta = attrs
+    x = inputs[0]
+    gamma = inputs[1] if has_gamma else None
+    mean, var = saved
+    need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
+    dx, dgamma, dbeta = group_backward(g, x, gamma, mean, var, eps, True,
+                                       x.shape[-1] // groups, True,
+                                       need_x, need_gamma, need_beta)
+    return _affine_grads(dx, dgamma, dbeta, has_gamma, has_beta, x.dtype)
+
+
+@register_backward(Op.LAYER_NORM)
+def layer_norm_backward(g, inputs, out, attrs, saved, needs):
+    eps, has_gamma, has_beta = attrs
+    x = inputs[0]
+    c = x.shape[-1]
+    dt = x.dtype
+    gamma = inputs[1] if has_gamma else np.ones(c, dt)
+    mean, var = saved
+    need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
+    inv = 1.0 / np.sqrt(var + eps)
+    dx, dgamma, dbeta = K.layer_norm_backward(
+        np.ascontiguousarray(g).reshape(-1, c), np.ascontiguousarray(x).reshape(-1, c),
+        mean, inv, np.ascontiguousarray(gamma), bool(need_x))
+    dx = dx.reshape(x.shape) if need_x else None
+    return _affine_grads(dx, dgamma if need_gamma else None, dbeta if need_beta else None,
+                         has_gamma, has_beta, dt)
