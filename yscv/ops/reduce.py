@@ -128,6 +128,9 @@ def _reduce_attrs(shape: tuple, axis, keepdims, op: str, ddof=0.0) -> _ReduceAtt
     return _ReduceAttrs(axes, keepdims, kshape, oshape, count, ddof)
 
 
+_SUM, _MEAN, _MAX, _MIN, _VAR, _LOGSUMEXP = (
+    Op.SUM, Op.MEAN, Op.MAX, Op.MIN, Op.VAR, Op.LOGSUMEXP)
+
 # (op, shape, axis, keepdims, ddof) -> _ReduceAttrs for the common argument
 # types (axis None or a plain int, keepdims a plain bool): building the record
 # costs ~5 us, a dict hit ~0.3 us. Only validated records are stored.
@@ -165,22 +168,22 @@ class ReduceOps:
     def sum(self, x, axis=None, keepdims=False):
         """Sum over ``axis`` (None: all). Backward: the cotangent broadcast
         back over the reduced axes."""
-        return self._reduce(Op.SUM, x, axis, keepdims)
+        return self._reduce(_SUM, x, axis, keepdims)
 
     def mean(self, x, axis=None, keepdims=False):
         """Mean over ``axis`` (None: all). Backward: cotangent / count,
         broadcast back. An empty reduction gives NaN (as NumPy and PyTorch)."""
-        return self._reduce(Op.MEAN, x, axis, keepdims)
+        return self._reduce(_MEAN, x, axis, keepdims)
 
     def max(self, x, axis=None, keepdims=False):
         """Maximum over ``axis`` (None: all). The gradient is split evenly
         among tied maxima (PyTorch ``amax``). Empty reductions raise ValueError."""
-        return self._reduce(Op.MAX, x, axis, keepdims, empty_ok=False)
+        return self._reduce(_MAX, x, axis, keepdims, empty_ok=False)
 
     def min(self, x, axis=None, keepdims=False):
         """Minimum over ``axis`` (None: all). The gradient is split evenly
         among tied minima (PyTorch ``amin``). Empty reductions raise ValueError."""
-        return self._reduce(Op.MIN, x, axis, keepdims, empty_ok=False)
+        return self._reduce(_MIN, x, axis, keepdims, empty_ok=False)
 
     def var(self, x, axis=None, keepdims=False, ddof=0):
         """Variance over ``axis`` with divisor ``N - ddof`` (ddof=0: biased,
@@ -191,7 +194,7 @@ class ReduceOps:
             raise TypeError(f"var: ddof must be a real number, got {ddof!r}")
         if not ddof >= 0:
             raise ValueError(f"var: ddof must be >= 0, got {ddof!r}")
-        node = self._reduce(Op.VAR, x, axis, keepdims, float(ddof))
+        node = self._reduce(_VAR, x, axis, keepdims, float(ddof))
         attrs = self._attrs[node.index]
         if attrs.count - attrs.ddof <= 0 and math.prod(attrs.oshape) > 0:
             warnings.warn(
@@ -203,7 +206,7 @@ class ReduceOps:
         """``log(sum(exp(x), axis))`` computed stably (the max is subtracted
         first). ``axis`` is required (None reduces all axes). An empty
         reduction gives -inf (as PyTorch). Backward: cotangent * softmax."""
-        return self._reduce(Op.LOGSUMEXP, x, axis, keepdims)
+        return self._reduce(_LOGSUMEXP, x, axis, keepdims)
 
     # seed aliases
     def sum_axis(self, x, axis):
