@@ -1,7 +1,129 @@
-"""Activation ops (backward). See yscv/registry.py for the op contract."""
+"""Activation ops (backward). See yscv/registry.py for the op contract.
+
+Nothing is saved by any activation forward: every rule here reads the input
+value and/or the output value (sigmoid and tanh read only the output).
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ..node import Op
+from ..ops.activation import (
+    MISH,
+    ONE,
+    SIGMOID,
+    SILU,
+    SOFTPLUS,
+    TANH,
+    TINY,
+    ZERO,
+    KS,
+    _prelu_alpha,
+    dropout_mask,
+    ro,
+    softmax_layout,
+    unary_kernel_backward,
+)
 from ..registry import register_backward
+
+
+@register_backward(Op.RELU)
+def relu_backward(g, inputs, out, attrs, saved, needs):
+    return (g * (inputs[0] > ZERO[g.dtype]),)
+
+
+@register_backward(Op.LEAKY_RELU)
+def leaky_relu_backward(g, inputs, out, slope, saved, needs):
+    return (np.where(inputs[0] > ZERO[g.dtype], g, g * slope),)
+
+
+@register_backward(Op.SIGMOID)
+def sigmoid_backward(g, inputs, out, attrs, saved, needs):
+    if g.size < TINY:
+        return ((g * out) * (ONE[g.dtype] - out),)
+    return (unary_kernel_backward(g, out, out, SIGMOID),)
+
+
+@register_backward(Op.TANH)
+def tanh_backward(g, inputs, out, attrs, saved, needs):
+    if g.size < TINY:
+        return (g * (ONE[g.dtype] - out * out),)
+    return (unary_kernel_backward(g, out, out, TANH),)
+
+
+@register_backward(Op.GELU)
+def gelu_backward(g, inputs, out, kind, saved, needs):
+    x = inputs[0]
+    return (unary_kernel_backward(g, x, x, kind),)
+
+
+@register_backward(Op.SILU)
+def silu_backward(g, inputs, out, attrs, saved, needs):
+    x = inputs[0]
+    return (unary_kernel_backward(g, x, x, SILU),)
+
+
+@register_backward(Op.MISH)
+def mish_backward(g, inputs, out, attrs, saved, needs):
+    x = inputs[0]
+    return (unary_kernel_backward(g, x, x, MISH),)
+
+
+@register_backward(Op.SOFTPLUS)
+def softplus_backward(g, inputs, out, attrs, saved, needs):
+    x = inputs[0]
+    beta, threshold = attrs
+    return (unary_kernel_backward(g, x, x, SOFTPLUS, beta, threshold),)
+
+
+@register_backward(Op.PRELU)
+def prelu_backward(g, inputs, out, attrs, saved, needs):
+    x, alpha = inputs
+    pos = x > ZERO[g.dtype]
+    gx = galpha = None
+    if needs[0]:
+        gx = np.where(pos, g, g * _prelu_alpha(alpha, x))
+    if needs[1]:
+        contrib = np.where(pos, ZERO[g.dtype], g * x)
+        if alpha.shape[0] == 1:
+            galpha = np.sum(contrib, dtype=g.dtype).reshape(1)
+        else:
+            galpha = contrib.reshape(-1, alpha.shape[0]).sum(axis=0)
+    return gx, galpha
+
+
+def _softmax_backward(g, y, axis, log):
+    shape = g.shape
+    if g.ndim == 0:
+        g = g.reshape(1)
+        y = y.reshape(1)
+    if g.size == 0:
+        return np.zeros(shape, dtype=g.dtype)
+    outer, k, inner = softmax_layout(g.shape, axis)
+    if inner == 1:
+        gx = KS.softmax_rows_backward(ro(g).reshape(outer, k), ro(y).reshape(outer, k), log)
+    else:
+        gx = KS.softmax_strided_backward(ro(g).reshape(outer, k, inner),
+                                         ro(y).reshape(outer, k, inner), log)
+    return gx.reshape(shape)
+
+
+@register_backward(Op.SOFTMAX)
+def softmax_backward(g, inputs, out, axis, saved, needs):
+    return (_softmax_backward(g, out, axis, False),)
+
+
+@register_backward(Op.LOG_SOFTMAX)
+def log_softmax_backward(g, inputs, out, axis, saved, needs):
+    return (_softmax_backward(g, out, axis, True),)
+
+
+@register_backward(Op.DROPOUT)
+def dropout_backward(g, inputs, out, attrs, saved, needs):
+    p, training, seed = attrs
+    if not training or p == 0.0:
+        return (g,)
+    if p == 1.0:
+        return (np.zeros_like(g),)
+    mask = dropout_mask(seed, g.shape, p)
+    return (g * mask * g.dtype.type(1.0 / (1.0 - p)),)

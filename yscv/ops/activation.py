@@ -1,11 +1,296 @@
-"""Activation ops (forward). See yscv/registry.py for the op contract."""
+"""Activation ops (forward). See yscv/registry.py for the op contract.
+
+Paths, chosen by measurement (numbers in docs/ops/activation.md):
+
+* relu, leaky_relu, prelu and tanh's forward are NumPy ufuncs at every size.
+* sigmoid's forward and the tanh / sigmoid backward use a few NumPy ufuncs on
+  arrays smaller than :data:`TINY` elements (a Numba dispatch costs more than
+  the whole computation there) and a fused one-pass Numba kernel above.
+* gelu, silu, mish and softplus always use the fused kernels
+  (:mod:`yscv.kernels.activation`); NumPy has no erf, and the others need
+  3-6 passes and temporaries in NumPy.
+* softmax / log_softmax use fused max-subtracted kernels over any axis
+  (:mod:`yscv.kernels.softmax`), without transposing the input.
+* dropout draws its mask from ``np.random.default_rng(seed)``; the seed is an
+  attribute (drawn from the library generator by the Graph method when not
+  given), so the forward is pure and replays the same mask.
+"""
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
+from .. import random as _random
+from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
+from ._common import normalize_axis, shape_error
+
+K = lazy("activation")
+KS = lazy("softmax")
+
+#: Arrays with fewer elements take the NumPy path in sigmoid / tanh backward.
+TINY = 1024
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _const(value, dtype):
+    a = np.full((), value, dtype=dtype)
+    a.flags.writeable = False
+    return a
+
+
+# 0-d constants of each graph dtype: a ufunc with a same-dtype 0-d operand
+# skips the Python-scalar conversion (~0.3 us per call on tiny arrays).
+ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
+ONE = {_F32: _const(1.0, _F32), _F64: _const(1.0, _F64)}
+
+# kinds of the fused kernels (mirrors yscv.kernels.activation, which must not
+# be imported here: it imports numba)
+SIGMOID, TANH, GELU_ERF, GELU_TANH, GELU_SIGMOID, SILU, MISH, SOFTPLUS = range(8)
+GELU_KINDS = {"none": GELU_ERF, "tanh": GELU_TANH, "sigmoid": GELU_SIGMOID}
+
+
+def ro_flat(a: np.ndarray) -> np.ndarray:
+    """A read-only, C-contiguous 1-D view of ``a`` (a copy only if ``a`` is not
+    C-contiguous). Kernels always receive read-only inputs, so Numba compiles
+    one specialisation per dtype whatever the caller's writeable flags."""
+    v = np.ascontiguousarray(a).reshape(-1)
+    v.flags.writeable = False
+    return v
+
+
+def ro(a: np.ndarray) -> np.ndarray:
+    """A read-only, C-contiguous view of ``a`` with its shape."""
+    v = np.ascontiguousarray(a).view()
+    v.flags.writeable = False
+    return v
+
+
+def unary_kernel_forward(x: np.ndarray, kind: int, p0: float = 0.0, p1: float = 0.0):
+    return K.unary_forward(ro_flat(x), kind, p0, p1).reshape(x.shape)
+
+
+def unary_kernel_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
+    return K.unary_backward(ro_flat(g), ro_flat(x), ro_flat(y), kind, p0, p1).reshape(g.shape)
+
+
+# ---------------------------------------------------------------- forwards
+@register_forward(Op.RELU)
+def relu_forward(attrs, x):
+    return np.maximum(x, ZERO[x.dtype]), None
+
+
+@register_forward(Op.LEAKY_RELU)
+def leaky_relu_forward(slope, x):
+    return np.where(x > ZERO[x.dtype], x, x * slope), None
+
+
+@register_forward(Op.SIGMOID)
+def sigmoid_forward(attrs, x):
+    if x.size < TINY:
+        # exp(-log(1 + exp(-x))): stable for any x, no overflow warning
+        return np.exp(np.negative(np.logaddexp(ZERO[x.dtype], np.negative(x)))), None
+    return unary_kernel_forward(x, SIGMOID), None
+
+
+@register_forward(Op.TANH)
+def tanh_forward(attrs, x):
+    return np.tanh(x), None
+
+
+@register_forward(Op.GELU)
+def gelu_forward(kind, x):
+    return unary_kernel_forward(x, kind), None
+
+
+@register_forward(Op.SILU)
+def silu_forward(attrs, x):
+    return unary_kernel_forward(x, SILU), None
+
+
+@register_forward(Op.MISH)
+def mish_forward(attrs, x):
+    return unary_kernel_forward(x, MISH), None
+
+
+@register_forward(Op.SOFTPLUS)
+def softplus_forward(attrs, x):
+    beta, threshold = attrs
+    return unary_kernel_forward(x, SOFTPLUS, beta, threshold), None
+
+
+def _prelu_alpha(alpha, x):
+    """alpha [C] or [1] as an operand broadcasting against x (0-d x: alpha[0])."""
+    return alpha if x.ndim else alpha.reshape(())
+
+
+@register_forward(Op.PRELU)
+def prelu_forward(attrs, x, alpha):
+    a = _prelu_alpha(alpha, x)
+    return np.where(x > ZERO[x.dtype], x, x * a), None
+
+
+def softmax_layout(shape: tuple, axis: int):
+    """(outer, k, inner): the C-order reshape putting ``axis`` in the middle."""
+    outer = 1
+    for s in shape[:axis]:
+        outer *= s
+    inner = 1
+    for s in shape[axis + 1:]:
+        inner *= s
+    return outer, shape[axis], inner
+
+
+def softmax_apply(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    """Fused softmax / log-softmax of ``x`` along ``axis`` (non-negative)."""
+    if x.ndim == 0:
+        x = x.reshape(1)
+    if x.size == 0:
+        return np.empty(x.shape, dtype=x.dtype)
+    outer, k, inner = softmax_layout(x.shape, axis)
+    if inner == 1:
+        out = KS.softmax_rows_forward(ro(x).reshape(outer, k), log)
+    else:
+        out = KS.softmax_strided_forward(ro(x).reshape(outer, k, inner), log)
+    return out.reshape(x.shape)
+
+
+@register_forward(Op.SOFTMAX)
+def softmax_forward(axis, x):
+    return softmax_apply(x, axis, False).reshape(x.shape), None
+
+
+@register_forward(Op.LOG_SOFTMAX)
+def log_softmax_forward(axis, x):
+    return softmax_apply(x, axis, True).reshape(x.shape), None
+
+
+def dropout_mask(seed: int, shape: tuple, p: float) -> np.ndarray:
+    """The keep-mask of dropout: ``u >= p`` for ``u`` uniform float32 draws of
+    ``np.random.default_rng(seed)`` (independent of the graph dtype)."""
+    u = np.random.default_rng(seed).random(shape, dtype=np.float32)
+    return u >= np.float32(p)
+
+
+@register_forward(Op.DROPOUT)
+def dropout_forward(attrs, x):
+    p, training, seed = attrs
+    if not training or p == 0.0:
+        return x, None
+    if p == 1.0:
+        return np.zeros_like(x), None
+    mask = dropout_mask(seed, x.shape, p)
+    return x * mask * x.dtype.type(1.0 / (1.0 - p)), None
+
+
+# ------------------------------------------------------------ graph methods
+def _real(value, op: str, arg: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {arg} must be a real number, got {value!r}")
+    v = float(value)
+    if v != v:
+        raise ValueError(f"{op}: {arg} must not be NaN")
+    return v
 
 
 class ActivationOps:
     """Graph methods of the activation category."""
+
+    def relu(self, x):
+        """``max(x, 0)``; gradient 1 where x > 0, else 0 (0 at 0, as PyTorch)."""
+        return self._apply1(Op.RELU, x)
+
+    def leaky_relu(self, x, negative_slope=0.01):
+        """``x`` where x > 0, else ``negative_slope * x``; the gradient at 0 is
+        ``negative_slope`` (as PyTorch)."""
+        slope = _real(negative_slope, "leaky_relu", "negative_slope")
+        return self._apply1(Op.LEAKY_RELU, x, slope)
+
+    def sigmoid(self, x):
+        """``1 / (1 + exp(-x))``, stable for any x; backward g*y*(1-y)."""
+        return self._apply1(Op.SIGMOID, x)
+
+    def tanh(self, x):
+        """``tanh(x)``; backward g*(1-y*y)."""
+        return self._apply1(Op.TANH, x)
+
+    def gelu(self, x, approximate="none"):
+        """Gaussian error linear unit.
+
+        ``approximate="none"``: ``x * Phi(x)`` with the exact normal CDF (erf);
+        ``"tanh"``: PyTorch's ``0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))``;
+        ``"sigmoid"``: ``x * sigmoid(1.702x)``.
+        """
+        kind = GELU_KINDS.get(approximate) if isinstance(approximate, str) else None
+        if kind is None:
+            raise ValueError(
+                f"gelu: approximate must be 'none', 'tanh' or 'sigmoid', got {approximate!r}")
+        return self._apply1(Op.GELU, x, kind)
+
+    def silu(self, x):
+        """``x * sigmoid(x)`` (swish)."""
+        return self._apply1(Op.SILU, x)
+
+    def mish(self, x):
+        """``x * tanh(softplus(x))``."""
+        return self._apply1(Op.MISH, x)
+
+    def softplus(self, x, beta=1.0, threshold=20.0):
+        """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta x > threshold``
+        (PyTorch's defaults beta=1, threshold=20). beta must be > 0."""
+        b = _real(beta, "softplus", "beta")
+        t = _real(threshold, "softplus", "threshold")
+        if b <= 0.0:
+            raise ValueError(f"softplus: beta must be > 0, got {beta!r}")
+        return self._apply1(Op.SOFTPLUS, x, (b, t))
+
+    def prelu(self, x, alpha):
+        """``x`` where x > 0, else ``alpha * x``; alpha has shape [C] (C = the
+        last axis of x, one slope per channel) or [1] (one shared slope).
+        Gradients flow to x and alpha (alpha may be a NodeId or an array)."""
+        _, xv, _ = self._operand(x, "prelu", "x")
+        _, av, _ = self._operand(alpha, "prelu", "alpha")
+        c = xv.shape[-1] if xv.ndim else 1
+        if av.shape != (1,) and av.shape != (c,):
+            raise shape_error(
+                "prelu", f"alpha must have shape ({c},) (the last axis of x {xv.shape}) "
+                f"or (1,), got {av.shape}", expected=(c,), got=av.shape)
+        return self._apply(Op.PRELU, (x, alpha))
+
+    def softmax(self, x, axis=-1):
+        """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (any axis)."""
+        _, xv, _ = self._operand(x, "softmax", "x")
+        return self._apply1(Op.SOFTMAX, x, normalize_axis(axis, xv.ndim, "softmax"))
+
+    def log_softmax(self, x, axis=-1):
+        """``x - max - log(sum(exp(x - max)))`` along ``axis`` (any axis)."""
+        _, xv, _ = self._operand(x, "log_softmax", "x")
+        return self._apply1(Op.LOG_SOFTMAX, x, normalize_axis(axis, xv.ndim, "log_softmax"))
+
+    def dropout(self, x, p, training=True, seed=None):
+        """Inverted dropout: zero each element with probability ``p``, scale the
+        rest by ``1/(1-p)``.
+
+        ``training=False`` or ``p=0`` is the identity (one node, value = input);
+        ``p=1`` gives zeros. The mask is ``np.random.default_rng(seed).random(
+        x.shape, dtype=np.float32) >= p``; with ``seed=None`` a seed is drawn
+        from the library generator (:func:`yscv.manual_seed`) and recorded on
+        the node, so backward and checkpoint replays reuse the same mask.
+        """
+        pv = _real(p, "dropout", "p")
+        if not 0.0 <= pv <= 1.0:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p!r}")
+        if not isinstance(training, (bool, np.bool_)):
+            raise TypeError(f"dropout: training must be a bool, got {training!r}")
+        if seed is not None and (isinstance(seed, (bool, np.bool_))
+                                 or not isinstance(seed, numbers.Integral) or seed < 0):
+            raise ValueError(f"dropout: seed must be None or a non-negative int, got {seed!r}")
+        self._operand(x, "dropout", "x")  # validate x before drawing a seed
+        training = bool(training)
+        if training and 0.0 < pv < 1.0 and seed is None:
+            seed = _random.draw_seed()
+        return self._apply1(Op.DROPOUT, x, (pv, training, None if seed is None else int(seed)))
