@@ -263,8 +263,9 @@ class ShapeOps:
         shape (1,)."""
         x, in_shape = _operand_shape(self, x, "flatten")
         nd = len(in_shape)
-        s = normalize_axis(start_axis, nd, "flatten", "start_axis")
-        e = normalize_axis(end_axis, nd, "flatten", "end_axis")
+        # a 0-d input counts as 1-d here (torch.flatten gives shape (1,))
+        s = normalize_axis(start_axis, max(nd, 1), "flatten", "start_axis")
+        e = normalize_axis(end_axis, max(nd, 1), "flatten", "end_axis")
         if s > e:
             raise ValueError(f"flatten: start_axis={start_axis} comes after end_axis={end_axis} "
                              f"for a {nd}-d input")

@@ -1,0 +1,391 @@
+"""Shape ops: NumPy forward reference, float64 gradcheck, bad arguments."""
+import itertools
+
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+def _ints(*shapes):
+    """Inputs with distinct values (so a misplaced element cannot go unnoticed)."""
+    def make(rng):
+        return tuple(rng.permutation(int(np.prod(s))).reshape(s) * 0.1 - 1.0 for s in shapes)
+    return make
+
+
+def pixel_shuffle_loops(x, r):
+    n, h, w, crr = x.shape
+    c = crr // (r * r)
+    out = np.empty((n, h * r, w * r, c))
+    for b, hh, ww, cc, i, j in itertools.product(range(n), range(h), range(w), range(c),
+                                                  range(r), range(r)):
+        out[b, hh * r + i, ww * r + j, cc] = x[b, hh, ww, cc * r * r + i * r + j]
+    return out
+
+
+def upsample_loops(x, rh, rw):
+    n, h, w, c = x.shape
+    out = np.empty((n, h * rh, w * rw, c))
+    for oh, ow in itertools.product(range(h * rh), range(w * rw)):
+        out[:, oh, ow, :] = x[:, oh // rh, ow // rw, :]
+    return out
+
+
+def tile_loops(x, reps):
+    d = max(x.ndim, len(reps))
+    reps = (1,) * (d - len(reps)) + tuple(reps)
+    xf = x.reshape((1,) * (d - x.ndim) + x.shape)
+    out = np.empty(tuple(r * s for r, s in zip(reps, xf.shape)))
+    for pos in itertools.product(*[range(n) for n in out.shape]):
+        out[pos] = xf[tuple(p % s for p, s in zip(pos, xf.shape))]
+    return out
+
+
+C = np.arange(6.0).reshape(2, 3) * 0.5  # a constant (non-node) operand
+
+CASES = [
+    # reshape
+    OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, (2, -1)), [(3, 4)], lambda x: x.reshape(2, 6),
+           name="reshape_infer"),
+    OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, [4, 3, 2]), [(2, 3, 4)],
+           lambda x: x.reshape(4, 3, 2), name="reshape_list"),
+    OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, 6), [(2, 3)], lambda x: x.reshape(6),
+           name="reshape_int"),
+    OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, ()), [(1, 1)], lambda x: x.reshape(()),
+           name="reshape_to_0d"),
+    OpCase(Op.RESHAPE, lambda g, x: g.reshape(x[:, ::2], (-1,)), [(3, 4)],
+           lambda x: x[:, ::2].reshape(-1), name="reshape_noncontiguous"),
+    # flatten
+    OpCase(Op.FLATTEN, lambda g, x: g.flatten(x), [(2, 3, 4)], lambda x: x.reshape(2, 12),
+           name="flatten_default"),
+    OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, 0), [(2, 3, 4)], lambda x: x.reshape(24),
+           name="flatten_all"),
+    OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, -2), [(2, 3, 4)], lambda x: x.reshape(2, 12),
+           name="flatten_negative_start"),
+    OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, 1, 2), [(2, 3, 2, 2)],
+           lambda x: x.reshape(2, 6, 2), name="flatten_end_axis"),
+    OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, 0), [()], lambda x: x.reshape(1),
+           name="flatten_0d"),
+    # unsqueeze
+    OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, 0), [(2, 3)], lambda x: x[None],
+           name="unsqueeze_front"),
+    OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, -1), [(2, 3)], lambda x: x[..., None],
+           name="unsqueeze_back"),
+    OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, -2), [(2, 3)], lambda x: x[:, None],
+           name="unsqueeze_negative_middle"),
+    OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, 2), [(2, 3)], lambda x: x[:, :, None],
+           name="unsqueeze_at_ndim"),
+    # squeeze
+    OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x, 1), [(2, 1, 3)], lambda x: x[:, 0],
+           name="squeeze_int"),
+    OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x, (0, -1)), [(1, 3, 1, 1)],
+           lambda x: x[0, :, :, 0], name="squeeze_tuple"),
+    OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x), [(1, 3, 1, 2)], np.squeeze,
+           name="squeeze_all"),
+    OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x, None), [(1, 1)], lambda x: x.reshape(()),
+           name="squeeze_to_0d"),
+    # expand
+    OpCase(Op.EXPAND, lambda g, x: g.expand(x, (2, 3, 4)), [(3, 1)],
+           lambda x: np.broadcast_to(x, (2, 3, 4)), name="expand_leading_and_size1"),
+    OpCase(Op.EXPAND, lambda g, x: g.expand(x, (4, -1, 5)), [(1, 3, 1)],
+           lambda x: np.broadcast_to(x, (4, 3, 5)), name="expand_minus1"),
+    OpCase(Op.EXPAND, lambda g, x: g.expand(x, [5]), [()], lambda x: np.broadcast_to(x, (5,)),
+           name="expand_0d"),
+    OpCase(Op.EXPAND, lambda g, x: g.expand(x, (2, 3)), [(2, 3)], lambda x: x,
+           name="expand_same_shape"),
+    # cat
+    OpCase(Op.CAT, lambda g, a, b: g.cat([a, b]), [(2, 3), (4, 3)],
+           lambda a, b: np.concatenate([a, b]), name="cat_axis0"),
+    OpCase(Op.CAT, lambda g, a, b, c: g.cat((a, b, c), 1), [(2, 1), (2, 3), (2, 2)],
+           lambda a, b, c: np.concatenate([a, b, c], 1), name="cat_three_axis1"),
+    OpCase(Op.CAT, lambda g, a, b: g.cat([a, b, a], axis=-1), [(2, 2, 2), (2, 2, 1)],
+           lambda a, b: np.concatenate([a, b, a], -1), name="cat_repeated_node_negative_axis"),
+    OpCase(Op.CAT, lambda g, a: g.cat([a]), [(3, 2)], lambda a: a, name="cat_single"),
+    OpCase(Op.CAT, lambda g, a: g.cat([a, C], 0), [(1, 3)],
+           lambda a: np.concatenate([a, C]), name="cat_with_constant_array"),
+    # stack
+    OpCase(Op.STACK, lambda g, a, b: g.stack([a, b]), [(2, 3), (2, 3)],
+           lambda a, b: np.stack([a, b]), name="stack_axis0"),
+    OpCase(Op.STACK, lambda g, a, b, c: g.stack([a, b, c], -1), [(2, 3)] * 3,
+           lambda a, b, c: np.stack([a, b, c], -1), name="stack_last"),
+    OpCase(Op.STACK, lambda g, a, b: g.stack([a, b], 1), [(2, 3), (2, 3)],
+           lambda a, b: np.stack([a, b], 1), name="stack_middle"),
+    OpCase(Op.STACK, lambda g, a, b: g.stack([a, b], -1), [(), ()],
+           lambda a, b: np.stack([a, b]), name="stack_0d"),
+    # select
+    OpCase(Op.SELECT, lambda g, x: g.select(x, 1, 2), [(2, 3, 4)], lambda x: x[:, 2],
+           name="select"),
+    OpCase(Op.SELECT, lambda g, x: g.select(x, -1, -1), [(2, 3, 4)], lambda x: x[..., -1],
+           name="select_negative"),
+    OpCase(Op.SELECT, lambda g, x: g.select(x, 0, 3), [(5,)], lambda x: x[3],
+           name="select_to_0d"),
+    # narrow
+    OpCase(Op.NARROW, lambda g, x: g.narrow(x, 1, 1, 2), [(2, 4, 3)], lambda x: x[:, 1:3],
+           name="narrow"),
+    OpCase(Op.NARROW, lambda g, x: g.narrow(x, -1, -3, 2), [(2, 5)], lambda x: x[:, 2:4],
+           name="narrow_negative_start"),
+    OpCase(Op.NARROW, lambda g, x: g.narrow(x, 0, 2, 0), [(3, 2)], lambda x: x[2:2],
+           name="narrow_empty"),
+    # getitem
+    OpCase(Op.GETITEM, lambda g, x: x[1], [(3, 4)], lambda x: x[1], name="getitem_int"),
+    OpCase(Op.GETITEM, lambda g, x: x[1, -1], [(3, 4)], lambda x: np.asarray(x[1, -1]),
+           name="getitem_ints_to_0d"),
+    OpCase(Op.GETITEM, lambda g, x: x[1:, ::2], [(4, 5)], lambda x: x[1:, ::2],
+           name="getitem_step"),
+    OpCase(Op.GETITEM, lambda g, x: x[::-2, 3:0:-1], [(5, 5)], lambda x: x[::-2, 3:0:-1],
+           name="getitem_negative_step"),
+    OpCase(Op.GETITEM, lambda g, x: x[None, :, None, 1], [(3, 4)], lambda x: x[None, :, None, 1],
+           name="getitem_none"),
+    OpCase(Op.GETITEM, lambda g, x: x[..., 1:3], [(2, 3, 4)], lambda x: x[..., 1:3],
+           name="getitem_ellipsis_front"),
+    OpCase(Op.GETITEM, lambda g, x: g.getitem(x, (0, Ellipsis, None, -1)), [(2, 3, 4)],
+           lambda x: x[0, ..., None, -1], name="getitem_ellipsis_middle"),
+    OpCase(Op.GETITEM, lambda g, x: x[np.int64(1), -10:10], [(3, 4)], lambda x: x[1, -10:10],
+           name="getitem_numpy_int_and_clipped_slice"),
+    OpCase(Op.GETITEM, lambda g, x: x[...], [(2, 3)], lambda x: x, name="getitem_ellipsis_only"),
+    # flip
+    OpCase(Op.FLIP, lambda g, x: g.flip(x, 1), [(2, 3, 4)], lambda x: x[:, ::-1],
+           name="flip_int"),
+    OpCase(Op.FLIP, lambda g, x: g.flip(x, (0, -1)), [(2, 3, 4)], lambda x: x[::-1, :, ::-1],
+           name="flip_tuple"),
+    OpCase(Op.FLIP, lambda g, x: g.flip(x), [(2, 3)], lambda x: x[::-1, ::-1], name="flip_all"),
+    # pad
+    OpCase(Op.PAD, lambda g, x: g.pad(x, ((1, 0), (0, 2), (2, 1))), [(2, 3, 2)],
+           lambda x: np.pad(x, ((1, 0), (0, 2), (2, 1))), name="pad_three_axes"),
+    OpCase(Op.PAD, lambda g, x: g.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)], value=-1.5),
+           [(1, 2, 3, 2)], lambda x: np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)),
+                                            constant_values=-1.5), name="pad_nhwc_value"),
+    OpCase(Op.PAD, lambda g, x: g.pad(x, 2), [(2, 3)], lambda x: np.pad(x, 2), name="pad_int"),
+    OpCase(Op.PAD, lambda g, x: g.pad(x, (1, 3), 0.5), [(2, 3)],
+           lambda x: np.pad(x, (1, 3), constant_values=0.5), name="pad_one_pair_all_axes"),
+    # repeat
+    OpCase(Op.REPEAT, lambda g, x: g.repeat(x, 3), [(2, 3)], lambda x: tile_loops(x, (3,)),
+           name="repeat_int"),
+    OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (2, 1, 3)), [(2, 2, 2)],
+           lambda x: tile_loops(x, (2, 1, 3)), name="repeat_tuple"),
+    OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (2, 1, 2, 2)), [(2, 3)],
+           lambda x: tile_loops(x, (2, 1, 2, 2)), name="repeat_more_reps_than_ndim"),
+    OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (2,)), [(2, 3)], lambda x: tile_loops(x, (1, 2)),
+           name="repeat_fewer_reps_than_ndim"),
+    OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (0, 2)), [(2, 3)], lambda x: np.zeros((0, 6)),
+           name="repeat_zero"),
+    # pixel_shuffle
+    OpCase(Op.PIXEL_SHUFFLE, lambda g, x: g.pixel_shuffle(x, 2), [(2, 2, 3, 12)],
+           lambda x: pixel_shuffle_loops(x, 2), inputs=_ints((2, 2, 3, 12)),
+           name="pixel_shuffle_r2_c3"),
+    OpCase(Op.PIXEL_SHUFFLE, lambda g, x: g.pixel_shuffle(x, 3), [(1, 2, 1, 18)],
+           lambda x: pixel_shuffle_loops(x, 3), inputs=_ints((1, 2, 1, 18)),
+           name="pixel_shuffle_r3_c2"),
+    OpCase(Op.PIXEL_SHUFFLE, lambda g, x: g.pixel_shuffle(x, 1), [(1, 2, 2, 3)],
+           lambda x: x, name="pixel_shuffle_r1"),
+    # upsample_nearest
+    OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, 2), [(2, 2, 3, 3)],
+           lambda x: upsample_loops(x, 2, 2), inputs=_ints((2, 2, 3, 3)), name="upsample_r2"),
+    OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, 3), [(1, 2, 2, 2)],
+           lambda x: upsample_loops(x, 3, 3), inputs=_ints((1, 2, 2, 2)), name="upsample_r3"),
+    OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, (1, 2)), [(1, 3, 2, 2)],
+           lambda x: upsample_loops(x, 1, 2), name="upsample_per_axis"),
+    OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, 2), [(2, 3, 2)],
+           lambda x: np.repeat(x, 2, axis=1), name="upsample_nlc"),
+]
+
+
+def _leaf(*shapes):
+    return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
+
+
+BAD = [
+    BadCase(Op.RESHAPE, "reshape_size_mismatch", _leaf((3, 4)), lambda g, x: g.reshape(x, (5, -1)),
+            yscv.ShapeError, "reshape: cannot reshape"),
+    BadCase(Op.RESHAPE, "reshape_two_minus1", _leaf((3, 4)), lambda g, x: g.reshape(x, (-1, -1)),
+            ValueError, "reshape"),
+    BadCase(Op.RESHAPE, "reshape_float_shape", _leaf((3, 4)), lambda g, x: g.reshape(x, (2.0, 6)),
+            TypeError, "reshape"),
+    BadCase(Op.RESHAPE, "reshape_complex_input", lambda g: (np.ones(2) * 1j,),
+            lambda g, x: g.reshape(x, 2), TypeError, "reshape"),
+    BadCase(Op.FLATTEN, "flatten_axis_range", _leaf((3,)), lambda g, x: g.flatten(x),
+            ValueError, "flatten: start_axis=1"),
+    BadCase(Op.FLATTEN, "flatten_start_after_end", _leaf((2, 3, 4)),
+            lambda g, x: g.flatten(x, 2, 1), ValueError, "flatten"),
+    BadCase(Op.UNSQUEEZE, "unsqueeze_axis_range", _leaf((2, 3)), lambda g, x: g.unsqueeze(x, 3),
+            ValueError, "unsqueeze: axis=3"),
+    BadCase(Op.UNSQUEEZE, "unsqueeze_axis_type", _leaf((2, 3)), lambda g, x: g.unsqueeze(x, 1.0),
+            TypeError, "unsqueeze"),
+    BadCase(Op.SQUEEZE, "squeeze_not_size1", _leaf((2, 1)), lambda g, x: g.squeeze(x, 0),
+            yscv.ShapeError, "squeeze: axis 0 has size 2"),
+    BadCase(Op.SQUEEZE, "squeeze_axis_range", _leaf((2, 1)), lambda g, x: g.squeeze(x, 2),
+            ValueError, "squeeze"),
+    BadCase(Op.EXPAND, "expand_non_size1", _leaf((2, 3)), lambda g, x: g.expand(x, (4, 3)),
+            yscv.ShapeError, "expand: cannot expand axis 0"),
+    BadCase(Op.EXPAND, "expand_fewer_axes", _leaf((2, 3)), lambda g, x: g.expand(x, (3,)),
+            yscv.ShapeError, "expand"),
+    BadCase(Op.EXPAND, "expand_minus1_new_axis", _leaf((3,)), lambda g, x: g.expand(x, (-1, 3)),
+            ValueError, "expand"),
+    BadCase(Op.CAT, "cat_mismatch_names_input", _leaf((2, 3), (2, 3), (3, 4)),
+            lambda g, a, b, c: g.cat([a, b, c], 0), yscv.ShapeError, r"cat: nodes\[2\]"),
+    BadCase(Op.CAT, "cat_ndim_mismatch", _leaf((2, 3), (3,)), lambda g, a, b: g.cat([a, b]),
+            yscv.ShapeError, r"nodes\[1\]"),
+    BadCase(Op.CAT, "cat_empty", lambda g: (), lambda g: g.cat([]), ValueError, "cat: nodes is empty"),
+    BadCase(Op.CAT, "cat_axis_range", _leaf((2, 3), (2, 3)), lambda g, a, b: g.cat([a, b], 2),
+            ValueError, "cat: axis=2"),
+    BadCase(Op.CAT, "cat_not_list", _leaf((2, 3)), lambda g, a: g.cat(a), TypeError, "cat"),
+    BadCase(Op.CAT, "cat_0d", _leaf((), ()), lambda g, a, b: g.cat([a, b]), yscv.ShapeError, "cat"),
+    BadCase(Op.STACK, "stack_mismatch_names_input", _leaf((2, 3), (2, 4)),
+            lambda g, a, b: g.stack([a, b]), yscv.ShapeError, r"stack: nodes\[1\]"),
+    BadCase(Op.STACK, "stack_empty", lambda g: (), lambda g: g.stack(()), ValueError, "stack"),
+    BadCase(Op.STACK, "stack_axis_range", _leaf((2,), (2,)), lambda g, a, b: g.stack([a, b], 2),
+            ValueError, "stack: axis=2"),
+    BadCase(Op.SELECT, "select_index_range", _leaf((2, 3)), lambda g, x: g.select(x, 1, 3),
+            IndexError, "select: index=3"),
+    BadCase(Op.SELECT, "select_negative_index_range", _leaf((2, 3)),
+            lambda g, x: g.select(x, 0, -3), IndexError, "select"),
+    BadCase(Op.SELECT, "select_axis_range", _leaf((2, 3)), lambda g, x: g.select(x, 2, 0),
+            ValueError, "select: axis=2"),
+    BadCase(Op.SELECT, "select_float_index", _leaf((2, 3)), lambda g, x: g.select(x, 0, 1.0),
+            TypeError, "select"),
+    BadCase(Op.NARROW, "narrow_too_long", _leaf((2, 5)), lambda g, x: g.narrow(x, 1, 3, 3),
+            ValueError, "narrow: start=3 with length=3"),
+    BadCase(Op.NARROW, "narrow_start_range", _leaf((2, 5)), lambda g, x: g.narrow(x, 1, 6, 0),
+            IndexError, "narrow: start=6"),
+    BadCase(Op.NARROW, "narrow_axis_range", _leaf((2, 5)), lambda g, x: g.narrow(x, -3, 0, 1),
+            ValueError, "narrow"),
+    BadCase(Op.GETITEM, "getitem_int_array", _leaf((3, 4)), lambda g, x: x[np.array([0, 2])],
+            TypeError, "getitem: .*only basic slicing.*gather"),
+    BadCase(Op.GETITEM, "getitem_list", _leaf((3, 4)), lambda g, x: x[:, [0, 1]],
+            TypeError, "getitem: .*embedding"),
+    BadCase(Op.GETITEM, "getitem_bool_mask", _leaf((3,)), lambda g, x: x[np.array([True, False, True])],
+            TypeError, "only basic slicing"),
+    BadCase(Op.GETITEM, "getitem_bool_scalar", _leaf((3,)), lambda g, x: x[True], TypeError, "getitem"),
+    BadCase(Op.GETITEM, "getitem_out_of_range", _leaf((3, 4)), lambda g, x: x[:, 4],
+            IndexError, "getitem: index 4 is out of range for axis 1"),
+    BadCase(Op.GETITEM, "getitem_too_many", _leaf((3,)), lambda g, x: x[0, 0], IndexError,
+            "too many indices"),
+    BadCase(Op.GETITEM, "getitem_two_ellipses", _leaf((3, 4)), lambda g, x: x[..., 0, ...],
+            IndexError, "Ellipsis"),
+    BadCase(Op.GETITEM, "getitem_float", _leaf((3,)), lambda g, x: x[1.0], TypeError, "getitem"),
+    BadCase(Op.GETITEM, "getitem_float_slice", _leaf((3,)), lambda g, x: x[0.5:2], TypeError,
+            "slice bounds"),
+    BadCase(Op.GETITEM, "getitem_zero_step", _leaf((3,)), lambda g, x: x[::0], ValueError,
+            "step cannot be zero"),
+    BadCase(Op.GETITEM, "getitem_node_key", _leaf((3,), (1,)), lambda g, x, k: x[k], TypeError,
+            "NodeId cannot be used as an index"),
+    BadCase(Op.FLIP, "flip_axis_range", _leaf((2, 3)), lambda g, x: g.flip(x, 2), ValueError,
+            "flip: axes=2"),
+    BadCase(Op.FLIP, "flip_repeated_axis", _leaf((2, 3)), lambda g, x: g.flip(x, (1, -1)),
+            ValueError, "flip"),
+    BadCase(Op.PAD, "pad_negative", _leaf((2, 3)), lambda g, x: g.pad(x, ((0, 1), (-1, 0))),
+            ValueError, "pad: .*negative"),
+    BadCase(Op.PAD, "pad_wrong_pairs", _leaf((2, 3)), lambda g, x: g.pad(x, ((1, 1),) * 3),
+            ValueError, "pad: pad_width"),
+    BadCase(Op.PAD, "pad_float_widths", _leaf((2, 3)), lambda g, x: g.pad(x, 1.5), TypeError, "pad"),
+    BadCase(Op.PAD, "pad_bad_value", _leaf((2, 3)), lambda g, x: g.pad(x, 1, value="x"),
+            TypeError, "pad: value"),
+    BadCase(Op.REPEAT, "repeat_negative", _leaf((2, 3)), lambda g, x: g.repeat(x, (2, -1)),
+            ValueError, "repeat"),
+    BadCase(Op.REPEAT, "repeat_float", _leaf((2, 3)), lambda g, x: g.repeat(x, 1.5),
+            TypeError, "repeat"),
+    BadCase(Op.PIXEL_SHUFFLE, "pixel_shuffle_channels", _leaf((1, 2, 2, 6)),
+            lambda g, x: g.pixel_shuffle(x, 2), yscv.ShapeError, "pixel_shuffle: channels 6"),
+    BadCase(Op.PIXEL_SHUFFLE, "pixel_shuffle_ndim", _leaf((2, 2, 4)),
+            lambda g, x: g.pixel_shuffle(x, 2), yscv.ShapeError, "pixel_shuffle"),
+    BadCase(Op.PIXEL_SHUFFLE, "pixel_shuffle_r0", _leaf((1, 2, 2, 4)),
+            lambda g, x: g.pixel_shuffle(x, 0), ValueError, "pixel_shuffle: r"),
+    BadCase(Op.UPSAMPLE_NEAREST, "upsample_ndim", _leaf((2, 3)),
+            lambda g, x: g.upsample_nearest(x, 2), yscv.ShapeError, "upsample_nearest"),
+    BadCase(Op.UPSAMPLE_NEAREST, "upsample_float_scale", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.upsample_nearest(x, 1.5), TypeError, "upsample_nearest: r"),
+    BadCase(Op.UPSAMPLE_NEAREST, "upsample_zero_scale", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.upsample_nearest(x, (2, 0)), ValueError, "upsample_nearest"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+def test_views_share_memory_with_the_input():
+    g = yscv.Graph()
+    x = g.variable(np.arange(24.0).reshape(2, 3, 4))
+    xv = g.value(x)
+    for y in (g.reshape(x, (6, 4)), g.flatten(x), g.unsqueeze(x, 0), g.select(x, 1, 0),
+              g.narrow(x, 2, 1, 2), x[:, ::2], g.flip(x, 0), g.expand(x, (5, 2, 3, 4))):
+        assert np.shares_memory(g.value(y), xv), g.op(y)
+
+
+def test_expand_gradient_sums_over_broadcast_axes():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.ones((3, 1)))
+    g.backward(g.expand(x, (2, 3, 4)), grad=np.ones((2, 3, 4)))
+    np.testing.assert_array_equal(g.grad(x), np.full((3, 1), 8.0))
+
+
+def test_getitem_gradient_scatters_into_zeros():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.zeros((4, 3)))
+    y = x[::-2, None, 1]                    # rows 3 and 1, column 1
+    g.backward(y, grad=np.array([[10.0], [20.0]]))
+    expect = np.zeros((4, 3))
+    expect[3, 1] = 10.0
+    expect[1, 1] = 20.0
+    np.testing.assert_array_equal(g.grad(x), expect)
+
+
+def test_operator_getitem_records_getitem_node():
+    g = yscv.Graph()
+    x = g.variable(np.arange(6.0).reshape(2, 3))
+    y = x[1, 1:]
+    assert g.op(y) is Op.GETITEM
+    np.testing.assert_array_equal(g.value(y), [4.0, 5.0])
+    assert g.value(x[0, 0]).shape == ()
+
+
+def test_float32_graph_keeps_float32_gradients():
+    g = yscv.Graph(np.float32)
+    x = g.variable(np.ones((1, 2, 2, 4)))
+    y = g.upsample_nearest(g.pixel_shuffle(g.pad(x, ((0, 0), (1, 0), (0, 1), (0, 0)), 2.0), 2), 2)
+    y = g.repeat(g.cat([g.flip(y, 1), y[:, ::2]], 1), (1, 2, 1, 1))
+    assert g.value(y).dtype == np.float32
+    g.backward(y, grad=np.ones(g.value(y).shape))
+    assert g.grad(x).dtype == np.float32
+
+
+def test_pixel_shuffle_matches_pytorch_channel_order_layout_example():
+    # one 1x1 pixel with r=2, C=2: channels (c, i, j) in c*4 + i*2 + j order
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.arange(8.0).reshape(1, 1, 1, 8))
+    out = g.value(g.pixel_shuffle(x, 2))
+    np.testing.assert_array_equal(out[0, :, :, 0], [[0, 1], [2, 3]])
+    np.testing.assert_array_equal(out[0, :, :, 1], [[4, 5], [6, 7]])
+
+
+def test_upsample_backward_sums_each_block():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.zeros((1, 2, 2, 1)))
+    cot = np.arange(36.0).reshape(1, 6, 6, 1)
+    g.backward(g.upsample_nearest(x, 3), grad=cot)
+    expect = cot.reshape(2, 3, 2, 3).sum(axis=(1, 3)).reshape(1, 2, 2, 1)
+    np.testing.assert_array_equal(g.grad(x), expect)
+
+
+def test_shape_ops_do_not_import_numba():
+    import subprocess
+    import sys
+    code = ("import numpy as np, yscv, sys\n"
+            "g = yscv.Graph(); x = g.variable(np.ones((1, 2, 2, 4)))\n"
+            "y = g.upsample_nearest(g.pixel_shuffle(g.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), 2), 2)\n"
+            "g.backward(g.reshape(y[0, 0, 0, :1], ()))\n"
+            "assert 'numba' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_forward_is_pure_replay(dtype):
+    # the same attrs on the same input give the same value (checkpoint replay)
+    from yscv import registry
+    g = yscv.Graph(dtype)
+    x = g.variable(np.arange(12.0).reshape(3, 4))
+    for y in (g.pad(x, 1, 3.0), g.repeat(x, (2, 1)), x[::-1, 1:]):
+        i = y.index
+        again, _ = registry.FORWARD[g._ops[i]](g._attrs[i], g.value(x))
+        np.testing.assert_array_equal(again, g.value(y))
