@@ -1,0 +1,37 @@
+"""Layers that hold parameters across training steps: ``y = layer(g, x)``.
+
+    model = yscv.nn.Sequential(yscv.nn.Linear(64, 32), yscv.nn.ReLU(), yscv.nn.Linear(32, 10))
+    g = yscv.Graph()
+    logits = model(g, g.constant(x))
+
+Weights are input-major and activations channel-last, like the ops.
+Initialisation follows PyTorch's defaults and draws from the library
+generator (``yscv.manual_seed``).
+"""
+from . import init
+from ._binding import bind_buffer, bind_param
+from .activation import (GELU, Flatten, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, SiLU, Sigmoid,
+                         Softmax, Softplus, Tanh)
+from .attention import MultiHeadAttention
+from .container import ModuleDict, ModuleList, Sequential
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
+from .dropout import Dropout
+from .embedding import Embedding
+from .linear import Identity, Linear
+from .module import IncompatibleKeys, Module, StateDictError
+from .norm import (BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm,
+                   LayerNorm)
+from .parameter import Parameter
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from .recurrent import GRU, LSTM, RNN
+
+__all__ = [
+    "Parameter", "Module", "StateDictError", "IncompatibleKeys", "init",
+    "Sequential", "ModuleList", "ModuleDict",
+    "Linear", "Identity", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "DepthwiseConv2d",
+    "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
+    "InstanceNorm", "Embedding", "RNN", "LSTM", "GRU", "MultiHeadAttention", "Dropout",
+    "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "GlobalAvgPool2d",
+    "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Mish", "Softplus", "PReLU",
+    "Softmax", "LogSoftmax", "Flatten", "bind_buffer", "bind_param",
+]

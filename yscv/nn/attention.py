@@ -1,0 +1,119 @@
+"""Multi-head attention over ``g.scaled_dot_product_attention``."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import init
+from .linear import Linear
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["MultiHeadAttention"]
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention, batch-first: query [B, Sq, E], key/value [B, Sk, E]
+    (or unbatched [S, E]) -> [B, Sq, E].
+
+    Args:
+        embed_dim: E. num_heads: h (must divide E); head size d = E / h.
+        bias: learn ``in_proj_bias`` and the output projection's bias.
+
+    Parameters (PyTorch's names, input-major): ``in_proj_weight`` [E, 3E]
+    (q | k | v column blocks; xavier_uniform with PyTorch's fans),
+    ``in_proj_bias`` [3E] (zeros), ``out_proj`` a :class:`Linear` (E, E)
+    (weight kaiming default, bias zeros) — PyTorch's initialisation.
+
+    ``forward(g, query, key=None, value=None, mask=None, causal=False,
+    key_padding_mask=None)``: key and value default to query (self-attention;
+    one fused projection). ``mask`` is boolean, True = attend (the op's and
+    ``F.scaled_dot_product_attention``'s convention, NOT nn.MultiheadAttention's),
+    broadcast to [B, h, Sq, Sk]. ``key_padding_mask`` [B, Sk] is True at
+    padding keys (PyTorch's convention: those keys are ignored). Returns the
+    output only (the fused op does not form attention weights).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dtype=np.float32):
+        super().__init__()
+        for arg, v in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise ValueError(f"MultiHeadAttention: {arg} must be a positive int, got {v!r}")
+        if embed_dim % num_heads:
+            raise ValueError(f"MultiHeadAttention: num_heads={num_heads} must divide "
+                             f"embed_dim={embed_dim}")
+        self.embed_dim = int(embed_dim)
+        self.num_heads = int(num_heads)
+        self.head_dim = self.embed_dim // self.num_heads
+        e = self.embed_dim
+        self.in_proj_weight = Parameter(np.zeros((e, 3 * e)), dtype)
+        self.in_proj_bias = Parameter(np.zeros(3 * e), dtype) if bias else None
+        self.out_proj = Linear(e, e, bias=bias, dtype=dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        e = self.embed_dim
+        # torch: xavier_uniform_ on in_proj_weight [3E, E] -> fan_in E, fan_out 3E
+        init.xavier_uniform_(self.in_proj_weight, e, 3 * e)
+        if self.in_proj_bias is not None:
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
+
+    def _project(self, g, x, w, b, block):
+        e = self.embed_dim
+        wb = g.narrow(w, 1, block * e, e)
+        y = g.matmul(x, wb)
+        if b is not None:
+            y = g.add(y, g.narrow(b, 0, block * e, e))
+        return y
+
+    def _heads(self, g, y, batched):
+        """[B, S, E] -> [B, h, S, d] (unbatched [S, E] -> [h, S, d])."""
+        shape = g.value(y).shape
+        h, d = self.num_heads, self.head_dim
+        if batched:
+            return g.transpose(g.reshape(y, (shape[0], shape[1], h, d)), (0, 2, 1, 3))
+        return g.transpose(g.reshape(y, (shape[0], h, d)), (1, 0, 2))
+
+    def forward(self, g, query, key=None, value=None, mask=None, causal: bool = False,
+                key_padding_mask=None):
+        if not hasattr(query, "index"):
+            query = g.constant(query)
+        qshape = g.value(query).shape
+        if len(qshape) not in (2, 3) or qshape[-1] != self.embed_dim:
+            raise ValueError(f"MultiHeadAttention: query must be [B, S, {self.embed_dim}] or "
+                             f"[S, {self.embed_dim}], got {qshape}")
+        batched = len(qshape) == 3
+        w = self.param(g, "in_proj_weight")
+        b = self.param(g, "in_proj_bias") if self.in_proj_bias is not None else None
+        self_attn = key is None and value is None
+        if self_attn:
+            qkv = g.matmul(query, w)
+            if b is not None:
+                qkv = g.add(qkv, b)
+            e = self.embed_dim
+            q, k, v = (g.narrow(qkv, -1, i * e, e) for i in range(3))
+        else:
+            key = query if key is None else key
+            value = key if value is None else value
+            key = key if hasattr(key, "index") else g.constant(key)
+            value = value if hasattr(value, "index") else g.constant(value)
+            q = self._project(g, query, w, b, 0)
+            k = self._project(g, key, w, b, 1)
+            v = self._project(g, value, w, b, 2)
+        q, k, v = (self._heads(g, t, batched) for t in (q, k, v))
+        attend = None if mask is None else np.asarray(mask, dtype=bool)
+        if key_padding_mask is not None:
+            kpm = ~np.asarray(key_padding_mask, dtype=bool)
+            kpm = kpm[:, None, None, :] if batched else kpm[None, None, :]
+            attend = kpm if attend is None else np.logical_and(attend, kpm)
+        o = g.scaled_dot_product_attention(q, k, v, mask=attend, causal=causal)
+        sq = qshape[-2]
+        if batched:
+            o = g.reshape(g.transpose(o, (0, 2, 1, 3)), (qshape[0], sq, self.embed_dim))
+        else:
+            o = g.reshape(g.transpose(o, (1, 0, 2)), (sq, self.embed_dim))
+        return self.out_proj(g, o)
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+

@@ -1,0 +1,178 @@
+"""Convolution layers (channel-last: NLC, NHWC, NDHWC).
+
+Weights are laid out as the ops take them (SPEC section 3):
+Conv1d [K, Cin/groups, Cout], Conv2d [KH, KW, Cin/groups, Cout],
+Conv3d [KD, KH, KW, Cin/groups, Cout], ConvTranspose2d [KH, KW, Cout, Cin],
+DepthwiseConv2d [KH, KW, C, M]. Bias [Cout]. Initialisation is PyTorch's
+(kaiming_uniform with a=sqrt(5) on the weight, U(-1/sqrt(fan_in), +) on
+the bias, fan_in as in :mod:`yscv.nn.init`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "DepthwiseConv2d"]
+
+
+def _ints(v, n: int, layer: str, arg: str, minimum: int) -> tuple:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        out = (int(v),) * n
+    elif isinstance(v, (tuple, list)) and len(v) == n and all(
+            isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in v):
+        out = tuple(int(e) for e in v)
+    else:
+        raise TypeError(f"{layer}: {arg} must be an int or a tuple of {n} ints, got {v!r}")
+    if any(e < minimum for e in out):
+        raise ValueError(f"{layer}: {arg}={v!r} must be >= {minimum}")
+    return out
+
+
+def _count(v, layer: str, arg: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+        raise ValueError(f"{layer}: {arg} must be a positive int, got {v!r}")
+    return int(v)
+
+
+def _compact(t: tuple):
+    return t[0] if len(set(t)) == 1 else t
+
+
+class _ConvNd(Module):
+    _nd = 0
+    _op = ""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, groups=1, bias=True, dtype=np.float32):
+        super().__init__()
+        name = type(self).__name__
+        nd = self._nd
+        self.in_channels = _count(in_channels, name, "in_channels")
+        self.out_channels = _count(out_channels, name, "out_channels")
+        self.groups = _count(groups, name, "groups")
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(f"{name}: groups={self.groups} must divide in_channels="
+                             f"{self.in_channels} and out_channels={self.out_channels}")
+        self.kernel_size = _ints(kernel_size, nd, name, "kernel_size", 1)
+        self.stride = _ints(stride, nd, name, "stride", 1)
+        self.padding = _ints(padding, nd, name, "padding", 0)
+        self.dilation = _ints(dilation, nd, name, "dilation", 1)
+        cin_g = self.in_channels // self.groups
+        self.weight = Parameter(np.zeros(self.kernel_size + (cin_g, self.out_channels)), dtype)
+        self.bias = Parameter(np.zeros(self.out_channels), dtype) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        fan_in = init.fan_in_conv(self.kernel_size, self.in_channels // self.groups)
+        init.default_weight_and_bias(self.weight, self.bias, fan_in)
+
+    def forward(self, g, x):
+        b = self.param(g, "bias") if self.bias is not None else None
+        return getattr(g, self._op)(x, self.param(g, "weight"), b, _compact(self.stride),
+                                    _compact(self.padding), _compact(self.dilation), self.groups)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if any(self.padding):
+            s += f", padding={self.padding}"
+        if any(d != 1 for d in self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv1d(_ConvNd):
+    """1-d convolution on [N, L, Cin] -> [N, L_out, Cout]; weight [K, Cin/groups, Cout]."""
+    _nd = 1
+    _op = "conv1d"
+
+
+class Conv2d(_ConvNd):
+    """2-d convolution on NHWC [N, H, W, Cin] -> [N, OH, OW, Cout];
+    weight [KH, KW, Cin/groups, Cout]."""
+    _nd = 2
+    _op = "conv2d"
+
+
+class Conv3d(_ConvNd):
+    """3-d convolution on NDHWC -> [N, OD, OH, OW, Cout]; weight [KD, KH, KW, Cin/groups, Cout]."""
+    _nd = 3
+    _op = "conv3d"
+
+
+class ConvTranspose2d(Module):
+    """Transposed 2-d convolution on NHWC: OH = (H-1)*stride - 2*padding + KH + output_padding.
+
+    Weight [KH, KW, Cout, Cin] (the op's layout), bias [Cout]; PyTorch's
+    initialisation with fan_in = Cout * KH * KW (torch computes the fan from
+    its weight's second axis, which for a transposed conv is out_channels).
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, bias=True, dtype=np.float32):
+        super().__init__()
+        name = "ConvTranspose2d"
+        self.in_channels = _count(in_channels, name, "in_channels")
+        self.out_channels = _count(out_channels, name, "out_channels")
+        self.kernel_size = _ints(kernel_size, 2, name, "kernel_size", 1)
+        self.stride = _ints(stride, 2, name, "stride", 1)
+        self.padding = _ints(padding, 2, name, "padding", 0)
+        self.output_padding = _ints(output_padding, 2, name, "output_padding", 0)
+        self.weight = Parameter(np.zeros(self.kernel_size + (self.out_channels, self.in_channels)), dtype)
+        self.bias = Parameter(np.zeros(self.out_channels), dtype) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        fan_in = init.fan_in_conv(self.kernel_size, self.out_channels)
+        init.default_weight_and_bias(self.weight, self.bias, fan_in)
+
+    def forward(self, g, x):
+        b = self.param(g, "bias") if self.bias is not None else None
+        return g.conv_transpose2d(x, self.param(g, "weight"), b, _compact(self.stride),
+                                  _compact(self.padding), _compact(self.output_padding))
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, output_padding={self.output_padding}")
+
+
+class DepthwiseConv2d(Module):
+    """Depthwise 2-d convolution on NHWC [N, H, W, C] -> [N, OH, OW, C*M].
+
+    Weight [KH, KW, C, M] (M = ``multiplier``), bias [C*M]; output channel
+    c*M + m. Equivalent to PyTorch's ``Conv2d(C, C*M, k, groups=C)`` and
+    initialised like it (fan_in = KH*KW).
+    """
+
+    def __init__(self, channels, kernel_size, multiplier=1, stride=1, padding=0, dilation=1,
+                 bias=True, dtype=np.float32):
+        super().__init__()
+        name = "DepthwiseConv2d"
+        self.channels = _count(channels, name, "channels")
+        self.multiplier = _count(multiplier, name, "multiplier")
+        self.kernel_size = _ints(kernel_size, 2, name, "kernel_size", 1)
+        self.stride = _ints(stride, 2, name, "stride", 1)
+        self.padding = _ints(padding, 2, name, "padding", 0)
+        self.dilation = _ints(dilation, 2, name, "dilation", 1)
+        self.weight = Parameter(np.zeros(self.kernel_size + (self.channels, self.multiplier)), dtype)
+        self.bias = Parameter(np.zeros(self.channels * self.multiplier), dtype) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.default_weight_and_bias(self.weight, self.bias, init.fan_in_conv(self.kernel_size, 1))
+
+    def forward(self, g, x):
+        b = self.param(g, "bias") if self.bias is not None else None
+        return g.depthwise_conv2d(x, self.param(g, "weight"), b, _compact(self.stride),
+                                  _compact(self.padding), _compact(self.dilation))
+
+    def extra_repr(self) -> str:
+        return (f"{self.channels}, kernel_size={self.kernel_size}, multiplier={self.multiplier}, "
+                f"stride={self.stride}, padding={self.padding}")

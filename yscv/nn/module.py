@@ -1,0 +1,379 @@
+"""``Module``: the base class of layers (parameters, buffers, sub-modules, state).
+
+A module is called with the graph first: ``y = layer(g, x)`` runs
+``layer.forward(g, x)``, which binds its parameters into ``g`` (``g.param``:
+once per graph, no copy) and appends the ops. Attributes are registered as
+in PyTorch: assigning a :class:`Parameter` registers a parameter, assigning
+a ``Module`` registers a child, :meth:`register_buffer` registers a buffer
+(an ndarray that is state but not trained, e.g. batch-norm running stats).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ._binding import bind_buffer, bind_param
+from .parameter import Parameter
+
+__all__ = ["Module", "StateDictError", "IncompatibleKeys"]
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class StateDictError(ValueError):
+    """``load_state_dict`` found missing / unexpected keys or mismatched shapes.
+
+    Attributes:
+        missing_keys: keys the module has but the state dict lacks.
+        unexpected_keys: keys the state dict has but the module lacks.
+        mismatched: list of ``(key, module_shape, state_shape)``.
+        bad_values: list of ``(key, reason)`` for values that are not real arrays.
+    """
+
+    def __init__(self, message, missing_keys=(), unexpected_keys=(), mismatched=(), bad_values=()):
+        super().__init__(message)
+        self.missing_keys = list(missing_keys)
+        self.unexpected_keys = list(unexpected_keys)
+        self.mismatched = list(mismatched)
+        self.bad_values = list(bad_values)
+
+
+def _check_graph(module, g) -> None:
+    # Duck-typed so nn does not import the engine; catches ``layer(x)`` written
+    # PyTorch-style, which would otherwise fail deep inside an op.
+    if not hasattr(g, "_apply") or not hasattr(g, "param"):
+        raise TypeError(
+            f"{type(module).__name__}: call a layer as layer(g, x) with a yscv.Graph "
+            f"first, got {type(g).__name__} as the graph")
+
+
+class Module:
+    """Base class: subclasses define ``__init__`` (create parameters) and
+    ``forward(g, *inputs) -> NodeId``.
+
+    ``training`` (True after construction) selects the behaviour of dropout and
+    batch norm; :meth:`train` / :meth:`eval` set it recursively.
+    """
+
+    def __init__(self):
+        d = self.__dict__
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent"] = set()
+        d["_modules"] = OrderedDict()
+        d["training"] = True
+
+    # ------------------------------------------------------------ registry
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise AttributeError(
+                f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        params, bufs, mods = d["_parameters"], d["_buffers"], d["_modules"]
+        if isinstance(value, Parameter):
+            bufs.pop(name, None)
+            mods.pop(name, None)
+            params[name] = value
+        elif isinstance(value, Module):
+            params.pop(name, None)
+            bufs.pop(name, None)
+            mods[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(
+                    f"{type(self).__name__}.{name} is a parameter; assign a Parameter or None, "
+                    f"got {type(value).__name__}")
+            params[name] = None
+        elif name in bufs:
+            if value is not None and not isinstance(value, np.ndarray):
+                raise TypeError(
+                    f"{type(self).__name__}.{name} is a buffer; assign an ndarray or None, "
+                    f"got {type(value).__name__}")
+            bufs[name] = value
+        elif name in mods:
+            if value is not None:
+                raise TypeError(
+                    f"{type(self).__name__}.{name} is a sub-module; assign a Module or None, "
+                    f"got {type(value).__name__}")
+            mods[name] = None
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for key in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[key].pop(name, None)
+        self.__dict__["_non_persistent"].discard(name)
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, array, persistent: bool = True) -> None:
+        """Register an ndarray (or None) as state that is not trained.
+
+        Persistent buffers appear in :meth:`state_dict`. The array is kept as
+        is (no copy); layers update it in place.
+        """
+        if not isinstance(name, str) or not name or "." in name:
+            raise ValueError(f"register_buffer: bad buffer name {name!r}")
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"register_buffer: {name!r} is already a parameter or sub-module")
+        if array is not None and not isinstance(array, np.ndarray):
+            raise TypeError(f"register_buffer: {name!r} must be an ndarray or None, "
+                            f"got {type(array).__name__}")
+        self._buffers[name] = array
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+        object.__setattr__(self, name, array)
+
+    def register_parameter(self, name: str, param) -> None:
+        """Register a Parameter (or None) under ``name``."""
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None")
+        self._buffers.pop(name, None)
+        self._modules.pop(name, None)
+        self._parameters[name] = param
+        object.__setattr__(self, name, param)
+
+    def add_module(self, name: str, module) -> None:
+        """Register a child module (or None) under ``name``."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None")
+        self._parameters.pop(name, None)
+        self._buffers.pop(name, None)
+        self._modules[name] = module
+        object.__setattr__(self, name, module)
+
+    # ------------------------------------------------------------- calling
+    def __call__(self, g, *args, **kwargs):
+        _check_graph(self, g)
+        return self.forward(g, *args, **kwargs)
+
+    def forward(self, g, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward(g, ...)")
+
+    def param(self, g, name: str):
+        """Bind parameter ``name`` of this module into ``g`` (NodeId)."""
+        return bind_param(g, self._parameters[name])
+
+    def buffer(self, g, name: str):
+        """Bind buffer ``name`` of this module into ``g`` as a constant view leaf."""
+        return bind_buffer(g, self._buffers[name], f"{type(self).__name__}.{name}")
+
+    def bind(self, g) -> int:
+        """Bind every parameter and buffer into ``g`` now; returns ``len(g)``.
+
+        Use it to reuse one graph across steps: ``k = model.bind(g)`` once,
+        then ``g.truncate(k)`` at the start of each step keeps the bound
+        leaves (parameters first, per-step nodes after).
+        """
+        for p in self.parameters():
+            bind_param(g, p)
+        for name, b in self.named_buffers():
+            bind_buffer(g, b, name)
+        return len(g)
+
+    # ----------------------------------------------------------- traversal
+    def named_modules(self, prefix: str = "", memo=None):
+        """(name, module) for this module and every descendant, each once."""
+        if memo is None:
+            memo = set()
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is None:
+                continue
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        for name, child in self._modules.items():
+            if child is not None:
+                yield name, child
+
+    def children(self):
+        for _, child in self.named_children():
+            yield child
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True):
+        """(dotted name, Parameter), each parameter once (shared ones by first name)."""
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, p in m._parameters.items():
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{mname}.{name}" if mname else name), p
+
+    def parameters(self, recurse: bool = True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, persistent_only: bool = False):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, b in m._buffers.items():
+                if b is None or id(b) in seen:
+                    continue
+                if persistent_only and name in m._non_persistent:
+                    continue
+                seen.add(id(b))
+                yield (f"{mname}.{name}" if mname else name), b
+
+    def buffers(self, recurse: bool = True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.size for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def apply(self, fn):
+        """Call ``fn(module)`` on every descendant and self (children first)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ---------------------------------------------------------------- modes
+    def train(self, mode: bool = True):
+        """Set training mode on self and every descendant; returns self."""
+        for m in self.modules():
+            m.__dict__["training"] = bool(mode)
+        return self
+
+    def eval(self):
+        """``train(False)``: dropout is the identity, batch norm uses running stats."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Every parameter's ``grad`` back to None."""
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """Freeze (False) or unfreeze every parameter; returns self."""
+        for p in self.parameters():
+            p.requires_grad = bool(requires_grad)
+        return self
+
+    def to(self, dtype):
+        """Convert every parameter and floating buffer to ``dtype`` (float32/float64).
+
+        Arrays are replaced, so graphs that bound them before are detached;
+        optimizers must be created after the conversion.
+        """
+        dt = np.dtype(dtype)
+        if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"to: dtype must be float32 or float64, got {dt}")
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is not None and p.data.dtype != dt:
+                    p.data = p.data.astype(dt)
+                    p.grad = None
+            for name, b in list(m._buffers.items()):
+                if b is not None and b.dtype.kind == "f" and b.dtype != dt:
+                    m._buffers[name] = b.astype(dt)
+                    object.__setattr__(m, name, m._buffers[name])
+        return self
+
+    # ---------------------------------------------------------- state dicts
+    def _state_items(self):
+        """(key, array) for parameters then persistent buffers, module by module."""
+        seen = set()
+        for mname, m in self.named_modules():
+            pre = f"{mname}." if mname else ""
+            for name, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield pre + name, p.data
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent and id(b) not in seen:
+                    seen.add(id(b))
+                    yield pre + name, b
+
+    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        """Name -> COPY of every parameter and persistent buffer (PyTorch key names)."""
+        return OrderedDict((k, v.copy()) for k, v in self._state_items())
+
+    def check_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Validate ``state_dict`` against this module without changing anything.
+
+        Raises :class:`StateDictError` listing every problem: missing and
+        unexpected keys (when ``strict``), shape mismatches and values that
+        are not real-number arrays (always). Returns the incompatible keys.
+        """
+        own = OrderedDict(self._state_items())
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(
+                f"load_state_dict: expected a mapping of name -> array, got {type(state_dict).__name__}")
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        mismatched, bad = [], []
+        for k, target in own.items():
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            if isinstance(v, Parameter):
+                v = v.data
+            if not isinstance(v, np.ndarray):
+                try:
+                    v = np.asarray(v)
+                except Exception:
+                    bad.append((k, f"not an array ({type(v).__name__})"))
+                    continue
+            if v.dtype.kind not in "fiub":
+                bad.append((k, f"dtype {v.dtype} is not a real number type"))
+            elif v.shape != target.shape:
+                mismatched.append((k, target.shape, v.shape))
+        problems = []
+        if strict and missing:
+            problems.append("missing key(s): " + ", ".join(repr(k) for k in missing))
+        if strict and unexpected:
+            problems.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
+        for k, mine, theirs in mismatched:
+            problems.append(f"size mismatch for {k!r}: the state dict has shape {theirs}, "
+                            f"the model has {mine}")
+        for k, why in bad:
+            problems.append(f"bad value for {k!r}: {why}")
+        if problems:
+            raise StateDictError(
+                f"load_state_dict: error(s) loading the state dict into {type(self).__name__} "
+                "(nothing was loaded):\n  " + "\n  ".join(problems),
+                missing, unexpected, mismatched, bad)
+        return IncompatibleKeys(missing, unexpected)
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy arrays from ``state_dict`` into the parameters and buffers IN PLACE.
+
+        Everything is validated first (:meth:`check_state_dict`): on any error
+        nothing is modified. Values are cast to each target's dtype. With
+        ``strict=False`` missing and unexpected keys are allowed and returned.
+        """
+        result = self.check_state_dict(state_dict, strict)
+        for k, target in self._state_items():
+            if k in state_dict:
+                v = state_dict[k]
+                if isinstance(v, Parameter):
+                    v = v.data
+                np.copyto(target, np.asarray(v), casting="unsafe")
+        return result
+
+    # ---------------------------------------------------------------- repr
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, child in self._modules.items():
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n" + "\n".join(lines) + "\n)"

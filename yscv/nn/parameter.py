@@ -1,0 +1,71 @@
+"""``Parameter``: an array a layer keeps across training steps, plus its gradient.
+
+A parameter enters a graph through ``g.param(p)``: the graph binds it once as
+a variable leaf whose value is a view of ``p.data`` (no copy), and after
+``g.backward`` it adds the leaf's gradient into ``p.grad``. Optimizers update
+``p.data`` IN PLACE, so a graph reused across steps (``g.truncate``) keeps
+seeing the current values. Replacing ``p.data`` by a new array is allowed but
+detaches graphs that already bound the parameter.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Parameter"]
+
+
+class Parameter:
+    """A trainable array: ``.data`` (np.ndarray) and ``.grad`` (np.ndarray or None).
+
+    Args:
+        data: array-like; copied and converted to ``dtype``.
+        dtype: float32 (default) or float64.
+        requires_grad: False freezes it: layers then bind it as a constant
+            leaf and optimizers skip it (its ``grad`` stays None).
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "__weakref__")
+
+    def __init__(self, data, dtype=np.float32, requires_grad: bool = True):
+        dt = np.dtype(dtype)
+        if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"Parameter: dtype must be float32 or float64, got {dt}")
+        arr = np.asarray(data)
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"Parameter: data has dtype {arr.dtype}; expected real numbers")
+        self.data = np.array(arr, dtype=dt, copy=True, order="C")
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def zero_grad(self) -> None:
+        """``grad`` back to None."""
+        self.grad = None
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the value."""
+        return self.data.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.data, dtype=dtype, copy=True)
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self) -> str:
+        frozen = "" if self.requires_grad else ", requires_grad=False"
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype}{frozen})"

@@ -1,0 +1,19 @@
+"""Optimizers and learning-rate schedulers (PyTorch's update rules and API).
+
+    opt = yscv.optim.Adam(model.parameters(), lr=1e-3)
+    sched = yscv.optim.lr_scheduler.StepLR(opt, step_size=10)   # also yscv.optim.StepLR
+    ...
+    g.backward(loss); opt.step(); opt.zero_grad(); sched.step()
+"""
+from . import lr_scheduler
+from .adagrad import Adagrad
+from .adam import Adam, AdamW
+from .lr_scheduler import (CosineAnnealingLR, ExponentialLR, LinearLR, LRScheduler, MultiStepLR,
+                           OneCycleLR, StepLR)
+from .optimizer import Optimizer
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler",
+           "LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
+           "LinearLR", "OneCycleLR"]

@@ -1,0 +1,110 @@
+"""Fused parameter-update kernels: one pass over (param, grad, state) per step.
+
+Each kernel walks flat, contiguous arrays of one dtype and performs the whole
+PyTorch update for one element before moving on, so every array is read and
+written once per step (the NumPy composition makes ~8 passes with
+temporaries). The arithmetic follows PyTorch's single-tensor (foreach=False)
+order of operations in the array's dtype; every scalar is passed in already
+converted to that dtype, so no float64 leaks into float32 arithmetic.
+
+Imported lazily by :mod:`yscv.optim` (``import yscv`` must not import numba).
+"""
+from __future__ import annotations
+
+import math
+
+from ..kernels._jit import jit
+
+
+@jit
+def sgd_update(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize, first):
+    """p -= lr * d, d = grad (+ wd*p) through the momentum buffer.
+
+    ``buf`` is ignored when ``momentum == 0``; ``first`` means the buffer is
+    new and is set to d (PyTorch clones the first gradient).
+    """
+    use_m = momentum != 0
+    for i in range(p.size):
+        d = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd != 0:
+            d = d + wd * pi
+        if use_m:
+            if first:
+                b = d
+            else:
+                b = buf[i] * momentum + one_minus_dampening * d
+            buf[i] = b
+            if nesterov:
+                d = d + momentum * b
+            else:
+                d = b
+        p[i] = pi - lr * d
+
+
+@jit
+def adam_update(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                bias_correction2_sqrt, eps, wd, decay, amsgrad, maximize):
+    """Adam / AdamW for one parameter.
+
+    ``decay`` is AdamW's decoupled factor 1 - lr*wd (1 for Adam); ``wd`` is
+    Adam's coupled L2 term (0 for AdamW). ``vmax`` is used when ``amsgrad``.
+    """
+    for i in range(p.size):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i] * decay
+        if wd != 0:
+            gi = gi + wd * pi
+        mi = m[i]
+        mi = mi + one_minus_beta1 * (gi - mi)
+        vi = v[i] * beta2 + one_minus_beta2 * gi * gi
+        m[i] = mi
+        v[i] = vi
+        if amsgrad:
+            vm = vmax[i]
+            if vi > vm or vi != vi:
+                vm = vi
+            vmax[i] = vm
+            vi = vm
+        denom = math.sqrt(vi) / bias_correction2_sqrt + eps
+        p[i] = pi - step_size * mi / denom
+
+
+@jit
+def rmsprop_update(p, g, square_avg, grad_avg, buf, lr, alpha, one_minus_alpha, eps, wd,
+                   momentum, centered, maximize):
+    """RMSprop: eps added outside the square root, as PyTorch."""
+    use_m = momentum > 0
+    for i in range(p.size):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd != 0:
+            gi = gi + wd * pi
+        sq = square_avg[i] * alpha + one_minus_alpha * gi * gi
+        square_avg[i] = sq
+        if centered:
+            ga = grad_avg[i]
+            ga = ga + one_minus_alpha * (gi - ga)
+            grad_avg[i] = ga
+            avg = math.sqrt(sq - ga * ga) + eps
+        else:
+            avg = math.sqrt(sq) + eps
+        if use_m:
+            b = buf[i] * momentum + gi / avg
+            buf[i] = b
+            p[i] = pi - lr * b
+        else:
+            p[i] = pi - lr * gi / avg
+
+
+@jit
+def adagrad_update(p, g, state_sum, clr, eps, wd, maximize):
+    """Adagrad with the decayed rate clr = lr / (1 + (step-1)*lr_decay)."""
+    for i in range(p.size):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd != 0:
+            gi = gi + wd * pi
+        s = state_sum[i] + gi * gi
+        state_sum[i] = s
+        p[i] = pi - clr * gi / (math.sqrt(s) + eps)

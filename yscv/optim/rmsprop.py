@@ -1,0 +1,48 @@
+"""RMSprop."""
+from __future__ import annotations
+
+from .optimizer import Optimizer, _check_nonneg, flat
+from .sgd import _empty
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """``torch.optim.RMSprop`` (foreach=False semantics), per parameter::
+
+        g = grad (+ weight_decay * p)
+        sq = alpha*sq + (1-alpha)*g*g
+        centered: ga = lerp(ga, g, 1-alpha); avg = sqrt(sq - ga*ga) + eps
+        else:     avg = sqrt(sq) + eps                  # eps OUTSIDE the sqrt
+        momentum > 0: buf = momentum*buf + g/avg; p -= lr*buf
+        else:         p -= lr * g / avg
+
+    State: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0),
+    ``grad_avg`` (centered).
+    """
+
+    _state_arrays = ("square_avg", "momentum_buffer", "grad_avg")
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 maximize: bool = False):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _validate_group(self, group):
+        for key in ("lr", "alpha", "eps", "weight_decay", "momentum"):
+            _check_nonneg("RMSprop", group, key)
+
+    def _update(self, K, group, p, data, grad, state):
+        dt = data.dtype.type
+        state["step"] = state.get("step", 0) + 1
+        sq = self._zeros_state(state, "square_avg", data)
+        momentum = group["momentum"]
+        buf = flat(self._zeros_state(state, "momentum_buffer", data)) if momentum > 0 \
+            else _empty(data.dtype)
+        ga = flat(self._zeros_state(state, "grad_avg", data)) if group["centered"] \
+            else _empty(data.dtype)
+        alpha = group["alpha"]
+        K.rmsprop_update(flat(data), flat(grad), flat(sq), ga, buf, dt(group["lr"]), dt(alpha),
+                         dt(1 - alpha), dt(group["eps"]), dt(group["weight_decay"]), dt(momentum),
+                         bool(group["centered"]), bool(group["maximize"]))
