@@ -35,8 +35,9 @@ def _index_array(idx, op: str, arg: str) -> np.ndarray:
     if isinstance(idx, (list, tuple)) and np.size(np.asarray(idx, dtype=object)) == 0:
         arr = np.zeros(np.shape(idx), dtype=np.int64)
     else:
-        arr = as_index_array(idx, op, arg)
-    arr = np.ascontiguousarray(arr)
+        arr = as_index_array(idx, op, arg)  # a fresh int64 copy
+        if not arr.flags.c_contiguous:      # astype keeps a Fortran layout
+            arr = np.ascontiguousarray(arr)
     arr.flags.writeable = False
     return arr
 
