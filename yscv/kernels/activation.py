@@ -153,9 +153,11 @@ def unary_backward(g, x, y, kind, p0, p1):
             v = x[i]
             v2 = v * v
             t = math.tanh(b * (v + k * v2 * v))
-            left_d = half * (one + t)
-            right_d = half * v * (one - t * t) * b * (one + k3 * v2)
-            out[i] = g[i] * (left_d + right_d)
+            sech2 = one - t * t
+            d = half * (one + t)
+            if sech2 != zero:  # else the tail: 0 * inf (v2 overflowed) must stay 0
+                d += half * v * sech2 * b * (one + k3 * v2)
+            out[i] = g[i] * d
     elif kind == GELU_SIGMOID:
         k = dt(_GELU_SIGMOID_K)
         for i in range(n):

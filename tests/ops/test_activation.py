@@ -1,0 +1,536 @@
+"""Activations: NumPy forward references, float64 gradcheck, bad arguments,
+stability at large |x|, both size paths, dropout masks, and PyTorch cross-checks."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op, registry
+from yscv.ops.activation import TINY
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
+# ------------------------------------------------------------ references
+def np_relu(x):
+    return np.maximum(x, 0.0)
+
+
+def np_leaky(slope):
+    return lambda x: np.where(x > 0, x, slope * x)
+
+
+def np_sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def np_gelu_erf(x):
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def np_gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def np_gelu_sigmoid(x):
+    return x * np_sigmoid(1.702 * x)
+
+
+def np_silu(x):
+    return x * np_sigmoid(x)
+
+
+def np_softplus_ref(x, beta=1.0, threshold=20.0):
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(beta * x)) / beta)
+
+
+def np_mish(x):
+    return x * np.tanh(np.log1p(np.exp(x)))
+
+
+def np_prelu(x, alpha):
+    return np.where(x > 0, x, alpha * x)
+
+
+def np_softmax(axis):
+    def f(x):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    return f
+
+
+def np_log_softmax(axis):
+    def f(x):
+        m = x.max(axis=axis, keepdims=True)
+        return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    return f
+
+
+def ref_mask(seed, shape, p):
+    """The documented dropout mask, recomputed with the same generator."""
+    return np.random.default_rng(seed).random(shape, dtype=np.float32) >= np.float32(p)
+
+
+def np_dropout(p, seed):
+    return lambda x: x * ref_mask(seed, x.shape, p) / (1.0 - p)
+
+
+# ------------------------------------------------------------ input domains
+def _away_from_zero(*shapes, low=0.1, high=2.0):
+    def make(rng):
+        return tuple(rng.uniform(low, high, size=s) * rng.choice([-1.0, 1.0], size=s)
+                     for s in shapes)
+    return make
+
+
+def _softplus_inputs(rng):
+    # beta=2, threshold=1: the kink sits at x=0.5; keep away from it
+    x = rng.uniform(-2.0, 2.0, size=(4, 5))
+    x[np.abs(x - 0.5) < 0.05] += 0.2
+    return (x,)
+
+
+def _prelu_inputs(shape_x, shape_a):
+    def make(rng):
+        x = rng.uniform(0.1, 2.0, size=shape_x) * rng.choice([-1.0, 1.0], size=shape_x)
+        return x, rng.uniform(0.05, 0.5, size=shape_a)
+    return make
+
+
+P_DROP, SEED = 0.3, 1234
+
+CASES = [
+    OpCase(Op.RELU, lambda g, x: g.relu(x), [(3, 4)], np_relu, name="relu",
+           inputs=_away_from_zero((3, 4))),
+    OpCase(Op.RELU, lambda g, x: g.relu(x), [(2, 3, 4, 2)], np_relu, name="relu_4d",
+           inputs=_away_from_zero((2, 3, 4, 2))),
+    OpCase(Op.LEAKY_RELU, lambda g, x: g.leaky_relu(x), [(3, 4)], np_leaky(0.01),
+           name="leaky_relu_default", inputs=_away_from_zero((3, 4))),
+    OpCase(Op.LEAKY_RELU, lambda g, x: g.leaky_relu(x, negative_slope=0.2), [(5, 3)],
+           np_leaky(0.2), name="leaky_relu_0.2", inputs=_away_from_zero((5, 3))),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(3, 4)], np_sigmoid, name="sigmoid", low=-6, high=6),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [()], np_sigmoid, name="sigmoid_0d"),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(3, 4)], np.tanh, name="tanh", low=-3, high=3),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1,)], np.tanh, name="tanh_size1"),
+    OpCase(Op.GELU, lambda g, x: g.gelu(x), [(4, 5)], np_gelu_erf, name="gelu_none", low=-4, high=4),
+    OpCase(Op.GELU, lambda g, x: g.gelu(x, approximate="tanh"), [(4, 5)], np_gelu_tanh,
+           name="gelu_tanh", low=-4, high=4),
+    OpCase(Op.GELU, lambda g, x: g.gelu(x, approximate="sigmoid"), [(4, 5)], np_gelu_sigmoid,
+           name="gelu_sigmoid", low=-4, high=4),
+    OpCase(Op.SILU, lambda g, x: g.silu(x), [(4, 5)], np_silu, name="silu", low=-5, high=5),
+    OpCase(Op.MISH, lambda g, x: g.mish(x), [(4, 5)], np_mish, name="mish", low=-5, high=5),
+    OpCase(Op.SOFTPLUS, lambda g, x: g.softplus(x), [(4, 5)], np_softplus_ref, name="softplus",
+           low=-5, high=5),
+    OpCase(Op.SOFTPLUS, lambda g, x: g.softplus(x, beta=2.0, threshold=1.0), [(4, 5)],
+           lambda x: np_softplus_ref(x, 2.0, 1.0), name="softplus_beta2_threshold1",
+           inputs=_softplus_inputs),
+    OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), (), np_prelu, name="prelu_alpha_C",
+           inputs=_prelu_inputs((2, 3, 4), (4,))),
+    OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), (), np_prelu, name="prelu_alpha_1",
+           inputs=_prelu_inputs((3, 5), (1,))),
+    OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), (), lambda x, a: np_prelu(x, a[0]),
+           name="prelu_0d_x", inputs=_prelu_inputs((), (1,))),
+    OpCase(Op.PRELU, lambda g, x: g.prelu(x, np.array([0.1, 0.3, 0.7])), [(4, 3)],
+           lambda x: np_prelu(x, np.array([0.1, 0.3, 0.7])), name="prelu_constant_alpha",
+           inputs=_away_from_zero((4, 3))),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(3, 5)], np_softmax(-1), name="softmax_last"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(4, 3)], np_softmax(0), name="softmax_axis0"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=1), [(2, 4, 3)], np_softmax(1),
+           name="softmax_middle_axis"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=-2), [(2, 3, 2, 2)], np_softmax(-2),
+           name="softmax_axis_neg2"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(6,)], np_softmax(-1), name="softmax_1d"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [()], lambda x: np.ones(()),
+           name="softmax_0d"),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x), [(3, 5)], np_log_softmax(-1),
+           name="log_softmax_last"),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=0), [(4, 3)], np_log_softmax(0),
+           name="log_softmax_axis0"),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=1), [(2, 4, 3)], np_log_softmax(1),
+           name="log_softmax_middle_axis"),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=-3), [(3, 2, 4)], np_log_softmax(0),
+           name="log_softmax_axis_neg3"),
+    OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, P_DROP, seed=SEED), [(6, 7)],
+           np_dropout(P_DROP, SEED), name="dropout_train_seeded"),
+    OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 0.5, training=True, seed=7), [(2, 3, 4)],
+           np_dropout(0.5, 7), name="dropout_train_p0.5_3d"),
+    OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, P_DROP, training=False, seed=SEED), [(4, 5)],
+           lambda x: x, name="dropout_eval"),
+    OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 0.0, seed=SEED), [(4, 5)], lambda x: x,
+           name="dropout_p0"),
+    OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 1.0, seed=SEED), [(4, 5)], np.zeros_like,
+           name="dropout_p1"),
+]
+
+
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
+
+
+BAD = [
+    BadCase(Op.RELU, "relu_not_node", lambda g: ("x",), lambda g, x: g.relu(x), TypeError, "relu"),
+    BadCase(Op.LEAKY_RELU, "leaky_relu_slope_str", _leaves((2,)),
+            lambda g, x: g.leaky_relu(x, "0.1"), TypeError, "leaky_relu: negative_slope"),
+    BadCase(Op.LEAKY_RELU, "leaky_relu_slope_nan", _leaves((2,)),
+            lambda g, x: g.leaky_relu(x, float("nan")), ValueError, "negative_slope"),
+    BadCase(Op.SIGMOID, "sigmoid_complex", lambda g: (np.ones(2) * 1j,), lambda g, x: g.sigmoid(x),
+            TypeError, "sigmoid"),
+    BadCase(Op.TANH, "tanh_foreign_node", lambda g: (yscv.Graph().variable(1.0),),
+            lambda g, x: g.tanh(x), yscv.NodeNotFoundError, "another graph"),
+    BadCase(Op.GELU, "gelu_bad_approximate", _leaves((2,)), lambda g, x: g.gelu(x, "erf"),
+            ValueError, "gelu: approximate"),
+    BadCase(Op.GELU, "gelu_approximate_not_str", _leaves((2,)), lambda g, x: g.gelu(x, None),
+            ValueError, "gelu: approximate"),
+    BadCase(Op.SILU, "silu_object", lambda g: (np.array([object()]),), lambda g, x: g.silu(x),
+            TypeError, "silu"),
+    BadCase(Op.MISH, "mish_string", lambda g: (np.array(["a"]),), lambda g, x: g.mish(x),
+            TypeError, "mish"),
+    BadCase(Op.SOFTPLUS, "softplus_beta_zero", _leaves((2,)), lambda g, x: g.softplus(x, beta=0),
+            ValueError, "softplus: beta"),
+    BadCase(Op.SOFTPLUS, "softplus_threshold_str", _leaves((2,)),
+            lambda g, x: g.softplus(x, threshold="20"), TypeError, "softplus: threshold"),
+    BadCase(Op.PRELU, "prelu_alpha_wrong_C", _leaves((2, 4), (3,)), lambda g, x, a: g.prelu(x, a),
+            yscv.ShapeError, r"prelu: alpha must have shape \(4,\)"),
+    BadCase(Op.PRELU, "prelu_alpha_2d", _leaves((2, 4), (1, 4)), lambda g, x, a: g.prelu(x, a),
+            yscv.ShapeError, "prelu: alpha"),
+    BadCase(Op.PRELU, "prelu_alpha_complex", _leaves((2, 4)),
+            lambda g, x: g.prelu(x, np.ones(4) * 1j), TypeError, "prelu"),
+    BadCase(Op.SOFTMAX, "softmax_axis_out_of_range", _leaves((2, 3)),
+            lambda g, x: g.softmax(x, axis=2), ValueError, "softmax: axis=2"),
+    BadCase(Op.SOFTMAX, "softmax_axis_float", _leaves((2, 3)),
+            lambda g, x: g.softmax(x, axis=1.0), TypeError, "softmax: axis"),
+    BadCase(Op.LOG_SOFTMAX, "log_softmax_axis_out_of_range", _leaves((2, 3)),
+            lambda g, x: g.log_softmax(x, axis=-3), ValueError, "log_softmax: axis=-3"),
+    BadCase(Op.DROPOUT, "dropout_p_above_1", _leaves((2,)), lambda g, x: g.dropout(x, 1.5),
+            ValueError, r"dropout: p must be in \[0, 1\]"),
+    BadCase(Op.DROPOUT, "dropout_p_negative", _leaves((2,)), lambda g, x: g.dropout(x, -0.1),
+            ValueError, "dropout: p"),
+    BadCase(Op.DROPOUT, "dropout_p_str", _leaves((2,)), lambda g, x: g.dropout(x, "0.5"),
+            TypeError, "dropout: p"),
+    BadCase(Op.DROPOUT, "dropout_training_str", _leaves((2,)),
+            lambda g, x: g.dropout(x, 0.5, training="yes"), TypeError, "dropout: training"),
+    BadCase(Op.DROPOUT, "dropout_seed_negative", _leaves((2,)),
+            lambda g, x: g.dropout(x, 0.5, seed=-1), ValueError, "dropout: seed"),
+    BadCase(Op.DROPOUT, "dropout_seed_float", _leaves((2,)),
+            lambda g, x: g.dropout(x, 0.5, seed=1.5), ValueError, "dropout: seed"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# ------------------------------------------------------------ kinks
+def _grad(build, x, dtype=np.float64):
+    g = yscv.Graph(dtype)
+    n = g.variable(x)
+    out = build(g, n)
+    g.backward(out, grad=np.ones(g.value(out).shape))
+    return g.grad(n)
+
+
+def test_relu_gradient_is_zero_at_zero():
+    x = np.array([-1.0, 0.0, 2.0])
+    np.testing.assert_array_equal(_grad(lambda g, n: g.relu(n), x), [0.0, 0.0, 1.0])
+
+
+def test_leaky_relu_gradient_at_zero_is_the_slope():
+    x = np.array([-1.0, 0.0, 2.0])
+    np.testing.assert_allclose(_grad(lambda g, n: g.leaky_relu(n, 0.1), x), [0.1, 0.1, 1.0])
+
+
+def test_prelu_gradient_at_zero_goes_to_alpha_side():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([[-2.0, 0.0], [3.0, -1.0]]))
+    a = g.variable(np.array([0.25, 0.5]))
+    g.backward(g.prelu(x, a), grad=np.ones((2, 2)))
+    np.testing.assert_allclose(g.grad(x), [[0.25, 0.5], [1.0, 0.5]])
+    np.testing.assert_allclose(g.grad(a), [-2.0, -1.0])
+
+
+# ------------------------------------------------------------ stability, both size paths
+SMOOTH = {
+    "sigmoid": (lambda g, n: g.sigmoid(n), np_sigmoid),
+    "tanh": (lambda g, n: g.tanh(n), np.tanh),
+    "silu": (lambda g, n: g.silu(n), np_silu),
+    "mish": (lambda g, n: g.mish(n), np_mish),
+    "softplus": (lambda g, n: g.softplus(n), np_softplus_ref),
+    "gelu_none": (lambda g, n: g.gelu(n), np_gelu_erf),
+    "gelu_tanh": (lambda g, n: g.gelu(n, "tanh"), np_gelu_tanh),
+    "gelu_sigmoid": (lambda g, n: g.gelu(n, "sigmoid"), np_gelu_sigmoid),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMOOTH))
+@pytest.mark.parametrize("size", [7, TINY + 5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_inputs_are_finite_without_warnings(name, size, dtype):
+    build, _ = SMOOTH[name]
+    x = np.linspace(-1000.0, 1000.0, size)
+    x[:3] = [-1e30, -89.5, 1e30]
+    g = yscv.Graph(dtype)
+    n = g.variable(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = build(g, n)
+        g.backward(out, grad=np.ones(size))
+    y, gx = g.value(out), g.grad(n)
+    assert y.dtype == dtype and gx.dtype == dtype
+    assert np.all(np.isfinite(y)) and np.all(np.isfinite(gx))
+    # the far tails: the identity-like activations give x and slope 1, the
+    # squashing ones their asymptotes and slope 0
+    if name in ("sigmoid",):
+        np.testing.assert_array_equal(y[[0, 2]], [0.0, 1.0])
+    elif name == "tanh":
+        np.testing.assert_array_equal(y[[0, 2]], [-1.0, 1.0])
+    else:
+        np.testing.assert_array_equal(y[[0, 2]], np.array([0.0, 1e30], dtype=dtype))
+        np.testing.assert_array_equal(gx[[0, 2]], [0.0, 1.0])
+
+
+@pytest.mark.parametrize("name", sorted(SMOOTH))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_and_large_paths_match_reference(name, dtype):
+    """Values and gradients below and above the TINY threshold (NumPy path and
+    fused kernel) agree with the float64 reference and each other."""
+    build, ref = SMOOTH[name]
+    rng = np.random.default_rng(5)
+    big = rng.uniform(-8.0, 8.0, size=TINY * 2)
+    gbig = _grad(build, big, dtype)
+    gsmall = _grad(build, big[:50], dtype)
+    h = 1e-6
+    numeric = (ref(big + h) - ref(big - h)) / (2 * h)
+    rtol, atol = (1e-6, 1e-8) if dtype == np.float64 else (2e-5, 2e-6)
+    np.testing.assert_allclose(gbig, numeric, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(gsmall, numeric[:50], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(gsmall, gbig[:50], rtol=rtol, atol=atol)
+    g = yscv.Graph(dtype)
+    yb = g.value(build(g, g.variable(big)))
+    ys = g.value(build(g, g.variable(big[:50])))
+    np.testing.assert_allclose(yb, ref(big), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(ys, ref(big[:50]), rtol=rtol, atol=atol)
+
+
+def test_sigmoid_relative_accuracy_in_the_negative_tail():
+    x = np.array([-30.0, -60.0, -80.0])
+    g = yscv.Graph(np.float32)
+    y = g.value(g.sigmoid(g.variable(x)))
+    np.testing.assert_allclose(y, np.exp(x) / (1 + np.exp(x)), rtol=1e-5)
+
+
+def test_gelu_erf_relative_accuracy_in_the_negative_tail():
+    """erfc keeps the relative accuracy that 1 + erf loses (float32)."""
+    x = np.array([-3.0, -5.0, -7.0])
+    expect = 0.5 * x * np.array([math.erfc(-v / math.sqrt(2.0)) for v in x])
+    g = yscv.Graph(np.float32)
+    np.testing.assert_allclose(g.value(g.gelu(g.variable(x))), expect, rtol=1e-5)
+
+
+# ------------------------------------------------------------ softmax
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_softmax_is_shift_invariant_and_normalised(axis):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4, 5))
+    g = yscv.Graph(np.float64)
+    y = g.value(g.softmax(g.variable(x + 1000.0), axis=axis))
+    np.testing.assert_allclose(y, np_softmax(axis)(x), rtol=1e-12)
+    np.testing.assert_allclose(y.sum(axis=axis), 1.0, rtol=1e-12)
+    ly = g.value(g.log_softmax(g.variable(x - 1000.0), axis=axis))
+    np.testing.assert_allclose(ly, np_log_softmax(axis)(x), rtol=1e-10, atol=1e-12)
+
+
+def test_softmax_backward_formulas_on_a_large_input():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 33))
+    cot = rng.standard_normal((64, 33))
+    for axis in (1, 0):
+        g = yscv.Graph(np.float64)
+        n = g.variable(x)
+        y = g.softmax(n, axis=axis)
+        g.backward(y, grad=cot)
+        yv = g.value(y)
+        expect = yv * (cot - (cot * yv).sum(axis=axis, keepdims=True))
+        np.testing.assert_allclose(g.grad(n), expect, rtol=1e-10, atol=1e-13)
+        g = yscv.Graph(np.float64)
+        n = g.variable(x)
+        y = g.log_softmax(n, axis=axis)
+        g.backward(y, grad=cot)
+        expect = cot - np.exp(g.value(y)) * cot.sum(axis=axis, keepdims=True)
+        np.testing.assert_allclose(g.grad(n), expect, rtol=1e-10, atol=1e-13)
+
+
+def test_softmax_forward_accepts_non_contiguous_values():
+    x = np.random.default_rng(3).standard_normal((5, 4)).T
+    for log, ref in ((False, np_softmax(1)), (True, np_log_softmax(1))):
+        op = Op.LOG_SOFTMAX if log else Op.SOFTMAX
+        y, saved = registry.FORWARD[int(op)](1, x)
+        assert saved is None
+        np.testing.assert_allclose(y, ref(x), rtol=1e-12)
+
+
+def test_softmax_row_with_nan_is_nan_and_others_are_unaffected():
+    x = np.array([[1.0, np.nan, 0.0], [1.0, 2.0, 3.0]])
+    g = yscv.Graph(np.float64)
+    y = g.value(g.softmax(g.variable(x)))
+    assert np.all(np.isnan(y[0]))
+    np.testing.assert_allclose(y[1], np_softmax(-1)(x[1:])[0])
+
+
+def test_softmax_empty_axis():
+    g = yscv.Graph(np.float64)
+    n = g.variable(np.zeros((3, 0)))
+    y = g.softmax(n)
+    assert g.value(y).shape == (3, 0)
+    g.backward(y, grad=np.zeros((3, 0)))
+    assert g.grad(n).shape == (3, 0)
+
+
+# ------------------------------------------------------------ dropout
+def test_dropout_mask_matches_the_generator_and_gradient_uses_it():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 1.5, size=(40, 50))
+    for dtype in (np.float32, np.float64):
+        g = yscv.Graph(dtype)
+        n = g.variable(x)
+        y = g.dropout(n, 0.25, seed=99)
+        mask = ref_mask(99, x.shape, 0.25)
+        scale = dtype(1.0 / 0.75)
+        np.testing.assert_array_equal(g.value(y), x.astype(dtype) * mask * scale)
+        g.backward(y, grad=np.ones(x.shape))
+        np.testing.assert_array_equal(g.grad(n), mask * scale)
+
+
+def test_dropout_drops_a_fraction_p():
+    g = yscv.Graph()
+    for p in (0.1, 0.5, 0.9):
+        y = g.value(g.dropout(g.variable(np.ones((300, 400))), p, seed=42))
+        assert abs(np.mean(y == 0) - p) < 0.005
+
+
+def test_dropout_without_seed_draws_from_the_library_generator_and_records_it():
+    x = np.ones((20, 30))
+    yscv.manual_seed(11)
+    g1 = yscv.Graph()
+    y1 = g1.dropout(g1.variable(x), 0.5)
+    yscv.manual_seed(11)
+    g2 = yscv.Graph()
+    y2 = g2.dropout(g2.variable(x), 0.5)
+    np.testing.assert_array_equal(g1.value(y1), g2.value(y2))
+    p, training, seed = g1._attrs[y1.index]
+    assert (p, training) == (0.5, True) and isinstance(seed, int)
+    np.testing.assert_array_equal(g1.value(y1), x * ref_mask(seed, x.shape, 0.5) * 2.0)
+    # a second dropout draws a different seed, hence a different mask
+    y3 = g1.dropout(g1.variable(x), 0.5)
+    assert not np.array_equal(g1.value(y1), g1.value(y3))
+
+
+def test_dropout_forward_is_pure_and_replays_the_same_mask():
+    g = yscv.Graph()
+    n = g.variable(np.ones((8, 9)))
+    y = g.dropout(n, 0.4)
+    attrs = g._attrs[y.index]
+    again, _ = registry.FORWARD[int(Op.DROPOUT)](attrs, g.value(n))
+    np.testing.assert_array_equal(again, g.value(y))
+
+
+def test_dropout_saves_nothing_and_regenerates_the_mask():
+    g = yscv.Graph()
+    n = g.variable(np.ones((64, 64)))
+    g.dropout(n, 0.5, seed=3)
+    assert g.memory()["saved"] == 0
+
+
+def test_dropout_identity_cases_do_not_consume_the_generator():
+    yscv.manual_seed(5)
+    state = yscv.random.get_rng_state()
+    g = yscv.Graph()
+    n = g.variable(np.arange(6.0))
+    for y in (g.dropout(n, 0.5, training=False), g.dropout(n, 0.0), g.dropout(n, 1.0)):
+        assert g.op(y) == Op.DROPOUT
+    assert yscv.random.get_rng_state() == state
+    g.backward(g.dropout(n, 0.5, training=False), grad=np.arange(6.0))
+    np.testing.assert_array_equal(g.grad(n), np.arange(6.0))
+
+
+def test_dropout_p1_gives_zeros_and_zero_gradient():
+    g = yscv.Graph()
+    n = g.variable(np.full((3, 3), np.inf))
+    y = g.dropout(n, 1.0)
+    np.testing.assert_array_equal(g.value(y), np.zeros((3, 3)))
+    g.backward(y, grad=np.ones((3, 3)))
+    np.testing.assert_array_equal(g.grad(n), np.zeros((3, 3)))
+
+
+def test_failed_dropout_does_not_draw_a_seed():
+    yscv.manual_seed(8)
+    state = yscv.random.get_rng_state()
+    g = yscv.Graph()
+    with pytest.raises(TypeError, match="dropout"):
+        g.dropout(np.array(["a"]), 0.5)
+    assert yscv.random.get_rng_state() == state and len(g) == 0
+
+
+# ------------------------------------------------------------ PyTorch cross-checks
+def _torch_pair(build_y, build_t, x, dtype):
+    torch = pytest.importorskip("torch")
+    g = yscv.Graph(dtype)
+    n = g.variable(x)
+    y = build_y(g, n)
+    cot = np.random.default_rng(0).standard_normal(g.value(y).shape)
+    g.backward(y, grad=cot)
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    xt = torch.tensor(x, dtype=tdt, requires_grad=True)
+    yt = build_t(torch, xt)
+    yt.backward(torch.tensor(cot, dtype=tdt))
+    return g.value(y), yt.detach().numpy(), g.grad(n), xt.grad.numpy()
+
+
+TORCH_CASES = {
+    "gelu_none": (lambda g, n: g.gelu(n), lambda t, x: t.nn.functional.gelu(x)),
+    "gelu_tanh": (lambda g, n: g.gelu(n, "tanh"),
+                  lambda t, x: t.nn.functional.gelu(x, approximate="tanh")),
+    "gelu_sigmoid": (lambda g, n: g.gelu(n, "sigmoid"), lambda t, x: x * t.sigmoid(1.702 * x)),
+    "softplus": (lambda g, n: g.softplus(n), lambda t, x: t.nn.functional.softplus(x)),
+    "softplus_beta": (lambda g, n: g.softplus(n, beta=1.5, threshold=3.0),
+                      lambda t, x: t.nn.functional.softplus(x, beta=1.5, threshold=3.0)),
+    "silu": (lambda g, n: g.silu(n), lambda t, x: t.nn.functional.silu(x)),
+    "mish": (lambda g, n: g.mish(n), lambda t, x: t.nn.functional.mish(x)),
+    "sigmoid": (lambda g, n: g.sigmoid(n), lambda t, x: t.sigmoid(x)),
+    "tanh": (lambda g, n: g.tanh(n), lambda t, x: t.tanh(x)),
+    "leaky_relu": (lambda g, n: g.leaky_relu(n, 0.2),
+                   lambda t, x: t.nn.functional.leaky_relu(x, 0.2)),
+    "softmax_axis1": (lambda g, n: g.softmax(n, axis=1), lambda t, x: t.softmax(x, dim=1)),
+    "log_softmax_last": (lambda g, n: g.log_softmax(n), lambda t, x: t.log_softmax(x, dim=-1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_CASES))
+@pytest.mark.parametrize("size", [(3, 5, 4), (32, 40)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_pytorch(name, size, dtype):
+    x = np.random.default_rng(4).uniform(-6.0, 6.0, size=size)
+    y, yt, gx, gt = _torch_pair(*TORCH_CASES[name], x, dtype)
+    rtol, atol = (1e-12, 1e-12) if dtype == np.float64 else (2e-6, 2e-6)
+    np.testing.assert_allclose(y, yt, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(gx, gt, rtol=rtol * 10, atol=atol * 10)
+
+
+def test_prelu_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 4))
+    a = rng.uniform(0.1, 0.4, 4)
+    g = yscv.Graph(np.float64)
+    xn, an = g.variable(x), g.variable(a)
+    cot = rng.standard_normal(x.shape)
+    y = g.prelu(xn, an)
+    g.backward(y, grad=cot)
+    xt = torch.tensor(x, requires_grad=True)
+    at = torch.tensor(a, requires_grad=True)
+    # PyTorch's channel axis is dim 1: move ours (the last) there and back
+    yt = torch.nn.functional.prelu(xt.movedim(-1, 1), at).movedim(1, -1)
+    yt.backward(torch.tensor(cot))
+    np.testing.assert_allclose(g.value(y), yt.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.grad(xn), xt.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.grad(an), at.grad.numpy(), rtol=1e-12)
