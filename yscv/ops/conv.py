@@ -1,11 +1,314 @@
-"""Conv ops (forward). See yscv/registry.py for the op contract."""
+"""Convolution ops (forward): conv1d/2d/3d, depthwise, transpose, deformable.
+
+Channel-last layouts (x NLC / NHWC / NDHWC), input-major weights, and
+cross-correlation as PyTorch. conv1d and conv2d run the conv3d machinery
+on views with singleton depth (and height) axes. Nothing is saved for
+backward: it recomputes the column blocks from the input values it receives
+anyway (see docs/ops/conv.md for the measurements behind that choice).
+
+Attributes (static, tuples):
+
+* conv1d/2d/3d: ``(stride3, padding3, dilation3, groups, has_bias)``
+* depthwise_conv2d: ``(stride2, padding2, dilation2, has_bias)``
+* conv_transpose2d: ``(stride3, padding3, dilation3, groups, output_padding3, has_bias)``
+* deformable_conv2d: ``(stride2, padding2, dilation2, has_bias)``
+
+Inputs are ``(x, w)`` or ``(x, w, bias)`` (deformable: ``(x, w, offsets[, bias])``).
+"""
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
+from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
+from ._common import check_ndim, int_tuple, shape_error
+
+_G = lazy("conv_gemm")
+_K = lazy("conv")
+_D = lazy("conv_deform")
+
+_AXES = {1: "L", 2: "HW", 3: "DHW"}
+_LAYOUT = {1: "NLC", 2: "NHWC", 3: "NDHWC"}
 
 
+# ---------------------------------------------------------------- helpers
+def lift_x(x: np.ndarray) -> np.ndarray:
+    """[N, *spatial, C] (1 to 3 spatial axes) as a C-contiguous [N, D, H, W, C] view."""
+    x = np.ascontiguousarray(x)
+    lead = (1,) * (5 - x.ndim)
+    return x.reshape(x.shape[0], *lead, *x.shape[1:])
+
+
+def lift_w(w: np.ndarray) -> np.ndarray:
+    """[*kernel, Cg, Cout] (1 to 3 kernel axes) as a C-contiguous [KD, KH, KW, Cg, Cout] view."""
+    w = np.ascontiguousarray(w)
+    return w.reshape((1,) * (5 - w.ndim) + w.shape)
+
+
+def _pad3(t: tuple, fill: int) -> tuple:
+    return (fill,) * (3 - len(t)) + t
+
+
+def _bias_add(y: np.ndarray, b) -> np.ndarray:
+    if b is not None:
+        y2 = y.reshape(-1, y.shape[-1])
+        y2 += b
+    return y
+
+
+def _groups(groups, op: str) -> int:
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral):
+        raise TypeError(f"{op}: groups must be an int, got {groups!r}")
+    if groups < 1:
+        raise ValueError(f"{op}: groups={groups} must be >= 1")
+    return int(groups)
+
+
+def _check_windows(op, sp_in, kernel, stride, padding, dilation, axes):
+    """Each axis: the dilated kernel fits in the padded input (so output >= 1)."""
+    out = []
+    for n, k, s, p, d, a in zip(sp_in, kernel, stride, padding, dilation, axes):
+        if k < 1:
+            raise ValueError(f"{op}: kernel size along {a} is {k}; it must be >= 1")
+        ext = d * (k - 1) + 1
+        if n + 2 * p < ext:
+            raise ValueError(
+                f"{op}: kernel extent {ext} along {a} (size {k}, dilation {d}) is larger than "
+                f"the padded input {n + 2 * p} ({a}={n} + 2*padding {p}); output size would be "
+                f"{(n + 2 * p - ext) // s + 1} <= 0")
+        out.append((n + 2 * p - ext) // s + 1)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- forwards
+@register_forward(Op.CONV1D)
+@register_forward(Op.CONV2D)
+@register_forward(Op.CONV3D)
+def conv_nd_forward(attrs, x, w, b=None):
+    """y [N, *out, Cout]: grouped cross-correlation of x with w, plus bias."""
+    stride, padding, dilation, groups, _ = attrs
+    nsp = x.ndim - 2
+    y = _G.conv_forward(lift_x(x), lift_w(w), stride, padding, dilation, groups)
+    y = y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4])
+    return _bias_add(y, b), None
+
+
+@register_forward(Op.DEPTHWISE_CONV2D)
+def depthwise_conv2d_forward(attrs, x, w, b=None):
+    """y [N, OH, OW, C*M], channel c*M + m = x[..., c] correlated with w[:, :, c, m]."""
+    stride, padding, dilation, _ = attrs
+    x = np.ascontiguousarray(x)
+    w = np.ascontiguousarray(w)
+    n, h, wd, c = x.shape
+    kh, kw, _, m = w.shape
+    oh = _G.out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _G.out_size(wd, kw, stride[1], padding[1], dilation[1])
+    y = np.empty((n, oh, ow, c * m), dtype=x.dtype)
+    _K.depthwise_forward(x, w, y, *stride, *padding, *dilation)
+    return _bias_add(y, b), None
+
+
+def transpose_out_size(n, k, s, p, d, op_):
+    return (n - 1) * s - 2 * p + d * (k - 1) + op_ + 1
+
+
+@register_forward(Op.CONV_TRANSPOSE2D)
+def conv_transpose2d_forward(attrs, x, w, b=None):
+    """y [N, OH, OW, Cout], the adjoint of conv2d(., w) applied to x, plus bias."""
+    stride, padding, dilation, groups, out_pad, _ = attrs
+    x5 = lift_x(x)
+    w5 = lift_w(w)
+    sp = tuple(transpose_out_size(*a) for a in zip(x5.shape[1:4], w5.shape[:3], stride, padding,
+                                                    dilation, out_pad))
+    cout = w5.shape[3] * groups
+    y, _ = _G.conv_backward(x5, w5, stride, padding, dilation, groups,
+                            x_shape=(x5.shape[0], *sp, cout), need_x=True, need_w=False)
+    return _bias_add(y.reshape(x.shape[0], *sp[1:], cout), b), None
+
+
+@register_forward(Op.DEFORMABLE_CONV2D)
+def deformable_conv2d_forward(attrs, x, w, offsets, b=None):
+    """y [N, OH, OW, Cout]: bilinear samples at the offset taps, times w, plus bias."""
+    stride, padding, dilation, _ = attrs
+    y = _D.deform_forward(np.ascontiguousarray(x), np.ascontiguousarray(w),
+                          np.ascontiguousarray(offsets), stride, padding, dilation)
+    return _bias_add(y, b), None
+
+
+# ---------------------------------------------------------------- Graph methods
 class ConvOps:
-    """Graph methods of the conv category."""
+    """Graph methods of the conv category (channel-last layouts)."""
+
+    def _conv_operands(self, op, x, w, bias, xdim, wdim, layout):
+        _, xv, _ = self._operand(x, op, "x")
+        _, wv, _ = self._operand(w, op, "w")
+        check_ndim(xv.shape, xdim, op, "x", layout)
+        check_ndim(wv.shape, wdim, op, "w")
+        bv = None
+        if bias is not None:
+            _, bv, _ = self._operand(bias, op, "bias")
+        return xv, wv, bv
+
+    @staticmethod
+    def _check_bias(op, bv, cout, what="Cout"):
+        if bv is not None and bv.shape != (cout,):
+            raise shape_error(op, f"bias must have shape ({what},) = ({cout},), got {bv.shape}",
+                              expected=(cout,), got=bv.shape)
+
+    def _conv_nd(self, opm, nsp, x, w, bias, stride, padding, dilation, groups):
+        op = opm.name.lower()
+        xv, wv, bv = self._conv_operands(op, x, w, bias, nsp + 2, nsp + 2, _LAYOUT[nsp])
+        stride = int_tuple(stride, nsp, op, "stride", minimum=1)
+        padding = int_tuple(padding, nsp, op, "padding", minimum=0)
+        dilation = int_tuple(dilation, nsp, op, "dilation", minimum=1)
+        groups = _groups(groups, op)
+        cin = xv.shape[-1]
+        cg, cout = wv.shape[-2:]
+        if cin % groups:
+            raise ValueError(f"{op}: groups={groups} does not divide the input channels {cin}")
+        if cout % groups:
+            raise ValueError(f"{op}: groups={groups} does not divide the output channels {cout} "
+                             f"(w.shape[-1])")
+        if cg * groups != cin:
+            raise shape_error(
+                op, f"w has {cg} input channels per group (w.shape[-2]) but x has {cin} channels "
+                f"and groups={groups}; expected w.shape[-2] == {cin // groups}",
+                expected=cin // groups, got=cg)
+        _check_windows(op, xv.shape[1:-1], wv.shape[:nsp], stride, padding, dilation,
+                       _AXES[nsp])
+        self._check_bias(op, bv, cout)
+        attrs = (_pad3(stride, 1), _pad3(padding, 0), _pad3(dilation, 1), groups,
+                 bias is not None)
+        ins = (x, w) if bias is None else (x, w, bias)
+        return self._apply(opm, ins, attrs)
+
+    def conv1d(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """1-D cross-correlation. x [N, L, Cin], w [K, Cin/groups, Cout], bias [Cout] or None
+        -> [N, Lout, Cout], Lout = (L + 2*padding - dilation*(K-1) - 1) // stride + 1."""
+        return self._conv_nd(Op.CONV1D, 1, x, w, bias, stride, padding, dilation, groups)
+
+    def conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """2-D cross-correlation. x [N, H, W, Cin], w [KH, KW, Cin/groups, Cout],
+        bias [Cout] or None -> [N, OH, OW, Cout]. stride/padding/dilation: int or (h, w)."""
+        return self._conv_nd(Op.CONV2D, 2, x, w, bias, stride, padding, dilation, groups)
+
+    def conv3d(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """3-D cross-correlation. x [N, D, H, W, Cin], w [KD, KH, KW, Cin/groups, Cout],
+        bias [Cout] or None -> [N, OD, OH, OW, Cout]."""
+        return self._conv_nd(Op.CONV3D, 3, x, w, bias, stride, padding, dilation, groups)
+
+    def depthwise_conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1):
+        """Depthwise 2-D cross-correlation with channel multiplier M.
+        x [N, H, W, C], w [KH, KW, C, M], bias [C*M] or None -> [N, OH, OW, C*M];
+        output channel c*M + m sees only input channel c (PyTorch groups=C)."""
+        op = "depthwise_conv2d"
+        xv, wv, bv = self._conv_operands(op, x, w, bias, 4, 4, "NHWC")
+        stride = int_tuple(stride, 2, op, "stride", minimum=1)
+        padding = int_tuple(padding, 2, op, "padding", minimum=0)
+        dilation = int_tuple(dilation, 2, op, "dilation", minimum=1)
+        c = xv.shape[3]
+        if wv.shape[2] != c:
+            raise shape_error(op, f"w.shape[2]={wv.shape[2]} must equal the input channels {c} "
+                              f"(w is [KH, KW, C, M])", expected=c, got=wv.shape[2])
+        _check_windows(op, xv.shape[1:3], wv.shape[:2], stride, padding, dilation, "HW")
+        self._check_bias(op, bv, c * wv.shape[3], "C*M")
+        attrs = (stride, padding, dilation, bias is not None)
+        ins = (x, w) if bias is None else (x, w, bias)
+        return self._apply(Op.DEPTHWISE_CONV2D, ins, attrs)
+
+    def conv_transpose2d(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
+                         groups=1, dilation=1):
+        """Transposed 2-D convolution (the adjoint of conv2d), as PyTorch's.
+        x [N, H, W, Cin], w [KH, KW, Cout/groups, Cin], bias [Cout] or None
+        -> [N, OH, OW, Cout], OH = (H-1)*stride - 2*padding + dilation*(KH-1)
+        + output_padding + 1. output_padding must be smaller than stride or dilation."""
+        op = "conv_transpose2d"
+        xv, wv, bv = self._conv_operands(op, x, w, bias, 4, 4, "NHWC")
+        stride = int_tuple(stride, 2, op, "stride", minimum=1)
+        padding = int_tuple(padding, 2, op, "padding", minimum=0)
+        out_pad = int_tuple(output_padding, 2, op, "output_padding", minimum=0)
+        dilation = int_tuple(dilation, 2, op, "dilation", minimum=1)
+        groups = _groups(groups, op)
+        for a, s, d, o in zip("HW", stride, dilation, out_pad):
+            if o >= s and o >= d:
+                raise ValueError(
+                    f"{op}: output_padding={output_padding!r} along {a} is {o}; it must be "
+                    f"smaller than the stride ({s}) or the dilation ({d})")
+        cin = xv.shape[3]
+        kh, kw, cog, wcin = wv.shape
+        if cin % groups:
+            raise ValueError(f"{op}: groups={groups} does not divide the input channels {cin}")
+        if wcin != cin:
+            raise shape_error(op, f"w.shape[3]={wcin} must equal the input channels {cin} "
+                              f"(w is [KH, KW, Cout/groups, Cin])", expected=cin, got=wcin)
+        for a, k in zip("HW", (kh, kw)):
+            if k < 1:
+                raise ValueError(f"{op}: kernel size along {a} is {k}; it must be >= 1")
+        sp = tuple(transpose_out_size(n, k, s, p, d, o) for n, k, s, p, d, o in
+                   zip(xv.shape[1:3], (kh, kw), stride, padding, dilation, out_pad))
+        if min(sp) <= 0:
+            raise ValueError(f"{op}: output size {sp} <= 0 for input {xv.shape[1:3]}, kernel "
+                             f"{(kh, kw)}, stride {stride}, padding {padding}, dilation "
+                             f"{dilation}, output_padding {out_pad}")
+        self._check_bias(op, bv, cog * groups)
+        attrs = (_pad3(stride, 1), _pad3(padding, 0), _pad3(dilation, 1), groups,
+                 _pad3(out_pad, 0), bias is not None)
+        ins = (x, w) if bias is None else (x, w, bias)
+        return self._apply(Op.CONV_TRANSPOSE2D, ins, attrs)
+
+    def deformable_conv2d(self, x, w, offsets, bias=None, stride=1, padding=0, dilation=1):
+        """Deformable 2-D convolution (torchvision.ops.deform_conv2d, no mask, one
+        offset group). x [N, H, W, Cin], w [KH, KW, Cin, Cout], offsets
+        [N, OH, OW, 2*KH*KW] with (dy, dx) of tap k = i*KW + j at 2k, 2k+1;
+        bilinear sampling, zero outside the image. Gradients for x, w, offsets, bias."""
+        op = "deformable_conv2d"
+        xv, wv, bv = self._conv_operands(op, x, w, bias, 4, 4, "NHWC")
+        _, ov, _ = self._operand(offsets, op, "offsets")
+        stride = int_tuple(stride, 2, op, "stride", minimum=1)
+        padding = int_tuple(padding, 2, op, "padding", minimum=0)
+        dilation = int_tuple(dilation, 2, op, "dilation", minimum=1)
+        n, _, _, cin = xv.shape
+        kh, kw, wcin, cout = wv.shape
+        if wcin != cin:
+            raise shape_error(op, f"w.shape[2]={wcin} must equal the input channels {cin} "
+                              f"(w is [KH, KW, Cin, Cout])", expected=cin, got=wcin)
+        oh, ow = _check_windows(op, xv.shape[1:3], (kh, kw), stride, padding, dilation, "HW")
+        want = (n, oh, ow, 2 * kh * kw)
+        if ov.shape != want:
+            raise shape_error(op, f"offsets must have shape [N, OH, OW, 2*KH*KW] = {want}, got "
+                              f"{ov.shape}", expected=want, got=ov.shape)
+        self._check_bias(op, bv, cout)
+        attrs = (stride, padding, dilation, bias is not None)
+        ins = (x, w, offsets) if bias is None else (x, w, offsets, bias)
+        return self._apply(Op.DEFORMABLE_CONV2D, ins, attrs)
+
+    # ---- seed aliases (same arguments, same Op as the op they name)
+    def conv1d_nlc(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """Seed alias of :meth:`conv1d`."""
+        return self.conv1d(x, w, bias, stride, padding, dilation, groups)
+
+    def conv2d_nhwc(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """Seed alias of :meth:`conv2d`."""
+        return self.conv2d(x, w, bias, stride, padding, dilation, groups)
+
+    def conv3d_ndhwc(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """Seed alias of :meth:`conv3d`."""
+        return self.conv3d(x, w, bias, stride, padding, dilation, groups)
+
+    def depthwise_conv2d_nhwc(self, x, w, bias=None, stride=1, padding=0, dilation=1):
+        """Seed alias of :meth:`depthwise_conv2d`."""
+        return self.depthwise_conv2d(x, w, bias, stride, padding, dilation)
+
+    def conv_transpose2d_nhwc(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
+                              groups=1, dilation=1):
+        """Seed alias of :meth:`conv_transpose2d`."""
+        return self.conv_transpose2d(x, w, bias, stride, padding, output_padding, groups,
+                                     dilation)
+
+    def deformable_conv2d_nhwc(self, x, w, offsets, bias=None, stride=1, padding=0,
+                               dilation=1):
+        """Seed alias of :meth:`deformable_conv2d`."""
+        return self.deformable_conv2d(x, w, offsets, bias, stride, padding, dilation)

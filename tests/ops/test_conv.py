@@ -1,0 +1,512 @@
+"""Convolution ops: naive NumPy loop references, float64 gradcheck, bad arguments,
+multi-chunk paths, thread safety, and (when torch imports) PyTorch comparisons."""
+import threading
+
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+# ------------------------------------------------------------ naive references
+def _tup(v, n):
+    return (v,) * n if isinstance(v, int) else tuple(v)
+
+
+def ref_conv(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Grouped N-d cross-correlation, channel-last, one output element at a time."""
+    nsp = x.ndim - 2
+    st, pd, dl = _tup(stride, nsp), _tup(padding, nsp), _tup(dilation, nsp)
+    ksz = w.shape[:nsp]
+    cg, cout = w.shape[-2:]
+    og = cout // groups
+    insz = x.shape[1:-1]
+    outsz = [(insz[a] + 2 * pd[a] - dl[a] * (ksz[a] - 1) - 1) // st[a] + 1 for a in range(nsp)]
+    y = np.zeros((x.shape[0], *outsz, cout))
+    for n in range(x.shape[0]):
+        for opos in np.ndindex(*outsz):
+            for co in range(cout):
+                gi = co // og
+                s = 0.0 if b is None else b[co]
+                for kpos in np.ndindex(*ksz):
+                    ipos = [opos[a] * st[a] - pd[a] + kpos[a] * dl[a] for a in range(nsp)]
+                    if all(0 <= ipos[a] < insz[a] for a in range(nsp)):
+                        for c in range(cg):
+                            s += x[(n, *ipos, gi * cg + c)] * w[(*kpos, c, co)]
+                y[(n, *opos, co)] = s
+    return y
+
+
+def ref_depthwise(x, w, b=None, stride=1, padding=0, dilation=1):
+    st, pd, dl = _tup(stride, 2), _tup(padding, 2), _tup(dilation, 2)
+    n_, h, wd, c_ = x.shape
+    kh, kw, _, m_ = w.shape
+    oh = (h + 2 * pd[0] - dl[0] * (kh - 1) - 1) // st[0] + 1
+    ow = (wd + 2 * pd[1] - dl[1] * (kw - 1) - 1) // st[1] + 1
+    y = np.zeros((n_, oh, ow, c_ * m_))
+    for n in range(n_):
+        for oy in range(oh):
+            for ox in range(ow):
+                for c in range(c_):
+                    for m in range(m_):
+                        s = 0.0 if b is None else b[c * m_ + m]
+                        for i in range(kh):
+                            for j in range(kw):
+                                iy = oy * st[0] - pd[0] + i * dl[0]
+                                ix = ox * st[1] - pd[1] + j * dl[1]
+                                if 0 <= iy < h and 0 <= ix < wd:
+                                    s += x[n, iy, ix, c] * w[i, j, c, m]
+                        y[n, oy, ox, c * m_ + m] = s
+    return y
+
+
+def ref_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                         dilation=1):
+    """Scatter definition: every input pixel adds x * w at its strided place,
+    then the padding is cropped off both sides."""
+    st, pd, op_, dl = (_tup(v, 2) for v in (stride, padding, output_padding, dilation))
+    n_, h, wd, cin = x.shape
+    kh, kw, cog, _ = w.shape
+    cig = cin // groups
+    full = np.zeros((n_, (h - 1) * st[0] + dl[0] * (kh - 1) + 1 + op_[0],
+                     (wd - 1) * st[1] + dl[1] * (kw - 1) + 1 + op_[1], cog * groups))
+    for n in range(n_):
+        for iy in range(h):
+            for ix in range(wd):
+                for ci in range(cin):
+                    gi = ci // cig
+                    for i in range(kh):
+                        for j in range(kw):
+                            for co in range(cog):
+                                full[n, iy * st[0] + i * dl[0], ix * st[1] + j * dl[1],
+                                     gi * cog + co] += x[n, iy, ix, ci] * w[i, j, co, ci]
+    y = full[:, pd[0]:full.shape[1] - pd[0], pd[1]:full.shape[2] - pd[1]]
+    return y if b is None else y + b
+
+
+def _bilinear(img, py, px):
+    """torchvision's bilinear sample of img [H, W, C]: zero outside (-1, H) x (-1, W),
+    out-of-image corners contribute zero."""
+    h, wd = img.shape[:2]
+    if py <= -1 or px <= -1 or py >= h or px >= wd:
+        return np.zeros(img.shape[2])
+    y0, x0 = int(np.floor(py)), int(np.floor(px))
+    ly, lx = py - y0, px - x0
+    out = np.zeros(img.shape[2])
+    for yy, xx, wt in ((y0, x0, (1 - ly) * (1 - lx)), (y0, x0 + 1, (1 - ly) * lx),
+                       (y0 + 1, x0, ly * (1 - lx)), (y0 + 1, x0 + 1, ly * lx)):
+        if 0 <= yy < h and 0 <= xx < wd:
+            out += wt * img[yy, xx]
+    return out
+
+
+def ref_deform(x, w, off, b=None, stride=1, padding=0, dilation=1):
+    st, pd, dl = _tup(stride, 2), _tup(padding, 2), _tup(dilation, 2)
+    kh, kw, _, cout = w.shape
+    n_, oh, ow, _ = off.shape
+    y = np.zeros((n_, oh, ow, cout))
+    for n in range(n_):
+        for oy in range(oh):
+            for ox in range(ow):
+                acc = np.zeros(cout) if b is None else np.array(b, dtype=float)
+                for i in range(kh):
+                    for j in range(kw):
+                        k = i * kw + j
+                        py = oy * st[0] - pd[0] + i * dl[0] + off[n, oy, ox, 2 * k]
+                        px = ox * st[1] - pd[1] + j * dl[1] + off[n, oy, ox, 2 * k + 1]
+                        acc += _bilinear(x[n], py, px) @ w[i, j]
+                y[n, oy, ox] = acc
+    return y
+
+
+# ------------------------------------------------------------ inputs
+def _offsets(shape, spread=2):
+    """Offsets k + f with integer k in [-spread-1, spread] and fraction f in
+    [0.15, 0.85]: samples are never within 0.15 of a grid line (where the
+    bilinear interpolation has a kink), and many fall partly or wholly
+    outside the image."""
+    def make(rng):
+        k = rng.integers(-spread - 1, spread + 1, size=shape)
+        return k + rng.uniform(0.15, 0.85, size=shape)
+    return make
+
+
+def _deform_inputs(xs, ws, offs, bias=None):
+    def make(rng):
+        arrs = [rng.uniform(-2, 2, xs), rng.uniform(-2, 2, ws), _offsets(offs)(rng)]
+        if bias is not None:
+            arrs.append(rng.uniform(-2, 2, bias))
+        return arrs
+    return make
+
+
+def _row(op, build, shapes, ref, name, **kw):
+    return OpCase(op, build, shapes, ref, name=name, fwd_atol32=1e-4, **kw)
+
+
+C1, C2, C3 = Op.CONV1D, Op.CONV2D, Op.CONV3D
+DW, CT, DF = Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE2D, Op.DEFORMABLE_CONV2D
+
+CASES = [
+    # conv1d
+    _row(C1, lambda g, x, w: g.conv1d(x, w), [(2, 7, 2), (3, 2, 3)],
+         lambda x, w: ref_conv(x, w), "conv1d_basic"),
+    _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, stride=2, padding=1, dilation=2),
+         [(2, 9, 2), (3, 2, 3), (3,)],
+         lambda x, w, b: ref_conv(x, w, b, 2, 1, 2), "conv1d_stride_pad_dilation_bias"),
+    _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=(2,), groups=2),
+         [(1, 5, 4), (2, 2, 6), (6,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 2, 1, 2), "conv1d_groups_batch1"),
+    _row(C1, lambda g, x, w: g.conv1d(x, w), [(2, 5, 3), (1, 3, 4)],
+         lambda x, w: ref_conv(x, w), "conv1d_pointwise"),
+    _row(C1, lambda g, x, w: g.conv1d_nlc(x, w, None, 3), [(2, 8, 2), (2, 2, 2)],
+         lambda x, w: ref_conv(x, w, None, 3), "conv1d_nlc_alias_stride3"),
+    # conv2d
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1), [(2, 4, 4, 2), (3, 3, 2, 3), (3,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv2d_3x3_pad1_bias"),
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
+         [(2, 6, 4, 2), (3, 2, 2, 3), (3,)],
+         lambda x, w, b: ref_conv(x, w, b, (2, 1), (1, 2), (2, 1)),
+         "conv2d_nonsquare_stride_pad_dilation"),
+    _row(C2, lambda g, x, w: g.conv2d(x, w, stride=2, padding=1, groups=2),
+         [(2, 5, 5, 4), (3, 3, 2, 4)],
+         lambda x, w: ref_conv(x, w, None, 2, 1, 1, 2), "conv2d_groups2_stride2"),
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, groups=2), [(2, 3, 3, 4), (1, 1, 2, 6), (6,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 0, 1, 2), "conv2d_pointwise_groups"),
+    _row(C2, lambda g, x, w: g.conv2d(x, w, stride=2), [(1, 5, 5, 3), (1, 1, 3, 2)],
+         lambda x, w: ref_conv(x, w, None, 2), "conv2d_1x1_stride2"),
+    _row(C2, lambda g, x, w: g.conv2d(x, w), [(1, 3, 4, 2), (3, 4, 2, 2)],
+         lambda x, w: ref_conv(x, w), "conv2d_kernel_covers_input_batch1"),
+    _row(C2, lambda g, x, w, b: g.conv2d_nhwc(x, w, b, (1, 2), (0, 1), 1, 1),
+         [(2, 3, 5, 2), (2, 3, 2, 2), (2,)],
+         lambda x, w, b: ref_conv(x, w, b, (1, 2), (0, 1)), "conv2d_nhwc_alias"),
+    # conv3d
+    _row(C3, lambda g, x, w, b: g.conv3d(x, w, b, padding=1), [(1, 3, 3, 3, 2), (2, 2, 2, 2, 2), (2,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv3d_pad_bias"),
+    _row(C3, lambda g, x, w: g.conv3d(x, w, stride=(1, 2, 1), padding=(1, 0, 1),
+                                      dilation=(2, 1, 1), groups=2),
+         [(2, 3, 4, 2, 2), (2, 2, 1, 1, 4)],
+         lambda x, w: ref_conv(x, w, None, (1, 2, 1), (1, 0, 1), (2, 1, 1), 2),
+         "conv3d_stride_dilation_groups"),
+    _row(C3, lambda g, x, w: g.conv3d_ndhwc(x, w, None, 2), [(1, 4, 3, 3, 1), (2, 1, 2, 1, 2)],
+         lambda x, w: ref_conv(x, w, None, 2), "conv3d_ndhwc_alias"),
+    # depthwise
+    _row(DW, lambda g, x, w, b: g.depthwise_conv2d(x, w, b, padding=1),
+         [(2, 4, 4, 3), (3, 3, 3, 1), (3,)],
+         lambda x, w, b: ref_depthwise(x, w, b, 1, 1), "depthwise_3x3_m1_bias"),
+    _row(DW, lambda g, x, w: g.depthwise_conv2d(x, w, stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
+         [(2, 5, 5, 2), (2, 2, 2, 2)],
+         lambda x, w: ref_depthwise(x, w, None, (2, 1), (1, 0), (1, 2)),
+         "depthwise_multiplier2_stride_dilation"),
+    _row(DW, lambda g, x, w, b: g.depthwise_conv2d(x, w, b), [(1, 3, 4, 2), (3, 2, 2, 3), (6,)],
+         lambda x, w, b: ref_depthwise(x, w, b), "depthwise_nonsquare_batch1_m3"),
+    _row(DW, lambda g, x, w: g.depthwise_conv2d_nhwc(x, w, None, 2, 1), [(2, 4, 4, 2), (3, 3, 2, 1)],
+         lambda x, w: ref_depthwise(x, w, None, 2, 1), "depthwise_nhwc_alias"),
+    # conv_transpose2d
+    _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+         [(2, 3, 3, 2), (3, 3, 2, 2), (2,)],
+         lambda x, w, b: ref_conv_transpose2d(x, w, b, 2, 1, 1), "conv_transpose2d_stride2_outpad1_bias"),
+    _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, stride=(2, 3), padding=(0, 1),
+                                                output_padding=(1, 2)),
+         [(1, 3, 2, 2), (2, 3, 3, 2)],
+         lambda x, w: ref_conv_transpose2d(x, w, None, (2, 3), (0, 1), (1, 2)),
+         "conv_transpose2d_nonsquare_stride_outpad"),
+    _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, output_padding=1, groups=2, dilation=2),
+         [(2, 3, 2, 4), (2, 2, 1, 4)],
+         lambda x, w: ref_conv_transpose2d(x, w, None, 1, 0, 1, 2, 2),
+         "conv_transpose2d_groups_dilation_outpad_lt_dilation"),
+    _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b), [(1, 3, 3, 3), (1, 1, 2, 3), (2,)],
+         lambda x, w, b: ref_conv_transpose2d(x, w, b), "conv_transpose2d_pointwise_batch1"),
+    _row(CT, lambda g, x, w: g.conv_transpose2d_nhwc(x, w, None, 2, 1), [(2, 2, 3, 2), (4, 3, 2, 2)],
+         lambda x, w: ref_conv_transpose2d(x, w, None, 2, 1), "conv_transpose2d_nhwc_alias"),
+    # deformable (fractional offsets, many samples partly or wholly outside the image)
+    _row(DF, lambda g, x, w, o, b: g.deformable_conv2d(x, w, o, b), (),
+         lambda x, w, o, b: ref_deform(x, w, o, b), "deformable_fractional_bias",
+         inputs=_deform_inputs((1, 4, 4, 2), (2, 2, 2, 2), (1, 3, 3, 8), (2,))),
+    _row(DF, lambda g, x, w, o: g.deformable_conv2d(x, w, o, stride=2, padding=1), (),
+         lambda x, w, o: ref_deform(x, w, o, None, 2, 1), "deformable_stride_pad_nonsquare_batch2",
+         inputs=_deform_inputs((2, 3, 4, 1), (2, 3, 1, 2), (2, 2, 2, 12))),
+    _row(DF, lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=(0, 1), dilation=(1, 2)), (),
+         lambda x, w, o: ref_deform(x, w, o, None, 1, (0, 1), (1, 2)), "deformable_dilation",
+         inputs=_deform_inputs((1, 3, 4, 1), (2, 2, 1, 2), (1, 2, 4, 8))),
+    _row(DF, lambda g, x, w, o: g.deformable_conv2d_nhwc(x, w, o, None, 1, 1), (),
+         lambda x, w, o: ref_deform(x, w, o, None, 1, 1), "deformable_nhwc_alias",
+         inputs=_deform_inputs((1, 2, 3, 2), (3, 3, 2, 1), (1, 2, 3, 18))),
+]
+
+
+# ------------------------------------------------------------ bad arguments
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
+
+
+def _bad(op, name, shapes, call, exc=ValueError, match=None):
+    return BadCase(op, name, _leaves(*shapes), call, exc, match or op.name.lower())
+
+
+X4, W4 = (2, 5, 5, 4), (3, 3, 4, 6)
+BAD = [
+    # conv1d
+    _bad(C1, "conv1d_x_rank", [(5, 4), (3, 4, 2)], lambda g, x, w: g.conv1d(x, w), yscv.ShapeError),
+    _bad(C1, "conv1d_channel_mismatch", [(2, 5, 4), (3, 3, 2)], lambda g, x, w: g.conv1d(x, w),
+         yscv.ShapeError, "conv1d: w has 3 input channels"),
+    _bad(C1, "conv1d_kernel_too_large", [(2, 3, 2), (4, 2, 2)], lambda g, x, w: g.conv1d(x, w),
+         ValueError, "larger than the padded input"),
+    _bad(C1, "conv1d_stride_tuple_length", [(2, 5, 2), (3, 2, 2)],
+         lambda g, x, w: g.conv1d(x, w, stride=(1, 1)), TypeError, "stride"),
+    # conv2d
+    _bad(C2, "conv2d_w_rank", [X4, (3, 3, 4)], lambda g, x, w: g.conv2d(x, w), yscv.ShapeError),
+    _bad(C2, "conv2d_negative_stride", [X4, W4], lambda g, x, w: g.conv2d(x, w, stride=-1),
+         ValueError, "conv2d: stride=-1"),
+    _bad(C2, "conv2d_zero_stride", [X4, W4], lambda g, x, w: g.conv2d(x, w, stride=(1, 0)),
+         ValueError, "stride"),
+    _bad(C2, "conv2d_negative_padding", [X4, W4], lambda g, x, w: g.conv2d(x, w, padding=-1),
+         ValueError, "padding"),
+    _bad(C2, "conv2d_zero_dilation", [X4, W4], lambda g, x, w: g.conv2d(x, w, dilation=0),
+         ValueError, "dilation"),
+    _bad(C2, "conv2d_kernel_larger_than_padded_input", [(1, 2, 2, 4), W4],
+         lambda g, x, w: g.conv2d(x, w), ValueError, "larger than the padded input"),
+    _bad(C2, "conv2d_dilated_kernel_too_large", [X4, W4],
+         lambda g, x, w: g.conv2d(x, w, padding=0, dilation=3), ValueError, "dilation 3"),
+    _bad(C2, "conv2d_groups_in_channels", [(2, 5, 5, 5), (3, 3, 1, 6)],
+         lambda g, x, w: g.conv2d(x, w, groups=2), ValueError, "input channels 5"),
+    _bad(C2, "conv2d_groups_out_channels", [X4, (3, 3, 2, 5)],
+         lambda g, x, w: g.conv2d(x, w, groups=2), ValueError, "output channels 5"),
+    _bad(C2, "conv2d_groups_zero", [X4, W4], lambda g, x, w: g.conv2d(x, w, groups=0),
+         ValueError, "groups=0"),
+    _bad(C2, "conv2d_groups_float", [X4, W4], lambda g, x, w: g.conv2d(x, w, groups=1.0),
+         TypeError, "groups"),
+    _bad(C2, "conv2d_channel_mismatch", [X4, (3, 3, 3, 6)], lambda g, x, w: g.conv2d(x, w),
+         yscv.ShapeError, "expected w.shape"),
+    _bad(C2, "conv2d_bias_size", [X4, W4, (5,)], lambda g, x, w, b: g.conv2d(x, w, b),
+         yscv.ShapeError, "bias"),
+    _bad(C2, "conv2d_complex_x", [W4], lambda g, w: g.conv2d(np.ones(X4) * 1j, w),
+         TypeError, "conv2d"),
+    # conv3d
+    _bad(C3, "conv3d_x_rank", [X4, (1, 3, 3, 4, 6)], lambda g, x, w: g.conv3d(x, w),
+         yscv.ShapeError, "NDHWC"),
+    _bad(C3, "conv3d_kernel_too_deep", [(1, 2, 4, 4, 2), (3, 1, 1, 2, 2)],
+         lambda g, x, w: g.conv3d(x, w), ValueError, "along D"),
+    # depthwise
+    _bad(DW, "depthwise_channel_mismatch", [X4, (3, 3, 3, 2)],
+         lambda g, x, w: g.depthwise_conv2d(x, w), yscv.ShapeError, "w.shape"),
+    _bad(DW, "depthwise_bias_size", [X4, (3, 3, 4, 2), (4,)],
+         lambda g, x, w, b: g.depthwise_conv2d(x, w, b), yscv.ShapeError, "C\\*M"),
+    _bad(DW, "depthwise_kernel_too_large", [(1, 2, 2, 4), (3, 3, 4, 1)],
+         lambda g, x, w: g.depthwise_conv2d(x, w), ValueError, "larger than the padded input"),
+    _bad(DW, "depthwise_negative_stride", [X4, (3, 3, 4, 1)],
+         lambda g, x, w: g.depthwise_conv2d(x, w, stride=-2), ValueError, "stride"),
+    # conv_transpose2d
+    _bad(CT, "conv_transpose2d_output_padding_ge_stride", [X4, (3, 3, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, stride=2, output_padding=2),
+         ValueError, "output_padding"),
+    _bad(CT, "conv_transpose2d_output_padding_stride1", [X4, (3, 3, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, output_padding=(0, 1)),
+         ValueError, "output_padding"),
+    _bad(CT, "conv_transpose2d_output_size_nonpositive", [(1, 1, 1, 4), (1, 1, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, padding=1), ValueError, "output size"),
+    _bad(CT, "conv_transpose2d_channel_mismatch", [X4, (3, 3, 2, 3)],
+         lambda g, x, w: g.conv_transpose2d(x, w), yscv.ShapeError, "w.shape\\[3\\]"),
+    _bad(CT, "conv_transpose2d_groups", [(2, 3, 3, 3), (3, 3, 2, 3)],
+         lambda g, x, w: g.conv_transpose2d(x, w, groups=2), ValueError, "groups"),
+    _bad(CT, "conv_transpose2d_bias_size", [X4, (3, 3, 2, 4), (3,)],
+         lambda g, x, w, b: g.conv_transpose2d(x, w, b), yscv.ShapeError, "bias"),
+    _bad(CT, "conv_transpose2d_negative_padding", [X4, (3, 3, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, padding=(-1, 0)), ValueError, "padding"),
+    # deformable
+    _bad(DF, "deformable_offsets_shape", [(1, 4, 4, 2), (3, 3, 2, 2), (1, 4, 4, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o), yscv.ShapeError, "offsets"),
+    _bad(DF, "deformable_offsets_channels", [(1, 4, 4, 2), (3, 3, 2, 2), (1, 2, 2, 9)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o), yscv.ShapeError, "offsets"),
+    _bad(DF, "deformable_channel_mismatch", [(1, 4, 4, 2), (3, 3, 3, 2), (1, 2, 2, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o), yscv.ShapeError, "w.shape\\[2\\]"),
+    _bad(DF, "deformable_bias_size", [(1, 4, 4, 2), (3, 3, 2, 2), (1, 2, 2, 18), (3,)],
+         lambda g, x, w, o, b: g.deformable_conv2d(x, w, o, b), yscv.ShapeError, "bias"),
+    _bad(DF, "deformable_zero_stride", [(1, 4, 4, 2), (3, 3, 2, 2), (1, 2, 2, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o, stride=0), ValueError, "stride"),
+    _bad(DF, "deformable_kernel_too_large", [(1, 2, 2, 2), (3, 3, 2, 2), (1, 1, 1, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o), ValueError, "larger than the padded"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# ------------------------------------------------------------ targeted tests
+def _grads(build, arrays, dtype=np.float64, cot_seed=1):
+    g = yscv.Graph(dtype)
+    nodes = [g.variable(a) for a in arrays]
+    out = build(g, *nodes)
+    cot = np.random.default_rng(cot_seed).standard_normal(g.value(out).shape)
+    g.backward(out, grad=cot)
+    return g.value(out), [g.grad(n) for n in nodes]
+
+
+def test_deformable_zero_offsets_equal_conv2d():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 5, 3))
+    w = rng.standard_normal((3, 3, 3, 4))
+    b = rng.standard_normal(4)
+    off = np.zeros((2, 3, 3, 18))
+    yd, gd = _grads(lambda g, x, w, b: g.deformable_conv2d(x, w, off, b, stride=2, padding=1),
+                    [x, w, b])
+    yc, gc = _grads(lambda g, x, w, b: g.conv2d(x, w, b, stride=2, padding=1), [x, w, b])
+    np.testing.assert_allclose(yd, yc, atol=1e-12)
+    for a, c in zip(gd, gc):
+        np.testing.assert_allclose(a, c, atol=1e-12)
+
+
+def test_deformable_integer_offset_shifts_the_window():
+    """Offset (+1, -1) on every tap equals conv2d of x shifted down-left (zero fill)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 5, 5, 2))
+    w = rng.standard_normal((3, 3, 2, 2))
+    off = np.tile(np.array([1.0, -1.0]), 9)[None, None, None, :].repeat(3, 1).repeat(3, 2)
+    g = yscv.Graph(np.float64)
+    y = g.value(g.deformable_conv2d(g.constant(x), g.constant(w), off))
+    xs = np.zeros_like(x)
+    xs[:, :4, 1:] = x[:, 1:, :4]
+    np.testing.assert_allclose(y, ref_conv(xs, w), atol=1e-12)
+
+
+def test_deformable_samples_fully_outside_give_zero_and_no_offset_grad():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 3, 2))
+    w = rng.standard_normal((1, 1, 2, 3))
+    off = np.full((1, 3, 3, 2), 7.5)  # every sample far below-right of the image
+    (y, (gx, gw, go)) = _grads(lambda g, x, w, o: g.deformable_conv2d(x, w, o), [x, w, off])
+    assert np.all(y == 0) and np.all(gx == 0) and np.all(gw == 0) and np.all(go == 0)
+
+
+@pytest.mark.parametrize("name", ["conv2d_3x3_pad1_bias", "conv3d_stride_dilation_groups",
+                                  "conv_transpose2d_stride2_outpad1_bias",
+                                  "deformable_fractional_bias", "conv1d_groups_batch1"])
+def test_multi_chunk_paths_match_single_chunk(monkeypatch, name):
+    """Tiny chunks (one row each) exercise the chunk loop and dW accumulation."""
+    from yscv.kernels import conv_deform, conv_gemm
+
+    case = next(c for c in CASES if c.id == name)
+    arrays = case.arrays()
+    y1, g1 = _grads(case.build, arrays)
+    monkeypatch.setattr(conv_gemm, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_deform, "CHUNK_BYTES", 1)
+    y2, g2 = _grads(case.build, arrays)
+    np.testing.assert_allclose(y2, y1, atol=1e-12)
+    for a, b in zip(g2, g1):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", [c.id for c in CASES if "bias" in c.id])
+def test_float32_gradients_stay_float32(name):
+    case = next(c for c in CASES if c.id == name)
+    _, grads = _grads(case.build, case.arrays(), np.float32)
+    assert all(gr.dtype == np.float32 for gr in grads)
+
+
+def test_constant_input_gets_no_gradient_and_nothing_is_saved():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 5, 5, 3))
+    w = rng.standard_normal((3, 3, 3, 4))
+    g = yscv.Graph(np.float64)
+    xc, wv = g.constant(x), g.variable(w)
+    y = g.conv2d(xc, wv, padding=1)
+    assert g.memory()["saved"] == 0
+    cot = rng.standard_normal(g.value(y).shape)
+    g.backward(y, grad=cot)
+    assert g.grad(xc) is None
+    # the weight gradient equals sum over positions of window^T cot
+    ref = np.zeros_like(w)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    for i in range(3):
+        for j in range(3):
+            ref[i, j] = np.einsum("nhwc,nhwo->co", xp[:, i:i + 5, j:j + 5], cot)
+    np.testing.assert_allclose(g.grad(wv), ref, atol=1e-10)
+
+
+def test_two_threads_two_graphs():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 12, 12, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)
+    expected = _grads(lambda g, x, w: g.conv2d(x, w, padding=1), [x, w], np.float32)
+    results = [None] * 4
+
+    def work(k):
+        results[k] = [_grads(lambda g, x, w: g.conv2d(x, w, padding=1), [x, w], np.float32)
+                      for _ in range(5)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for res in results:
+        for y, grads in res:
+            np.testing.assert_array_equal(y, expected[0])
+            for a, b in zip(grads, expected[1]):
+                np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------ PyTorch (optional)
+def _torch_check(yscv_build, torch_fn, arrays, perms, out_perm):
+    torch = pytest.importorskip("torch")
+    y, grads = _grads(yscv_build, arrays)
+    ts = [torch.tensor(a.transpose(p), requires_grad=True) for a, p in zip(arrays, perms)]
+    ty = torch_fn(*ts)
+    cot = np.random.default_rng(1).standard_normal(y.shape)
+    ty.backward(torch.tensor(cot.transpose(np.argsort(out_perm))))
+    np.testing.assert_allclose(y, ty.detach().numpy().transpose(out_perm), atol=1e-10)
+    for gr, t, p in zip(grads, ts, perms):
+        np.testing.assert_allclose(gr, t.grad.numpy().transpose(np.argsort(p)), atol=1e-10)
+
+
+def test_conv2d_matches_torch():
+    F = pytest.importorskip("torch.nn.functional")
+    rng = np.random.default_rng(8)
+    arrays = [rng.standard_normal((3, 11, 9, 6)), rng.standard_normal((3, 2, 3, 8)),
+              rng.standard_normal(8)]
+    kw = dict(stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2)
+    _torch_check(lambda g, x, w, b: g.conv2d(x, w, b, **kw),
+                 lambda x, w, b: F.conv2d(x, w, b, **kw), arrays,
+                 [(0, 3, 1, 2), (3, 2, 0, 1), (0,)], (0, 2, 3, 1))
+
+
+def test_conv3d_matches_torch():
+    F = pytest.importorskip("torch.nn.functional")
+    rng = np.random.default_rng(9)
+    arrays = [rng.standard_normal((2, 5, 6, 7, 4)), rng.standard_normal((2, 3, 3, 4, 5))]
+    kw = dict(stride=(1, 2, 2), padding=1, dilation=(2, 1, 1))
+    _torch_check(lambda g, x, w: g.conv3d(x, w, **kw), lambda x, w: F.conv3d(x, w, **kw), arrays,
+                 [(0, 4, 1, 2, 3), (4, 3, 0, 1, 2)], (0, 2, 3, 4, 1))
+
+
+def test_conv_transpose2d_matches_torch():
+    F = pytest.importorskip("torch.nn.functional")
+    rng = np.random.default_rng(10)
+    arrays = [rng.standard_normal((2, 5, 4, 6)), rng.standard_normal((3, 4, 2, 6)),
+              rng.standard_normal(4)]
+    kw = dict(stride=(2, 3), padding=(1, 2), output_padding=(1, 2), groups=2)
+    _torch_check(lambda g, x, w, b: g.conv_transpose2d(x, w, b, **kw),
+                 lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), arrays,
+                 [(0, 3, 1, 2), (3, 2, 0, 1), (0,)], (0, 2, 3, 1))
+
+
+def test_conv1d_and_depthwise_match_torch():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal((2, 13, 4)), rng.standard_normal((3, 4, 5))]
+    _torch_check(lambda g, x, w: g.conv1d(x, w, stride=2, padding=2, dilation=3),
+                 lambda x, w: F.conv1d(x, w, stride=2, padding=2, dilation=3), arrays,
+                 [(0, 2, 1), (2, 1, 0)], (0, 2, 1))
+    x = rng.standard_normal((2, 7, 6, 3))
+    w = rng.standard_normal((3, 2, 3, 2))
+    y, (gx, gw) = _grads(lambda g, x, w: g.depthwise_conv2d(x, w, stride=2, padding=1), [x, w])
+    tx = torch.tensor(x.transpose(0, 3, 1, 2), requires_grad=True)
+    tw = torch.tensor(w.reshape(3, 2, 6).transpose(2, 0, 1)[:, None], requires_grad=True)
+    ty = F.conv2d(tx, tw, stride=2, padding=1, groups=3)
+    ty.backward(torch.tensor(np.random.default_rng(1).standard_normal(y.shape).transpose(0, 3, 1, 2)))
+    np.testing.assert_allclose(y, ty.detach().numpy().transpose(0, 2, 3, 1), atol=1e-10)
+    np.testing.assert_allclose(gx, tx.grad.numpy().transpose(0, 2, 3, 1), atol=1e-10)
+    np.testing.assert_allclose(gw, tw.grad.numpy()[:, 0].transpose(1, 2, 0).reshape(3, 2, 3, 2),
+                               atol=1e-10)
