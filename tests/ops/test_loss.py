@@ -1,0 +1,346 @@
+"""Losses: NumPy forward references, float64 gradcheck, bad arguments,
+kinks, stability, and PyTorch cross-checks."""
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+# ------------------------------------------------------------ references
+def np_log_softmax(x):
+    m = x.max(axis=1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+
+
+def np_cross_entropy(labels, eps=0.0):
+    def f(x):
+        n, c = x.shape
+        lp = np_log_softmax(x)
+        q = np.full((n, c), eps / c)
+        q[np.arange(n), labels] += 1.0 - eps
+        return np.asarray(-(q * lp).sum() / n)
+    return f
+
+
+def np_nll(labels):
+    return lambda lp: np.asarray(-np.mean(lp[np.arange(lp.shape[0]), labels]))
+
+
+def np_huber(delta):
+    def f(p, t):
+        d = np.abs(p - t)
+        return np.asarray(np.mean(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))))
+    return f
+
+
+def np_bce_logits(x, t):
+    # the textbook form, fine for the moderate logits used in the table
+    s = 1.0 / (1.0 + np.exp(-x))
+    return np.asarray(np.mean(-(t * np.log(s) + (1 - t) * np.log(1 - s))))
+
+
+# ------------------------------------------------------------ domains
+def _pair_away(shape, gap=0.1, high=2.0):
+    """pred, target whose difference stays away from 0 (l1's kink)."""
+    def make(rng):
+        t = rng.uniform(-1, 1, size=shape)
+        d = rng.uniform(gap, high, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+        return t + d, t
+    return make
+
+
+def _huber_pair(shape, delta):
+    """differences in both regions, away from |d| = delta."""
+    def make(rng):
+        t = rng.uniform(-1, 1, size=shape)
+        small = rng.uniform(0.05, 0.8, size=shape) * delta
+        large = rng.uniform(1.2, 3.0, size=shape) * delta
+        mag = np.where(rng.random(shape) < 0.5, small, large)
+        return t + mag * rng.choice([-1.0, 1.0], size=shape), t
+    return make
+
+
+def _bce_pair(shape):
+    return lambda rng: (rng.uniform(-4, 4, size=shape), rng.uniform(0, 1, size=shape))
+
+
+LAB5 = np.array([0, 3, 4, 1])          # N=4, C=5
+LAB3 = np.array([2, 0, 1, 1, 2, 0])    # N=6, C=3
+T34 = np.random.default_rng(7).uniform(-1, 1, size=(3, 4))
+
+CASES = [
+    OpCase(Op.MSE_LOSS, lambda g, p, t: g.mse_loss(p, t), [(3, 4), (3, 4)],
+           lambda p, t: np.asarray(np.mean((p - t) ** 2)), name="mse_both_nodes"),
+    OpCase(Op.MSE_LOSS, lambda g, p: g.mse_loss(p, T34), [(3, 4)],
+           lambda p: np.asarray(np.mean((p - T34) ** 2)), name="mse_array_target"),
+    OpCase(Op.MSE_LOSS, lambda g, p, t: g.mse_loss(p, t), [(), ()],
+           lambda p, t: np.asarray((p - t) ** 2), name="mse_0d"),
+    OpCase(Op.L1_LOSS, lambda g, p, t: g.l1_loss(p, t), (), lambda p, t: np.asarray(np.mean(np.abs(p - t))),
+           name="l1_both_nodes", inputs=_pair_away((4, 5))),
+    OpCase(Op.L1_LOSS, lambda g, p: g.l1_loss(p, T34), [(3, 4)],
+           lambda p: np.asarray(np.mean(np.abs(p - T34))), name="l1_array_target", low=2.0, high=3.0),
+    OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t), (), np_huber(1.0),
+           name="huber_delta1_both_regions", inputs=_huber_pair((4, 5), 1.0)),
+    OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=0.3), (), np_huber(0.3),
+           name="huber_delta0.3_both_regions", inputs=_huber_pair((3, 6), 0.3)),
+    OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=5.0), (), np_huber(5.0),
+           name="huber_quadratic_region_only", inputs=_huber_pair((3, 4), 0.5)),
+    OpCase(Op.BCE_WITH_LOGITS, lambda g, x, t: g.binary_cross_entropy_with_logits(x, t), (),
+           np_bce_logits, name="bce_with_logits", inputs=_bce_pair((4, 5))),
+    OpCase(Op.BCE_WITH_LOGITS, lambda g, x: g.binary_cross_entropy_with_logits(x, T34 > 0), [(3, 4)],
+           lambda x: np_bce_logits(x, (T34 > 0).astype(float)), name="bce_with_logits_bool_target",
+           low=-4, high=4),
+    OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB5), [(4, 5)], np_cross_entropy(LAB5),
+           name="cross_entropy", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB5, label_smoothing=0.1), [(4, 5)],
+           np_cross_entropy(LAB5, 0.1), name="cross_entropy_smoothing0.1", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB3, label_smoothing=1.0), [(6, 3)],
+           np_cross_entropy(LAB3, 1.0), name="cross_entropy_smoothing1", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, [0, 0]), [(2, 1)],
+           lambda x: np.zeros(()), name="cross_entropy_one_class"),
+    OpCase(Op.NLL_LOSS, lambda g, x: g.nll_loss(x, LAB5), [(4, 5)], np_nll(LAB5), name="nll_loss",
+           low=-4, high=0),
+    OpCase(Op.NLL_LOSS, lambda g, x: g.nll_loss(g.log_softmax(x), LAB3), [(6, 3)],
+           np_cross_entropy(LAB3), name="nll_of_log_softmax_is_cross_entropy"),
+]
+
+
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
+
+
+BAD = [
+    BadCase(Op.MSE_LOSS, "mse_shape_mismatch", _leaves((3, 4), (4,)), lambda g, p, t: g.mse_loss(p, t),
+            yscv.ShapeError, r"mse_loss: pred has shape \(3, 4\) but target has shape \(4,\)"),
+    BadCase(Op.MSE_LOSS, "mse_complex_target", _leaves((2,)), lambda g, p: g.mse_loss(p, np.ones(2) * 1j),
+            TypeError, "mse_loss"),
+    BadCase(Op.L1_LOSS, "l1_shape_mismatch", _leaves((3, 1), (3,)), lambda g, p, t: g.l1_loss(p, t),
+            yscv.ShapeError, "l1_loss"),
+    BadCase(Op.HUBER_LOSS, "huber_shape_mismatch", _leaves((2, 2), (2, 3)),
+            lambda g, p, t: g.huber_loss(p, t), yscv.ShapeError, "huber_loss"),
+    BadCase(Op.HUBER_LOSS, "huber_delta_zero", _leaves((2,), (2,)),
+            lambda g, p, t: g.huber_loss(p, t, delta=0.0), ValueError, "huber_loss: delta"),
+    BadCase(Op.HUBER_LOSS, "huber_delta_str", _leaves((2,), (2,)),
+            lambda g, p, t: g.huber_loss(p, t, delta="1"), TypeError, "huber_loss: delta"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_shape_mismatch", _leaves((4,), (4, 1)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t), yscv.ShapeError, "bce_with_logits"),
+    BadCase(Op.CROSS_ENTROPY, "ce_label_out_of_range", _leaves((3, 4)),
+            lambda g, x: g.cross_entropy(x, [0, 4, 1]), IndexError,
+            r"cross_entropy: labels\[1\]=4 is out of range for 4 classes"),
+    BadCase(Op.CROSS_ENTROPY, "ce_label_negative", _leaves((3, 4)),
+            lambda g, x: g.cross_entropy(x, [0, 1, -1]), IndexError, r"labels\[2\]=-1"),
+    BadCase(Op.CROSS_ENTROPY, "ce_float_labels", _leaves((3, 4)),
+            lambda g, x: g.cross_entropy(x, np.array([0.0, 1.0, 2.0])), TypeError,
+            "cross_entropy: labels must be an integer array"),
+    BadCase(Op.CROSS_ENTROPY, "ce_bool_labels", _leaves((2, 4)),
+            lambda g, x: g.cross_entropy(x, np.array([True, False])), TypeError, "cross_entropy: labels"),
+    BadCase(Op.CROSS_ENTROPY, "ce_node_labels", _leaves((2, 4), (2,)),
+            lambda g, x, y: g.cross_entropy(x, y), TypeError, "cross_entropy: labels"),
+    BadCase(Op.CROSS_ENTROPY, "ce_smoothing_above_1", _leaves((2, 4)),
+            lambda g, x: g.cross_entropy(x, [0, 1], label_smoothing=1.5), ValueError,
+            r"cross_entropy: label_smoothing must be in \[0, 1\]"),
+    BadCase(Op.CROSS_ENTROPY, "ce_smoothing_negative", _leaves((2, 4)),
+            lambda g, x: g.cross_entropy(x, [0, 1], label_smoothing=-0.1), ValueError,
+            "label_smoothing"),
+    BadCase(Op.CROSS_ENTROPY, "ce_logits_1d", _leaves((4,)),
+            lambda g, x: g.cross_entropy(x, [0]), yscv.ShapeError, r"cross_entropy: logits must be 2-d"),
+    BadCase(Op.CROSS_ENTROPY, "ce_labels_wrong_length", _leaves((3, 4)),
+            lambda g, x: g.cross_entropy(x, [0, 1]), yscv.ShapeError, r"cross_entropy: labels must have shape \(3,\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_zero_classes", _leaves((3, 0)),
+            lambda g, x: g.cross_entropy(x, [0, 0, 0]), yscv.ShapeError, "C >= 1"),
+    BadCase(Op.NLL_LOSS, "nll_label_out_of_range", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [3, 0]), IndexError, r"nll_loss: labels\[0\]=3"),
+    BadCase(Op.NLL_LOSS, "nll_labels_2d", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [[0], [1]]), yscv.ShapeError, "nll_loss: labels"),
+    BadCase(Op.NLL_LOSS, "nll_float_labels", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0.5, 1.0]), TypeError, "nll_loss: labels"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# ------------------------------------------------------------ semantics
+def _grads(build, *arrays, dtype=np.float64):
+    g = yscv.Graph(dtype)
+    nodes = [g.variable(a) for a in arrays]
+    out = build(g, *nodes)
+    g.backward(out)
+    return g.value(out), [g.grad(n) for n in nodes]
+
+
+def test_l1_gradient_is_zero_where_pred_equals_target():
+    _, (gp, gt) = _grads(lambda g, p, t: g.l1_loss(p, t), np.array([1.0, 2.0, 3.0]),
+                         np.array([0.0, 2.0, 5.0]))
+    np.testing.assert_allclose(gp, [1 / 3, 0.0, -1 / 3])
+    np.testing.assert_allclose(gt, [-1 / 3, 0.0, 1 / 3])
+
+
+def test_huber_gradient_is_clipped_difference():
+    p = np.array([0.0, 0.0, 0.0, 0.0])
+    t = np.array([-3.0, -0.5, 0.25, 2.0])
+    v, (gp, gt) = _grads(lambda g, a, b: g.huber_loss(a, b, delta=1.0), p, t)
+    np.testing.assert_allclose(v, np.mean([2.5, 0.125, 0.03125, 1.5]))
+    np.testing.assert_allclose(gp, np.array([3.0, 0.5, -0.25, -1.0]).clip(-1, 1) / 4)
+    np.testing.assert_allclose(gt, -gp)
+
+
+def test_target_gradient_flows_as_pytorch():
+    """mse: d/dt = -2(p-t)/n; bce: d/dt = -x/n."""
+    p = np.array([1.0, -2.0])
+    t = np.array([0.5, 0.5])
+    _, (gp, gt) = _grads(lambda g, a, b: g.mse_loss(a, b), p, t)
+    np.testing.assert_allclose(gt, -(p - t))
+    _, (gx, gt) = _grads(lambda g, a, b: g.binary_cross_entropy_with_logits(a, b), p, t)
+    np.testing.assert_allclose(gt, -p / 2)
+    np.testing.assert_allclose(gx, (1 / (1 + np.exp(-p)) - t) / 2)
+
+
+def test_array_target_is_a_constant_without_gradient():
+    g = yscv.Graph()
+    p = g.variable(np.ones(3))
+    loss = g.mse_loss(p, np.zeros(3))
+    (t,) = [n for n in g.inputs(loss) if n != p]
+    assert not g.requires_grad(t)
+    g.backward(loss)
+    np.testing.assert_allclose(g.grad(p), np.full(3, 2 / 3), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_is_stable_for_huge_logits(dtype):
+    x = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4, -1e4 + 1.0]])
+    lab = [1, 2]
+    lse1 = np.log1p(2.0 * np.exp(-1.0))  # row 1: logp = [-1 - lse1, -1 - lse1, -lse1]
+    for eps in (0.0, 0.1):
+        v, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab, label_smoothing=eps), x, dtype=dtype)
+        assert v.dtype == dtype and gx.dtype == dtype
+        assert np.isfinite(v) and np.all(np.isfinite(gx))
+        nll = [1e4, lse1]
+        smooth = [1e4, (2.0 + 3.0 * lse1) / 3.0]
+        expect = np.mean([(1 - eps) * a + eps * b for a, b in zip(nll, smooth)])
+        np.testing.assert_allclose(v, expect, rtol=1e-6)
+
+
+def test_cross_entropy_saves_only_the_row_logsumexp():
+    g = yscv.Graph()
+    x = g.variable(np.random.default_rng(0).standard_normal((32, 10)))
+    before = g.memory()["saved"]
+    g.cross_entropy(x, np.arange(32) % 10)
+    assert g.memory()["saved"] - before == 32 * 4
+
+
+def test_cross_entropy_gradient_is_softmax_minus_smoothed_onehot():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((50, 7))
+    lab = rng.integers(0, 7, 50)
+    for eps in (0.0, 0.2):
+        _, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab, label_smoothing=eps), x)
+        p = np.exp(np_log_softmax(x))
+        q = np.full((50, 7), eps / 7)
+        q[np.arange(50), lab] += 1 - eps
+        np.testing.assert_allclose(gx, (p - q) / 50, rtol=1e-12, atol=1e-15)
+
+
+def test_labels_are_copied_and_kept_as_integers():
+    lab = np.array([0, 1])
+    g = yscv.Graph()
+    loss = g.cross_entropy(g.variable(np.zeros((2, 3))), lab)
+    lab[0] = 2
+    stored, _ = g._attrs[loss.index]
+    assert stored.dtype.kind == "i" and not stored.flags.writeable
+    np.testing.assert_array_equal(stored, [0, 1])
+
+
+def test_empty_batch_gives_nan_like_pytorch():
+    g = yscv.Graph()
+    x = g.variable(np.zeros((0, 3)))
+    for loss in (g.cross_entropy(x, np.zeros(0, dtype=int)), g.nll_loss(x, np.zeros(0, dtype=int)),
+                 g.mse_loss(x, np.zeros((0, 3)))):
+        assert np.isnan(g.value(loss))
+        g.backward(loss)
+    assert g.grad(x).shape == (0, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bce_with_logits_is_stable_for_huge_logits(dtype):
+    x = np.array([1e4, -1e4, 800.0, -800.0])
+    t = np.array([0.0, 1.0, 1.0, 0.0])
+    v, (gx, gt) = _grads(lambda g, a, b: g.binary_cross_entropy_with_logits(a, b), x, t, dtype=dtype)
+    np.testing.assert_allclose(v, (1e4 + 1e4 + 0 + 0) / 4, rtol=1e-6)
+    np.testing.assert_allclose(gx, np.array([1.0, -1.0, 0.0, 0.0]) / 4)
+    np.testing.assert_allclose(gt, -x / 4)
+
+
+def test_losses_keep_float32():
+    g = yscv.Graph()
+    p = g.variable(np.ones((2, 3)))
+    for loss in (g.mse_loss(p, np.zeros((2, 3))), g.l1_loss(p, np.zeros((2, 3))),
+                 g.huber_loss(p, np.zeros((2, 3)), 0.5),
+                 g.binary_cross_entropy_with_logits(p, np.zeros((2, 3))),
+                 g.cross_entropy(p, [0, 2], 0.1), g.nll_loss(p, [1, 1])):
+        assert g.value(loss).dtype == np.float32 and g.value(loss).shape == ()
+        g.zero_grads()
+        g.backward(loss)
+        assert g.grad(p).dtype == np.float32
+
+
+# ------------------------------------------------------------ PyTorch cross-checks
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_matches_pytorch(eps, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 10)) * 4
+    lab = rng.integers(0, 10, 64)
+    v, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab, label_smoothing=eps), x, dtype=dtype)
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    xt = torch.tensor(x, dtype=tdt, requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(lab), label_smoothing=eps)
+    lt.backward()
+    rtol = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(v, lt.item(), rtol=rtol)
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=rtol * 10, atol=rtol * 1e-2)
+
+
+TORCH_PAIR = {
+    "mse": (lambda g, a, b: g.mse_loss(a, b), "mse_loss", {}),
+    "l1": (lambda g, a, b: g.l1_loss(a, b), "l1_loss", {}),
+    "huber": (lambda g, a, b: g.huber_loss(a, b), "huber_loss", {}),
+    "huber_delta0.4": (lambda g, a, b: g.huber_loss(a, b, delta=0.4), "huber_loss", {"delta": 0.4}),
+    "bce_with_logits": (lambda g, a, b: g.binary_cross_entropy_with_logits(a, b),
+                        "binary_cross_entropy_with_logits", {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_PAIR))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pair_losses_match_pytorch(name, dtype):
+    torch = pytest.importorskip("torch")
+    build, fname, kw = TORCH_PAIR[name]
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((16, 9)) * 2
+    b = rng.uniform(0, 1, size=(16, 9)) if name.startswith("bce") else rng.standard_normal((16, 9))
+    v, (ga, gb) = _grads(build, a, b, dtype=dtype)
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    at = torch.tensor(a, dtype=tdt, requires_grad=True)
+    bt = torch.tensor(b, dtype=tdt, requires_grad=True)
+    lt = getattr(torch.nn.functional, fname)(at, bt, **kw)
+    lt.backward()
+    rtol = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(v, lt.item(), rtol=rtol)
+    np.testing.assert_allclose(ga, at.grad.numpy(), rtol=rtol * 10, atol=1e-9)
+    np.testing.assert_allclose(gb, bt.grad.numpy(), rtol=rtol * 10, atol=1e-9)
+
+
+def test_nll_loss_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    lp = np_log_softmax(rng.standard_normal((12, 6)))
+    lab = rng.integers(0, 6, 12)
+    v, (gx,) = _grads(lambda g, n: g.nll_loss(n, lab), lp)
+    xt = torch.tensor(lp, requires_grad=True)
+    lt = torch.nn.functional.nll_loss(xt, torch.tensor(lab))
+    lt.backward()
+    np.testing.assert_allclose(v, lt.item(), rtol=1e-14)
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-14)
