@@ -19,7 +19,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops.norm import as_rows3, expand_groups, group_layout, split_mean
+from ..ops.norm import as_rows3, expand_groups, group_layout, readonly, split_mean
 from ..registry import register_backward
 
 K = lazy("norm")
@@ -61,7 +61,7 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
     g3 = as_rows3(g, layout)
     x3 = as_rows3(x, layout)
     mean_c = expand_groups(mean, k)
-    sg, sgx = K.group_grad_sums(g3, x3, np.ascontiguousarray(mean_c))
+    sg, sgx = K.group_grad_sums(g3, x3, readonly(mean_c))
     if need_gamma:
         dgamma = (sgx * inv_c).sum(axis=0)
     if need_beta:
@@ -74,8 +74,8 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
         q = expand_groups(-(inv ** 3) * grp_hx / m, k)
         s = expand_groups(-inv * grp_h / m, k)
         hi, lo = split_mean(mean_c, dt)
-        dx = K.group_grad_apply(g3, x3, hi, lo, p.astype(dt), np.ascontiguousarray(q, dtype=dt),
-                                np.ascontiguousarray(s, dtype=dt)).reshape(x.shape)
+        dx = K.group_grad_apply(g3, x3, readonly(hi), readonly(lo), readonly(p.astype(dt)),
+                                readonly(q.astype(dt)), readonly(s.astype(dt))).reshape(x.shape)
     return dx, dgamma, dbeta
 
 
@@ -127,8 +127,9 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
     need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
     inv = 1.0 / np.sqrt(var + eps)
     dx, dgamma, dbeta = K.layer_norm_backward(
-        np.ascontiguousarray(g).reshape(-1, c), np.ascontiguousarray(x).reshape(-1, c),
-        mean, inv, np.ascontiguousarray(gamma), bool(need_x))
+        readonly(np.ascontiguousarray(g).reshape(-1, c)),
+        readonly(np.ascontiguousarray(x).reshape(-1, c)),
+        readonly(mean), readonly(inv), readonly(gamma), bool(need_x))
     dx = dx.reshape(x.shape) if need_x else None
     return _affine_grads(dx, dgamma if need_gamma else None, dbeta if need_beta else None,
                          has_gamma, has_beta, dt)

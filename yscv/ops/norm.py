@@ -42,9 +42,20 @@ def group_layout(shape: tuple, per_sample: bool) -> tuple:
     return 1, math.prod(shape[:-1]), C
 
 
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous view (or copy) of ``a``.
+
+    Every array handed to a kernel is read-only: Numba compiles a separate
+    specialisation per writeable flag, and graph values are read-only."""
+    v = np.ascontiguousarray(a).view()
+    v.flags.writeable = False
+    return v
+
+
 def as_rows3(a: np.ndarray, layout: tuple) -> np.ndarray:
-    """``a`` as a C-contiguous ``[N, R, C]`` array (a view when already contiguous)."""
-    return np.ascontiguousarray(a).reshape(layout)
+    """``a`` as a read-only C-contiguous ``[N, R, C]`` array (a view when
+    ``a`` is already contiguous)."""
+    return readonly(np.ascontiguousarray(a).reshape(layout))
 
 
 def split_mean(mean_c: np.ndarray, dtype) -> tuple:
@@ -81,8 +92,8 @@ def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: 
     scale = inv if gamma is None else inv * gamma
     shift = np.zeros((n, c), dt) if beta is None else np.broadcast_to(beta, (n, c))
     hi, lo = split_mean(expand_groups(mean, k), dt)
-    y = K.group_apply(as_rows3(x, layout), hi, lo, np.ascontiguousarray(scale, dtype=dt),
-                      np.ascontiguousarray(shift, dtype=dt))
+    y = K.group_apply(as_rows3(x, layout), readonly(hi), readonly(lo),
+                      readonly(scale.astype(dt, copy=False)), readonly(shift.astype(dt)))
     return y.reshape(x.shape)
 
 
@@ -136,10 +147,10 @@ def layer_norm_forward(attrs, x, *rest):
     gamma, beta, _ = _affine(rest, has_gamma, has_beta)
     c = x.shape[-1]
     dt = x.dtype
-    gamma = np.ones(c, dt) if gamma is None else np.ascontiguousarray(gamma)
-    beta = np.zeros(c, dt) if beta is None else np.ascontiguousarray(beta)
-    x2 = np.ascontiguousarray(x).reshape(-1, c)
-    y, mean, var = K.layer_norm_forward(x2, gamma, beta, eps)
+    gamma = np.ones(c, dt) if gamma is None else gamma
+    beta = np.zeros(c, dt) if beta is None else beta
+    x2 = readonly(np.ascontiguousarray(x).reshape(-1, c))
+    y, mean, var = K.layer_norm_forward(x2, readonly(gamma), readonly(beta), eps)
     return y.reshape(x.shape), (mean, var)
 
 

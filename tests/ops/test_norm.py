@@ -1,0 +1,601 @@
+"""Normalization ops: NumPy references, float64 gradcheck, bad arguments,
+running statistics (hand formula and PyTorch), numerical stability, purity."""
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.registry import FORWARD
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+# ------------------------------------------------------------- references
+def _normalize(x, axes, eps):
+    m = x.mean(axis=axes, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=axes, keepdims=True)
+    return (x - m) / np.sqrt(v + eps)
+
+
+def _affine(y, gamma, beta):
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return y
+
+
+def ref_batch_norm_train(x, gamma=None, beta=None, eps=1e-5):
+    return _affine(_normalize(x, tuple(range(x.ndim - 1)), eps), gamma, beta)
+
+
+def ref_batch_norm_eval(x, gamma, beta, rm, rv, eps=1e-5):
+    return _affine((x - rm) / np.sqrt(rv + eps), gamma, beta)
+
+
+def ref_layer_norm(x, gamma=None, beta=None, eps=1e-5):
+    return _affine(_normalize(x, -1, eps), gamma, beta)
+
+
+def ref_instance_norm(x, gamma=None, beta=None, eps=1e-5):
+    return _affine(_normalize(x, tuple(range(1, x.ndim - 1)), eps), gamma, beta)
+
+
+def ref_group_norm(x, gamma, beta, groups, eps=1e-5):
+    """Loops over samples and groups: channels [k*C/G, (k+1)*C/G) form group k."""
+    n, c = x.shape[0], x.shape[-1]
+    cg = c // groups
+    y = np.empty_like(x)
+    for b in range(n):
+        for k in range(groups):
+            blk = x[b, ..., k * cg:(k + 1) * cg]
+            m = blk.mean()
+            v = ((blk - m) ** 2).mean()
+            y[b, ..., k * cg:(k + 1) * cg] = (blk - m) / np.sqrt(v + eps)
+    return _affine(y, gamma, beta)
+
+
+RM4 = np.array([0.3, -0.2, 0.1, 0.5])
+RV4 = np.array([1.5, 0.7, 2.0, 0.9])
+
+
+def _bn(training, affine=(True, True), eps=1e-5, alias=False):
+    """Build a batch_norm over variables (x, [gamma], [beta]) with fresh running stats."""
+    def build(g, x, *ab):
+        ab = list(ab)
+        gamma = ab.pop(0) if affine[0] else None
+        beta = ab.pop(0) if affine[1] else None
+        c = g.value(x).shape[-1]
+        rm = g.constant(RM4[:c])
+        rv = g.constant(RV4[:c])
+        if alias:
+            return g.batch_norm2d_nhwc(x, gamma, beta, rm, rv, eps)
+        return g.batch_norm(x, gamma, beta, rm, rv, training=training, eps=eps)
+    return build
+
+
+def _bn_ref(training, affine=(True, True), eps=1e-5):
+    def ref(x, *ab):
+        ab = list(ab)
+        gamma = ab.pop(0) if affine[0] else None
+        beta = ab.pop(0) if affine[1] else None
+        if training:
+            return ref_batch_norm_train(x, gamma, beta, eps)
+        c = x.shape[-1]
+        return ref_batch_norm_eval(x, gamma, beta, RM4[:c], RV4[:c], eps)
+    return ref
+
+
+def _inputs(xshape, affine=(True, True)):
+    """x uniform in [-2, 2), gamma in [0.5, 1.5), beta in [-1, 1)."""
+    c = xshape[-1]
+
+    def make(rng):
+        out = [rng.uniform(-2, 2, size=xshape)]
+        if affine[0]:
+            out.append(rng.uniform(0.5, 1.5, size=c))
+        if affine[1]:
+            out.append(rng.uniform(-1, 1, size=c))
+        return out
+    return make
+
+
+def _opt(affine):
+    """(g, gamma?, beta?) -> (gamma or None, beta or None)."""
+    def split(ab):
+        ab = list(ab)
+        return (ab.pop(0) if affine[0] else None), (ab.pop(0) if affine[1] else None)
+    return split
+
+
+def _ln(affine=(True, True), eps=1e-5):
+    split = _opt(affine)
+    return dict(build=lambda g, x, *ab: g.layer_norm(x, *split(ab), eps=eps),
+                reference=lambda x, *ab: ref_layer_norm(x, *split(ab), eps=eps))
+
+
+def _gn(groups, affine=(True, True)):
+    split = _opt(affine)
+    return dict(build=lambda g, x, *ab: g.group_norm(x, *split(ab), groups),
+                reference=lambda x, *ab: ref_group_norm(x, *split(ab), groups))
+
+
+def _in(affine=(True, True), alias=False, eps=1e-5):
+    split = _opt(affine)
+    if alias:
+        build = lambda g, x, *ab: g.instance_norm_nhwc(x, *split(ab), eps)  # noqa: E731
+    else:
+        build = lambda g, x, *ab: g.instance_norm(x, *split(ab), eps=eps)  # noqa: E731
+    return dict(build=build, reference=lambda x, *ab: ref_instance_norm(x, *split(ab), eps=eps))
+
+
+NO = (False, False)
+G_ONLY = (True, False)
+B_ONLY = (False, True)
+
+CASES = [
+    # batch norm: training (batch statistics) and eval (running statistics)
+    OpCase(Op.BATCH_NORM, _bn(True), reference=_bn_ref(True), inputs=_inputs((6, 4)),
+           name="batch_norm_train_2d"),
+    OpCase(Op.BATCH_NORM, _bn(True), reference=_bn_ref(True), inputs=_inputs((3, 5, 4)),
+           name="batch_norm_train_3d"),
+    OpCase(Op.BATCH_NORM, _bn(True), reference=_bn_ref(True), inputs=_inputs((2, 3, 2, 4)),
+           name="batch_norm_train_4d"),
+    OpCase(Op.BATCH_NORM, _bn(True, NO), reference=_bn_ref(True, NO),
+           inputs=_inputs((3, 2, 2, 3), NO), name="batch_norm_train_no_affine"),
+    OpCase(Op.BATCH_NORM, _bn(True, G_ONLY, eps=1e-2), reference=_bn_ref(True, G_ONLY, eps=1e-2),
+           inputs=_inputs((5, 3), G_ONLY), name="batch_norm_train_gamma_only_eps"),
+    OpCase(Op.BATCH_NORM, _bn(False), reference=_bn_ref(False), inputs=_inputs((2, 3, 2, 4)),
+           name="batch_norm_eval_4d"),
+    OpCase(Op.BATCH_NORM, _bn(False), reference=_bn_ref(False), inputs=_inputs((5, 4)),
+           name="batch_norm_eval_2d"),
+    OpCase(Op.BATCH_NORM, _bn(False, B_ONLY), reference=_bn_ref(False, B_ONLY),
+           inputs=_inputs((3, 4, 3), B_ONLY), name="batch_norm_eval_beta_only"),
+    OpCase(Op.BATCH_NORM, _bn(False, alias=True), reference=_bn_ref(False),
+           inputs=_inputs((2, 2, 3, 4)), name="batch_norm2d_nhwc_alias"),
+    # layer norm over the last axis, gamma/beta each optional
+    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((4, 6)), name="layer_norm_2d"),
+    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((2, 3, 5)), name="layer_norm_3d"),
+    OpCase(Op.LAYER_NORM, **_ln(NO), inputs=_inputs((2, 2, 2, 5), NO), name="layer_norm_4d_no_affine"),
+    OpCase(Op.LAYER_NORM, **_ln(G_ONLY), inputs=_inputs((3, 7), G_ONLY), name="layer_norm_gamma_only"),
+    OpCase(Op.LAYER_NORM, **_ln(B_ONLY), inputs=_inputs((3, 7), B_ONLY), name="layer_norm_beta_only"),
+    OpCase(Op.LAYER_NORM, **_ln(eps=1e-2), inputs=_inputs((9,)), name="layer_norm_1d_eps"),
+    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((2, 19)), name="layer_norm_odd_width"),
+    # group norm: one group (layer-norm-like over space and channels) .. C groups (instance)
+    OpCase(Op.GROUP_NORM, **_gn(1), inputs=_inputs((2, 3, 4)), name="group_norm_1_group"),
+    OpCase(Op.GROUP_NORM, **_gn(2), inputs=_inputs((2, 3, 4)), name="group_norm_2_groups_3d"),
+    OpCase(Op.GROUP_NORM, **_gn(3), inputs=_inputs((2, 2, 2, 6)), name="group_norm_3_groups_4d"),
+    OpCase(Op.GROUP_NORM, **_gn(4), inputs=_inputs((2, 3, 4)), name="group_norm_C_groups"),
+    OpCase(Op.GROUP_NORM, **_gn(2), inputs=_inputs((3, 6)), name="group_norm_2d"),
+    OpCase(Op.GROUP_NORM, **_gn(2, NO), inputs=_inputs((2, 4, 4), NO), name="group_norm_no_affine"),
+    OpCase(Op.GROUP_NORM, **_gn(2, B_ONLY), inputs=_inputs((2, 3, 4), B_ONLY),
+           name="group_norm_beta_only"),
+    # instance norm: per (sample, channel) over the spatial axes
+    OpCase(Op.INSTANCE_NORM, **_in(), inputs=_inputs((2, 5, 3)), name="instance_norm_3d"),
+    OpCase(Op.INSTANCE_NORM, **_in(), inputs=_inputs((2, 2, 3, 3)), name="instance_norm_4d"),
+    OpCase(Op.INSTANCE_NORM, **_in(NO), inputs=_inputs((2, 4, 3), NO), name="instance_norm_no_affine"),
+    OpCase(Op.INSTANCE_NORM, **_in(G_ONLY, eps=1e-3), inputs=_inputs((2, 4, 3), G_ONLY),
+           name="instance_norm_gamma_only_eps"),
+    OpCase(Op.INSTANCE_NORM, **_in(alias=True), inputs=_inputs((2, 3, 2, 3)),
+           name="instance_norm_nhwc_alias"),
+]
+
+
+def _leaves(x_shape, c=None, stats=True):
+    """(x, gamma, beta, running_mean, running_var) leaves for bad-argument rows."""
+    def setup(g):
+        cc = x_shape[-1] if c is None else c
+        out = (g.variable(np.ones(x_shape)), g.variable(np.ones(cc)), g.variable(np.zeros(cc)))
+        if stats:
+            out += (g.constant(np.zeros(cc)), g.constant(np.ones(cc)))
+        return out
+    return setup
+
+
+def _bn_call(**kw):
+    return lambda g, x, a, b, rm, rv: g.batch_norm(x, a, b, rm, rv, **kw)
+
+
+BAD = [
+    BadCase(Op.BATCH_NORM, "batch_norm_x_1d", _leaves((4,)), _bn_call(), yscv.ShapeError,
+            "batch_norm: x must be at least 2-d"),
+    BadCase(Op.BATCH_NORM, "batch_norm_gamma_size", _leaves((3, 4)),
+            lambda g, x, a, b, rm, rv: g.batch_norm(x, np.ones(3), None, rm, rv),
+            yscv.ShapeError, "batch_norm: gamma"),
+    BadCase(Op.BATCH_NORM, "batch_norm_beta_size", _leaves((3, 4)),
+            lambda g, x, a, b, rm, rv: g.batch_norm(x, a, np.zeros(5), rm, rv),
+            yscv.ShapeError, "batch_norm: beta"),
+    BadCase(Op.BATCH_NORM, "batch_norm_running_mean_shape",
+            lambda g: _leaves((3, 4))(g)[:3] + (g.constant(np.zeros(3)), g.constant(np.ones(4))),
+            _bn_call(), yscv.ShapeError, "batch_norm: running_mean"),
+    BadCase(Op.BATCH_NORM, "batch_norm_running_var_not_leaf",
+            lambda g: _leaves((3, 4))(g)[:4] + (g.exp(g.constant(np.ones(4))),),
+            _bn_call(training=True), TypeError, "batch_norm: running_var must be a leaf"),
+    BadCase(Op.BATCH_NORM, "batch_norm_running_mean_array", _leaves((3, 4)),
+            lambda g, x, a, b, rm, rv: g.batch_norm(x, a, b, np.zeros(4), rv),
+            TypeError, "batch_norm: running_mean must be a NodeId"),
+    BadCase(Op.BATCH_NORM, "batch_norm_momentum_above_1", _leaves((3, 4)),
+            _bn_call(training=True, momentum=1.5), ValueError, "batch_norm: momentum"),
+    BadCase(Op.BATCH_NORM, "batch_norm_momentum_negative", _leaves((3, 4)),
+            _bn_call(training=True, momentum=-0.1), ValueError, "batch_norm: momentum"),
+    BadCase(Op.BATCH_NORM, "batch_norm_momentum_not_number", _leaves((3, 4)),
+            _bn_call(training=True, momentum="0.1"), TypeError, "batch_norm: momentum"),
+    BadCase(Op.BATCH_NORM, "batch_norm_eps_zero", _leaves((3, 4)), _bn_call(eps=0.0),
+            ValueError, "batch_norm: eps"),
+    BadCase(Op.BATCH_NORM, "batch_norm_eps_negative", _leaves((3, 4)), _bn_call(eps=-1e-5),
+            ValueError, "batch_norm: eps"),
+    BadCase(Op.BATCH_NORM, "batch_norm_training_not_bool", _leaves((3, 4)),
+            _bn_call(training="yes"), TypeError, "batch_norm: training"),
+    BadCase(Op.BATCH_NORM, "batch_norm_train_one_value_per_channel", _leaves((1, 4)),
+            _bn_call(training=True), ValueError, "batch_norm: training needs more than 1"),
+    BadCase(Op.BATCH_NORM, "batch_norm2d_nhwc_3d", _leaves((2, 3, 4)),
+            lambda g, x, a, b, rm, rv: g.batch_norm2d_nhwc(x, a, b, rm, rv, 1e-5),
+            yscv.ShapeError, "batch_norm2d_nhwc: x must be 4-d"),
+    BadCase(Op.BATCH_NORM, "batch_norm_complex_x", _leaves((3, 4)),
+            lambda g, x, a, b, rm, rv: g.batch_norm(np.ones((3, 4)) * 1j, a, b, rm, rv),
+            TypeError, "batch_norm: x"),
+    BadCase(Op.LAYER_NORM, "layer_norm_x_0d", lambda g: (g.variable(1.0),),
+            lambda g, x: g.layer_norm(x), yscv.ShapeError, "layer_norm: x must be at least 1-d"),
+    BadCase(Op.LAYER_NORM, "layer_norm_gamma_size", _leaves((3, 4), c=3, stats=False),
+            lambda g, x, a, b: g.layer_norm(x, a), yscv.ShapeError, "layer_norm: gamma"),
+    BadCase(Op.LAYER_NORM, "layer_norm_beta_2d", _leaves((3, 4), stats=False),
+            lambda g, x, a, b: g.layer_norm(x, a, np.zeros((1, 4))), yscv.ShapeError,
+            "layer_norm: beta"),
+    BadCase(Op.LAYER_NORM, "layer_norm_eps_zero", _leaves((3, 4), stats=False),
+            lambda g, x, a, b: g.layer_norm(x, a, b, eps=0), ValueError, "layer_norm: eps"),
+    BadCase(Op.LAYER_NORM, "layer_norm_eps_nan", _leaves((3, 4), stats=False),
+            lambda g, x, a, b: g.layer_norm(x, eps=float("nan")), ValueError, "layer_norm: eps"),
+    BadCase(Op.LAYER_NORM, "layer_norm_no_channels", lambda g: (g.variable(np.ones((3, 0))),),
+            lambda g, x: g.layer_norm(x), yscv.ShapeError, "layer_norm: x has no channels"),
+    BadCase(Op.GROUP_NORM, "group_norm_groups_not_dividing", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, b, 3), ValueError, "group_norm: num_groups=3"),
+    BadCase(Op.GROUP_NORM, "group_norm_groups_zero", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, b, 0), ValueError, "group_norm: num_groups=0"),
+    BadCase(Op.GROUP_NORM, "group_norm_groups_negative", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, b, -2), ValueError, "group_norm: num_groups=-2"),
+    BadCase(Op.GROUP_NORM, "group_norm_groups_float", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, b, 2.0), TypeError, "group_norm: num_groups"),
+    BadCase(Op.GROUP_NORM, "group_norm_x_1d", _leaves((4,), stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, b, 2), yscv.ShapeError,
+            "group_norm: x must be at least 2-d"),
+    BadCase(Op.GROUP_NORM, "group_norm_gamma_size", _leaves((2, 3, 4), c=2, stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, None, 2), yscv.ShapeError, "group_norm: gamma"),
+    BadCase(Op.GROUP_NORM, "group_norm_eps_negative", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.group_norm(x, a, b, 2, eps=-1.0), ValueError, "group_norm: eps"),
+    BadCase(Op.INSTANCE_NORM, "instance_norm_one_spatial_position", _leaves((3, 4), stats=False),
+            lambda g, x, a, b: g.instance_norm(x, a, b), ValueError,
+            "instance_norm: .* needs more than 1"),
+    BadCase(Op.INSTANCE_NORM, "instance_norm_x_1d", _leaves((4,), stats=False),
+            lambda g, x, a, b: g.instance_norm(x, a, b), yscv.ShapeError,
+            "instance_norm: x must be at least 2-d"),
+    BadCase(Op.INSTANCE_NORM, "instance_norm_beta_size", _leaves((2, 3, 4), c=5, stats=False),
+            lambda g, x, a, b: g.instance_norm(x, None, b), yscv.ShapeError,
+            "instance_norm: beta"),
+    BadCase(Op.INSTANCE_NORM, "instance_norm_eps_string", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.instance_norm(x, a, b, eps="1e-5"), TypeError,
+            "instance_norm: eps"),
+    BadCase(Op.INSTANCE_NORM, "instance_norm_nhwc_3d", _leaves((2, 3, 4), stats=False),
+            lambda g, x, a, b: g.instance_norm_nhwc(x, a, b), yscv.ShapeError,
+            "instance_norm_nhwc: x must be 4-d"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# ------------------------------------------------------ running statistics
+def _torch_layout(a):
+    """Channel-last [N, ..., C] -> PyTorch's [N, C, ...]."""
+    return np.moveaxis(a, -1, 1)
+
+
+def _hand_running(rm, rv, x, momentum):
+    flat = x.reshape(-1, x.shape[-1])
+    n = flat.shape[0]
+    mean = flat.mean(axis=0)
+    unbiased = ((flat - mean) ** 2).sum(axis=0) / (n - 1)
+    return (1 - momentum) * rm + momentum * mean, (1 - momentum) * rv + momentum * unbiased
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("momentum", [0.1, 0.25, 0.0, 1.0])
+def test_running_stats_after_one_and_two_training_steps(dtype, momentum):
+    rng = np.random.default_rng(1)
+    x1 = rng.normal(2.0, 3.0, size=(4, 3, 5, 6))
+    x2 = rng.normal(-1.0, 0.5, size=(4, 3, 5, 6))
+    rm0, rv0 = rng.uniform(-1, 1, 6), rng.uniform(0.5, 2, 6)
+    g = yscv.Graph(dtype)
+    rm, rv = g.constant(rm0), g.constant(rv0)
+    gamma, beta = g.variable(np.ones(6)), g.variable(np.zeros(6))
+    held = g.value(rm)  # the array a layer would hold as its buffer
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-6, atol=2e-6)
+
+    g.batch_norm(g.variable(x1), gamma, beta, rm, rv, training=True, momentum=momentum)
+    e_mean, e_var = _hand_running(rm0, rv0, x1, momentum)
+    np.testing.assert_allclose(g.value(rm), e_mean, **tol)
+    np.testing.assert_allclose(g.value(rv), e_var, **tol)
+    assert g.value(rm).dtype == np.dtype(dtype)
+    assert held is g.value(rm)  # updated in place, not replaced
+
+    g.batch_norm(g.variable(x2), gamma, beta, rm, rv, training=True, momentum=momentum)
+    e_mean, e_var = _hand_running(e_mean, e_var, x2, momentum)
+    np.testing.assert_allclose(g.value(rm), e_mean, **tol)
+    np.testing.assert_allclose(g.value(rv), e_var, **tol)
+    np.testing.assert_allclose(held, e_mean, **tol)
+
+
+def test_running_stats_update_without_grad_and_not_in_eval():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 3))
+    g = yscv.Graph(np.float64)
+    rm, rv = g.constant(np.zeros(3)), g.constant(np.ones(3))
+    with g.no_grad():  # the node keeps no saved data, the update must still happen
+        g.batch_norm(g.variable(x), None, None, rm, rv, training=True)
+    e_mean, e_var = _hand_running(np.zeros(3), np.ones(3), x, 0.1)
+    np.testing.assert_allclose(g.value(rm), e_mean, rtol=1e-13)
+    np.testing.assert_allclose(g.value(rv), e_var, rtol=1e-13)
+    g.batch_norm(g.constant(x), None, None, rm, rv, training=True)  # constant input too
+    e_mean, e_var = _hand_running(e_mean, e_var, x, 0.1)
+    np.testing.assert_allclose(g.value(rm), e_mean, rtol=1e-13)
+    before = (np.array(g.value(rm)), np.array(g.value(rv)))
+    y = g.batch_norm(g.variable(x), None, None, rm, rv, training=False)
+    np.testing.assert_array_equal(g.value(rm), before[0])
+    np.testing.assert_array_equal(g.value(rv), before[1])
+    np.testing.assert_allclose(g.value(y), (x - before[0]) / np.sqrt(before[1] + 1e-5), rtol=1e-13)
+
+
+def test_failed_batch_norm_leaves_running_stats_alone():
+    g = yscv.Graph(np.float64)
+    rm, rv = g.constant(np.zeros(3)), g.constant(np.ones(3))
+    x = g.variable(np.arange(12.0).reshape(4, 3))
+    with pytest.raises(yscv.ShapeError):
+        g.batch_norm(x, np.ones(2), None, rm, rv, training=True)
+    np.testing.assert_array_equal(g.value(rm), 0.0)
+    np.testing.assert_array_equal(g.value(rv), 1.0)
+
+
+def test_forward_is_pure_running_stats_only_updated_by_the_method():
+    """A replayed forward (activation checkpointing) must not touch the running stats."""
+    rng = np.random.default_rng(3)
+    g = yscv.Graph(np.float64)
+    rm, rv = g.constant(np.zeros(4)), g.constant(np.ones(4))
+    x = g.variable(rng.standard_normal((5, 4)))
+    y = g.batch_norm(x, None, None, rm, rv, training=True)
+    after_one = (np.array(g.value(rm)), np.array(g.value(rv)))
+    attrs = g._attrs[y.index]
+    vals = [g._values[j] for j in g._inputs[y.index]]
+    v1, s1 = FORWARD[Op.BATCH_NORM](attrs, *vals)
+    v2, s2 = FORWARD[Op.BATCH_NORM](attrs, *vals)
+    np.testing.assert_array_equal(v1, g.value(y))
+    np.testing.assert_array_equal(v1, v2)
+    np.testing.assert_array_equal(s1[0], s2[0])
+    np.testing.assert_array_equal(g.value(rm), after_one[0])
+    np.testing.assert_array_equal(g.value(rv), after_one[1])
+    # the saved batch statistics: mean and biased variance per channel
+    xv = g.value(x)
+    np.testing.assert_allclose(s1[0][0], xv.mean(0), rtol=1e-13)
+    np.testing.assert_allclose(s1[1][0], xv.var(0), rtol=1e-13)
+
+
+def test_running_stats_get_no_gradient_even_as_variables():
+    g = yscv.Graph(np.float64)
+    rm, rv = g.variable(np.zeros(3)), g.variable(np.ones(3))
+    x = g.variable(np.random.default_rng(0).standard_normal((4, 3)))
+    for training in (True, False):
+        y = g.batch_norm(x, None, None, rm, rv, training=training)
+        g.backward(y, grad=np.ones((4, 3)))
+    assert g.grad(rm) is None and g.grad(rv) is None
+    assert g.grad(x) is not None
+
+
+def test_eval_gradients_use_running_statistics():
+    rng = np.random.default_rng(4)
+    x0, gam0, bet0 = rng.standard_normal((6, 3)), rng.uniform(0.5, 2, 3), rng.standard_normal(3)
+    rm0, rv0 = rng.standard_normal(3), rng.uniform(0.5, 2, 3)
+    cot = rng.standard_normal((6, 3))
+    g = yscv.Graph(np.float64)
+    x, gam, bet = g.variable(x0), g.variable(gam0), g.variable(bet0)
+    y = g.batch_norm(x, gam, bet, g.constant(rm0), g.constant(rv0), training=False, eps=1e-3)
+    g.backward(y, grad=cot)
+    inv = 1 / np.sqrt(rv0 + 1e-3)
+    np.testing.assert_allclose(g.grad(x), cot * gam0 * inv, rtol=1e-13)
+    np.testing.assert_allclose(g.grad(gam), (cot * (x0 - rm0) * inv).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(g.grad(bet), cot.sum(0), rtol=1e-13)
+
+
+# ---------------------------------------------------------- PyTorch checks
+def _torch_run(torch, build_t, arrays, cot):
+    ts = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    y = build_t(*ts)
+    y.backward(torch.tensor(cot))
+    return y.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def _yscv_run(build, arrays, cot):
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in arrays]
+    y = build(g, *nodes)
+    g.backward(y, grad=cot)
+    return np.array(g.value(y)), [g.grad(n) for n in nodes]
+
+
+def test_batch_norm_matches_torch_including_running_stats():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(5)
+    xs = [rng.normal(1.0, 2.0, size=(4, 5, 3, 6)) for _ in range(2)]
+    gam0, bet0 = rng.uniform(0.5, 1.5, 6), rng.standard_normal(6)
+    rm_t, rv_t = torch.zeros(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
+    g = yscv.Graph(np.float64)
+    rm, rv = g.constant(np.zeros(6)), g.constant(np.ones(6))
+    for x0 in xs:  # two training steps
+        cot = rng.standard_normal(x0.shape)
+        want, wgrads = _torch_run(
+            torch, lambda x, a, b: F.batch_norm(x, rm_t, rv_t, a, b, training=True, momentum=0.2),
+            [_torch_layout(x0), gam0, bet0], _torch_layout(cot))
+        got, ggrads = _yscv_run(
+            lambda g_, x, a, b: g_.batch_norm(x, a, b, g_.constant(np.zeros(6)),
+                                              g_.constant(np.ones(6)), training=True),
+            [x0, gam0, bet0], cot)
+        np.testing.assert_allclose(_torch_layout(got), want, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(_torch_layout(ggrads[0]), wgrads[0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ggrads[1], wgrads[1], rtol=1e-9)
+        np.testing.assert_allclose(ggrads[2], wgrads[2], rtol=1e-9)
+        g.batch_norm(g.variable(x0), None, None, rm, rv, training=True, momentum=0.2)
+        np.testing.assert_allclose(g.value(rm), rm_t.numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(g.value(rv), rv_t.numpy(), rtol=1e-12)
+    # eval mode with the accumulated statistics
+    x0, cot = xs[0], rng.standard_normal(xs[0].shape)
+    want, wgrads = _torch_run(torch, lambda x, a, b: F.batch_norm(x, rm_t, rv_t, a, b),
+                              [_torch_layout(x0), gam0, bet0], _torch_layout(cot))
+    got, ggrads = _yscv_run(lambda g_, x, a, b: g_.batch_norm(
+        x, a, b, g_.constant(rm_t.numpy()), g_.constant(rv_t.numpy())), [x0, gam0, bet0], cot)
+    np.testing.assert_allclose(_torch_layout(got), want, rtol=1e-10, atol=1e-12)
+    for a, b in zip([_torch_layout(ggrads[0])] + ggrads[1:], wgrads):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_batch_norm_float32_running_stats_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    rm_t, rv_t = torch.zeros(8), torch.ones(8)
+    g = yscv.Graph(np.float32)
+    rm, rv = g.constant(np.zeros(8)), g.constant(np.ones(8))
+    for _ in range(2):
+        x0 = rng.normal(3.0, 2.0, size=(16, 4, 4, 8)).astype(np.float32)
+        want = torch.nn.functional.batch_norm(torch.tensor(_torch_layout(x0)), rm_t, rv_t,
+                                              training=True)
+        y = g.batch_norm(g.variable(x0), None, None, rm, rv, training=True)
+        np.testing.assert_allclose(_torch_layout(g.value(y)), want.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(g.value(rm), rm_t.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g.value(rv), rv_t.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["layer", "group1", "group2", "group4", "instance"])
+def test_layer_group_instance_norm_match_torch(kind):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(7)
+    x0 = rng.normal(0.5, 2.0, size=(3, 4, 5, 4))
+    gam0, bet0 = rng.uniform(0.5, 1.5, 4), rng.standard_normal(4)
+    cot = rng.standard_normal(x0.shape)
+    if kind == "layer":
+        tb = lambda x, a, b: F.layer_norm(x, (4,), a, b)  # noqa: E731
+        yb = lambda g, x, a, b: g.layer_norm(x, a, b)  # noqa: E731
+        tl = lambda a: a  # noqa: E731
+    elif kind == "instance":
+        tb = lambda x, a, b: F.instance_norm(x, weight=a, bias=b)  # noqa: E731
+        yb = lambda g, x, a, b: g.instance_norm(x, a, b)  # noqa: E731
+        tl = _torch_layout
+    else:
+        k = int(kind[-1])
+        tb = lambda x, a, b: F.group_norm(x, k, a, b)  # noqa: E731
+        yb = lambda g, x, a, b: g.group_norm(x, a, b, k)  # noqa: E731
+        tl = _torch_layout
+    want, wgrads = _torch_run(torch, tb, [tl(x0), gam0, bet0], tl(cot))
+    got, ggrads = _yscv_run(yb, [x0, gam0, bet0], cot)
+    np.testing.assert_allclose(tl(got), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(tl(ggrads[0]), wgrads[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ggrads[1], wgrads[1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ggrads[2], wgrads[2], rtol=1e-9, atol=1e-12)
+
+
+# ------------------------------------------------ precision, dtype, layout
+_ALL_OPS = {
+    "batch_norm": lambda g, x, a, b: g.batch_norm(x, a, b, g.constant(np.zeros(8)),
+                                                  g.constant(np.ones(8)), training=True),
+    "layer_norm": lambda g, x, a, b: g.layer_norm(x, a, b),
+    "group_norm": lambda g, x, a, b: g.group_norm(x, a, b, 2),
+    "instance_norm": lambda g, x, a, b: g.instance_norm(x, a, b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ALL_OPS))
+def test_float32_stable_for_large_mean(name):
+    """mean 1e4, std 1 in float32: no E[x^2]-E[x]^2 cancellation, no float32
+    rounding of the mean in the normalisation."""
+    rng = np.random.default_rng(8)
+    x0 = (1e4 + rng.standard_normal((16, 6, 6, 8))).astype(np.float32)
+    gam0 = rng.uniform(0.5, 1.5, 8).astype(np.float32)
+    bet0 = rng.standard_normal(8).astype(np.float32)
+    cot = rng.standard_normal(x0.shape).astype(np.float32)
+    build = _ALL_OPS[name]
+    res = {}
+    for dtype in (np.float32, np.float64):
+        g = yscv.Graph(dtype)
+        nodes = [g.variable(a) for a in (x0, gam0, bet0)]
+        y = build(g, *nodes)
+        g.backward(y, grad=cot)
+        res[dtype] = [g.value(y)] + [g.grad(n) for n in nodes]
+        assert all(r.dtype == np.dtype(dtype) for r in res[dtype])
+    y32, dx32, dg32, db32 = res[np.float32]
+    y64, dx64, dg64, db64 = res[np.float64]
+    assert np.max(np.abs(y32 - y64)) < 2e-5
+    assert np.max(np.abs(dx32 - dx64)) < 1e-4 * np.max(np.abs(dx64))
+    np.testing.assert_allclose(dg32, dg64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(db32, db64, rtol=1e-5, atol=1e-4)
+
+
+def test_float32_large_reduction_accumulates_in_float64():
+    rng = np.random.default_rng(9)
+    x0 = rng.normal(5.0, 0.01, size=(1 << 20, 2)).astype(np.float32)
+    g = yscv.Graph(np.float32)
+    rm, rv = g.constant(np.zeros(2)), g.constant(np.ones(2))
+    g.batch_norm(g.variable(x0), None, None, rm, rv, training=True, momentum=1.0)
+    x64 = x0.astype(np.float64)
+    np.testing.assert_allclose(g.value(rm), x64.mean(0), rtol=1e-7)
+    np.testing.assert_allclose(g.value(rv), x64.var(0, ddof=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(_ALL_OPS))
+def test_non_contiguous_input_and_gradient(name):
+    """x a transposed view, upstream gradient a broadcast view (from sum)."""
+    rng = np.random.default_rng(10)
+    base = rng.standard_normal((3, 2, 4, 8))
+    gam0, bet0 = rng.uniform(0.5, 1.5, 8), rng.standard_normal(8)
+    w0 = rng.standard_normal((2, 3, 4, 8))
+    build = _ALL_OPS[name]
+    g = yscv.Graph(np.float64)
+    xb, gam, bet = g.variable(base), g.variable(gam0), g.variable(bet0)
+    xt = g.transpose(xb, (1, 0, 2, 3))
+    assert not g.value(xt).flags.c_contiguous
+    y = build(g, xt, gam, bet)
+    g.backward(g.sum(y * w0))
+    h = yscv.Graph(np.float64)
+    xc, gam2, bet2 = h.variable(np.ascontiguousarray(base.transpose(1, 0, 2, 3))), \
+        h.variable(gam0), h.variable(bet0)
+    y2 = build(h, xc, gam2, bet2)
+    h.backward(y2, grad=w0)
+    np.testing.assert_allclose(g.value(y), h.value(y2), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(g.grad(xb), h.grad(xc).transpose(1, 0, 2, 3), rtol=1e-12,
+                               atol=1e-13)
+    np.testing.assert_allclose(g.grad(gam), h.grad(gam2), rtol=1e-12)
+
+
+def test_saved_data_is_statistics_only():
+    g = yscv.Graph(np.float32)
+    x = g.variable(np.random.default_rng(11).standard_normal((8, 4, 4, 16)))
+    base = g.memory()["saved"]
+    g.batch_norm(x, None, None, g.constant(np.zeros(16)), g.constant(np.ones(16)), training=True)
+    assert g.memory()["saved"] - base == 2 * 16 * 8           # float64 mean, var per channel
+    base = g.memory()["saved"]
+    g.group_norm(x, None, None, 4)
+    assert g.memory()["saved"] - base == 2 * 8 * 4 * 8         # per (sample, group)
+    base = g.memory()["saved"]
+    g.layer_norm(x)
+    assert g.memory()["saved"] - base == 2 * 8 * 4 * 4 * 8     # per row
+
+
+def test_gradients_only_where_needed():
+    """Constant gamma/beta get no gradient; x constant still gives dgamma/dbeta."""
+    rng = np.random.default_rng(12)
+    x0, gam0, bet0 = rng.standard_normal((5, 2, 3)), rng.uniform(0.5, 1.5, 3), rng.standard_normal(3)
+    cot = rng.standard_normal((5, 2, 3))
+    for name in ("layer_norm", "instance_norm", "group_norm"):
+        build = {"layer_norm": lambda g, x, a, b: g.layer_norm(x, a, b),
+                 "instance_norm": lambda g, x, a, b: g.instance_norm(x, a, b),
+                 "group_norm": lambda g, x, a, b: g.group_norm(x, a, b, 3)}[name]
+        full = _yscv_run(build, [x0, gam0, bet0], cot)[1]
+        g = yscv.Graph(np.float64)
+        x, gam, bet = g.constant(x0), g.variable(gam0), g.constant(bet0)
+        g.backward(build(g, x, gam, bet), grad=cot)
+        assert g.grad(x) is None and g.grad(bet) is None
+        np.testing.assert_allclose(g.grad(gam), full[1], rtol=1e-13)
