@@ -1,11 +1,256 @@
-"""Recurrent ops (forward). See yscv/registry.py for the op contract."""
+"""Recurrent ops (forward): single-layer, unidirectional RNN, LSTM and GRU.
+
+Layout is time-major: ``x`` is [T, B, I] (or unbatched [T, I]); weights are
+input-major, the transpose of PyTorch's (``w_ih`` [I, G*H], ``w_hh``
+[H, G*H], G = 1, 4, 3 gates); every op returns all hidden states [T, B, H]
+(or [T, H]). ``h0`` / ``c0`` are optional inputs ([B, H] or [H]; zeros when
+None): the node's inputs are ``(x, w_ih, w_hh, bias..., [h0], [c0])`` and
+the attributes record which of the optional ones are present.
+
+Algorithm (all three ops): the input projection of every time step is ONE
+GEMM, ``x.reshape(T*B, I) @ w_ih + bias``; then per step one GEMM
+``h_{t-1} @ w_hh`` (BLAS, into a reused buffer) and one fused Numba kernel
+for the gate math (yscv/kernels/recurrent.py). Saved for backward: LSTM the
+gate activations [T, B, 4H] and the cell states [T+1, B, H] (c0 first);
+GRU r, z, n and ``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is
+the activation).
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
+from ._common import shape_error
+
+K = lazy("recurrent")
+
+
+# --------------------------------------------------------------- helpers
+def _seq3(x, batched):
+    """x as a C-contiguous [T, B, I] array (unbatched [T, I] -> [T, 1, I])."""
+    if not batched:
+        x = x.reshape(x.shape[0], 1, x.shape[1])
+    return np.ascontiguousarray(x)
+
+
+def _state2(s, batched):
+    """h0 / c0 as a C-contiguous [B, H] array (unbatched [H] -> [1, H])."""
+    if not batched:
+        s = s.reshape(1, s.shape[0])
+    return np.ascontiguousarray(s)
+
+
+def _project(x3, w_ih, bias):
+    """The input projection of all time steps in one GEMM: [T, B, G*H]."""
+    T, B, I = x3.shape
+    xp = np.matmul(x3.reshape(T * B, I), w_ih)
+    if bias is not None:
+        xp += bias
+    return xp.reshape(T, B, w_ih.shape[1])
+
+
+def _optional_states(attrs_flags, rest):
+    """Split the trailing optional inputs by the presence flags."""
+    out = []
+    k = 0
+    for present in attrs_flags:
+        if present:
+            out.append(rest[k])
+            k += 1
+        else:
+            out.append(None)
+    return out
+
+
+# -------------------------------------------------------------- forwards
+@register_forward(Op.RNN)
+def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
+    """h_t = act(x_t w_ih + bias + h_{t-1} w_hh). Nothing saved."""
+    batched, has_h0, relu = attrs
+    (h0,) = _optional_states((has_h0,), rest)
+    x3 = _seq3(x, batched)
+    T, B, _ = x3.shape
+    H = w_hh.shape[0]
+    xp = _project(x3, w_ih, bias)
+    out = np.empty((T, B, H), dtype=x.dtype)
+    hw = np.empty((B, H), dtype=x.dtype)
+    for t in range(T):
+        if t > 0:
+            np.matmul(out[t - 1], w_hh, out=hw)
+        elif h0 is not None:
+            np.matmul(_state2(h0, batched), w_hh, out=hw)
+        else:
+            hw.fill(0)
+        K.rnn_step_forward(xp, hw, t, relu, out)
+    return (out if batched else out.reshape(T, H)), None
+
+
+@register_forward(Op.LSTM)
+def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
+    """LSTM, gates (i, f, g, o). Saves (gates [T,B,4H], cells [T+1,B,H])."""
+    batched, has_h0, has_c0 = attrs
+    h0, c0 = _optional_states((has_h0, has_c0), rest)
+    x3 = _seq3(x, batched)
+    T, B, _ = x3.shape
+    H = w_hh.shape[0]
+    xp = _project(x3, w_ih, bias)
+    out = np.empty((T, B, H), dtype=x.dtype)
+    gates = np.empty((T, B, 4 * H), dtype=x.dtype)
+    cells = np.empty((T + 1, B, H), dtype=x.dtype)
+    if c0 is None:
+        cells[0] = 0
+    else:
+        cells[0] = _state2(c0, batched)
+    hw = np.empty((B, 4 * H), dtype=x.dtype)
+    for t in range(T):
+        if t > 0:
+            np.matmul(out[t - 1], w_hh, out=hw)
+        elif h0 is not None:
+            np.matmul(_state2(h0, batched), w_hh, out=hw)
+        else:
+            hw.fill(0)
+        K.lstm_step_forward(xp, hw, t, gates, cells, out)
+    return (out if batched else out.reshape(T, H)), (gates, cells)
+
+
+@register_forward(Op.GRU)
+def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
+    """GRU, gates (r, z, n) as PyTorch. Saves [T,B,4H]: r, z, n, h W_hn + b_hn."""
+    batched, has_h0 = attrs
+    (h0,) = _optional_states((has_h0,), rest)
+    x3 = _seq3(x, batched)
+    T, B, _ = x3.shape
+    H = w_hh.shape[0]
+    xp = _project(x3, w_ih, bias_ih)
+    b_hh = np.array(bias_hh, order="C")  # a writeable copy: one kernel type
+    out = np.empty((T, B, H), dtype=x.dtype)
+    saved = np.empty((T, B, 4 * H), dtype=x.dtype)
+    hw = np.empty((B, 3 * H), dtype=x.dtype)
+    h_first = np.zeros((B, H), dtype=x.dtype)
+    if h0 is not None:
+        h_first[...] = _state2(h0, batched)
+    for t in range(T):
+        if t > 0:
+            h_prev = out[t - 1]
+            np.matmul(h_prev, w_hh, out=hw)
+        else:
+            h_prev = h_first
+            if h0 is None:
+                hw.fill(0)
+            else:
+                np.matmul(h_prev, w_hh, out=hw)
+        K.gru_step_forward(xp, hw, b_hh, h_prev, t, saved, out)
+    return (out if batched else out.reshape(T, H)), saved
+
+
+# ------------------------------------------------------------ validation
+def _shape_of(graph, v, op, arg):
+    """Shape of a NodeId or array-like operand (raises naming op and arg)."""
+    return graph._operand(v, op, arg)[1].shape
+
+
+def _check_recurrent(graph, op, gates, x, w_ih, w_hh, biases, h0, c0=None):
+    """Validate shapes; return (batched, has_h0, has_c0). Raises ShapeError."""
+    xs = _shape_of(graph, x, op, "x")
+    if len(xs) not in (2, 3):
+        raise shape_error(op, f"x must be [T, B, I] or unbatched [T, I] (time-major), "
+                              f"got shape {xs}", expected="[T, B, I] or [T, I]", got=xs)
+    batched = len(xs) == 3
+    if xs[0] < 1:
+        raise ValueError(f"{op}: x has sequence length T={xs[0]}; expected T >= 1")
+    I = xs[-1]
+    whs = _shape_of(graph, w_hh, op, "w_hh")
+    if len(whs) != 2 or whs[0] < 1 or whs[1] != gates * whs[0]:
+        raise shape_error(op, f"w_hh must have shape (H, {gates}*H) with H >= 1 "
+                              f"(input-major, the transpose of PyTorch's), got {whs}",
+                          expected=f"(H, {gates}*H)", got=whs)
+    H = whs[0]
+    wis = _shape_of(graph, w_ih, op, "w_ih")
+    if wis != (I, gates * H):
+        raise shape_error(op, f"w_ih must have shape (I, {gates}*H) = {(I, gates * H)} for "
+                              f"x of shape {xs} and w_hh of shape {whs}, got {wis}",
+                          expected=(I, gates * H), got=wis)
+    for name, b in biases:
+        bs = _shape_of(graph, b, op, name)
+        if bs != (gates * H,):
+            raise shape_error(op, f"{name} must have shape ({gates}*H,) = ({gates * H},), "
+                                  f"got {bs}", expected=(gates * H,), got=bs)
+    want = (xs[1], H) if batched else (H,)
+    for name, s in (("h0", h0), ("c0", c0)):
+        if s is None:
+            continue
+        ss = _shape_of(graph, s, op, name)
+        if ss != want:
+            lay = "[B, H]" if batched else "[H] (x is unbatched)"
+            raise shape_error(op, f"{name} must have shape {lay} = {want}, got {ss}",
+                              expected=want, got=ss)
+    return batched, h0 is not None, c0 is not None
 
 
 class RecurrentOps:
     """Graph methods of the recurrent category."""
+
+    def rnn(self, x, w_ih, w_hh, bias, h0=None, nonlinearity="tanh"):
+        """Elman RNN: ``h_t = act(x_t @ w_ih + bias + h_{t-1} @ w_hh)``.
+
+        Args:
+            x: [T, B, I] or unbatched [T, I], time-major.
+            w_ih: [I, H]; w_hh: [H, H]; bias: [H] (PyTorch's b_ih + b_hh).
+            h0: [B, H] (or [H]); zeros when None.
+            nonlinearity: "tanh" or "relu".
+        Returns all hidden states [T, B, H] (or [T, H]). Nothing is saved
+        for backward (the derivative comes from the output).
+        """
+        if not isinstance(nonlinearity, str) or nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"rnn: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        batched, has_h0, _ = _check_recurrent(self, "rnn", 1, x, w_ih, w_hh,
+                                              [("bias", bias)], h0)
+        ins = (x, w_ih, w_hh, bias) + ((h0,) if has_h0 else ())
+        return self._apply(Op.RNN, ins, (batched, has_h0, nonlinearity == "relu"))
+
+    def lstm(self, x, w_ih, w_hh, bias, h0=None, c0=None):
+        """LSTM, gate columns (i, f, g, o) as PyTorch:
+        ``c_t = f*c_{t-1} + i*g``, ``h_t = o*tanh(c_t)``.
+
+        Args:
+            x: [T, B, I] or unbatched [T, I], time-major.
+            w_ih: [I, 4H]; w_hh: [H, 4H]; bias: [4H] (PyTorch's b_ih + b_hh).
+            h0, c0: [B, H] (or [H]); zeros when None.
+        Returns all hidden states [T, B, H] (or [T, H]). Saves the gate
+        activations [T, B, 4H] and the cell states [T+1, B, H].
+        """
+        batched, has_h0, has_c0 = _check_recurrent(self, "lstm", 4, x, w_ih, w_hh,
+                                                   [("bias", bias)], h0, c0)
+        ins = (x, w_ih, w_hh, bias) + ((h0,) if has_h0 else ()) + ((c0,) if has_c0 else ())
+        return self._apply(Op.LSTM, ins, (batched, has_h0, has_c0))
+
+    def gru(self, x, w_ih, w_hh, bias_ih, bias_hh, h0=None):
+        """GRU, gate columns (r, z, n) as PyTorch:
+        ``n = tanh(x W_in + b_in + r*(h W_hn + b_hn))``, ``h' = (1-z)*n + z*h``.
+
+        Args:
+            x: [T, B, I] or unbatched [T, I], time-major.
+            w_ih: [I, 3H]; w_hh: [H, 3H]; bias_ih, bias_hh: [3H].
+            h0: [B, H] (or [H]); zeros when None.
+        Returns all hidden states [T, B, H] (or [T, H]). Saves r, z, n and
+        ``h W_hn + b_hn`` per step ([T, B, 4H]).
+        """
+        batched, has_h0, _ = _check_recurrent(self, "gru", 3, x, w_ih, w_hh,
+                                              [("bias_ih", bias_ih), ("bias_hh", bias_hh)], h0)
+        ins = (x, w_ih, w_hh, bias_ih, bias_hh) + ((h0,) if has_h0 else ())
+        return self._apply(Op.GRU, ins, (batched, has_h0))
+
+    # seed aliases (same op, same arguments)
+    def rnn_forward(self, x, w_ih, w_hh, bias, h0=None, nonlinearity="tanh"):
+        """Seed alias of :meth:`rnn`."""
+        return self.rnn(x, w_ih, w_hh, bias, h0, nonlinearity)
+
+    def lstm_forward(self, x, w_ih, w_hh, bias, h0=None, c0=None):
+        """Seed alias of :meth:`lstm`."""
+        return self.lstm(x, w_ih, w_hh, bias, h0, c0)
+
+    def gru_forward(self, x, w_ih, w_hh, bias_ih, bias_hh, h0=None):
+        """Seed alias of :meth:`gru`."""
+        return self.gru(x, w_ih, w_hh, bias_ih, bias_hh, h0)
