@@ -11,7 +11,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops.pool import adaptive_bins, window_bins
+from ..ops.pool import adaptive_plan, window_plan
 from ..registry import register_backward
 
 K = lazy("pool")
@@ -20,8 +20,18 @@ K = lazy("pool")
 def _max_scatter(g, inputs, saved, needs):
     if not needs[0]:
         return (None,)
-    _, h, w, _ = inputs[0].shape
-    return (K.max_pool_backward(np.ascontiguousarray(g), saved, h, w),)
+    n, h, w, c = inputs[0].shape
+    p = g.shape[1] * g.shape[2]
+    gx = np.zeros((n, h * w, c), dtype=g.dtype)
+    K.max_pool_backward(np.ascontiguousarray(g).reshape(n, p, c), saved.reshape(n, p, c), gx)
+    return (gx.reshape(n, h, w, c),)
+
+
+def _avg_scatter(g, x, plan):
+    hs, he, ws, we, div = plan
+    gx = np.zeros(x.shape, dtype=g.dtype)
+    K.window_scatter_add(np.ascontiguousarray(g / div), hs, he, ws, we, gx)
+    return (gx,)
 
 
 @register_backward(Op.MAX_POOL2D)
@@ -38,22 +48,16 @@ def adaptive_max_pool2d_backward(g, inputs, out, attrs, saved, needs):
 def avg_pool2d_backward(g, inputs, out, attrs, saved, needs):
     if not needs[0]:
         return (None,)
-    kh, kw, sh, sw, ph, pw, count_include_pad = attrs
     _, h, w, _ = inputs[0].shape
-    hs, he, dh = window_bins(h, kh, sh, ph, count_include_pad, g.dtype)
-    ws, we, dw = window_bins(w, kw, sw, pw, count_include_pad, g.dtype)
-    return (K.avg_pool_bins_backward(np.ascontiguousarray(g), hs, he, ws, we, dh, dw, h, w),)
+    return _avg_scatter(g, inputs[0], window_plan(h, w, *attrs, g.dtype))
 
 
 @register_backward(Op.ADAPTIVE_AVG_POOL2D)
 def adaptive_avg_pool2d_backward(g, inputs, out, attrs, saved, needs):
     if not needs[0]:
         return (None,)
-    oh, ow = attrs
     _, h, w, _ = inputs[0].shape
-    hs, he, dh = adaptive_bins(h, oh, g.dtype)
-    ws, we, dw = adaptive_bins(w, ow, g.dtype)
-    return (K.avg_pool_bins_backward(np.ascontiguousarray(g), hs, he, ws, we, dh, dw, h, w),)
+    return _avg_scatter(g, inputs[0], adaptive_plan(h, w, *attrs, g.dtype))
 
 
 @register_backward(Op.GLOBAL_AVG_POOL2D)

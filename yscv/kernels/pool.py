@@ -8,8 +8,11 @@ are both expressed this way by the op module, so four kernels serve five ops.
 
 Loops run n -> oh -> ow -> window row -> window column -> channel: the channel
 loop is innermost, so every access is a contiguous run of C elements (the
-layout is channel-last). Kernels allocate their outputs with the input's
-dtype and do all arithmetic in it (float32 stays float32).
+layout is channel-last). The caller allocates the outputs (dtype of the
+input; float32 stays float32): allocating inside a jitted function
+(``np.empty`` with a shape tuple, ``reshape``) tripled the compile time of
+these small kernels. Average-pool divisions are done by the caller with
+NumPy, once per output element, so these kernels only sum and scatter.
 """
 from __future__ import annotations
 
@@ -19,27 +22,23 @@ from ._jit import jit
 
 
 @jit
-def max_pool_bins_forward(x, hs, he, ws, we, index_dtype_like):
-    """Max over each bin, per channel.
+def max_pool_bins_forward(x, hs, he, ws, we, out, arg):
+    """Max over each bin, per channel, into ``out`` and ``arg``.
 
     Args:
-        x: [N, H, W, C] float32/float64.
+        x: [N, H, W, C] float32/float64, C-contiguous.
         hs, he, ws, we: int64 bin bounds ([OH] rows, [OW] columns), non-empty.
-        index_dtype_like: a 0-length integer array giving the index dtype.
-
-    Returns:
-        out [N, OH, OW, C] (x.dtype) and argmax [N, OH, OW, C] (the index
-        dtype): the flat position ``ih * W + iw`` of the FIRST maximum in
-        row-major window order; NaN wins (and propagates), as PyTorch.
+        out: [N, OH, OW, C] of x.dtype (overwritten).
+        arg: [N, OH, OW, C] integer (overwritten): the flat position
+            ``ih * W + iw`` of the FIRST maximum in row-major window order;
+            NaN wins (and propagates), as PyTorch.
     """
     n_, h_, w_, c_ = x.shape
     oh_ = hs.shape[0]
     ow_ = ws.shape[0]
-    out = np.empty((n_, oh_, ow_, c_), dtype=x.dtype)
-    arg = np.empty((n_, oh_, ow_, c_), dtype=index_dtype_like.dtype)
     neg_inf = -np.inf
     # Full 4-d indexing and a branch-free select let LLVM vectorise the
-    # channel loop (the if/or form and per-tap row views stayed scalar):
+    # channel loop (an if/or form on per-tap row views stayed scalar):
     # measured 0.61 -> 0.33 ms on 8x32x32x64 float32, 2x2 windows.
     for n in range(n_):
         for oh in range(oh_):
@@ -61,35 +60,29 @@ def max_pool_bins_forward(x, hs, he, ws, we, index_dtype_like):
                             take = (v > m) | (v != v)
                             out[n, oh, ow, c] = v if take else m
                             arg[n, oh, ow, c] = idx if take else arg[n, oh, ow, c]
-    return out, arg
 
 
 @jit
-def max_pool_backward(g, arg, h_, w_):
-    """Scatter ``g`` [N, OH, OW, C] to the argmax positions of an [N, H, W, C]
-    zero gradient (overlapping windows add up)."""
-    n_, oh_, ow_, c_ = g.shape
-    gx = np.zeros((n_, h_ * w_, c_), dtype=g.dtype)
-    for n in range(n_):
-        for oh in range(oh_):
-            for ow in range(ow_):
-                grow = g[n, oh, ow]
-                arow = arg[n, oh, ow]
-                for c in range(c_):
-                    gx[n, arow[c], c] += grow[c]
-    return gx.reshape((n_, h_, w_, c_))
+def max_pool_backward(g, arg, gx):
+    """``gx[n, arg[n, p, c], c] += g[n, p, c]`` (overlapping windows add up).
 
-
-@jit
-def avg_pool_bins_forward(x, hs, he, ws, we, divh, divw):
-    """Sum over each bin divided by ``divh[oh] * divw[ow]`` (x.dtype arrays).
-
-    Returns out [N, OH, OW, C] in x.dtype.
+    Args:
+        g: [N, OH*OW, C] output gradient; arg: [N, OH*OW, C] argmax indices;
+        gx: [N, H*W, C] zero-initialised input gradient (updated in place).
     """
+    n_, p_, c_ = g.shape
+    for n in range(n_):
+        for p in range(p_):
+            for c in range(c_):
+                gx[n, arg[n, p, c], c] += g[n, p, c]
+
+
+@jit
+def window_sum(x, hs, he, ws, we, out):
+    """``out[n, oh, ow, :] = sum of x over bin (oh, ow)`` (out overwritten)."""
     n_, h_, w_, c_ = x.shape
     oh_ = hs.shape[0]
     ow_ = ws.shape[0]
-    out = np.zeros((n_, oh_, ow_, c_), dtype=x.dtype)
     for n in range(n_):
         for oh in range(oh_):
             h0 = hs[oh]
@@ -97,27 +90,23 @@ def avg_pool_bins_forward(x, hs, he, ws, we, divh, divw):
             for ow in range(ow_):
                 w0 = ws[ow]
                 w1 = we[ow]
-                orow = out[n, oh, ow]
+                for c in range(c_):
+                    out[n, oh, ow, c] = 0
                 for ih in range(h0, h1):
                     for iw in range(w0, w1):
-                        xrow = x[n, ih, iw]
                         for c in range(c_):
-                            orow[c] += xrow[c]
-                d = divh[oh] * divw[ow]
-                for c in range(c_):
-                    orow[c] = orow[c] / d
-    return out
+                            out[n, oh, ow, c] += x[n, ih, iw, c]
 
 
 @jit
-def avg_pool_bins_backward(g, hs, he, ws, we, divh, divw, h_, w_):
-    """Each input element of a bin receives ``g / (divh[oh] * divw[ow])``.
+def window_scatter_add(g, hs, he, ws, we, gx):
+    """Every input element of bin (oh, ow) gets ``+= g[n, oh, ow, :]``.
 
-    Returns gx [N, H, W, C] in g.dtype.
+    Args:
+        g: [N, OH, OW, C] (already divided by the bin's divisor for averages);
+        gx: [N, H, W, C] zero-initialised (updated in place).
     """
     n_, oh_, ow_, c_ = g.shape
-    gx = np.zeros((n_, h_, w_, c_), dtype=g.dtype)
-    share = np.empty(c_, dtype=g.dtype)
     for n in range(n_):
         for oh in range(oh_):
             h0 = hs[oh]
@@ -125,13 +114,7 @@ def avg_pool_bins_backward(g, hs, he, ws, we, divh, divw, h_, w_):
             for ow in range(ow_):
                 w0 = ws[ow]
                 w1 = we[ow]
-                grow = g[n, oh, ow]
-                d = divh[oh] * divw[ow]
-                for c in range(c_):
-                    share[c] = grow[c] / d
                 for ih in range(h0, h1):
                     for iw in range(w0, w1):
-                        gxrow = gx[n, ih, iw]
                         for c in range(c_):
-                            gxrow[c] += share[c]
-    return gx
+                            gx[n, ih, iw, c] += g[n, oh, ow, c]

@@ -3,10 +3,11 @@
 Every pool is computed as a "bins" pool by the kernels in
 :mod:`yscv.kernels.pool`: output row ``oh`` covers input rows
 ``[hs[oh], he[oh])`` and output column ``ow`` covers ``[ws[ow], we[ow])``.
-:func:`window_bins` turns (kernel, stride, padding) into such bounds (windows
+:func:`window_plan` turns (kernel, stride, padding) into such bounds (windows
 clipped to the input, so padding is never materialised) and
-:func:`adaptive_bins` gives PyTorch's adaptive bins
-(``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``).
+:func:`adaptive_plan` gives PyTorch's adaptive bins
+(``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``); both are cached per
+shape and carry the average-pool divisor per output position.
 
 Saved for backward: max pools save only their argmax indices (int32 flat
 positions ``ih*W + iw`` per output element and channel); average pools save
@@ -26,96 +27,100 @@ from ._common import check_ndim, int_tuple, shape_error
 
 K = lazy("pool")
 
-_EMPTY_INT32 = np.empty(0, dtype=np.int32)
-_EMPTY_INT64 = np.empty(0, dtype=np.int64)
 
-
-def _readonly(*arrays):
-    for a in arrays:
-        a.flags.writeable = False
-    return arrays
-
-
-@functools.lru_cache(maxsize=256)
-def window_bins(size: int, k: int, s: int, p: int, count_include_pad: bool, dtype):
-    """Bounds of strided, padded windows along one axis (PyTorch, ceil_mode=False).
-
-    Returns read-only ``(start, end, divisor)``: int64 clipped bounds of each
-    of the ``(size + 2p - k) // s + 1`` windows, and the divisor (``dtype``)
-    of average pooling: ``k`` with ``count_include_pad`` (padding counts as
-    zeros), else the number of non-padding positions ``end - start``.
-    """
+def _window_axis(size: int, k: int, s: int, p: int, count_include_pad: bool):
+    """Clipped window bounds along one axis and the average divisor per window."""
     n_out = (size + 2 * p - k) // s + 1
     raw = np.arange(n_out, dtype=np.int64) * s - p
     start = np.maximum(raw, 0)
     end = np.minimum(raw + k, size)
-    div = np.full(n_out, k, dtype=dtype) if count_include_pad else (end - start).astype(dtype)
-    return _readonly(start, end, div)
+    div = np.full(n_out, k, dtype=np.int64) if count_include_pad else end - start
+    return start, end, div
 
 
-@functools.lru_cache(maxsize=256)
-def adaptive_bins(size: int, n_out: int, dtype):
-    """PyTorch's adaptive bins along one axis: ``start = floor(i*size/n_out)``,
-    ``end = ceil((i+1)*size/n_out)``; read-only ``(start, end, end - start)``,
-    the last as ``dtype`` (the average divisor)."""
+def _adaptive_axis(size: int, n_out: int):
+    """PyTorch's adaptive bins: ``[floor(i*size/n_out), ceil((i+1)*size/n_out))``."""
     i = np.arange(n_out, dtype=np.int64)
     start = (i * size) // n_out
     end = -((-(i + 1) * size) // n_out)
-    return _readonly(start, end, (end - start).astype(dtype))
+    return start, end, end - start
 
 
-def index_dtype_like(h: int, w: int) -> np.ndarray:
-    """A 0-length array of the argmax dtype: int32 unless H*W needs int64."""
-    return _EMPTY_INT32 if h * w < 2 ** 31 else _EMPTY_INT64
+def _plan(rows, cols, dtype):
+    hs, he, dh = rows
+    ws, we, dw = cols
+    div = (dh[:, None] * dw[None, :]).astype(dtype)[:, :, None]
+    for a in (hs, he, ws, we, div):
+        a.flags.writeable = False
+    return hs, he, ws, we, div
+
+
+@functools.lru_cache(maxsize=256)
+def window_plan(h: int, w: int, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int,
+                count_include_pad: bool, dtype):
+    """Bins of strided, padded windows (PyTorch, ceil_mode=False), read-only:
+    ``(hs, he, ws, we, div)``: int64 bounds clipped to the input, and the
+    average divisor ``div`` [OH, OW, 1] of ``dtype`` (kh*kw with
+    ``count_include_pad``, else the number of non-padding positions)."""
+    return _plan(_window_axis(h, kh, sh, ph, count_include_pad),
+                 _window_axis(w, kw, sw, pw, count_include_pad), dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def adaptive_plan(h: int, w: int, oh: int, ow: int, dtype):
+    """PyTorch's adaptive bins as ``(hs, he, ws, we, div)`` (see window_plan)."""
+    return _plan(_adaptive_axis(h, oh), _adaptive_axis(w, ow), dtype)
+
+
+def index_dtype(h: int, w: int):
+    """The argmax dtype: int32 unless H*W needs int64."""
+    return np.int32 if h * w < 2 ** 31 else np.int64
+
+
+def _max_pool(x, plan):
+    hs, he, ws, we, _ = plan
+    n, h, w, c = x.shape
+    out = np.empty((n, len(hs), len(ws), c), dtype=x.dtype)
+    arg = np.empty(out.shape, dtype=index_dtype(h, w))
+    K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, out, arg)
+    return out, arg
+
+
+def _avg_pool(x, plan):
+    hs, he, ws, we, div = plan
+    out = np.empty((x.shape[0], len(hs), len(ws), x.shape[3]), dtype=x.dtype)
+    K.window_sum(np.ascontiguousarray(x), hs, he, ws, we, out)
+    np.divide(out, div, out=out)
+    return out
 
 
 @register_forward(Op.MAX_POOL2D)
 def max_pool2d_forward(attrs, x):
-    kh, kw, sh, sw, ph, pw = attrs
     _, h, w, _ = x.shape
-    hs, he, _ = window_bins(h, kh, sh, ph, True, x.dtype)
-    ws, we, _ = window_bins(w, kw, sw, pw, True, x.dtype)
-    out, arg = K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we,
-                                       index_dtype_like(h, w))
-    return out, arg
+    return _max_pool(x, window_plan(h, w, *attrs, True, x.dtype))
 
 
 @register_forward(Op.AVG_POOL2D)
 def avg_pool2d_forward(attrs, x):
-    kh, kw, sh, sw, ph, pw, count_include_pad = attrs
     _, h, w, _ = x.shape
-    hs, he, dh = window_bins(h, kh, sh, ph, count_include_pad, x.dtype)
-    ws, we, dw = window_bins(w, kw, sw, pw, count_include_pad, x.dtype)
-    return K.avg_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, dh, dw), None
+    return _avg_pool(x, window_plan(h, w, *attrs, x.dtype)), None
 
 
 @register_forward(Op.ADAPTIVE_AVG_POOL2D)
 def adaptive_avg_pool2d_forward(attrs, x):
-    oh, ow = attrs
     _, h, w, _ = x.shape
-    hs, he, dh = adaptive_bins(h, oh, x.dtype)
-    ws, we, dw = adaptive_bins(w, ow, x.dtype)
-    return K.avg_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, dh, dw), None
+    return _avg_pool(x, adaptive_plan(h, w, *attrs, x.dtype)), None
 
 
 @register_forward(Op.ADAPTIVE_MAX_POOL2D)
 def adaptive_max_pool2d_forward(attrs, x):
-    oh, ow = attrs
     _, h, w, _ = x.shape
-    hs, he, _ = adaptive_bins(h, oh, x.dtype)
-    ws, we, _ = adaptive_bins(w, ow, x.dtype)
-    out, arg = K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we,
-                                       index_dtype_like(h, w))
-    return out, arg
+    return _max_pool(x, adaptive_plan(h, w, *attrs, x.dtype))
 
 
 @register_forward(Op.GLOBAL_AVG_POOL2D)
 def global_avg_pool2d_forward(attrs, x):
     return x.mean(axis=(1, 2)), None
-
-
-def _pair_or_none(v, op: str, arg: str, default):
-    return default if v is None else int_tuple(v, 2, op, arg, minimum=1)
 
 
 class PoolOps:
