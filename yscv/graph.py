@@ -549,16 +549,47 @@ class _GraphCore:
             op = ops[i]
             if released:
                 self._prepare_node_for_backward(i)
-            in_vals = [values[j] for j in ins]
-            grads = backward[op](gi, in_vals, values[i], attrs[i], saved[i], needs[i])
-            for j, gj, vj in zip(ins, grads, in_vals):
-                if gj is None or not rg[j]:
-                    continue
-                if (type(gj) is not ndarray or gj.dtype is not dtype
-                        or gj.shape != vj.shape or anomaly):
-                    gj = self._conform_grad(gj, vj.shape, op, i, j)
-                cur = pending[j]
-                pending[j] = gj if cur is None else cur + gj
+            # one- and two-input nodes (nearly all) are unrolled: no per-node
+            # list comprehension frame or zip loop on this hot path
+            n_in = len(ins)
+            if n_in == 1:
+                j = ins[0]
+                vj = values[j]
+                gj = backward[op](gi, (vj,), values[i], attrs[i], saved[i], needs[i])[0]
+                if gj is not None and rg[j]:
+                    if (type(gj) is not ndarray or gj.dtype is not dtype
+                            or gj.shape != vj.shape or anomaly):
+                        gj = self._conform_grad(gj, vj.shape, op, i, j)
+                    cur = pending[j]
+                    pending[j] = gj if cur is None else cur + gj
+            elif n_in == 2:
+                j, k = ins
+                vj = values[j]
+                vk = values[k]
+                gj, gk = backward[op](gi, (vj, vk), values[i], attrs[i], saved[i], needs[i])
+                if gj is not None and rg[j]:
+                    if (type(gj) is not ndarray or gj.dtype is not dtype
+                            or gj.shape != vj.shape or anomaly):
+                        gj = self._conform_grad(gj, vj.shape, op, i, j)
+                    cur = pending[j]
+                    pending[j] = gj if cur is None else cur + gj
+                if gk is not None and rg[k]:
+                    if (type(gk) is not ndarray or gk.dtype is not dtype
+                            or gk.shape != vk.shape or anomaly):
+                        gk = self._conform_grad(gk, vk.shape, op, i, k)
+                    cur = pending[k]
+                    pending[k] = gk if cur is None else cur + gk
+            else:
+                in_vals = tuple([values[j] for j in ins])
+                grads = backward[op](gi, in_vals, values[i], attrs[i], saved[i], needs[i])
+                for j, gj, vj in zip(ins, grads, in_vals):
+                    if gj is None or not rg[j]:
+                        continue
+                    if (type(gj) is not ndarray or gj.dtype is not dtype
+                            or gj.shape != vj.shape or anomaly):
+                        gj = self._conform_grad(gj, vj.shape, op, i, j)
+                    cur = pending[j]
+                    pending[j] = gj if cur is None else cur + gj
             if not retain_graph:
                 self._release(i)
         if seg_starts and 0 in seg_starts:
