@@ -14,6 +14,8 @@ for backward: the indices live in the attributes.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import lazy
@@ -77,8 +79,8 @@ def scatter_add_along(out: np.ndarray, axis: int, index: np.ndarray, src: np.nda
     ish = index.shape
     if index.size == 0:
         return
-    outer = int(np.prod(ish[:axis], dtype=np.int64))
-    inner = int(np.prod(ish[axis + 1:], dtype=np.int64))
+    outer = math.prod(ish[:axis])
+    inner = math.prod(ish[axis + 1:])
     idx3 = index.reshape(outer, ish[axis], inner)
     src3 = _readonly_view(np.ascontiguousarray(src).reshape(outer, ish[axis], inner))
     n_axis = out.shape[axis]

@@ -15,6 +15,8 @@ saved for backward beyond the input values.
 """
 from __future__ import annotations
 
+import itertools
+import math
 import numbers
 
 import numpy as np
@@ -35,6 +37,8 @@ def _operand_shape(g, x, op: str, arg: str = "x"):
 
 
 def _is_int(v) -> bool:
+    if type(v) is int:  # fast path: the abc check below costs ~0.5 us
+        return True
     return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
 
 
@@ -61,8 +65,8 @@ def _resolve_reshape(in_shape: tuple, shape, op: str = "reshape") -> tuple:
     unknown = [k for k, s in enumerate(new) if s == -1]
     if len(unknown) > 1 or any(s < -1 for s in new):
         raise ValueError(f"{op}: shape={new} may hold at most one -1 and no other negative entry")
-    size = int(np.prod(in_shape, dtype=np.int64))
-    known = int(np.prod([s for s in new if s != -1], dtype=np.int64))
+    size = math.prod(in_shape)
+    known = math.prod([s for s in new if s != -1])
     if unknown:
         if known == 0 or size % known:
             raise shape_error(op, f"cannot reshape an input of shape {in_shape} ({size} elements) "
@@ -87,6 +91,31 @@ def _list_operands(g, nodes, op: str):
         ops.append(o)
         shapes.append(s)
     return ops, shapes
+
+
+def _pad_widths(pad_width, in_shape: tuple) -> tuple:
+    """np.pad's pad_width broadcast to one (before, after) pair of ints per axis."""
+    nd = len(in_shape)
+    if (type(pad_width) in (tuple, list) and len(pad_width) == nd
+            and all(type(p) in (tuple, list) and len(p) == 2 and type(p[0]) is int
+                    and type(p[1]) is int for p in pad_width)):
+        widths = tuple((p[0], p[1]) for p in pad_width)  # the common spelling, fast
+    else:
+        try:
+            pw = np.asarray(pad_width)
+        except Exception:
+            pw = np.asarray([], dtype=object)
+        if pw.dtype.kind not in "iu":
+            raise TypeError(f"pad: pad_width must hold ints, got {pad_width!r}")
+        try:
+            pw = np.broadcast_to(pw, (nd, 2))
+        except ValueError:
+            raise ValueError(f"pad: pad_width={pad_width!r} must be one (before, after) pair per "
+                             f"axis ({nd} pairs for shape {in_shape}), one pair or an int") from None
+        widths = tuple((int(b), int(a)) for b, a in pw.tolist())
+    if any(b < 0 or a < 0 for b, a in widths):
+        raise ValueError(f"pad: pad_width={pad_width!r} has a negative width")
+    return widths
 
 
 _ADVANCED_HINT = (
@@ -272,7 +301,7 @@ class ShapeOps:
         if nd == 0:
             out = (1,)
         else:
-            merged = int(np.prod(in_shape[s:e + 1], dtype=np.int64))
+            merged = math.prod(in_shape[s:e + 1])
             out = in_shape[:s] + (merged,) + in_shape[e + 1:]
         return self._apply1(Op.FLATTEN, x, out)
 
@@ -351,7 +380,7 @@ class ShapeOps:
                 raise shape_error("cat", f"nodes[{k}] has shape {s}, which does not match "
                                          f"nodes[0]'s shape {first} except on axis {a}",
                                   expected=first, got=s)
-        offsets = tuple(np.cumsum([s[a] for s in shapes[:-1]], dtype=np.int64).tolist())
+        offsets = tuple(itertools.accumulate(s[a] for s in shapes[:-1]))
         return self._apply(Op.CAT, tuple(ops), (a, offsets))
 
     def stack(self, nodes, axis=0):
@@ -428,23 +457,9 @@ class ShapeOps:
         np.pad, an int or one pair used for every axis); widths >= 0.
         Backward: the gradient's interior slice."""
         x, in_shape = _operand_shape(self, x, "pad")
-        nd = len(in_shape)
-        try:
-            pw = np.asarray(pad_width)
-        except Exception:
-            pw = np.asarray([], dtype=object)
-        if pw.dtype.kind not in "iu":
-            raise TypeError(f"pad: pad_width must hold ints, got {pad_width!r}")
-        try:
-            pw = np.broadcast_to(pw, (nd, 2))
-        except ValueError:
-            raise ValueError(f"pad: pad_width={pad_width!r} must be one (before, after) pair per "
-                             f"axis ({nd} pairs for shape {in_shape}), one pair or an int") from None
-        if (pw < 0).any():
-            raise ValueError(f"pad: pad_width={pad_width!r} has a negative width")
         if not is_scalar(value):
             raise TypeError(f"pad: value must be a real number, got {value!r}")
-        widths = tuple((int(b), int(a)) for b, a in pw.tolist())
+        widths = _pad_widths(pad_width, in_shape)
         return self._apply1(Op.PAD, x, (widths, float(value)))
 
     def repeat(self, x, repeats):
