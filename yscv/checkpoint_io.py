@@ -1,0 +1,319 @@
+"""Training-state checkpoints: one safetensors file, written atomically.
+
+    yscv.save_checkpoint("run/ckpt.safetensors", model=model, optimizer=opt,
+                         scheduler=sched, step=1200, extra={"epoch": 3})
+    info = yscv.load_checkpoint("run/ckpt.safetensors", model=model, optimizer=opt,
+                                scheduler=sched)       # -> {"step": 1200, "extra": {...}, ...}
+
+Arrays (model parameters and buffers, optimizer state arrays) are safetensors
+tensors; everything else (format version, library version, step, the
+library RNG state, optimizer options and step counts, scheduler state, the
+user's ``extra``, a SHA-256 checksum) is JSON in the safetensors header
+metadata. No pickle. The exact layout is in docs/checkpoint_format.md.
+
+Saving writes a temporary file in the target folder, flushes and fsyncs it,
+``os.replace``-s it over the target and fsyncs the folder: a crash at any
+point leaves either the previous file or the new one, never a mix.
+
+Loading validates EVERYTHING (header, checksum, format version, keys,
+shapes, optimizer and scheduler structure, RNG state) before touching any
+object, and raises :class:`yscv.CheckpointError` naming the problem; a
+failed load changes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+from . import random as _random
+from .errors import CheckpointError
+
+__all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint_metadata", "FORMAT",
+           "FORMAT_VERSION"]
+
+FORMAT = "yscv-checkpoint"
+FORMAT_VERSION = 1
+_MODEL = "model."
+_OPTIM = "optimizer.state."
+
+
+# ---------------------------------------------------------------- helpers
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        raise TypeError("numpy arrays cannot go into checkpoint metadata; "
+                        "put them in the model or optimizer state")
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    raise TypeError(f"object of type {type(o).__name__} is not JSON serialisable")
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, default=_json_default, sort_keys=True, separators=(",", ":"))
+
+
+def _contig(a) -> np.ndarray:
+    """C-contiguous without promoting 0-d arrays to 1-d (np.ascontiguousarray does)."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
+def _checksum(meta_json: str, arrays: dict) -> str:
+    """SHA-256 over the metadata JSON and every tensor (key, dtype, shape, bytes)."""
+    h = hashlib.sha256()
+    h.update(meta_json.encode("utf-8"))
+    for key in sorted(arrays):
+        a = _contig(arrays[key])
+        h.update(b"\0" + key.encode("utf-8") + b"\0" + a.dtype.str.encode() + b"\0"
+                 + repr(tuple(a.shape)).encode() + b"\0")
+        h.update(memoryview(a).cast("B") if a.size else b"")
+    return h.hexdigest()
+
+
+def _lib_version() -> str:
+    import yscv  # at call time: yscv/__init__ may still be importing us
+    return getattr(yscv, "__version__", "unknown")
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return  # e.g. Windows: directories cannot be opened; rename is durable there
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(folder)
+
+
+# ------------------------------------------------------------------- save
+def _optimizer_parts(optimizer):
+    sd = optimizer.state_dict()
+    arrays, scalars = {}, {}
+    for i, st in sd["state"].items():
+        sc = {}
+        for name, v in st.items():
+            if isinstance(v, np.ndarray):
+                arrays[f"{_OPTIM}{i}.{name}"] = _contig(v)
+            else:
+                sc[name] = v
+        scalars[str(i)] = sc
+    meta = {"class": type(optimizer).__name__, "param_groups": sd["param_groups"],
+            "state_scalars": scalars}
+    return arrays, meta
+
+
+def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
+                    extra=None) -> str:
+    """Write one checkpoint file atomically; returns its path.
+
+    Args:
+        path: file to write (its folder must exist). An existing file is
+            replaced only once the new one is complete on disk.
+        model: a :class:`yscv.nn.Module` (its ``state_dict()``).
+        optimizer: a :class:`yscv.optim.Optimizer` (options, step counts, state arrays).
+        scheduler: a learning-rate scheduler (its JSON ``state_dict()``).
+        step: an int (or None) returned by :func:`load_checkpoint`.
+        extra: any JSON-serialisable value, returned by :func:`load_checkpoint`.
+
+    The library RNG state (``yscv.random.get_rng_state()``) is always saved.
+    """
+    from safetensors.numpy import save as st_save
+
+    path = os.fspath(path)
+    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, np.integer))):
+        raise TypeError(f"save_checkpoint: step must be an int or None, got {step!r}")
+    arrays = {}
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "library": "yscv",
+            "library_version": _lib_version(), "step": None if step is None else int(step),
+            "rng_state": _random.get_rng_state(), "model": None, "optimizer": None,
+            "scheduler": None, "extra": extra}
+    if model is not None:
+        sd = model.state_dict()
+        for k, v in sd.items():
+            arrays[_MODEL + k] = _contig(v)
+        meta["model"] = {"class": type(model).__name__, "keys": list(sd),
+                         "training": bool(getattr(model, "training", True))}
+    if optimizer is not None:
+        opt_arrays, meta["optimizer"] = _optimizer_parts(optimizer)
+        arrays.update(opt_arrays)
+    if scheduler is not None:
+        meta["scheduler"] = scheduler.state_dict()
+    try:
+        meta_json = _dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"save_checkpoint: metadata is not JSON-serialisable ({exc}); "
+                        "extra must be made of dicts, lists, str, numbers, bools and None") from None
+    header = {"format": FORMAT, "yscv.meta": meta_json,
+              "yscv.sha256": _checksum(meta_json, arrays)}
+    data = st_save(arrays, metadata=header)
+    _atomic_write(path, data)
+    return path
+
+
+# ------------------------------------------------------------------- load
+def _parse(path: str):
+    """(meta dict, arrays dict) of a verified checkpoint file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    where = f"checkpoint {path!r}"
+    try:
+        return _parse_bytes(data, where)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # any other failure while decoding means a damaged file
+        raise CheckpointError(f"{where} is corrupt ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_bytes(data: bytes, where: str):
+    from safetensors.numpy import load as st_load
+
+    if len(data) < 8:
+        raise CheckpointError(f"{where} is truncated: {len(data)} bytes, not even a header")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise CheckpointError(f"{where} is truncated or corrupt: the header claims {n} bytes, "
+                              f"the file has {len(data) - 8} after the length field")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+        st_meta = header["__metadata__"]
+        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+    except Exception as exc:
+        raise CheckpointError(f"{where} has a corrupt safetensors header "
+                              f"({type(exc).__name__}: {exc})") from None
+    if not isinstance(st_meta, dict) or st_meta.get("format") != FORMAT:
+        raise CheckpointError(f"{where} is not a yscv training checkpoint (no "
+                              f"'format: {FORMAT}' in its metadata; corrupt or another tool's file)")
+    need = 8 + n + (max(ends) if ends else 0)
+    if len(data) < need:
+        raise CheckpointError(f"{where} is truncated: {len(data)} bytes, the header needs {need}")
+    try:
+        meta_json = st_meta["yscv.meta"]
+        meta = json.loads(meta_json)
+        digest = st_meta["yscv.sha256"]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{where} has corrupt metadata ({type(exc).__name__}: {exc})") from None
+    version = meta.get("format_version") if isinstance(meta, dict) else None
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{where} has format version {version!r}; this yscv "
+                              f"({_lib_version()}) reads version {FORMAT_VERSION}")
+    try:
+        arrays = st_load(data)
+    except Exception as exc:  # safetensors raises its own error types
+        raise CheckpointError(f"{where} has corrupt tensor data ({type(exc).__name__}: {exc})") from None
+    if _checksum(meta_json, arrays) != digest:
+        raise CheckpointError(f"{where} is corrupt: the SHA-256 checksum over its metadata and "
+                              "tensors does not match (bit flip, partial copy or edit)")
+    return meta, arrays
+
+
+def read_checkpoint_metadata(path) -> dict:
+    """The verified JSON metadata of a checkpoint (no object is touched)."""
+    meta, _ = _parse(os.fspath(path))
+    return meta
+
+
+def _model_state(meta, arrays, where):
+    if meta.get("model") is None:
+        raise CheckpointError(f"{where} holds no model state, but a model was given")
+    keys = meta["model"].get("keys", [])
+    missing = [k for k in keys if _MODEL + k not in arrays]
+    if missing:
+        raise CheckpointError(f"{where} lacks the tensors of model key(s) {missing}")
+    return {k: arrays[_MODEL + k] for k in keys}
+
+
+def _optimizer_state(meta, arrays, optimizer, where):
+    om = meta.get("optimizer")
+    if om is None:
+        raise CheckpointError(f"{where} holds no optimizer state, but an optimizer was given")
+    if om.get("class") != type(optimizer).__name__:
+        raise CheckpointError(f"{where} holds {om.get('class')} state; the optimizer given is "
+                              f"a {type(optimizer).__name__}")
+    state = {}
+    for i, sc in om.get("state_scalars", {}).items():
+        state[int(i)] = dict(sc)
+    for key, arr in arrays.items():
+        if key.startswith(_OPTIM):
+            i, _, name = key[len(_OPTIM):].partition(".")
+            state.setdefault(int(i), {})[name] = arr
+    return {"state": state, "param_groups": om.get("param_groups", [])}
+
+
+def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
+                    restore_rng: bool = True) -> dict:
+    """Restore ``model``, ``optimizer``, ``scheduler`` (those given) and the
+    library RNG state from a checkpoint, in place.
+
+    Everything is validated before anything is modified. Returns a dict with
+    ``step``, ``extra``, ``library_version`` and ``format_version``.
+
+    Raises:
+        CheckpointError: truncated or corrupt file (checksum), another
+            format version, or a state that does not fit the given objects
+            (missing/unexpected keys, wrong shapes, other optimizer type ...).
+        FileNotFoundError: no such file.
+    """
+    path = os.fspath(path)
+    where = f"checkpoint {path!r}"
+    meta, arrays = _parse(path)
+    model_sd = opt_sd = sched_sd = None
+    try:
+        if model is not None:
+            model_sd = _model_state(meta, arrays, where)
+            model.check_state_dict(model_sd, strict=True)
+        if optimizer is not None:
+            opt_sd = _optimizer_state(meta, arrays, optimizer, where)
+            optimizer.check_state_dict(opt_sd)
+        if scheduler is not None:
+            sched_sd = meta.get("scheduler")
+            if sched_sd is None:
+                raise CheckpointError(f"{where} holds no scheduler state, but a scheduler was given")
+            scheduler.check_state_dict(sched_sd)
+        rng = meta.get("rng_state")
+        if restore_rng:
+            probe = np.random.default_rng()
+            probe.bit_generator.state = rng
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"{where} does not match the objects given (nothing was "
+                              f"loaded): {exc}") from None
+    if model_sd is not None:
+        model.load_state_dict(model_sd, strict=True)
+    if opt_sd is not None:
+        optimizer.load_state_dict(opt_sd)
+    if sched_sd is not None:
+        scheduler.load_state_dict(sched_sd)
+    if restore_rng:
+        _random.set_rng_state(rng)
+    return {"step": meta.get("step"), "extra": meta.get("extra"),
+            "library_version": meta.get("library_version"),
+            "format_version": meta.get("format_version")}
