@@ -599,3 +599,24 @@ def test_gradients_only_where_needed():
         g.backward(build(g, x, gam, bet), grad=cot)
         assert g.grad(x) is None and g.grad(bet) is None
         np.testing.assert_allclose(g.grad(gam), full[1], rtol=1e-13)
+
+
+@pytest.mark.parametrize("shape,groups", [((1, 300, 257), None), ((2, 700, 128), 4),
+                                          ((2, 40, 3000), None)])
+def test_statistics_merged_across_chunks(shape, groups):
+    """Inputs spanning several blocks of the blocked two-pass statistics
+    (Chan merge), with a large offset; float64 to 1e-12."""
+    rng = np.random.default_rng(13)
+    x0 = 50.0 + rng.standard_normal(shape) * rng.uniform(0.1, 3, shape[-1])
+    g = yscv.Graph(np.float64)
+    x = g.variable(x0)
+    if groups is None:
+        y = g.batch_norm(x, None, None, g.constant(np.zeros(shape[-1])),
+                         g.constant(np.ones(shape[-1])), training=True)
+        want = ref_batch_norm_train(x0)
+        y2 = g.instance_norm(x)
+        np.testing.assert_allclose(g.value(y2), ref_instance_norm(x0), rtol=1e-12, atol=1e-12)
+    else:
+        y = g.group_norm(x, None, None, groups)
+        want = ref_group_norm(x0, None, None, groups)
+    np.testing.assert_allclose(g.value(y), want, rtol=1e-12, atol=1e-12)
