@@ -1,0 +1,363 @@
+"""Recurrent ops (RNN, LSTM, GRU): NumPy step-loop references, float64
+gradcheck (T=3, B=2, I=3, H=2), bad arguments, and PyTorch cross-checks."""
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+T, B, I, H = 3, 2, 3, 2
+
+
+# ------------------------------------------------------------ references
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _batch(x, state):
+    """Unbatched [T, I] / [H] -> batched [T, 1, I] / [1, H]."""
+    if x.ndim == 2:
+        return x[:, None, :], (None if state is None else state[None, :]), True
+    return x, state, False
+
+
+def ref_rnn(x, w_ih, w_hh, b, h0=None, relu=False):
+    x, h0, unb = _batch(x, h0)
+    h = np.zeros((x.shape[1], w_hh.shape[0])) if h0 is None else h0
+    outs = []
+    for t in range(x.shape[0]):
+        a = x[t] @ w_ih + b + h @ w_hh
+        h = np.maximum(a, 0.0) if relu else np.tanh(a)
+        outs.append(h)
+    out = np.stack(outs)
+    return out[:, 0] if unb else out
+
+
+def ref_lstm(x, w_ih, w_hh, b, h0=None, c0=None):
+    x, h0, unb = _batch(x, h0)
+    if c0 is not None and c0.ndim == 1:
+        c0 = c0[None, :]
+    n = w_hh.shape[0]
+    h = np.zeros((x.shape[1], n)) if h0 is None else h0
+    c = np.zeros((x.shape[1], n)) if c0 is None else c0
+    outs = []
+    for t in range(x.shape[0]):
+        z = x[t] @ w_ih + b + h @ w_hh
+        i, f = _sigmoid(z[:, :n]), _sigmoid(z[:, n:2 * n])
+        gg, o = np.tanh(z[:, 2 * n:3 * n]), _sigmoid(z[:, 3 * n:])
+        c = f * c + i * gg
+        h = o * np.tanh(c)
+        outs.append(h)
+    out = np.stack(outs)
+    return out[:, 0] if unb else out
+
+
+def ref_gru(x, w_ih, w_hh, b_ih, b_hh, h0=None):
+    x, h0, unb = _batch(x, h0)
+    n = w_hh.shape[0]
+    h = np.zeros((x.shape[1], n)) if h0 is None else h0
+    outs = []
+    for t in range(x.shape[0]):
+        gx = x[t] @ w_ih + b_ih
+        gh = h @ w_hh + b_hh
+        r = _sigmoid(gx[:, :n] + gh[:, :n])
+        z = _sigmoid(gx[:, n:2 * n] + gh[:, n:2 * n])
+        nn = np.tanh(gx[:, 2 * n:] + r * gh[:, 2 * n:])
+        h = (1 - z) * nn + z * h
+        outs.append(h)
+    out = np.stack(outs)
+    return out[:, 0] if unb else out
+
+
+# ---------------------------------------------------------------- inputs
+def _inputs(gates, batched=True, states=0, two_biases=False):
+    """x, w_ih, w_hh, bias(es), then ``states`` initial states."""
+    def make(rng):
+        xs = (T, B, I) if batched else (T, I)
+        ss = (B, H) if batched else (H,)
+        arrs = [rng.uniform(-1.5, 1.5, xs),
+                rng.uniform(-1, 1, (I, gates * H)),
+                rng.uniform(-1, 1, (H, gates * H)),
+                rng.uniform(-0.5, 0.5, gates * H)]
+        if two_biases:
+            arrs.append(rng.uniform(-0.5, 0.5, gates * H))
+        arrs += [rng.uniform(-1, 1, ss) for _ in range(states)]
+        return tuple(arrs)
+    return make
+
+
+W_IH_CONST = np.random.default_rng(7).uniform(-1, 1, (I, 4 * H))
+
+CASES = [
+    # RNN
+    OpCase(Op.RNN, lambda g, *a: g.rnn(*a), reference=ref_rnn, inputs=_inputs(1),
+           name="rnn_tanh"),
+    OpCase(Op.RNN, lambda g, *a: g.rnn(*a), reference=ref_rnn, inputs=_inputs(1, states=1),
+           name="rnn_tanh_h0"),
+    OpCase(Op.RNN, lambda g, *a: g.rnn(*a, nonlinearity="relu"),
+           reference=lambda *a: ref_rnn(*a, relu=True), inputs=_inputs(1, states=1),
+           name="rnn_relu_h0"),
+    OpCase(Op.RNN, lambda g, *a: g.rnn(*a[:4], nonlinearity="relu"),
+           reference=lambda *a: ref_rnn(*a, relu=True), inputs=_inputs(1), name="rnn_relu"),
+    OpCase(Op.RNN, lambda g, *a: g.rnn(*a), reference=ref_rnn,
+           inputs=_inputs(1, batched=False, states=1), name="rnn_unbatched_h0"),
+    OpCase(Op.RNN, lambda g, *a: g.rnn_forward(*a), reference=ref_rnn,
+           inputs=_inputs(1, batched=False), name="rnn_forward_alias_unbatched"),
+    # LSTM
+    OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm, inputs=_inputs(4),
+           name="lstm"),
+    OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm, inputs=_inputs(4, states=2),
+           name="lstm_h0_c0"),
+    OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm, inputs=_inputs(4, states=1),
+           name="lstm_h0_only"),
+    OpCase(Op.LSTM, lambda g, *a: g.lstm(*a[:4], c0=a[4]),
+           reference=lambda *a: ref_lstm(*a[:4], c0=a[4]), inputs=_inputs(4, states=1),
+           name="lstm_c0_only"),
+    OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm,
+           inputs=_inputs(4, batched=False, states=2), name="lstm_unbatched_h0_c0"),
+    OpCase(Op.LSTM, lambda g, *a: g.lstm_forward(*a), reference=ref_lstm,
+           inputs=_inputs(4, batched=False), name="lstm_forward_alias_unbatched"),
+    OpCase(Op.LSTM, lambda g, x, w_hh, b: g.lstm(x, W_IH_CONST, w_hh, b),
+           reference=lambda x, w_hh, b: ref_lstm(x, W_IH_CONST, w_hh, b),
+           inputs=lambda rng: _inputs(4)(rng)[::2] + (_inputs(4)(rng)[3],),
+           name="lstm_constant_w_ih_array"),
+    # GRU
+    OpCase(Op.GRU, lambda g, *a: g.gru(*a), reference=ref_gru,
+           inputs=_inputs(3, two_biases=True), name="gru"),
+    OpCase(Op.GRU, lambda g, *a: g.gru(*a), reference=ref_gru,
+           inputs=_inputs(3, two_biases=True, states=1), name="gru_h0"),
+    OpCase(Op.GRU, lambda g, *a: g.gru(*a), reference=ref_gru,
+           inputs=_inputs(3, batched=False, two_biases=True, states=1), name="gru_unbatched_h0"),
+    OpCase(Op.GRU, lambda g, *a: g.gru_forward(*a), reference=ref_gru,
+           inputs=_inputs(3, batched=False, two_biases=True), name="gru_forward_alias_unbatched"),
+]
+
+
+# ------------------------------------------------------------ bad inputs
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.zeros(s)) for s in shapes)
+
+
+LSTM_OK = [(T, B, I), (I, 4 * H), (H, 4 * H), (4 * H,)]
+GRU_OK = [(T, B, I), (I, 3 * H), (H, 3 * H), (3 * H,), (3 * H,)]
+RNN_OK = [(T, B, I), (I, H), (H, H), (H,)]
+
+
+def _with(shapes, k, s):
+    out = list(shapes)
+    out[k] = s
+    return out
+
+
+BAD = [
+    BadCase(Op.LSTM, "lstm_x_1d", _leaves(*_with(LSTM_OK, 0, (T,))),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: x"),
+    BadCase(Op.LSTM, "lstm_x_4d", _leaves(*_with(LSTM_OK, 0, (T, B, I, 1))),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: x"),
+    BadCase(Op.LSTM, "lstm_empty_sequence", _leaves(*_with(LSTM_OK, 0, (0, B, I))),
+            lambda g, *a: g.lstm(*a), ValueError, "lstm: x has sequence length T=0"),
+    BadCase(Op.LSTM, "lstm_w_ih_wrong_input_size", _leaves(*_with(LSTM_OK, 1, (I + 1, 4 * H))),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: w_ih"),
+    BadCase(Op.LSTM, "lstm_w_ih_pytorch_layout", _leaves(*_with(LSTM_OK, 1, (4 * H, I))),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: w_ih"),
+    BadCase(Op.LSTM, "lstm_w_hh_not_4h", _leaves(*_with(LSTM_OK, 2, (H, 3 * H))),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: w_hh"),
+    BadCase(Op.LSTM, "lstm_bias_size", _leaves(*_with(LSTM_OK, 3, (H,))),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: bias"),
+    BadCase(Op.LSTM, "lstm_h0_shape", _leaves(*LSTM_OK, (B + 1, H)),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: h0"),
+    BadCase(Op.LSTM, "lstm_c0_shape", _leaves(*LSTM_OK, (B, H), (H,)),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: c0"),
+    BadCase(Op.LSTM, "lstm_unbatched_h0_2d", _leaves((T, I), *LSTM_OK[1:], (1, H)),
+            lambda g, *a: g.lstm(*a), yscv.ShapeError, "lstm: h0"),
+    BadCase(Op.LSTM, "lstm_complex_x", lambda g: (np.zeros((T, B, I)) * 1j,) + _leaves(*LSTM_OK[1:])(g),
+            lambda g, *a: g.lstm(*a), TypeError, "lstm: x"),
+    BadCase(Op.LSTM, "lstm_forward_alias_bias", _leaves(*_with(LSTM_OK, 3, (4 * H, 1))),
+            lambda g, *a: g.lstm_forward(*a), yscv.ShapeError, "lstm: bias"),
+    BadCase(Op.GRU, "gru_bias_hh_size", _leaves(*_with(GRU_OK, 4, (4 * H,))),
+            lambda g, *a: g.gru(*a), yscv.ShapeError, "gru: bias_hh"),
+    BadCase(Op.GRU, "gru_bias_ih_size", _leaves(*_with(GRU_OK, 3, (2 * H,))),
+            lambda g, *a: g.gru(*a), yscv.ShapeError, "gru: bias_ih"),
+    BadCase(Op.GRU, "gru_w_hh_lstm_sized", _leaves(*_with(GRU_OK, 2, (H, 4 * H))),
+            lambda g, *a: g.gru(*a), yscv.ShapeError, "gru: w_hh"),
+    BadCase(Op.GRU, "gru_h0_shape", _leaves(*GRU_OK, (H,)),
+            lambda g, *a: g.gru(*a), yscv.ShapeError, "gru: h0"),
+    BadCase(Op.GRU, "gru_forward_alias_x", _leaves(*_with(GRU_OK, 0, (T,))),
+            lambda g, *a: g.gru_forward(*a), yscv.ShapeError, "gru: x"),
+    BadCase(Op.RNN, "rnn_unknown_nonlinearity", _leaves(*RNN_OK),
+            lambda g, *a: g.rnn(*a, nonlinearity="sigmoid"), ValueError, "rnn: nonlinearity"),
+    BadCase(Op.RNN, "rnn_nonlinearity_not_str", _leaves(*RNN_OK),
+            lambda g, *a: g.rnn(*a, nonlinearity=None), ValueError, "rnn: nonlinearity"),
+    BadCase(Op.RNN, "rnn_w_hh_not_square", _leaves(*_with(RNN_OK, 2, (H, H + 1))),
+            lambda g, *a: g.rnn(*a), yscv.ShapeError, "rnn: w_hh"),
+    BadCase(Op.RNN, "rnn_h0_shape", _leaves(*RNN_OK, (B, H + 1)),
+            lambda g, *a: g.rnn(*a), yscv.ShapeError, "rnn: h0"),
+    BadCase(Op.RNN, "rnn_foreign_node", lambda g: (yscv.Graph().variable(np.zeros((T, B, I))),)
+            + _leaves(*RNN_OK[1:])(g), lambda g, *a: g.rnn(*a), yscv.NodeNotFoundError,
+            "another graph"),
+    BadCase(Op.RNN, "rnn_forward_alias_nonlinearity", _leaves(*RNN_OK),
+            lambda g, *a: g.rnn_forward(*a, nonlinearity="gelu"), ValueError, "rnn: nonlinearity"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# --------------------------------------------------------- targeted tests
+def test_lstm_saves_gates_and_cells_only():
+    g = yscv.Graph()
+    arrs = _inputs(4)(np.random.default_rng(0))
+    before = g.memory()["saved"]
+    g.lstm(*[g.variable(a) for a in arrs])
+    assert g.memory()["saved"] - before == 4 * (T * B * 4 * H + (T + 1) * B * H)
+
+
+def test_rnn_saves_nothing():
+    g = yscv.Graph()
+    g.rnn(*[g.variable(a) for a in _inputs(1)(np.random.default_rng(0))])
+    assert g.memory()["saved"] == 0
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru", "rnn"])
+def test_constant_input_and_state_get_no_work_but_weights_do(op):
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[op]
+    arrs = _inputs(gates, two_biases=(op == "gru"), states=1)(np.random.default_rng(1))
+    g = yscv.Graph(np.float64)
+    x = g.constant(arrs[0])
+    params = [g.variable(a) for a in arrs[1:-1]]
+    h0 = g.constant(arrs[-1])
+    out = getattr(g, op)(x, *params, h0)
+    g.backward(g.sum(out))
+    assert g.grad(x) is None and g.grad(h0) is None
+    for p in params:
+        assert g.grad(p) is not None and np.all(np.isfinite(g.grad(p)))
+        assert np.any(g.grad(p) != 0)
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru", "rnn"])
+def test_float32_graph_keeps_float32_and_matches_float64(op):
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[op]
+    rng = np.random.default_rng(2)
+    arrs = _inputs(gates, two_biases=(op == "gru"), states=1)(rng)
+    arrs = (arrs[0] * 4,) + arrs[1:]  # saturating gates too
+    res = {}
+    for dt in (np.float32, np.float64):
+        g = yscv.Graph(dt)
+        nodes = [g.variable(a) for a in arrs]
+        out = getattr(g, op)(*nodes)
+        g.backward(g.sum(g.mul(out, out)))
+        assert g.value(out).dtype == dt
+        assert all(g.grad(n).dtype == dt for n in nodes)
+        res[dt] = [g.value(out)] + [g.grad(n) for n in nodes]
+    for a32, a64 in zip(res[np.float32], res[np.float64]):
+        np.testing.assert_allclose(a32, a64, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_input_propagates(op, dtype):
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[op]
+    arrs = list(_inputs(gates, two_biases=(op == "gru"))(np.random.default_rng(3)))
+    arrs[0] = arrs[0].copy()
+    arrs[0][1, 0, 0] = np.nan
+    g = yscv.Graph(dtype)
+    out = g.value(getattr(g, op)(*[g.constant(a) for a in arrs]))
+    assert np.all(np.isfinite(out[0])) and np.all(np.isnan(out[1, 0]))
+    assert np.all(np.isfinite(out[:, 1]))
+
+
+def test_lstm_extreme_inputs_saturate_without_overflow():
+    for dt in (np.float32, np.float64):
+        g = yscv.Graph(dt)
+        arrs = _inputs(4, states=2)(np.random.default_rng(4))
+        x = g.variable(arrs[0] * 1e3)
+        out = g.lstm(x, *[g.variable(a) for a in arrs[1:]])
+        v = g.value(out)
+        assert np.all(np.isfinite(v)) and np.all(np.abs(v) <= 1)
+        g.backward(g.sum(out))
+        assert np.all(np.isfinite(g.grad(x)))
+
+
+def test_failed_call_leaves_graph_unchanged_with_array_operands():
+    g = yscv.Graph()
+    x = g.variable(np.zeros((T, B, I)))
+    n = len(g)
+    with pytest.raises(yscv.ShapeError, match="lstm: bias"):
+        g.lstm(x, np.zeros((I, 4 * H)), np.zeros((H, 4 * H)), np.zeros(3 * H))
+    assert len(g) == n
+
+
+# -------------------------------------------------------- PyTorch checks
+def _torch_module(torch, op, arrs):
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[op]
+    m = cls(I, H).double()
+    with torch.no_grad():
+        m.weight_ih_l0.copy_(torch.from_numpy(arrs[1].T.copy()))
+        m.weight_hh_l0.copy_(torch.from_numpy(arrs[2].T.copy()))
+        m.bias_ih_l0.copy_(torch.from_numpy(arrs[3]))
+        if op == "gru":
+            m.bias_hh_l0.copy_(torch.from_numpy(arrs[4]))
+        else:  # ours has one bias: PyTorch's b_ih + b_hh
+            m.bias_hh_l0.zero_()
+    return m
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("batched", [True, False])
+def test_matches_pytorch_outputs_and_gradients(op, batched):
+    torch = pytest.importorskip("torch")
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[op]
+    nstate = 2 if op == "lstm" else 1
+    arrs = _inputs(gates, batched=batched, states=nstate,
+                   two_biases=(op == "gru"))(np.random.default_rng(5))
+    nw = 5 if op == "gru" else 4
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in arrs]
+    out = getattr(g, op)(*nodes)
+    cot = np.random.default_rng(6).standard_normal(g.value(out).shape)
+    g.backward(out, grad=cot)
+
+    m = _torch_module(torch, op, arrs)
+    xt = torch.from_numpy(arrs[0].copy()).requires_grad_(True)
+    states = [torch.from_numpy(s[None].copy()).requires_grad_(True) for s in arrs[nw:]]
+    if op == "lstm":
+        tout, _ = m(xt, tuple(states))
+    else:
+        tout, _ = m(xt, states[0])
+    tout.backward(torch.from_numpy(cot))
+    np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g.grad(nodes[0]), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g.grad(nodes[1]), m.weight_ih_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g.grad(nodes[2]), m.weight_hh_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g.grad(nodes[3]), m.bias_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
+    if op == "gru":
+        np.testing.assert_allclose(g.grad(nodes[4]), m.bias_hh_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for n, s in zip(nodes[nw:], states):
+        np.testing.assert_allclose(g.grad(n), s.grad.numpy()[0], rtol=1e-9, atol=1e-12)
+
+
+def test_lstm_float32_matches_pytorch_at_bench_size():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    t, b, i, h = 16, 8, 32, 64
+    k = 1 / np.sqrt(h)
+    x = rng.standard_normal((t, b, i)).astype(np.float32)
+    w_ih = rng.uniform(-k, k, (i, 4 * h)).astype(np.float32)
+    w_hh = rng.uniform(-k, k, (h, 4 * h)).astype(np.float32)
+    bias = rng.uniform(-k, k, 4 * h).astype(np.float32)
+    g = yscv.Graph()
+    nodes = [g.variable(a) for a in (x, w_ih, w_hh, bias)]
+    out = g.lstm(*nodes)
+    g.backward(g.mean(g.mul(out, out)))
+    m = torch.nn.LSTM(i, h)
+    with torch.no_grad():
+        m.weight_ih_l0.copy_(torch.from_numpy(w_ih.T.copy()))
+        m.weight_hh_l0.copy_(torch.from_numpy(w_hh.T.copy()))
+        m.bias_ih_l0.copy_(torch.from_numpy(bias))
+        m.bias_hh_l0.zero_()
+    xt = torch.from_numpy(x).requires_grad_(True)
+    tout, _ = m(xt)
+    (tout * tout).mean().backward()
+    np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.grad(nodes[0]), xt.grad.numpy(), rtol=1e-4, atol=1e-8)
+    np.testing.assert_allclose(g.grad(nodes[2]), m.weight_hh_l0.grad.numpy().T, rtol=1e-4, atol=1e-8)
