@@ -1,7 +1,40 @@
-"""Attention ops (backward). See yscv/registry.py for the op contract."""
+"""Attention ops (backward).
+
+With P the saved probabilities and G the output gradient:
+``dV = P^T G``, ``dP = G V^T``, ``dS = scale * P * (dP - rowsum(dP * P))``
+(one fused Numba pass, in place on dP), ``dQ = dS K``, ``dK = dS^T Q``.
+Masked entries and rows with nothing to attend have P = 0, hence dS = 0.
+Gradients are returned at the broadcast leading shape; the walk sums them
+back to each input's own shape.
+"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
+from ..kernels import lazy
 from ..node import Op
 from ..registry import register_backward
+
+K = lazy("attention")
+
+
+@register_backward(Op.SCALED_DOT_PRODUCT_ATTENTION)
+def sdpa_backward(g, inputs, out, attrs, saved, needs):
+    q, k, v = inputs
+    p = saved
+    dq = dk = dv = None
+    if needs[2]:
+        dv = np.matmul(np.swapaxes(p, -1, -2), g)
+    if needs[0] or needs[1]:
+        ds = np.matmul(g, np.swapaxes(v, -1, -2))
+        Sq, Sk = p.shape[-2:]
+        n = math.prod(p.shape[:-2])
+        K.masked_softmax_backward(p.reshape(n, Sq, Sk), ds.reshape(n, Sq, Sk),
+                                  p.dtype.type(attrs.scale), attrs.causal)
+        if needs[0]:
+            dq = np.matmul(ds, k)
+        if needs[1]:
+            dk = np.matmul(np.swapaxes(ds, -1, -2), q)
+    return dq, dk, dv

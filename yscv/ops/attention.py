@@ -1,11 +1,143 @@
-"""Attention ops (forward). See yscv/registry.py for the op contract."""
+"""Attention ops (forward): scaled dot-product attention.
+
+``out = softmax(scale * q @ k^T  restricted to allowed keys) @ v`` over any
+leading (batch, head) axes, which broadcast between q, k and v as NumPy's
+matmul does. The products are NumPy batched matmuls (BLAS); scaling,
+masking, the softmax and its normalisation are one fused Numba pass
+(yscv/kernels/attention.py). Saved for backward: the attention
+probabilities P [..., Sq, Sk] (recomputing them costs a Q K^T product and
+the softmax again; see docs/ops/attention.md for the measurement).
+"""
 from __future__ import annotations
+
+import math
+import numbers
 
 import numpy as np
 
+from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
+from ._common import shape_error
+
+K = lazy("attention")
+
+_OP = "scaled_dot_product_attention"
+
+#: placeholder passed to the kernel when there is no mask (read-only, like
+#: stored masks, so the kernel sees one array type)
+_NO_MASK = np.ones((1, 1, 1), dtype=bool)
+_NO_MASK.flags.writeable = False
+
+
+class SDPAAttrs:
+    """Static attributes of one attention node.
+
+    mask: None or a read-only bool array [N, Sq, Sk] (the user's mask
+    broadcast to the full score shape, N = prod(lead)); causal: bool;
+    scale: float; lead: the broadcast leading shape of the scores.
+    """
+
+    __slots__ = ("mask", "causal", "scale", "lead")
+
+    def __init__(self, mask, causal, scale, lead):
+        self.mask = mask
+        self.causal = causal
+        self.scale = scale
+        self.lead = lead
+
+    def __repr__(self) -> str:
+        m = None if self.mask is None else f"bool{self.mask.shape}"
+        return f"SDPAAttrs(mask={m}, causal={self.causal}, scale={self.scale}, lead={self.lead})"
+
+
+def attention_probs(attrs, q, k):
+    """softmax(scale * q @ k^T) over the allowed keys: [*lead, Sq, Sk], a fresh
+    C-contiguous array (zeros where masked and in rows with nothing to attend)."""
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    Sq, Sk = s.shape[-2:]
+    full = attrs.lead + (Sq, Sk)
+    if s.shape != full:  # v has more leading axes than q and k
+        s = np.array(np.broadcast_to(s, full), order="C")
+    mask = attrs.mask
+    K.masked_softmax_forward(s.reshape(math.prod(attrs.lead), Sq, Sk), _NO_MASK if mask is None else mask,
+                             mask is not None, attrs.causal, s.dtype.type(attrs.scale))
+    return s
+
+
+@register_forward(Op.SCALED_DOT_PRODUCT_ATTENTION)
+def sdpa_forward(attrs, q, k, v):
+    p = attention_probs(attrs, q, k)
+    return np.matmul(p, v), p
+
+
+def _lead_shape(shapes, names):
+    try:
+        return tuple(np.broadcast_shapes(*(s[:-2] for s in shapes)))
+    except ValueError:
+        desc = ", ".join(f"{n} {s}" for n, s in zip(names, shapes))
+        raise shape_error(_OP, f"leading (batch/head) axes of {desc} do not broadcast",
+                          got=tuple(shapes)) from None
 
 
 class AttentionOps:
     """Graph methods of the attention category."""
+
+    def scaled_dot_product_attention(self, q, k, v, mask=None, causal=False, scale=None):
+        """Scaled dot-product attention, as torch.nn.functional.scaled_dot_product_attention.
+
+        Args:
+            q: [..., Sq, D]; k: [..., Sk, D]; v: [..., Sk, Dv]. The leading
+                axes broadcast against each other (NumPy matmul rules).
+            mask: None or a boolean array, True = may attend, broadcastable
+                to [..., Sq, Sk] (the output's leading axes).
+            causal: query i attends keys j <= i (top-left aligned, as
+                PyTorch, also when Sq != Sk). Combined with ``mask`` by AND.
+            scale: multiplies q @ k^T; default 1/sqrt(D).
+        Returns [..., Sq, Dv]. A query row with no key to attend gives a
+        zero output row and zero gradients (PyTorch gives NaN there).
+        Saves the attention probabilities [..., Sq, Sk] for backward.
+        """
+        qs = self._operand(q, _OP, "q")[1].shape
+        ks = self._operand(k, _OP, "k")[1].shape
+        vs = self._operand(v, _OP, "v")[1].shape
+        for name, s, lay in (("q", qs, "[..., Sq, D]"), ("k", ks, "[..., Sk, D]"),
+                             ("v", vs, "[..., Sk, Dv]")):
+            if len(s) < 2:
+                raise shape_error(_OP, f"{name} must be at least 2-d {lay}, got shape {s}",
+                                  expected=lay, got=s)
+        if ks[-1] != qs[-1]:
+            raise shape_error(_OP, f"q and k must have the same depth D (last axis), got "
+                                   f"q {qs} and k {ks}", expected=qs[-1], got=ks[-1])
+        if vs[-2] != ks[-2]:
+            raise shape_error(_OP, f"k and v must have the same length Sk (axis -2), got "
+                                   f"k {ks} and v {vs}", expected=ks[-2], got=vs[-2])
+        if qs[-1] < 1 and scale is None:
+            raise shape_error(_OP, f"q has depth D=0 (shape {qs}); the default scale "
+                                   "1/sqrt(D) is undefined: pass scale=", got=qs)
+        lead = _lead_shape((qs, ks, vs), ("q", "k", "v"))
+        if not isinstance(causal, (bool, np.bool_)):
+            raise TypeError(f"{_OP}: causal must be a bool, got {causal!r}")
+        if scale is None:
+            scale = 1.0 / math.sqrt(qs[-1])
+        elif isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"{_OP}: scale must be a real number or None, got {scale!r}")
+        elif not math.isfinite(scale):
+            raise ValueError(f"{_OP}: scale must be finite, got {scale!r}")
+        full = lead + (qs[-2], ks[-2])
+        m3 = None
+        if mask is not None:
+            m = np.asarray(mask)
+            if m.dtype != np.bool_:
+                raise TypeError(f"{_OP}: mask must be a boolean array (True = attend), got "
+                                f"dtype {m.dtype}")
+            try:
+                mb = np.broadcast_to(m, full)
+            except ValueError:
+                raise shape_error(_OP, f"mask of shape {m.shape} does not broadcast to the "
+                                       f"score shape [..., Sq, Sk] = {full}",
+                                  expected=full, got=m.shape) from None
+            m3 = np.array(mb, order="C").reshape(math.prod(lead), qs[-2], ks[-2])
+            m3.flags.writeable = False
+        attrs = SDPAAttrs(m3, bool(causal), float(scale), lead)
+        return self._apply(Op.SCALED_DOT_PRODUCT_ATTENTION, (q, k, v), attrs)

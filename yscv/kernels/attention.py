@@ -1,0 +1,193 @@
+"""Row kernels of scaled dot-product attention: masked softmax forward and
+its backward, over scores laid out as [N, Sq, Sk] (N = all leading axes).
+
+The matrix products (Q K^T, P V and their gradients) stay in NumPy's batched
+matmul (BLAS). These kernels fuse what NumPy would do in five or six passes
+with temporaries: scaling, masking (boolean mask and/or causal), the row
+max, exp, the row sum and the normalisation; and, backward,
+``dS = scale * P * (dP - rowsum(dP * P))``.
+
+A row with nothing to attend gets probabilities 0 (so the output row is 0
+and no gradient flows through it) instead of PyTorch's NaN.
+
+float32 uses a vectorisable exp (Cody-Waite reduction, degree-7 polynomial,
+2**k built from bits; ~1 ulp); float64 uses ``math.exp``. The copy of
+``_exp32`` in yscv/kernels/recurrent.py is deliberate: Numba's on-disk cache
+only notices edits to a cached function's own file.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import types
+from numba.extending import intrinsic, overload
+
+from ._jit import jit
+
+
+@intrinsic
+def _f32_from_bits(typingctx, bits):
+    """Reinterpret the low 32 bits of an integer as a float32."""
+    if not isinstance(bits, types.Integer):
+        return None
+    sig = types.float32(bits)
+
+    def codegen(context, builder, signature, args):
+        v = context.cast(builder, args[0], signature.args[0], types.int32)
+        return builder.bitcast(v, context.get_value_type(types.float32))
+
+    return sig, codegen
+
+
+@jit
+def _exp32(x):
+    if x > np.float32(88.0):
+        x = np.float32(88.0)
+    if x < np.float32(-87.0):
+        x = np.float32(-87.0)
+    magic = np.float32(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer
+    k = (x * np.float32(1.4426950408889634) + magic) - magic
+    r = (x - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
+    p = np.float32(1.0 / 5040.0)
+    p = p * r + np.float32(1.0 / 720.0)
+    p = p * r + np.float32(1.0 / 120.0)
+    p = p * r + np.float32(1.0 / 24.0)
+    p = p * r + np.float32(1.0 / 6.0)
+    p = p * r + np.float32(0.5)
+    p = p * r + np.float32(1.0)
+    p = p * r + np.float32(1.0)
+    return p * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
+
+
+def fexp(x):
+    """exp(x): libm for float64, vectorisable polynomial for float32."""
+    return math.exp(x)
+
+
+@overload(fexp)
+def _fexp_impl(x):
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+        return lambda x: _exp32(x)
+    return lambda x: math.exp(x)
+
+
+@jit
+def _row_sum(row, n):
+    """Sum of row[:n] with eight independent partial sums (vectorisable
+    without reassociating one accumulator)."""
+    z = row.dtype.type(0)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = z
+    j = 0
+    while j + 8 <= n:
+        a0 += row[j]
+        a1 += row[j + 1]
+        a2 += row[j + 2]
+        a3 += row[j + 3]
+        a4 += row[j + 4]
+        a5 += row[j + 5]
+        a6 += row[j + 6]
+        a7 += row[j + 7]
+        j += 8
+    while j < n:
+        a0 += row[j]
+        j += 1
+    return ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
+
+
+@jit
+def _row_dot(a, b, n):
+    """sum(a[:n] * b[:n]) with eight partial sums."""
+    z = a.dtype.type(0)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = z
+    j = 0
+    while j + 8 <= n:
+        a0 += a[j] * b[j]
+        a1 += a[j + 1] * b[j + 1]
+        a2 += a[j + 2] * b[j + 2]
+        a3 += a[j + 3] * b[j + 3]
+        a4 += a[j + 4] * b[j + 4]
+        a5 += a[j + 5] * b[j + 5]
+        a6 += a[j + 6] * b[j + 6]
+        a7 += a[j + 7] * b[j + 7]
+        j += 8
+    while j < n:
+        a0 += a[j] * b[j]
+        j += 1
+    return ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
+
+
+@jit
+def masked_softmax_forward(s, mask, has_mask, causal, scale):
+    """Scores -> attention probabilities, in place, row by row.
+
+    s: [N, Sq, Sk] raw scores Q K^T; becomes softmax(scale * s) over the keys
+    each query may attend: mask[n, i, j] (when ``has_mask``; mask is then
+    [N, Sq, Sk] bool, else any placeholder) and j <= i (when ``causal``).
+    Other entries become 0; a row with no allowed key becomes all 0.
+    """
+    N, Sq, Sk = s.shape
+    zero = s.dtype.type(0)
+    one = s.dtype.type(1)
+    ninf = s.dtype.type(-np.inf)
+    nan = s.dtype.type(np.nan)
+    for n in range(N):
+        for i in range(Sq):
+            row = s[n, i]
+            end = min(i + 1, Sk) if causal else Sk
+            m = ninf
+            allowed = end
+            if has_mask:
+                mrow = mask[n, i]
+                allowed = 0
+                for j in range(end):
+                    ok = mrow[j]
+                    allowed += ok
+                    v = row[j] * scale if ok else ninf
+                    m = v if v > m else m
+            else:
+                for j in range(end):
+                    v = row[j] * scale
+                    m = v if v > m else m
+            if allowed == 0:  # nothing to attend: zeros, not NaN
+                for j in range(Sk):
+                    row[j] = zero
+                continue
+            if not m > ninf:  # every allowed score is NaN or -inf: NaN, as softmax
+                for j in range(Sk):
+                    row[j] = nan
+                continue
+            if has_mask:
+                mrow = mask[n, i]
+                for j in range(end):
+                    e = fexp(row[j] * scale - m)
+                    row[j] = e if mrow[j] else zero
+            else:
+                for j in range(end):
+                    row[j] = fexp(row[j] * scale - m)
+            for j in range(end, Sk):
+                row[j] = zero
+            inv = one / _row_sum(row, end)
+            for j in range(end):
+                row[j] *= inv
+
+
+@jit
+def masked_softmax_backward(p, dp, scale, causal):
+    """dp <- scale * p * (dp - rowsum(dp * p)), in place, row by row.
+
+    p: [N, Sq, Sk] probabilities (0 where masked, so those entries and
+    fully masked rows get 0); with ``causal`` only keys j <= i are visited.
+    """
+    N, Sq, Sk = p.shape
+    zero = p.dtype.type(0)
+    for n in range(N):
+        for i in range(Sq):
+            prow = p[n, i]
+            drow = dp[n, i]
+            end = min(i + 1, Sk) if causal else Sk
+            d = _row_dot(prow, drow, end)
+            for j in range(end):
+                drow[j] = scale * prow[j] * (drow[j] - d)
+            for j in range(end, Sk):
+                drow[j] = zero
