@@ -152,6 +152,8 @@ BAD = [
     BadCase(Op.EMBEDDING, "embedding_float_indices", _leaf((10, 4)),
             lambda g, w: g.embedding(w, np.array([1.0, 2.0])), TypeError,
             "embedding: indices must be an integer array"),
+    BadCase(Op.EMBEDDING, "embedding_ragged_indices", _leaf((10, 4)),
+            lambda g, w: g.embedding(w, [[1, 2], [3]]), TypeError, "embedding: indices"),
     BadCase(Op.EMBEDDING, "embedding_weight_not_2d", _leaf((10,)),
             lambda g, w: g.embedding(w, np.array([1])), yscv.ShapeError, "embedding: weight must be 2-d"),
     BadCase(Op.EMBEDDING, "embedding_complex_weight", lambda g: (np.ones((2, 2)) * 1j,),
@@ -277,3 +279,26 @@ def test_fortran_ordered_index_array():
     g.backward(y, grad=np.ones((2, 3)))
     np.testing.assert_array_equal(g.grad(x), scatter_add_loops(np.zeros((3, 4)), 0, idx, np.ones((2, 3))))
     assert g._attrs[y.index][1].flags.c_contiguous
+
+
+def test_checkpointed_segment_gives_bit_identical_gradients():
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((10, 4))
+    x0 = rng.standard_normal((2, 3, 3, 4))
+
+    def seg(g, w, x):
+        e = g.embedding(w, np.array([[1, 2, 1], [0, 9, 9]]))
+        h = g.pad(g.reshape(e, (2, 3, 1, 4)), ((0, 0), (0, 0), (1, 1), (0, 0))) * x
+        h = g.pixel_shuffle(g.cat([h, g.flip(h, 1), h[:, ::-1], g.repeat(x, 1)], -1), 2)
+        y = g.gather(g.flatten(g.upsample_nearest(h, 2)), 1, np.array([[0, 5, 5], [7, 7, 1]]))
+        return g.scatter_add(y, 1, np.array([[2, 2]]), g.expand(x[0, 0, :1, :2], (1, 2)))
+
+    res = []
+    for checkpointed in (False, True):
+        g = yscv.Graph(np.float64)
+        w, x = g.variable(w0), g.variable(x0)
+        out = g.checkpoint(seg, w, x) if checkpointed else seg(g, w, x)
+        g.backward(g.sum(out * out))
+        res.append((g.value(out), g.grad(w), g.grad(x)))
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(a, b)

@@ -37,7 +37,10 @@ def _index_array(idx, op: str, arg: str) -> np.ndarray:
     if isinstance(idx, (list, tuple)) and np.size(np.asarray(idx, dtype=object)) == 0:
         arr = np.zeros(np.shape(idx), dtype=np.int64)
     else:
-        arr = as_index_array(idx, op, arg)  # a fresh int64 copy
+        try:
+            arr = as_index_array(idx, op, arg)  # a fresh int64 copy
+        except ValueError as exc:  # ragged nested lists
+            raise TypeError(f"{op}: {arg} cannot be converted to an integer array: {exc}") from None
         if not arr.flags.c_contiguous:      # astype keeps a Fortran layout
             arr = np.ascontiguousarray(arr)
     arr.flags.writeable = False
