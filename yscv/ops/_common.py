@@ -50,9 +50,13 @@ def normalize_axis(axis, ndim: int, op: str, arg: str = "axis") -> int:
     if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
         raise TypeError(f"{op}: {arg} must be an int, got {type(axis).__name__}")
     axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if ndim == 0:  # as PyTorch: a 0-d tensor accepts dim 0 and -1
+        if axis not in (0, -1):
+            raise ValueError(f"{op}: {arg}={axis} is out of range for a 0-d input")
+        return 0
+    if not -ndim <= axis < ndim:
         raise ValueError(f"{op}: {arg}={axis} is out of range for a {ndim}-d input")
-    return axis % ndim if ndim else 0
+    return axis % ndim
 
 
 def normalize_axes(axis, ndim: int, op: str, arg: str = "axis"):
