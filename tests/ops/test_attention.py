@@ -1,0 +1,251 @@
+"""scaled_dot_product_attention: NumPy reference for every option, float64
+gradcheck, bad arguments, fully masked rows, PyTorch cross-checks."""
+import numpy as np
+import pytest
+
+import yscv
+from yscv import Op
+from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
+    """Plain NumPy: masked scores set to -inf, rows with nothing allowed -> 0."""
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    s = np.broadcast_to(s, lead + s.shape[-2:])
+    sq, sk = s.shape[-2:]
+    allow = np.ones(s.shape, dtype=bool)
+    if mask is not None:
+        allow &= mask
+    if causal:
+        allow &= np.arange(sk)[None, :] <= np.arange(sq)[:, None]
+    out = np.zeros(lead + (sq, v.shape[-1]))
+    vb = np.broadcast_to(v, lead + v.shape[-2:])
+    for idx in np.ndindex(*lead):
+        for i in range(sq):
+            a = allow[idx][i]
+            if not a.any():
+                continue
+            row = s[idx][i][a]
+            w = np.exp(row - row.max())
+            w /= w.sum()
+            out[idx][i] = w @ vb[idx][a]
+    return out
+
+
+def _qkv(qs, ks, vs):
+    return lambda rng: (rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs))
+
+
+MASK = np.random.default_rng(11).random((2, 4, 5)) > 0.35
+MASK[0, 1, :] = True
+MASK_ROW_EMPTY = MASK.copy()
+MASK_ROW_EMPTY[1, 2, :] = False                  # query 2 of batch 1 attends nothing
+MASK_KEYS = np.array([True, True, False, True, False])   # [Sk], broadcast over queries
+MASK_HEADS = np.random.default_rng(12).random((2, 1, 3, 3)) > 0.3  # broadcast over heads
+
+
+def _case(name, build, shapes, ref, **kw):
+    return OpCase(Op.SCALED_DOT_PRODUCT_ATTENTION, build, reference=ref, inputs=_qkv(*shapes),
+                  name=name, **kw)
+
+
+S = (2, 4, 3), (2, 5, 3), (2, 5, 2)        # Sq=4 != Sk=5, D=3, Dv=2
+
+CASES = [
+    _case("sdpa_no_mask", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
+          ((2, 4, 3), (2, 4, 3), (2, 4, 2)), ref_sdpa),
+    _case("sdpa_sq_ne_sk", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v), S, ref_sdpa),
+    _case("sdpa_bool_mask", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK)),
+    _case("sdpa_mask_broadcast_keys",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_KEYS),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_KEYS)),
+    _case("sdpa_causal_square",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, causal=True),
+          ((2, 4, 3), (2, 4, 3), (2, 4, 2)), lambda q, k, v: ref_sdpa(q, k, v, causal=True)),
+    _case("sdpa_causal_sq_lt_sk",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, causal=True),
+          S, lambda q, k, v: ref_sdpa(q, k, v, causal=True)),
+    _case("sdpa_causal_sq_gt_sk",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, causal=True),
+          ((2, 5, 3), (2, 3, 3), (2, 3, 2)), lambda q, k, v: ref_sdpa(q, k, v, causal=True)),
+    _case("sdpa_causal_and_mask",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK, causal=True),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK, causal=True)),
+    _case("sdpa_explicit_scale",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, scale=0.7),
+          S, lambda q, k, v: ref_sdpa(q, k, v, scale=0.7)),
+    _case("sdpa_head_axis_and_head_broadcast_mask",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_HEADS),
+          ((2, 2, 3, 2), (2, 2, 3, 2), (2, 2, 3, 2)),
+          lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_HEADS)),
+    _case("sdpa_kv_shared_across_heads",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
+          ((2, 2, 3, 2), (2, 1, 4, 2), (1, 4, 3)), ref_sdpa),
+    _case("sdpa_2d_no_lead", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
+          ((4, 3), (6, 3), (6, 5)), ref_sdpa),
+    _case("sdpa_fully_masked_row",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_ROW_EMPTY),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_ROW_EMPTY)),
+]
+
+
+def _leaves(*shapes):
+    return lambda g: tuple(g.variable(np.zeros(s)) for s in shapes)
+
+
+OK = ((2, 4, 3), (2, 5, 3), (2, 5, 2))
+_SDPA = Op.SCALED_DOT_PRODUCT_ATTENTION
+_NAME = "scaled_dot_product_attention"
+BAD = [
+    BadCase(_SDPA, "sdpa_q_1d", _leaves((3,), (5, 3), (5, 2)),
+            lambda g, *a: g.scaled_dot_product_attention(*a), yscv.ShapeError, f"{_NAME}: q must"),
+    BadCase(_SDPA, "sdpa_depth_mismatch", _leaves((2, 4, 3), (2, 5, 4), (2, 5, 2)),
+            lambda g, *a: g.scaled_dot_product_attention(*a), yscv.ShapeError, "same depth D"),
+    BadCase(_SDPA, "sdpa_kv_length_mismatch", _leaves((2, 4, 3), (2, 5, 3), (2, 6, 2)),
+            lambda g, *a: g.scaled_dot_product_attention(*a), yscv.ShapeError, "same length Sk"),
+    BadCase(_SDPA, "sdpa_lead_not_broadcastable", _leaves((2, 4, 3), (3, 5, 3), (3, 5, 2)),
+            lambda g, *a: g.scaled_dot_product_attention(*a), yscv.ShapeError, "do not broadcast"),
+    BadCase(_SDPA, "sdpa_mask_not_bool", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.ones((4, 5))), TypeError,
+            f"{_NAME}: mask must be a boolean"),
+    BadCase(_SDPA, "sdpa_mask_not_broadcastable", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.ones((5, 4), bool)),
+            yscv.ShapeError, f"{_NAME}: mask of shape"),
+    BadCase(_SDPA, "sdpa_mask_would_enlarge_output", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.ones((3, 2, 4, 5), bool)),
+            yscv.ShapeError, "mask of shape"),
+    BadCase(_SDPA, "sdpa_causal_not_bool", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, causal="yes"), TypeError, "causal"),
+    BadCase(_SDPA, "sdpa_scale_not_number", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, scale="0.5"), TypeError, "scale"),
+    BadCase(_SDPA, "sdpa_scale_not_finite", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, scale=float("inf")), ValueError, "scale"),
+    BadCase(_SDPA, "sdpa_v_complex", lambda g: _leaves((2, 4, 3), (2, 5, 3))(g) + (np.zeros((2, 5, 2)) * 1j,),
+            lambda g, *a: g.scaled_dot_product_attention(*a), TypeError, f"{_NAME}: v"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+
+
+# --------------------------------------------------------- targeted tests
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fully_masked_row_gives_zeros_and_zero_gradients(dtype):
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 2))
+    g = yscv.Graph(dtype)
+    qn, kn, vn = g.variable(q), g.variable(k), g.variable(v)
+    out = g.scaled_dot_product_attention(qn, kn, vn, mask=MASK_ROW_EMPTY)
+    val = g.value(out)
+    assert np.all(np.isfinite(val))
+    np.testing.assert_array_equal(val[1, 2], 0.0)
+    cot = np.zeros(val.shape)
+    cot[1, 2] = 1.0  # only the empty row receives gradient
+    g.backward(out, grad=cot)
+    for n in (qn, kn, vn):
+        np.testing.assert_array_equal(g.grad(n), 0.0)
+
+
+def test_no_key_at_all_gives_zeros():
+    g = yscv.Graph(np.float64)
+    q = g.variable(np.ones((3, 2)))
+    out = g.scaled_dot_product_attention(q, g.variable(np.ones((0, 2))), g.variable(np.ones((0, 4))))
+    np.testing.assert_array_equal(g.value(out), np.zeros((3, 4)))
+
+
+def test_masked_keys_get_no_gradient():
+    rng = np.random.default_rng(1)
+    g = yscv.Graph(np.float64)
+    q, k, v = (g.variable(rng.standard_normal(s)) for s in ((4, 3), (5, 3), (5, 2)))
+    mask = np.array([True, False, True, True, False])
+    g.backward(g.sum(g.scaled_dot_product_attention(q, k, v, mask=mask)))
+    np.testing.assert_array_equal(g.grad(k)[~mask], 0.0)
+    np.testing.assert_array_equal(g.grad(v)[~mask], 0.0)
+    assert np.all(g.grad(v)[mask] != 0)
+
+
+def test_saves_probabilities_only():
+    g = yscv.Graph()
+    q, k, v = (g.variable(np.zeros(s)) for s in ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)))
+    g.scaled_dot_product_attention(q, k, v)
+    assert g.memory()["saved"] == 4 * 2 * 3 * 4 * 6
+
+
+def test_mask_is_copied_at_build_time():
+    rng = np.random.default_rng(2)
+    q, k, v = rng.standard_normal((4, 3)), rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    mask = np.ones((4, 5), bool)
+    g = yscv.Graph(np.float64)
+    out = g.scaled_dot_product_attention(g.variable(q), g.variable(k), g.variable(v), mask=mask)
+    mask[:] = False
+    np.testing.assert_allclose(g.value(out), ref_sdpa(q, k, v), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_score_propagates(dtype):
+    q = np.ones((3, 2))
+    q[1, 0] = np.nan
+    g = yscv.Graph(dtype)
+    out = g.value(g.scaled_dot_product_attention(g.constant(q), g.constant(np.ones((4, 2))),
+                                                 g.constant(np.ones((4, 2)))))
+    assert np.all(np.isnan(out[1])) and np.all(np.isfinite(out[[0, 2]]))
+
+
+def test_large_scores_are_stable_in_float32():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((8, 16)) * 30, rng.standard_normal((8, 16)) * 30, rng.standard_normal((8, 4))
+    g = yscv.Graph(np.float32)
+    out = g.scaled_dot_product_attention(g.variable(q), g.variable(k), g.variable(v))
+    np.testing.assert_allclose(g.value(out), ref_sdpa(q, k, v), rtol=1e-3, atol=1e-4)
+
+
+# -------------------------------------------------------- PyTorch checks
+@pytest.mark.parametrize("kw", [
+    {}, {"mask": True}, {"causal": True}, {"scale": 0.3}, {"causal": True, "sq": 3},
+    {"causal": True, "sq": 7},
+], ids=["plain", "mask", "causal", "scale", "causal_sq_lt_sk", "causal_sq_gt_sk"])
+def test_matches_pytorch(kw):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(4)
+    sq = kw.get("sq", 5)
+    q = rng.standard_normal((2, 3, sq, 4))
+    k = rng.standard_normal((2, 3, 5, 4))
+    v = rng.standard_normal((2, 3, 5, 6))
+    mask = rng.random((2, 1, sq, 5)) > 0.3 if kw.get("mask") else None
+    if mask is not None:
+        mask[..., 0] = True  # PyTorch gives NaN for empty rows; keep rows non-empty
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in (q, k, v)]
+    out = g.scaled_dot_product_attention(*nodes, mask=mask, causal=kw.get("causal", False),
+                                         scale=kw.get("scale"))
+    cot = rng.standard_normal(g.value(out).shape)
+    g.backward(out, grad=cot)
+    ts = [torch.from_numpy(a.copy()).requires_grad_(True) for a in (q, k, v)]
+    tout = F.scaled_dot_product_attention(
+        *ts, attn_mask=None if mask is None else torch.from_numpy(mask),
+        is_causal=kw.get("causal", False), scale=kw.get("scale"))
+    tout.backward(torch.from_numpy(cot))
+    np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-9, atol=1e-12)
+    for n, t in zip(nodes, ts):
+        np.testing.assert_allclose(g.grad(n), t.grad.numpy(), rtol=1e-8, atol=1e-11)
+
+
+def test_float32_matches_pytorch_at_transformer_size():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 4, 64, 32)).astype(np.float32) for _ in range(3))
+    g = yscv.Graph()
+    nodes = [g.variable(a) for a in (q, k, v)]
+    out = g.scaled_dot_product_attention(*nodes, causal=True)
+    cot = rng.standard_normal(g.value(out).shape).astype(np.float32)
+    g.backward(out, grad=cot)
+    ts = [torch.from_numpy(a).requires_grad_(True) for a in (q, k, v)]
+    tout = F.scaled_dot_product_attention(*ts, is_causal=True)
+    tout.backward(torch.from_numpy(cot))
+    np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for n, t in zip(nodes, ts):
+        np.testing.assert_allclose(g.grad(n), t.grad.numpy(), rtol=1e-3, atol=1e-4)
