@@ -30,6 +30,13 @@ def _eps(v, layer: str) -> float:
     return v
 
 
+def _affine(self, g):
+    """(gamma, beta) nodes, or (None, None) without affine parameters."""
+    if self.weight is None:
+        return None, None
+    return self.param(g, "weight"), self.param(g, "bias")
+
+
 class BatchNorm(Module):
     """Batch normalisation over every axis but the last (C), any rank.
 
@@ -64,8 +71,8 @@ class BatchNorm(Module):
             self.weight = Parameter(np.ones(c), dt)
             self.bias = Parameter(np.zeros(c), dt)
         else:
-            self.register_buffer("_ones", np.ones(c, dt), persistent=False)
-            self.register_buffer("_zeros", np.zeros(c, dt), persistent=False)
+            self.weight = None
+            self.bias = None
         if self.track_running_stats:
             self.register_buffer("running_mean", np.zeros(c, dt))
             self.register_buffer("running_var", np.ones(c, dt))
@@ -77,11 +84,10 @@ class BatchNorm(Module):
             self.running_var[...] = 1
             self.num_batches_tracked[...] = 0
 
+    _affine = _affine
+
     def forward(self, g, x):
-        if self.affine:
-            gamma, beta = self.param(g, "weight"), self.param(g, "bias")
-        else:
-            gamma, beta = self.buffer(g, "_ones"), self.buffer(g, "_zeros")
+        gamma, beta = self._affine(g)
         if self.track_running_stats:
             mean, var = self.buffer(g, "running_mean"), self.buffer(g, "running_var")
             training = self.training
@@ -170,14 +176,13 @@ class GroupNorm(Module):
             self.weight = Parameter(np.ones(c), dt)
             self.bias = Parameter(np.zeros(c), dt)
         else:
-            self.register_buffer("_ones", np.ones(c, dt), persistent=False)
-            self.register_buffer("_zeros", np.zeros(c, dt), persistent=False)
+            self.weight = None
+            self.bias = None
+
+    _affine = _affine
 
     def forward(self, g, x):
-        if self.affine:
-            gamma, beta = self.param(g, "weight"), self.param(g, "bias")
-        else:
-            gamma, beta = self.buffer(g, "_ones"), self.buffer(g, "_zeros")
+        gamma, beta = self._affine(g)
         return g.group_norm(x, gamma, beta, self.num_groups, eps=self.eps)
 
     def extra_repr(self) -> str:
@@ -202,14 +207,13 @@ class InstanceNorm(Module):
             self.weight = Parameter(np.ones(c), dt)
             self.bias = Parameter(np.zeros(c), dt)
         else:
-            self.register_buffer("_ones", np.ones(c, dt), persistent=False)
-            self.register_buffer("_zeros", np.zeros(c, dt), persistent=False)
+            self.weight = None
+            self.bias = None
+
+    _affine = _affine
 
     def forward(self, g, x):
-        if self.affine:
-            gamma, beta = self.param(g, "weight"), self.param(g, "bias")
-        else:
-            gamma, beta = self.buffer(g, "_ones"), self.buffer(g, "_zeros")
+        gamma, beta = self._affine(g)
         return g.instance_norm(x, gamma, beta, eps=self.eps)
 
     def extra_repr(self) -> str:
