@@ -169,7 +169,8 @@ class Module:
         for p in self.parameters():
             bind_param(g, p)
         for name, b in self.named_buffers():
-            bind_buffer(g, b, name)
+            if b.dtype.kind == "f":  # counters such as num_batches_tracked stay outside
+                bind_buffer(g, b, name)
         return len(g)
 
     # ----------------------------------------------------------- traversal
