@@ -249,3 +249,29 @@ def test_reduction_of_array_operand_and_graph_unchanged_on_failure():
     with pytest.raises(ValueError, match="mean: axis=4"):
         g.mean(np.ones((2, 3)), axis=4)
     assert len(g) == n
+
+
+def test_var_warning_as_error_leaves_graph_unchanged():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="var"):
+            g.var(x, ddof=2)
+    assert len(g) == 1
+
+
+def test_attribute_cache_does_not_let_bad_arguments_through():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(g.value(g.sum(x, 1)), [3.0, 12.0])
+    np.testing.assert_array_equal(g.value(g.sum(x, 1)), [3.0, 12.0])  # cached attrs
+    with pytest.raises(TypeError, match="sum: axis"):
+        g.sum(x, True)  # True == 1 and hashes alike, but is not an axis
+    with pytest.raises(TypeError, match="sum: keepdims"):
+        g.sum(x, 1, 1)
+    e = g.variable(np.ones((0, 3)))
+    with pytest.raises(ValueError, match="max: cannot reduce"):
+        g.max(e, 0)
+    with pytest.raises(ValueError, match="max: cannot reduce"):
+        g.max(e, 0)

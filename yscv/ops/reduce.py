@@ -141,7 +141,8 @@ _ATTRS_CACHE_MAX = 4096
 class ReduceOps:
     """Graph methods of the reduce category."""
 
-    def _reduce(self, op: Op, x, axis, keepdims, ddof=0.0, empty_ok=True):
+    def _reduce_prepare(self, op: Op, x, axis, keepdims, ddof=0.0, empty_ok=True):
+        """(operand, validated _ReduceAttrs); raises before anything is appended."""
         if type(x) is NodeId:
             shape = self._shape(self._index(x))
         else:
@@ -152,7 +153,7 @@ class ReduceOps:
             key = (op, shape, axis, keepdims, ddof)
             attrs = _ATTRS_CACHE.get(key)
             if attrs is not None:
-                return self._apply1(op, x, attrs)
+                return x, attrs
         name = op.name.lower()
         attrs = _reduce_attrs(shape, axis, keepdims, name, ddof)
         if attrs.count == 0 and not empty_ok and math.prod(attrs.oshape) > 0:
@@ -163,6 +164,10 @@ class ReduceOps:
             if len(_ATTRS_CACHE) >= _ATTRS_CACHE_MAX:
                 _ATTRS_CACHE.clear()
             _ATTRS_CACHE[key] = attrs
+        return x, attrs
+
+    def _reduce(self, op: Op, x, axis, keepdims, empty_ok=True):
+        x, attrs = self._reduce_prepare(op, x, axis, keepdims, 0.0, empty_ok)
         return self._apply1(op, x, attrs)
 
     def sum(self, x, axis=None, keepdims=False):
@@ -194,13 +199,12 @@ class ReduceOps:
             raise TypeError(f"var: ddof must be a real number, got {ddof!r}")
         if not ddof >= 0:
             raise ValueError(f"var: ddof must be >= 0, got {ddof!r}")
-        node = self._reduce(_VAR, x, axis, keepdims, float(ddof))
-        attrs = self._attrs[node.index]
+        x, attrs = self._reduce_prepare(_VAR, x, axis, keepdims, float(ddof))
         if attrs.count - attrs.ddof <= 0 and math.prod(attrs.oshape) > 0:
             warnings.warn(
                 f"var: degrees of freedom <= 0 (N={attrs.count}, ddof={ddof}); "
                 "the result is inf or NaN", RuntimeWarning, stacklevel=2)
-        return node
+        return self._apply1(_VAR, x, attrs)
 
     def logsumexp(self, x, axis, keepdims=False):
         """``log(sum(exp(x), axis))`` computed stably (the max is subtracted
