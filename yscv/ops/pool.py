@@ -82,7 +82,9 @@ def _max_pool(x, plan):
     n, h, w, c = x.shape
     out = np.empty((n, len(hs), len(ws), c), dtype=x.dtype)
     arg = np.empty(out.shape, dtype=index_dtype(h, w))
-    K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, out, arg)
+    mbuf = np.empty((2, c), dtype=x.dtype)
+    abuf = np.empty((2, c), dtype=arg.dtype)
+    K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, out, arg, mbuf, abuf)
     return out, arg
 
 
