@@ -457,3 +457,35 @@ def test_global_avg_pool_matches_pytorch(dtype):
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(g.value(out), tout.detach().numpy(), **tol)
     np.testing.assert_allclose(g.grad(v), t.grad.permute(0, 2, 3, 1).numpy(), **tol)
+
+
+def test_pools_from_two_threads_match_sequential_results():
+    import threading
+
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal((4, 9, 8, 5)) for _ in range(2)]
+
+    def run(a):
+        g = yscv.Graph(np.float64)
+        x = g.variable(a)
+        outs = [g.max_pool2d(x, 3, 2, 1), g.avg_pool2d(x, 3, 1, 1, False),
+                g.adaptive_max_pool2d(x, (4, 5)), g.adaptive_avg_pool2d(x, 3)]
+        for o in outs:   # leaf gradients accumulate over the four backward calls
+            g.backward(o, grad=np.cos(g.value(o)))
+        return [g.value(o).copy() for o in outs] + [g.grad(x).copy()]
+
+    expected = [run(a) for a in arrays]
+    got = [None, None]
+
+    def worker(k):
+        for _ in range(20):
+            got[k] = run(arrays[k])
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        for e, r in zip(expected[k], got[k]):
+            np.testing.assert_array_equal(r, e)
