@@ -56,7 +56,7 @@ def _yscv_step(x0, cot, build, c):
     return step
 
 
-def _torch_step(torch, x0, cot, build, c, to_torch):
+def _torch_step(torch, x0, cot, build, c, to_torch, threads=None):
     t = to_torch(torch.tensor(x0)).requires_grad_(True)
     tc = to_torch(torch.tensor(cot))
     gamma = torch.ones(c, requires_grad=True)
@@ -68,7 +68,18 @@ def _torch_step(torch, x0, cot, build, c, to_torch):
         build(t, gamma, beta, rm, rv).backward(tc)
         return t.grad
 
-    return step
+    if threads is None:
+        return step
+
+    def step_with_threads():
+        prev = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return step()
+        finally:
+            torch.set_num_threads(prev)
+
+    return step_with_threads
 
 
 def benches(torch) -> list:
@@ -94,18 +105,27 @@ def benches(torch) -> list:
         out.append(Bench(name=label + " vs torch channels_last", yscv=step,
                          reference=_torch_step(torch, x, cot, tb, c, cl),
                          reference_name="PyTorch channels_last", target=1.0))
+        # yscv's kernels are single-threaded: like-with-like row (also robust to a
+        # busy shared machine, where PyTorch's 2-thread pool can stall).
+        out.append(Bench(name=label + " vs torch channels_last 1 thread", yscv=step,
+                         reference=_torch_step(torch, x, cot, tb, c, cl, threads=1),
+                         reference_name="PyTorch channels_last, 1 thread"))
 
     x = rng.standard_normal(LN_SHAPE).astype(np.float32)
     cot = rng.standard_normal(LN_SHAPE).astype(np.float32)
     c = LN_SHAPE[-1]
     step = _yscv_step(x, cot, lambda g, x, a, b, rm, rv: g.layer_norm(x, a, b), c)
-    ref = None
-    if torch is not None:
+    label = f"layer_norm fwd+bwd {'x'.join(map(str, LN_SHAPE))}"
+    if torch is None:
+        out.append(Bench(name=label, yscv=step, target=1.0))
+    else:
         F = torch.nn.functional
-        ref = _torch_step(torch, x, cot, lambda t, a, b, rm, rv: F.layer_norm(t, (c,), a, b),
-                          c, lambda t: t)
-    out.append(Bench(name=f"layer_norm fwd+bwd {'x'.join(map(str, LN_SHAPE))}", yscv=step,
-                     reference=ref, target=1.0))
+        tb = lambda t, a, b, rm, rv: F.layer_norm(t, (c,), a, b)  # noqa: E731
+        out.append(Bench(name=label, yscv=step, target=1.0,
+                         reference=_torch_step(torch, x, cot, tb, c, lambda t: t)))
+        out.append(Bench(name=label + " vs torch 1 thread", yscv=step,
+                         reference=_torch_step(torch, x, cot, tb, c, lambda t: t, threads=1),
+                         reference_name="PyTorch, 1 thread"))
     return out
 
 

@@ -46,63 +46,61 @@ def group_stats(x, K):
     """Mean and biased variance per ``(n, group)`` of ``x[N, R, C]``.
 
     Groups are ``K`` consecutive channels. Returns float64 ``mean[N, G]`` and
-    ``var[N, G]`` with ``G = C // K``; blocked two-pass with Chan merging.
+    ``var[N, G]`` with ``G = C // K``. Blocks of rows are summed as shifted
+    data (``sum(x - s)``, ``sum((x - s)^2)``, ``s`` = the first value of the
+    group for the first block, then the mean so far) and merged with Chan's
+    update; see the module docstring for the error bound.
     """
     N, R, C = x.shape
     G = C // K
     mean = np.zeros((N, G))
     var = np.zeros((N, G))
     rows = max(_MIN_ROWS, _CHUNK // max(C, 1))
-    acc = np.empty(C)
-    cmean = np.empty(C)      # the chunk's group mean, expanded per channel
-    gm = np.empty(G)         # the chunk's group means
-    gm2 = np.empty(G)        # the chunk's group sums of squared deviations
+    s1 = np.empty(C)
+    s2 = np.empty(C)
+    shift = np.empty(C)      # per channel: the shift of its group
     for n in range(N):
+        if R == 0:
+            continue
+        for c in range(C):
+            shift[c] = x[n, 0, (c // K) * K]
         count = 0.0
         for r0 in range(0, R, rows):
             r1 = min(r0 + rows, R)
             nb = float((r1 - r0) * K)
-            acc[:] = 0.0
+            s1[:] = 0.0
+            s2[:] = 0.0
             for r in range(r0, r1):
                 for c in range(C):
-                    acc[c] += x[n, r, c]
-            if K == 1:   # batch / instance norm: vectorised per-channel loops
-                for c in range(C):
-                    gm[c] = acc[c] / nb
-                    cmean[c] = gm[c]
-            else:
-                for g in range(G):
-                    s = 0.0
-                    for k in range(g * K, g * K + K):
-                        s += acc[k]
-                    gm[g] = s / nb
-                    for k in range(g * K, g * K + K):
-                        cmean[k] = gm[g]
-            acc[:] = 0.0
-            for r in range(r0, r1):
-                for c in range(C):
-                    d = x[n, r, c] - cmean[c]
-                    acc[c] += d * d
-            if K == 1:
-                for c in range(C):
-                    gm2[c] = acc[c]
-            else:
-                for g in range(G):
-                    s = 0.0
-                    for k in range(g * K, g * K + K):
-                        s += acc[k]
-                    gm2[g] = s
+                    d = x[n, r, c] - shift[c]
+                    s1[c] += d
+                    s2[c] += d * d
             total = count + nb
             w_new = nb / total
             w_cross = count * w_new
-            for g in range(G):
-                delta = gm[g] - mean[n, g]
-                mean[n, g] += delta * w_new
-                var[n, g] += gm2[g] + delta * delta * w_cross
+            if K == 1:   # batch / instance norm: vectorised per-channel loops
+                for c in range(C):
+                    bmean = s1[c] / nb
+                    delta = (shift[c] + bmean) - mean[n, c]
+                    mean[n, c] += delta * w_new
+                    var[n, c] += (s2[c] - s1[c] * bmean) + delta * delta * w_cross
+                    shift[c] = mean[n, c]
+            else:
+                for g in range(G):
+                    t1 = 0.0
+                    t2 = 0.0
+                    for k in range(g * K, g * K + K):
+                        t1 += s1[k]
+                        t2 += s2[k]
+                    bmean = t1 / nb
+                    delta = (shift[g * K] + bmean) - mean[n, g]
+                    mean[n, g] += delta * w_new
+                    var[n, g] += (t2 - t1 * bmean) + delta * delta * w_cross
+                    for k in range(g * K, g * K + K):
+                        shift[k] = mean[n, g]
             count = total
-        if count > 0.0:
-            for g in range(G):
-                var[n, g] /= count
+        for g in range(G):
+            var[n, g] = max(var[n, g], 0.0) / count
     return mean, var
 
 
@@ -165,15 +163,16 @@ def layer_norm_forward(x, gamma, beta, eps):
     mean = np.empty(M)
     var = np.empty(M)
     for m in range(M):
-        s = 0.0
+        k = np.float64(x[m, 0])
+        s1 = 0.0
+        s2 = 0.0
         for c in range(C):
-            s += x[m, c]
-        mu = s / C
-        s = 0.0
-        for c in range(C):
-            d = x[m, c] - mu
-            s += d * d
-        v = s / C
+            d = x[m, c] - k
+            s1 += d
+            s2 += d * d
+        dm = s1 / C
+        mu = k + dm
+        v = max(s2 - s1 * dm, 0.0) / C
         mean[m] = mu
         var[m] = v
         hi = x.dtype.type(mu)
