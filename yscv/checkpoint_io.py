@@ -203,7 +203,7 @@ def _parse_bytes(data: bytes, where: str):
                               f"the file has {len(data) - 8} after the length field")
     try:
         header = json.loads(data[8:8 + n].decode("utf-8"))
-        st_meta = header["__metadata__"]
+        st_meta = header.get("__metadata__")
         ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
     except Exception as exc:
         raise CheckpointError(f"{where} has a corrupt safetensors header "
