@@ -489,3 +489,15 @@ def test_pools_from_two_threads_match_sequential_results():
     for k in range(2):
         for e, r in zip(expected[k], got[k]):
             np.testing.assert_array_equal(r, e)
+
+
+@pytest.mark.parametrize("shape", [(0, 4, 4, 3), (2, 4, 4, 0)], ids=["empty_batch", "no_channels"])
+def test_empty_batch_or_channels_give_empty_results(shape):
+    g = yscv.Graph()
+    x = g.variable(np.ones(shape))
+    for out, want in [(g.max_pool2d(x, 2), (2, 2)), (g.avg_pool2d(x, 3, 1, 1), (4, 4)),
+                      (g.adaptive_avg_pool2d(x, 3), (3, 3)), (g.adaptive_max_pool2d(x, 5), (5, 5))]:
+        assert g.value(out).shape == (shape[0],) + want + (shape[3],)
+        g.backward(out, grad=np.ones(g.value(out).shape))
+        assert g.grad(x).shape == shape
+    assert g.value(g.global_avg_pool2d(x)).shape == (shape[0], shape[3])
