@@ -8,7 +8,7 @@ import pytest
 
 import yscv
 from yscv import Op, registry
-from yscv.ops.activation import TINY
+from yscv.ops.activation import ROW_NUMPY_MIN, TINY
 from yscv.testing import BadCase, OpCase, make_op_tests
 
 _erf = np.vectorize(math.erf, otypes=[float])
@@ -153,6 +153,15 @@ CASES = [
            name="log_softmax_middle_axis"),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=-3), [(3, 2, 4)], np_log_softmax(0),
            name="log_softmax_axis_neg3"),
+    # axes of >= ROW_NUMPY_MIN elements take the NumPy path instead of the kernels
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(2, ROW_NUMPY_MIN)], np_softmax(-1),
+           name="softmax_long_last_axis"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(ROW_NUMPY_MIN, 2)], np_softmax(0),
+           name="softmax_long_axis0"),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x), [(2, ROW_NUMPY_MIN)], np_log_softmax(-1),
+           name="log_softmax_long_last_axis"),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=1), [(1, ROW_NUMPY_MIN, 2)],
+           np_log_softmax(1), name="log_softmax_long_middle_axis"),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, P_DROP, seed=SEED), [(6, 7)],
            np_dropout(P_DROP, SEED), name="dropout_train_seeded"),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 0.5, training=True, seed=7), [(2, 3, 4)],
@@ -340,11 +349,13 @@ def test_softmax_is_shift_invariant_and_normalised(axis):
     np.testing.assert_allclose(ly, np_log_softmax(axis)(x), rtol=1e-10, atol=1e-12)
 
 
-def test_softmax_backward_formulas_on_a_large_input():
+@pytest.mark.parametrize("shape", [(70, 33), (33, 70), (4, 100, 3)])
+def test_softmax_backward_formulas_on_large_inputs(shape):
+    """Both paths (kernel for short axes, NumPy for long ones), every axis."""
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((64, 33))
-    cot = rng.standard_normal((64, 33))
-    for axis in (1, 0):
+    x = rng.standard_normal(shape)
+    cot = rng.standard_normal(shape)
+    for axis in range(len(shape)):
         g = yscv.Graph(np.float64)
         n = g.variable(x)
         y = g.softmax(n, axis=axis)

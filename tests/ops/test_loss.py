@@ -5,6 +5,7 @@ import pytest
 
 import yscv
 from yscv import Op
+from yscv.ops.loss import CE_NUMPY_MIN
 from yscv.testing import BadCase, OpCase, make_op_tests
 
 
@@ -67,6 +68,7 @@ def _bce_pair(shape):
 
 
 LAB5 = np.array([0, 3, 4, 1])          # N=4, C=5
+LAB64 = np.array([63, 5])              # N=2, C=CE_NUMPY_MIN: the NumPy path
 LAB3 = np.array([2, 0, 1, 1, 2, 0])    # N=6, C=3
 T34 = np.random.default_rng(7).uniform(-1, 1, size=(3, 4))
 
@@ -98,6 +100,11 @@ CASES = [
            np_cross_entropy(LAB5, 0.1), name="cross_entropy_smoothing0.1", low=-3, high=3),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB3, label_smoothing=1.0), [(6, 3)],
            np_cross_entropy(LAB3, 1.0), name="cross_entropy_smoothing1", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB64), [(2, CE_NUMPY_MIN)],
+           np_cross_entropy(LAB64), name="cross_entropy_many_classes", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB64, label_smoothing=0.1),
+           [(2, CE_NUMPY_MIN)], np_cross_entropy(LAB64, 0.1),
+           name="cross_entropy_many_classes_smoothing0.1", low=-3, high=3),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, [0, 0]), [(2, 1)],
            lambda x: np.zeros(()), name="cross_entropy_one_class"),
     OpCase(Op.NLL_LOSS, lambda g, x: g.nll_loss(x, LAB5), [(4, 5)], np_nll(LAB5), name="nll_loss",
@@ -208,18 +215,24 @@ def test_array_target_is_a_constant_without_gradient():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_cross_entropy_is_stable_for_huge_logits(dtype):
+@pytest.mark.parametrize("pad", [0, CE_NUMPY_MIN])
+def test_cross_entropy_is_stable_for_huge_logits(dtype, pad):
+    # pad: extra classes push the rows onto the NumPy path
     x = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4, -1e4 + 1.0]])
+    if pad:
+        x = np.concatenate([x, np.full((2, pad), -50.0)], axis=1)
     lab = [1, 2]
-    lse1 = np.log1p(2.0 * np.exp(-1.0))  # row 1: logp = [-1 - lse1, -1 - lse1, -lse1]
+    lse1 = np.log1p(2.0 * np.exp(-1.0))  # row 1 unpadded: logp = [-1 - lse1, -1 - lse1, -lse1]
     for eps in (0.0, 0.1):
         v, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab, label_smoothing=eps), x, dtype=dtype)
         assert v.dtype == dtype and gx.dtype == dtype
         assert np.isfinite(v) and np.all(np.isfinite(gx))
-        nll = [1e4, lse1]
-        smooth = [1e4, (2.0 + 3.0 * lse1) / 3.0]
-        expect = np.mean([(1 - eps) * a + eps * b for a, b in zip(nll, smooth)])
-        np.testing.assert_allclose(v, expect, rtol=1e-6)
+        np.testing.assert_allclose(v, np_cross_entropy(np.array(lab), eps)(x), rtol=1e-6)
+        if not pad:
+            nll = [1e4, lse1]
+            smooth = [1e4, (2.0 + 3.0 * lse1) / 3.0]
+            expect = np.mean([(1 - eps) * a + eps * b for a, b in zip(nll, smooth)])
+            np.testing.assert_allclose(v, expect, rtol=1e-6)
 
 
 def test_cross_entropy_saves_only_the_row_logsumexp():
@@ -230,14 +243,15 @@ def test_cross_entropy_saves_only_the_row_logsumexp():
     assert g.memory()["saved"] - before == 32 * 4
 
 
-def test_cross_entropy_gradient_is_softmax_minus_smoothed_onehot():
+@pytest.mark.parametrize("classes", [7, 100])
+def test_cross_entropy_gradient_is_softmax_minus_smoothed_onehot(classes):
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((50, 7))
-    lab = rng.integers(0, 7, 50)
+    x = rng.standard_normal((50, classes))
+    lab = rng.integers(0, classes, 50)
     for eps in (0.0, 0.2):
         _, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab, label_smoothing=eps), x)
         p = np.exp(np_log_softmax(x))
-        q = np.full((50, 7), eps / 7)
+        q = np.full((50, classes), eps / classes)
         q[np.arange(50), lab] += 1 - eps
         np.testing.assert_allclose(gx, (p - q) / 50, rtol=1e-12, atol=1e-15)
 
@@ -286,13 +300,14 @@ def test_losses_keep_float32():
 
 
 # ------------------------------------------------------------ PyTorch cross-checks
+@pytest.mark.parametrize("classes", [10, 100])
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.7])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_cross_entropy_matches_pytorch(eps, dtype):
+def test_cross_entropy_matches_pytorch(eps, dtype, classes):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((64, 10)) * 4
-    lab = rng.integers(0, 10, 64)
+    x = rng.standard_normal((64, classes)) * 4
+    lab = rng.integers(0, classes, 64)
     v, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab, label_smoothing=eps), x, dtype=dtype)
     tdt = torch.float32 if dtype == np.float32 else torch.float64
     xt = torch.tensor(x, dtype=tdt, requires_grad=True)

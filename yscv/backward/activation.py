@@ -18,7 +18,8 @@ from ..ops.activation import (
     TINY,
     ZERO,
     KS,
-    _prelu_alpha,
+    ROW_NUMPY_MIN,
+    piecewise,
     dropout_mask,
     ro,
     softmax_layout,
@@ -34,7 +35,7 @@ def relu_backward(g, inputs, out, attrs, saved, needs):
 
 @register_backward(Op.LEAKY_RELU)
 def leaky_relu_backward(g, inputs, out, slope, saved, needs):
-    return (np.where(inputs[0] > ZERO[g.dtype], g, g * slope),)
+    return (piecewise(g, inputs[0], np.full(1, slope, dtype=g.dtype)),)
 
 
 @register_backward(Op.SIGMOID)
@@ -79,12 +80,11 @@ def softplus_backward(g, inputs, out, attrs, saved, needs):
 @register_backward(Op.PRELU)
 def prelu_backward(g, inputs, out, attrs, saved, needs):
     x, alpha = inputs
-    pos = x > ZERO[g.dtype]
     gx = galpha = None
     if needs[0]:
-        gx = np.where(pos, g, g * _prelu_alpha(alpha, x))
+        gx = piecewise(g, x, alpha)
     if needs[1]:
-        contrib = np.where(pos, ZERO[g.dtype], g * x)
+        contrib = g * np.minimum(x, ZERO[g.dtype])
         if alpha.shape[0] == 1:
             galpha = np.sum(contrib, dtype=g.dtype).reshape(1)
         else:
@@ -93,6 +93,8 @@ def prelu_backward(g, inputs, out, attrs, saved, needs):
 
 
 def _softmax_backward(g, y, axis, log):
+    """softmax: y * (g - sum(g y)); log-softmax: g - exp(y) sum(g), along axis.
+    Fused kernels, except log-softmax along a long axis (exp-bound: NumPy)."""
     shape = g.shape
     if g.ndim == 0:
         g = g.reshape(1)
@@ -100,6 +102,10 @@ def _softmax_backward(g, y, axis, log):
     if g.size == 0:
         return np.zeros(shape, dtype=g.dtype)
     outer, k, inner = softmax_layout(g.shape, axis)
+    if log and k >= ROW_NUMPY_MIN:
+        t = np.exp(y)
+        t *= g.sum(axis=axis, keepdims=True)
+        return np.subtract(g, t, out=t).reshape(shape)
     if inner == 1:
         gx = KS.softmax_rows_backward(ro(g).reshape(outer, k), ro(y).reshape(outer, k), log)
     else:

@@ -9,10 +9,20 @@ not one per writeable-flag combination) and outputs are allocated here with
 the input's dtype. Every constant is cast to that dtype first, so float32
 stays float32 (no float64 literal widens the arithmetic).
 
-Numerical stability: sigmoid never exponentiates a positive number;
-softplus uses ``max(z, 0) + log1p(exp(-|z|))``; the erf GELU uses
-``erfc(-x/sqrt 2)``, which keeps relative accuracy in the negative tail where
-``1 + erf`` cancels.
+Speed: libm's ``tanhf``, ``erff`` and ``log1pf`` cost 12-17 ns per element
+here against ~3 ns for ``expf`` and ``logf``, and a data-dependent branch
+mispredicts on mixed-sign inputs. So every loop is branch-free (both sides
+computed, then selected) and built on ONE ``exp(-|.|)`` per element:
+
+* sigmoid(v) = 1/(1+e) for v >= 0, e/(1+e) otherwise, with e = exp(-|v|)
+  (stable: never exp of a positive number), and s(1-s) = e/(1+e)^2;
+* tanh-GELU uses 0.5(1 + tanh(u)) = sigmoid(2u);
+* mish's tanh(softplus(v)) is the rational function (w^2+2w)/(w^2+2w+2) of
+  w = exp(v), rewritten in e = exp(-|v|) for each sign;
+* log1p(e) = log(u) * e / (u - 1) with u = 1 + e (Goldberg's exact trick);
+* erf-GELU: float32 uses Numerical Recipes' erfc (Chebyshev fit, relative
+  error < 1.2e-7 on the whole line, i.e. float32 precision, tails included);
+  float64 calls libm's erfc.
 """
 from __future__ import annotations
 
@@ -38,24 +48,28 @@ _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
 
 
-@jit
-def _sigmoid(v, one):
-    """Stable logistic function (never exp of a positive argument)."""
-    if v >= 0:
-        return one / (one + math.exp(-v))
-    e = math.exp(v)
-    return e / (one + e)
+# Numerical Recipes erfcc coefficients, highest power first
+_ERFC_NR = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+            -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
 
 
 @jit
-def _softplus(v, zero, one):
-    """Stable log(1 + exp(v))."""
-    return max(v, zero) + math.log1p(math.exp(-abs(v)))
+def _erfc_nr(x, coef, one, half, two):
+    """Numerical Recipes ``erfcc``: relative error < 1.2e-7 for every x.
+    ``coef``: :data:`_ERFC_NR` as an array of x's dtype."""
+    z = abs(x)
+    t = one / (one + half * z)
+    p = coef[0]
+    for j in range(1, 9):
+        p = coef[j] + t * p
+    r = t * math.exp(coef[9] - z * z + t * p)
+    return r if x >= one - one else two - r
 
 
 @jit
 def unary_forward(x, kind, p0, p1):
-    """y = act(x) for ``kind`` in SIGMOID, GELU_*, SILU, MISH, SOFTPLUS.
+    """y = act(x) for ``kind`` in GELU_*, MISH, SOFTPLUS (sigmoid and silu
+    forwards are faster as NumPy's SIMD exp, see yscv/ops/activation.py).
 
     Args:
         x: 1-D contiguous float32/float64 (read-only).
@@ -69,42 +83,57 @@ def unary_forward(x, kind, p0, p1):
     zero = dt(0.0)
     one = dt(1.0)
     half = dt(0.5)
+    two = dt(2.0)
     n = x.shape[0]
     y = np.empty(n, dtype=x.dtype)
-    if kind == SIGMOID:
-        for i in range(n):
-            y[i] = _sigmoid(x[i], one)
-    elif kind == GELU_ERF:
+    if kind == GELU_ERF:
         c = dt(_INV_SQRT_2)
-        for i in range(n):
-            v = x[i]
-            y[i] = half * v * math.erfc(-v * c)
+        if x.itemsize == 4:
+            coef = np.array(_ERFC_NR, dtype=x.dtype)
+            for i in range(n):
+                v = x[i]
+                y[i] = v * (half * _erfc_nr(-v * c, coef, one, half, two))
+        else:
+            for i in range(n):
+                v = x[i]
+                y[i] = v * (half * math.erfc(-v * c))
     elif kind == GELU_TANH:
-        b = dt(_SQRT_2_OVER_PI)
+        b2 = dt(2.0 * _SQRT_2_OVER_PI)
         k = dt(_GELU_KAPPA)
         for i in range(n):
             v = x[i]
-            y[i] = half * v * (one + math.tanh(b * (v + k * v * v * v)))
+            u = b2 * (v + k * v * v * v)
+            e = math.exp(-abs(u))
+            r = one / (one + e)
+            y[i] = v * (r if u >= zero else e * r)
     elif kind == GELU_SIGMOID:
         k = dt(_GELU_SIGMOID_K)
         for i in range(n):
             v = x[i]
-            y[i] = v * _sigmoid(k * v, one)
-    elif kind == SILU:
-        for i in range(n):
-            v = x[i]
-            y[i] = v * _sigmoid(v, one)
+            u = k * v
+            e = math.exp(-abs(u))
+            r = one / (one + e)
+            y[i] = v * (r if u >= zero else e * r)
     elif kind == MISH:
         for i in range(n):
             v = x[i]
-            y[i] = v * math.tanh(_softplus(v, zero, one))
+            e = math.exp(-abs(v))
+            num_p = one + two * e
+            num_n = e * (e + two)
+            t_p = num_p / (num_p + two * e * e)
+            t_n = num_n / (num_n + two)
+            y[i] = v * (t_p if v >= zero else t_n)
     elif kind == SOFTPLUS:
         beta = dt(p0)
         threshold = dt(p1)
         for i in range(n):
             v = x[i]
             z = beta * v
-            y[i] = v if z > threshold else _softplus(z, zero, one) / beta
+            e = math.exp(-abs(z))
+            u = one + e
+            l1p = e if u == one else math.log(u) * (e / (u - one))
+            sp = (max(z, zero) + l1p) / beta
+            y[i] = v if z > threshold else sp
     return y
 
 
@@ -127,6 +156,7 @@ def unary_backward(g, x, y, kind, p0, p1):
     zero = dt(0.0)
     one = dt(1.0)
     half = dt(0.5)
+    two = dt(2.0)
     n = g.shape[0]
     out = np.empty(n, dtype=g.dtype)
     if kind == SIGMOID:
@@ -140,45 +170,89 @@ def unary_backward(g, x, y, kind, p0, p1):
     elif kind == GELU_ERF:
         c = dt(_INV_SQRT_2)
         pdf_scale = dt(_INV_SQRT_2PI)
-        for i in range(n):
-            v = x[i]
-            cdf = half * math.erfc(-v * c)
-            pdf = pdf_scale * math.exp(-half * v * v)
-            out[i] = g[i] * (cdf + v * pdf)
+        if x.itemsize == 4:
+            coef = np.array(_ERFC_NR, dtype=x.dtype)
+            for i in range(n):
+                v = x[i]
+                cdf = half * _erfc_nr(-v * c, coef, one, half, two)
+                out[i] = g[i] * (cdf + v * (pdf_scale * math.exp(-half * v * v)))
+        else:
+            for i in range(n):
+                v = x[i]
+                cdf = half * math.erfc(-v * c)
+                out[i] = g[i] * (cdf + v * (pdf_scale * math.exp(-half * v * v)))
     elif kind == GELU_TANH:
         b = dt(_SQRT_2_OVER_PI)
+        b2 = dt(2.0 * _SQRT_2_OVER_PI)
         k = dt(_GELU_KAPPA)
         k3 = dt(3.0 * _GELU_KAPPA)
         for i in range(n):
             v = x[i]
             v2 = v * v
-            t = math.tanh(b * (v + k * v2 * v))
-            sech2 = one - t * t
-            d = half * (one + t)
-            if sech2 != zero:  # else the tail: 0 * inf (v2 overflowed) must stay 0
-                d += half * v * sech2 * b * (one + k3 * v2)
-            out[i] = g[i] * d
+            u = b2 * (v + k * v2 * v)
+            e = math.exp(-abs(u))
+            r = one / (one + e)
+            s = r if u >= zero else e * r
+            # d/dv [v sigmoid(2u)] = s + v * 2 s(1-s) * u'/2 ; s(1-s) = e r^2.
+            # where e == 0 the term is 0 (v2 may have overflowed to inf there)
+            tail = two * (e * r * r) * v * (b * (one + k3 * v2))
+            out[i] = g[i] * (s + (tail if e != zero else zero))
     elif kind == GELU_SIGMOID:
         k = dt(_GELU_SIGMOID_K)
         for i in range(n):
             v = x[i]
-            s = _sigmoid(k * v, one)
-            out[i] = g[i] * (s + k * v * s * (one - s))
+            u = k * v
+            e = math.exp(-abs(u))
+            r = one / (one + e)
+            s = r if u >= zero else e * r
+            out[i] = g[i] * (s + u * (e * r * r))
     elif kind == SILU:
         for i in range(n):
             v = x[i]
-            s = _sigmoid(v, one)
-            out[i] = g[i] * (s * (one + v * (one - s)))
+            e = math.exp(-abs(v))
+            r = one / (one + e)
+            s = r if v >= zero else e * r
+            out[i] = g[i] * (s + v * (e * r * r))
     elif kind == MISH:
         for i in range(n):
             v = x[i]
-            t = math.tanh(_softplus(v, zero, one))
-            s = _sigmoid(v, one)
-            out[i] = g[i] * (t + v * s * (one - t * t))
+            e = math.exp(-abs(v))
+            r = one / (one + e)
+            pos = v >= zero
+            s = r if pos else e * r
+            e2 = e * e
+            num = one + two * e if pos else e * (e + two)
+            gap = two * e2 if pos else two          # den - num
+            den = num + gap
+            t = num / den
+            sech2 = gap * (den + num) / (den * den)  # 1 - t^2 without cancellation
+            out[i] = g[i] * (t + v * s * sech2)
     elif kind == SOFTPLUS:
         beta = dt(p0)
         threshold = dt(p1)
         for i in range(n):
             z = beta * x[i]
-            out[i] = g[i] if z > threshold else g[i] * _sigmoid(z, one)
+            e = math.exp(-abs(z))
+            r = one / (one + e)
+            s = r if z >= zero else e * r
+            out[i] = g[i] if z > threshold else g[i] * s
+    return out
+
+
+@jit
+def piecewise_linear(g, x, alpha):
+    """``g`` where x > 0, else ``g * alpha[c]``, for g, x [R, C] and alpha [C]
+    or [1] (broadcast along rows). With g = x it is the PReLU / leaky-ReLU
+    forward; with the upstream gradient it is their input gradient. NaN in x
+    takes the alpha side (x > 0 is False), as PyTorch."""
+    r_, c_ = g.shape
+    out = np.empty((r_, c_), dtype=g.dtype)
+    zero = g.dtype.type(0.0)
+    shared = alpha.shape[0] == 1
+    a0 = alpha[0]
+    for r in range(r_):
+        for c in range(c_):
+            a = a0 if shared else alpha[c]
+            v = g[r, c]
+            out[r, c] = v if x[r, c] > zero else v * a
     return out
