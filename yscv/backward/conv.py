@@ -8,7 +8,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops.conv import lift_w, lift_x
+from ..ops.conv import depthwise_operands, lift_w, lift_x
 from ..registry import register_backward
 
 _G = lazy("conv_gemm")
@@ -41,17 +41,20 @@ def conv_nd_backward(g, inputs, out, attrs, saved, needs):
 @register_backward(Op.DEPTHWISE_CONV2D)
 def depthwise_conv2d_backward(g, inputs, out, attrs, saved, needs):
     stride, padding, dilation, _ = attrs
-    x = np.ascontiguousarray(inputs[0])
-    w = np.ascontiguousarray(inputs[1])
+    x, w = inputs[0], inputs[1]
     dx = dw = None
     if needs[0] or needs[1]:
+        xr, wr = depthwise_operands(x, w)
         # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
-        dx = np.zeros(x.shape if needs[0] else (1, 1, 1, 1), dtype=x.dtype)
-        dw = np.zeros(w.shape if needs[1] else (1, 1, 1, 1), dtype=w.dtype)
-        _K.depthwise_backward(x, w, np.ascontiguousarray(g), dx, dw, bool(needs[0]),
+        dxr = np.zeros(xr.shape if needs[0] else (1, 1, 1, 1), dtype=x.dtype)
+        dwr = np.zeros(wr.shape if needs[1] else (1, 1, 1), dtype=x.dtype)
+        _K.depthwise_backward(xr, wr, np.ascontiguousarray(g), dxr, dwr, bool(needs[0]),
                               bool(needs[1]), *stride, *padding, *dilation)
-        dx = dx if needs[0] else None
-        dw = dw if needs[1] else None
+        m = w.shape[3]
+        if needs[0]:
+            dx = dxr if m == 1 else dxr.reshape(*x.shape, m).sum(axis=4)
+        if needs[1]:
+            dw = dwr.reshape(w.shape)
     return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
 
 

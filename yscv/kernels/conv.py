@@ -39,33 +39,55 @@ def im2col(x, cols, r0, c0, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, 
     """Fill ``cols[r, t, k] = x[n, iz, iy, ix, c0 + k]`` for rows ``r0 + r``
     (zero where the tap falls in the padding).
 
-    x: [N, D, H, W, C]; cols: [R, kd*kh*kw, cg], overwritten.
+    x: [N, D, H, W, C]; cols: [R, kd*kh*kw, cg], overwritten. When the taps
+    of one kernel row are adjacent in memory (all channels, dilation 1 along
+    W) and inside the image, they are copied as one run of kw*C elements.
     """
     R = cols.shape[0]
-    ucg = np.uint64(cols.shape[2])
+    cg = cols.shape[2]
+    ucg = np.uint64(cg)
     D = x.shape[1]
     H = x.shape[2]
     W = x.shape[3]
     C = x.shape[4]
+    run = np.uint64(kw * C) if cg == C and dw == 1 else np.uint64(0)
     xf = x.reshape(-1)
     cf = cols.reshape(-1)
+    ox = r0 % ow
+    q = r0 // ow
+    oy = q % oh
+    q //= oh
+    oz = q % od
+    n = q // od
+    ob = np.uint64(0)
     for r in range(R):
-        q = r0 + r
-        ox = q % ow
-        q //= ow
-        oy = q % oh
-        q //= oh
-        oz = q % od
-        n = q // od
-        ob = np.uint64(r * cols.shape[1] * cols.shape[2])
+        if r > 0:  # next output position without integer divisions
+            ox += 1
+            if ox == ow:
+                ox = 0
+                oy += 1
+                if oy == oh:
+                    oy = 0
+                    oz += 1
+                    if oz == od:
+                        oz = 0
+                        n += 1
+        ix0 = ox * sw - pw
+        xrun = run > 0 and ix0 >= 0 and ix0 + kw <= W
         for a in range(kd):
             iz = oz * sd - pd + a * dd
             zin = 0 <= iz < D
             for b in range(kh):
                 iy = oy * sh - ph + b * dh
                 yin = zin and 0 <= iy < H
+                if yin and xrun:
+                    ib = np.uint64((((n * D + iz) * H + iy) * W + ix0) * C)
+                    for k in range(run):
+                        cf[ob + k] = xf[ib + k]
+                    ob += run
+                    continue
                 for c in range(kw):
-                    ix = ox * sw - pw + c * dw
+                    ix = ix0 + c * dw
                     if yin and 0 <= ix < W:
                         ib = np.uint64((((n * D + iz) * H + iy) * W + ix) * C + c0)
                         for k in range(ucg):
@@ -79,35 +101,55 @@ def im2col(x, cols, r0, c0, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, 
 @jit
 def col2im(cols, dx, r0, c0, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, oh, ow):
     """Adjoint of :func:`im2col`: ``dx[n, iz, iy, ix, c0 + k] += cols[r, t, k]``
-    (taps in the padding are dropped).
+    (taps in the padding are dropped; adjacent in-image taps as one run).
 
     cols: [R, kd*kh*kw, cg]; dx: [N, D, H, W, C], accumulated in place.
     """
     R = cols.shape[0]
-    ucg = np.uint64(cols.shape[2])
+    cg = cols.shape[2]
+    ucg = np.uint64(cg)
     D = dx.shape[1]
     H = dx.shape[2]
     W = dx.shape[3]
     C = dx.shape[4]
+    run = np.uint64(kw * C) if cg == C and dw == 1 else np.uint64(0)
     df = dx.reshape(-1)
     cf = cols.reshape(-1)
+    ox = r0 % ow
+    q = r0 // ow
+    oy = q % oh
+    q //= oh
+    oz = q % od
+    n = q // od
+    ob = np.uint64(0)
     for r in range(R):
-        q = r0 + r
-        ox = q % ow
-        q //= ow
-        oy = q % oh
-        q //= oh
-        oz = q % od
-        n = q // od
-        ob = np.uint64(r * cols.shape[1] * cols.shape[2])
+        if r > 0:  # next output position without integer divisions
+            ox += 1
+            if ox == ow:
+                ox = 0
+                oy += 1
+                if oy == oh:
+                    oy = 0
+                    oz += 1
+                    if oz == od:
+                        oz = 0
+                        n += 1
+        ix0 = ox * sw - pw
+        xrun = run > 0 and ix0 >= 0 and ix0 + kw <= W
         for a in range(kd):
             iz = oz * sd - pd + a * dd
             zin = 0 <= iz < D
             for b in range(kh):
                 iy = oy * sh - ph + b * dh
                 yin = zin and 0 <= iy < H
+                if yin and xrun:
+                    ib = np.uint64((((n * D + iz) * H + iy) * W + ix0) * C)
+                    for k in range(run):
+                        df[ib + k] += cf[ob + k]
+                    ob += run
+                    continue
                 for c in range(kw):
-                    ix = ox * sw - pw + c * dw
+                    ix = ix0 + c * dw
                     if yin and 0 <= ix < W:
                         ib = np.uint64((((n * D + iz) * H + iy) * W + ix) * C + c0)
                         for k in range(ucg):
@@ -117,27 +159,26 @@ def col2im(cols, dx, r0, c0, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od,
 
 @jit
 def depthwise_forward(x, w, out, sh, sw, ph, pw, dh, dw):
-    """``out[n, y, x, c*M + m] = sum_ij x[n, y*sh-ph+i*dh, x*sw-pw+j*dw, c] * w[i, j, c, m]``.
+    """``out[n, y, x, c] = sum_ij x[n, y*sh-ph+i*dh, x*sw-pw+j*dw, c] * w[i, j, c]``.
 
-    x: [N, H, W, C]; w: [KH, KW, C, M]; out: [N, OH, OW, C*M], overwritten.
-    Direct loops: each output pixel's C*M accumulators stay in cache while the
-    taps stream by; the channel loop is contiguous in x, w and out.
+    x: [N, H, W, C]; w: [KH, KW, C]; out: [N, OH, OW, C], overwritten. A
+    channel multiplier M > 1 is handled by the caller (x repeated M times
+    along C). Direct loops: each output pixel's C accumulators stay in cache
+    while the taps stream by, and the channel loop is contiguous everywhere.
     """
     N, H, W, C = x.shape
-    KH, KW, _, M = w.shape
+    KH, KW, _ = w.shape
     OH = out.shape[1]
     OW = out.shape[2]
     uc = np.uint64(C)
-    um = np.uint64(M)
-    ucm = np.uint64(C * M)
     xf = x.reshape(-1)
     wf = w.reshape(-1)
     of = out.reshape(-1)
     for n in range(N):
         for oy in range(OH):
             for ox in range(OW):
-                ob = np.uint64(((n * OH + oy) * OW + ox) * C * M)
-                for c in range(ucm):
+                ob = np.uint64(((n * OH + oy) * OW + ox) * C)
+                for c in range(uc):
                     of[ob + c] = 0
                 for i in range(KH):
                     iy = oy * sh - ph + i * dh
@@ -148,31 +189,23 @@ def depthwise_forward(x, w, out, sh, sw, ph, pw, dh, dw):
                         if ix < 0 or ix >= W:
                             continue
                         xb = np.uint64(((n * H + iy) * W + ix) * C)
-                        wb = np.uint64((i * KW + j) * C * M)
-                        if M == 1:
-                            for c in range(uc):
-                                of[ob + c] += xf[xb + c] * wf[wb + c]
-                        else:
-                            for c in range(uc):
-                                v = xf[xb + c]
-                                cm = c * um
-                                for m in range(um):
-                                    of[ob + cm + m] += v * wf[wb + cm + m]
+                        wb = np.uint64((i * KW + j) * C)
+                        for c in range(uc):
+                            of[ob + c] += xf[xb + c] * wf[wb + c]
 
 
 @jit
 def depthwise_backward(x, w, g, dx, dwt, need_x, need_w, sh, sw, ph, pw, dh, dw):
-    """Gradients of :func:`depthwise_forward` for the cotangent ``g`` [N, OH, OW, C*M].
+    """Gradients of :func:`depthwise_forward` for the cotangent ``g`` [N, OH, OW, C].
 
-    Accumulates into ``dx`` [N, H, W, C] (if need_x) and ``dwt`` [KH, KW, C, M]
+    Accumulates into ``dx`` [N, H, W, C] (if need_x) and ``dwt`` [KH, KW, C]
     (if need_w); both must be zero on entry.
     """
     N, H, W, C = x.shape
-    KH, KW, _, M = w.shape
+    KH, KW, _ = w.shape
     OH = g.shape[1]
     OW = g.shape[2]
     uc = np.uint64(C)
-    um = np.uint64(M)
     xf = x.reshape(-1)
     wf = w.reshape(-1)
     gf = g.reshape(-1)
@@ -181,7 +214,7 @@ def depthwise_backward(x, w, g, dx, dwt, need_x, need_w, sh, sw, ph, pw, dh, dw)
     for n in range(N):
         for oy in range(OH):
             for ox in range(OW):
-                ob = np.uint64(((n * OH + oy) * OW + ox) * C * M)
+                ob = np.uint64(((n * OH + oy) * OW + ox) * C)
                 for i in range(KH):
                     iy = oy * sh - ph + i * dh
                     if iy < 0 or iy >= H:
@@ -191,23 +224,10 @@ def depthwise_backward(x, w, g, dx, dwt, need_x, need_w, sh, sw, ph, pw, dh, dw)
                         if ix < 0 or ix >= W:
                             continue
                         xb = np.uint64(((n * H + iy) * W + ix) * C)
-                        wb = np.uint64((i * KW + j) * C * M)
-                        if M == 1:
-                            if need_x:
-                                for c in range(uc):
-                                    dxf[xb + c] += gf[ob + c] * wf[wb + c]
-                            if need_w:
-                                for c in range(uc):
-                                    dwf[wb + c] += xf[xb + c] * gf[ob + c]
-                        else:
+                        wb = np.uint64((i * KW + j) * C)
+                        if need_x:
                             for c in range(uc):
-                                cm = c * um
-                                if need_x:
-                                    s = dxf[xb + c]
-                                    for m in range(um):
-                                        s += gf[ob + cm + m] * wf[wb + cm + m]
-                                    dxf[xb + c] = s
-                                if need_w:
-                                    v = xf[xb + c]
-                                    for m in range(um):
-                                        dwf[wb + cm + m] += v * gf[ob + cm + m]
+                                dxf[xb + c] += gf[ob + c] * wf[wb + c]
+                        if need_w:
+                            for c in range(uc):
+                                dwf[wb + c] += xf[xb + c] * gf[ob + c]

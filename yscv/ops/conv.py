@@ -100,15 +100,23 @@ def conv_nd_forward(attrs, x, w, b=None):
 def depthwise_conv2d_forward(attrs, x, w, b=None):
     """y [N, OH, OW, C*M], channel c*M + m = x[..., c] correlated with w[:, :, c, m]."""
     stride, padding, dilation, _ = attrs
-    x = np.ascontiguousarray(x)
-    w = np.ascontiguousarray(w)
-    n, h, wd, c = x.shape
-    kh, kw, _, m = w.shape
+    xr, wr = depthwise_operands(x, w)
+    n, h, wd, c = xr.shape
+    kh, kw, _ = wr.shape
     oh = _G.out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = _G.out_size(wd, kw, stride[1], padding[1], dilation[1])
-    y = np.empty((n, oh, ow, c * m), dtype=x.dtype)
-    _K.depthwise_forward(x, w, y, *stride, *padding, *dilation)
+    y = np.empty((n, oh, ow, c), dtype=x.dtype)
+    _K.depthwise_forward(xr, wr, y, *stride, *padding, *dilation)
     return _bias_add(y, b), None
+
+
+def depthwise_operands(x, w):
+    """(x, w) as the multiplier-1 kernel sees them: with M > 1, x repeated M
+    times along C (channel c*M + m holds x[..., c], the same size as the
+    output) and w [KH, KW, C*M]."""
+    kh, kw, c, m = w.shape
+    xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
+    return xr, np.ascontiguousarray(w).reshape(kh, kw, c * m)
 
 
 def transpose_out_size(n, k, s, p, d, op_):

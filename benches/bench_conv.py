@@ -1,0 +1,200 @@
+"""Convolution benches (issue 3): yscv (NHWC, im2col + BLAS) vs PyTorch eager CPU.
+
+1. ResNet-style layer: conv3x3 64->64, padding 1, no bias, x 8x32x32x64,
+   forward + backward with a fixed random cotangent, gradients for x and w.
+   Target <= 1.5x PyTorch NCHW. Also reported against PyTorch channels-last.
+2. CNN training step, input 32x32x3, batch 32: conv3x3(3->16, pad 1) + ReLU,
+   max_pool 2, conv3x3(16->32, pad 1) + ReLU, max_pool 2, flatten,
+   linear -> 10, cross-entropy (mean); forward + backward (no optimizer step).
+   Target <= 1.0x PyTorch eager NCHW; also reported against channels-last.
+
+Both sides get the same data (PyTorch in its own layouts). yscv reuses one
+graph per workload: parameters are its first leaves, each step truncates back
+to them, zeroes the grads, builds the forward and runs backward. The PyTorch
+step sets ``.grad = None`` and runs forward + ``backward``.
+
+``python benches/bench_conv.py --compile`` prints the first-call compile times
+of the conv kernels, cold (empty Numba cache) and warm, each in a fresh
+interpreter. ``python benches/bench_conv.py --variants`` times the algorithm
+variants behind the choices documented in docs/ops/conv.md.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from common import Bench  # noqa: E402
+
+
+# ------------------------------------------------------------------ 1. layer
+def _layer_data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 32, 32, 64)).astype(np.float32)
+    w = (rng.standard_normal((3, 3, 64, 64)) / 24.0).astype(np.float32)
+    cot = rng.standard_normal((8, 32, 32, 64)).astype(np.float32)
+    return x, w, cot
+
+
+def _yscv_layer():
+    import yscv
+
+    x_np, w_np, cot = _layer_data()
+    g = yscv.Graph(np.float32)
+    x, w = g.variable(x_np), g.variable(w_np)
+    base = len(g)
+
+    def step():
+        g.truncate(base)
+        g.zero_grads()
+        g.backward(g.conv2d(x, w, padding=1), grad=cot)
+        return g.grad(x), g.grad(w)
+
+    return step
+
+
+def _torch_layer(torch, channels_last=False):
+    F = torch.nn.functional
+    x_np, w_np, cot_np = _layer_data()
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.tensor(x_np.transpose(0, 3, 1, 2)).contiguous(memory_format=fmt).requires_grad_()
+    w = torch.tensor(w_np.transpose(3, 2, 0, 1)).contiguous(memory_format=fmt).requires_grad_()
+    cot = torch.tensor(cot_np.transpose(0, 3, 1, 2)).contiguous(memory_format=fmt)
+
+    def step():
+        x.grad = None
+        w.grad = None
+        F.conv2d(x, w, padding=1).backward(cot)
+        return x.grad, w.grad
+
+    return step
+
+
+# ------------------------------------------------------------------ 2. CNN
+def _cnn_data():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 32, 32, 3)).astype(np.float32)
+    labels = rng.integers(0, 10, size=32)
+
+    def uni(shape, fan_in):
+        b = 1.0 / np.sqrt(fan_in)  # PyTorch's default bound
+        return rng.uniform(-b, b, shape).astype(np.float32)
+
+    params = [uni((3, 3, 3, 16), 27), uni((16,), 27), uni((3, 3, 16, 32), 144), uni((32,), 144),
+              uni((8 * 8 * 32, 10), 2048), uni((10,), 2048)]
+    return x, labels, params
+
+
+def _yscv_cnn():
+    import yscv
+
+    x_np, labels, params = _cnn_data()
+    g = yscv.Graph(np.float32)
+    w1, b1, w2, b2, wl, bl = (g.variable(p) for p in params)
+    base = len(g)
+
+    def step():
+        g.truncate(base)
+        g.zero_grads()
+        x = g.constant(x_np)
+        h = g.max_pool2d(g.relu(g.conv2d(x, w1, b1, padding=1)), 2)
+        h = g.max_pool2d(g.relu(g.conv2d(h, w2, b2, padding=1)), 2)
+        loss = g.cross_entropy(g.matmul(g.flatten(h), wl) + bl, labels)
+        g.backward(loss)
+        return g.value(loss)
+
+    return step
+
+
+def _torch_cnn(torch, channels_last=False):
+    F = torch.nn.functional
+    x_np, labels, params = _cnn_data()
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.tensor(x_np.transpose(0, 3, 1, 2)).contiguous(memory_format=fmt)
+    y = torch.tensor(labels)
+    w1 = torch.tensor(params[0].transpose(3, 2, 0, 1)).contiguous(memory_format=fmt)
+    w2 = torch.tensor(params[2].transpose(3, 2, 0, 1)).contiguous(memory_format=fmt)
+    # yscv flattens NHWC; PyTorch flattens NCHW: permute the linear rows to match
+    wl = torch.tensor(params[4].reshape(8, 8, 32, 10).transpose(2, 0, 1, 3).reshape(2048, 10))
+    ts = [w1, torch.tensor(params[1]), w2, torch.tensor(params[3]), wl, torch.tensor(params[5])]
+    for t in ts:
+        t.requires_grad_()
+    w1, b1, w2, b2, wl, bl = ts
+
+    def step():
+        for t in ts:
+            t.grad = None
+        h = F.max_pool2d(F.relu(F.conv2d(x, w1, b1, padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, w2, b2, padding=1)), 2)
+        loss = F.cross_entropy(torch.flatten(h, 1) @ wl + bl, y)
+        loss.backward()
+        return loss
+
+    return step
+
+
+def benches(torch) -> list:
+    out = []
+    layer = _yscv_layer()
+    cnn = _yscv_cnn()
+    ref = (lambda f, *a: None) if torch is None else (lambda f, *a: f(torch, *a))
+    out.append(Bench("conv3x3 64->64 8x32x32 fwd+bwd (vs NCHW)", layer, ref(_torch_layer),
+                     "PyTorch NCHW", target=1.5))
+    out.append(Bench("conv3x3 64->64 8x32x32 fwd+bwd (vs channels-last)", layer,
+                     ref(_torch_layer, True), "PyTorch channels-last"))
+    out.append(Bench("CNN 32x32x3 batch 32 fwd+bwd (vs NCHW)", cnn, ref(_torch_cnn),
+                     "PyTorch NCHW", target=1.0))
+    out.append(Bench("CNN 32x32x3 batch 32 fwd+bwd (vs channels-last)", cnn,
+                     ref(_torch_cnn, True), "PyTorch channels-last"))
+    return out
+
+
+# ------------------------------------------------------------------ 3. compile time
+def compile_times() -> None:
+    """First-call time of the conv family (float32): cold cache, then warm."""
+    code = r"""
+import time, numpy as np
+import yscv
+t0 = time.perf_counter()
+import numba  # noqa: F401  (yscv imports it lazily, on the first kernel call)
+t1 = time.perf_counter()
+g = yscv.Graph(np.float32)
+x = g.variable(np.ones((1, 5, 5, 2), np.float32))
+outs = [g.conv2d(x, g.variable(np.ones((3, 3, 2, 2), np.float32)), padding=1),
+        g.depthwise_conv2d(x, g.variable(np.ones((3, 3, 2, 1), np.float32))),
+        g.conv_transpose2d(x, g.variable(np.ones((2, 2, 3, 2), np.float32)), stride=2),
+        g.deformable_conv2d(x, g.variable(np.ones((3, 3, 2, 2), np.float32)),
+                            g.variable(np.full((1, 3, 3, 18), 0.3, np.float32)))]
+t2 = time.perf_counter()
+for o in outs:
+    g.backward(o, grad=np.ones(g.value(o).shape, np.float32))
+t3 = time.perf_counter()
+print(" ".join(f"{d * 1e3:.0f}" for d in (t1 - t0, t2 - t1, t3 - t2)))
+"""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(HERE.parent)}
+        for label in ("cold cache", "warm cache", "warm cache"):
+            res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True, env=env)
+            imp, fwd, bwd = res.stdout.split()
+            print(f"{label}: import numba {imp} ms; first forward of conv2d, depthwise, "
+                  f"transpose, deformable {fwd} ms (im2col, depthwise_forward, col2im, "
+                  f"deform_im2col); first backward of all four {bwd} ms (col2im was "
+                  "already compiled; depthwise_backward, deform_col2im)")
+
+
+if __name__ == "__main__":
+    if "--compile" in sys.argv:
+        compile_times()
+    else:
+        import run
+
+        sys.exit(run.main(["conv"] + [a for a in sys.argv[1:] if a.startswith("--")]))
