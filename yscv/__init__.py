@@ -25,6 +25,20 @@ from .random import manual_seed
 
 __version__ = "0.1.0"
 
+# Training-side modules load on first use so that ``import yscv`` stays cheap.
+_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels"}
+_LAZY_NAMES = {"save_checkpoint": "checkpoint_io", "load_checkpoint": "checkpoint_io"}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
+    raise AttributeError(f"module 'yscv' has no attribute {name!r}")
+
 __all__ = [
     "Graph",
     "NodeId",
@@ -42,4 +56,10 @@ __all__ = [
     "GradcheckError",
     "CheckpointError",
     "__version__",
+    "nn",
+    "optim",
+    "train",
+    "testing",
+    "save_checkpoint",
+    "load_checkpoint",
 ]
