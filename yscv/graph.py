@@ -40,6 +40,9 @@ from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWARD)
 
+# Every Op member must have a forward and a backward, or importing fails.
+registry.check_complete()
+
 _FORWARD = registry.FORWARD
 _BACKWARD = registry.BACKWARD
 _LEAF = int(Op.LEAF)
