@@ -10,8 +10,8 @@ normalised activations. For statistics groups of ``m`` elements with
   with ``h = g * gamma_c``;
 * fixed statistics (batch norm in eval mode): ``dx = gamma_c * inv * g``.
 
-Running statistics (batch norm inputs 3 and 4 after the optional gamma/beta)
-never receive a gradient.
+Running statistics (the last two batch-norm inputs, when tracked) never
+receive a gradient.
 """
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def batch_norm_backward(g, inputs, out, attrs, saved, needs):
     need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
     dx, dgamma, dbeta = group_backward(g, x, gamma, mean, var, eps, False, 1, training,
                                        need_x, need_gamma, need_beta)
-    return _affine_grads(dx, dgamma, dbeta, has_gamma, has_beta, x.dtype, extra=2)
+    stats = len(inputs) - 1 - has_gamma - has_beta   # running statistics: no gradient
+    return _affine_grads(dx, dgamma, dbeta, has_gamma, has_beta, x.dtype, extra=stats)
 
 
 @register_backward(Op.INSTANCE_NORM)

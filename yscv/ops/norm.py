@@ -105,14 +105,16 @@ def group_statistics(x, per_sample: bool, k: int):
 @register_forward(Op.BATCH_NORM)
 def batch_norm_forward(attrs, x, *rest):
     """attrs = (training, momentum, eps, has_gamma, has_beta);
-    inputs x, [gamma], [beta], running_mean, running_var.
+    inputs x, [gamma], [beta], [running_mean, running_var] (absent only in
+    training mode without tracking).
     Saved: float64 (mean[1, C], var[1, C]) used to normalise (batch
     statistics in training mode, a copy of the running ones in eval mode)."""
     training, _momentum, eps, has_gamma, has_beta = attrs
-    gamma, beta, (running_mean, running_var) = _affine(rest, has_gamma, has_beta)
+    gamma, beta, running = _affine(rest, has_gamma, has_beta)
     if training:
         mean, var = group_statistics(x, False, 1)
     else:
+        running_mean, running_var = running
         mean = running_mean.astype(np.float64).reshape(1, -1)
         var = running_var.astype(np.float64).reshape(1, -1)
     y = group_normalize(x, gamma, beta, mean, var, eps, False, 1)
@@ -226,7 +228,9 @@ class NormOps:
         with ``n`` values per channel. In eval mode the running statistics
         are used. ``gamma``/``beta`` ([C]) may each be None (no scale / no
         shift); ``running_mean``/``running_var`` are [C] leaves and receive
-        no gradient. Saved for backward: float64 per-channel (mean, var).
+        no gradient (in training mode both may be None: nothing is tracked,
+        as PyTorch's ``F.batch_norm``). Saved for backward: float64
+        per-channel (mean, var).
         """
         op = "batch_norm"
         if not isinstance(training, (bool, np.bool_)):
@@ -246,12 +250,22 @@ class NormOps:
                 f"{op}: training needs more than 1 value per channel to estimate the "
                 f"variance, got x of shape {shape}")
         operands, has_gamma, has_beta = self._norm_affine(x, gamma, beta, op, c)
-        i_mean = self._running_stat(running_mean, op, "running_mean", c)
-        i_var = self._running_stat(running_var, op, "running_var", c)
-        operands += [running_mean, running_var]
+        track = running_mean is not None or running_var is not None
+        if track:
+            i_mean = self._running_stat(running_mean, op, "running_mean", c)
+            i_var = self._running_stat(running_var, op, "running_var", c)
+            if i_mean == i_var:
+                raise ValueError(
+                    f"{op}: running_mean and running_var are the same node ({i_mean}); "
+                    "pass two separate [C] leaves")
+            operands += [running_mean, running_var]
+        elif not training:
+            raise ValueError(
+                f"{op}: eval mode (training=False) normalises with running_mean and "
+                "running_var; both are None")
         attrs = (training, momentum, eps, has_gamma, has_beta)
         out = self._apply(Op.BATCH_NORM, operands, attrs)
-        if training:
+        if training and track:
             self._update_running_stats(out, i_mean, i_var, momentum, per_channel)
         return out
 
