@@ -400,7 +400,7 @@ def test_softmax_empty_axis():
 # ------------------------------------------------------------ dropout
 def test_dropout_mask_matches_the_generator_and_gradient_uses_it():
     rng = np.random.default_rng(0)
-    x = rng.uniform(0.5, 1.5, size=(40, 50))
+    x = rng.uniform(0.5, 1.5, size=(41, 51))   # not a multiple of 8 elements
     for dtype in (np.float32, np.float64):
         g = yscv.Graph(dtype)
         n = g.variable(x)
@@ -445,11 +445,16 @@ def test_dropout_forward_is_pure_and_replays_the_same_mask():
     np.testing.assert_array_equal(again, g.value(y))
 
 
-def test_dropout_saves_nothing_and_regenerates_the_mask():
+def test_dropout_saves_the_mask_as_bits():
     g = yscv.Graph()
-    n = g.variable(np.ones((64, 64)))
+    n = g.variable(np.ones((61, 64)))
     g.dropout(n, 0.5, seed=3)
-    assert g.memory()["saved"] == 0
+    assert g.memory()["saved"] == (61 * 64 + 7) // 8
+    g.dropout(n, 0.5, training=False)
+    g.dropout(n, 1.0)
+    with g.no_grad():
+        g.dropout(n, 0.5, seed=3)
+    assert g.memory()["saved"] == (61 * 64 + 7) // 8
 
 
 def test_dropout_identity_cases_do_not_consume_the_generator():

@@ -10,7 +10,7 @@ import numpy as np
 from ..node import Op
 from ..ops.activation import (
     MISH,
-    ONE,
+    ONE_SCALAR,
     SIGMOID,
     SILU,
     SOFTPLUS,
@@ -20,7 +20,7 @@ from ..ops.activation import (
     KS,
     ROW_NUMPY_MIN,
     piecewise,
-    dropout_mask,
+    unpack_mask,
     ro,
     softmax_layout,
     unary_kernel_backward,
@@ -41,14 +41,14 @@ def leaky_relu_backward(g, inputs, out, slope, saved, needs):
 @register_backward(Op.SIGMOID)
 def sigmoid_backward(g, inputs, out, attrs, saved, needs):
     if g.size < TINY:
-        return ((g * out) * (ONE[g.dtype] - out),)
+        return ((g * out) * (ONE_SCALAR[g.dtype] - out),)
     return (unary_kernel_backward(g, out, out, SIGMOID),)
 
 
 @register_backward(Op.TANH)
 def tanh_backward(g, inputs, out, attrs, saved, needs):
     if g.size < TINY:
-        return (g * (ONE[g.dtype] - out * out),)
+        return (g * (ONE_SCALAR[g.dtype] - out * out),)
     return (unary_kernel_backward(g, out, out, TANH),)
 
 
@@ -125,11 +125,12 @@ def log_softmax_backward(g, inputs, out, axis, saved, needs):
 
 
 @register_backward(Op.DROPOUT)
-def dropout_backward(g, inputs, out, attrs, saved, needs):
+def dropout_backward(g, inputs, out, attrs, packed, needs):
     p, training, seed = attrs
     if not training or p == 0.0:
         return (g,)
     if p == 1.0:
         return (np.zeros_like(g),)
-    mask = dropout_mask(seed, g.shape, p)
-    return (g * mask * g.dtype.type(1.0 / (1.0 - p)),)
+    gx = g * g.dtype.type(1.0 / (1.0 - p))
+    gx *= unpack_mask(packed, g.shape)
+    return (gx,)

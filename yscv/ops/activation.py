@@ -2,18 +2,23 @@
 
 Paths, chosen by measurement (numbers in docs/ops/activation.md):
 
-* relu, leaky_relu, prelu and tanh's forward are NumPy ufuncs at every size.
-* sigmoid's forward and the tanh / sigmoid backward use a few NumPy ufuncs on
-  arrays smaller than :data:`TINY` elements (a Numba dispatch costs more than
-  the whole computation there) and a fused one-pass Numba kernel above.
-* gelu, silu, mish and softplus always use the fused kernels
-  (:mod:`yscv.kernels.activation`); NumPy has no erf, and the others need
-  3-6 passes and temporaries in NumPy.
-* softmax / log_softmax use fused max-subtracted kernels over any axis
-  (:mod:`yscv.kernels.softmax`), without transposing the input.
+* relu, leaky_relu and tanh forwards: one or two NumPy ufuncs at every size.
+* sigmoid and silu forwards: NumPy's SIMD exp in place (faster than the
+  scalar libm ``expf`` a Numba loop calls); below :data:`SIGMOID_TINY`
+  elements ``exp(-logaddexp(0, -x))``, which needs no errstate.
+* tanh / sigmoid backward: three ufuncs below :data:`TINY` elements, a fused
+  one-pass kernel above (the scalar-chain case stays on the cheapest path).
+* gelu (three forms), mish, softplus, and the silu backward: fused, branch-free
+  kernels (:mod:`yscv.kernels.activation`); NumPy has no erf, and the others
+  need 4-8 passes and temporaries in NumPy.
+* leaky_relu backward and prelu: a one-pass select kernel (``np.where`` on
+  mixed signs mispredicts a branch per element, ~4 ns each).
+* softmax / log_softmax: fused max-subtracted kernels over any axis (no
+  transpose) for axes shorter than :data:`ROW_NUMPY_MIN`, NumPy above.
 * dropout draws its mask from ``np.random.default_rng(seed)``; the seed is an
   attribute (drawn from the library generator by the Graph method when not
-  given), so the forward is pure and replays the same mask.
+  given), so the forward is pure and replays the same mask. The mask is saved
+  packed to one bit per element.
 """
 from __future__ import annotations
 
@@ -63,6 +68,9 @@ def _const(value, dtype):
 # skips the Python-scalar conversion (~0.3 us per call on tiny arrays).
 ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
 ONE = {_F32: _const(1.0, _F32), _F64: _const(1.0, _F64)}
+# ... but a NumPy SCALAR where the other operand is a scalar already (0-d
+# inputs make ``y * y`` a scalar, and scalar - scalar skips the ufunc machinery)
+ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
 
 # kinds of the fused kernels (mirrors yscv.kernels.activation, which must not
 # be imported here: it imports numba)
@@ -228,13 +236,27 @@ def dropout_mask(seed: int, shape: tuple, p: float) -> np.ndarray:
 
 @register_forward(Op.DROPOUT)
 def dropout_forward(attrs, x):
+    """Saved for backward: the keep-mask packed to one BIT per element
+    (np.packbits), 1/32 of a float32 value. Unpacking costs ~27 us for 524k
+    elements, redrawing the mask from the seed ~2.4 ms, keeping it as bools
+    8x the memory (docs/ops/activation.md)."""
     p, training, seed = attrs
     if not training or p == 0.0:
         return x, None
     if p == 1.0:
         return np.zeros_like(x), None
     mask = dropout_mask(seed, x.shape, p)
-    return x * mask * x.dtype.type(1.0 / (1.0 - p)), None
+    y = x * x.dtype.type(1.0 / (1.0 - p))
+    y *= mask
+    return y, np.packbits(mask.reshape(-1))
+
+
+def unpack_mask(packed: np.ndarray, shape: tuple) -> np.ndarray:
+    """The bool keep-mask of ``shape`` from :func:`dropout_forward`'s saved bits."""
+    n = 1
+    for s in shape:
+        n *= s
+    return np.unpackbits(packed, count=n).view(np.bool_).reshape(shape)
 
 
 # ------------------------------------------------------------ graph methods
