@@ -11,7 +11,7 @@ Nodes live in parallel lists indexed by arena position (struct of arrays):
 ``_rg``         requires_grad flag
 ``_needs``      per input: does it require grad (tells backward what to skip)
 ``_uids``       process-unique number; detects stale NodeIds after truncate
-``_grads``      persistent gradients: leaves and retained non-leaves
+``_grads``      dict index -> stored gradient (leaves and retained nodes only)
 ==============  ==========================================================
 
 Op methods come from the category mixins in :mod:`yscv.ops`; each validates
@@ -80,7 +80,7 @@ class _GraphCore:
         self._rg: list = []
         self._needs: list = []
         self._uids: list = []
-        self._grads: list = []
+        self._grads: dict = {}
         self._grad_enabled = True
         self._has_released = False      # any value released (checkpointing)?
         self._released_shape: dict = {} # index -> shape when its value was released
@@ -126,7 +126,6 @@ class _GraphCore:
         self._rg.append(rg)
         self._needs.append(needs)
         self._uids.append(uid)
-        self._grads.append(None)
         return make_node_id(self, i, uid)
 
     def _leaf(self, value: np.ndarray, requires_grad: bool) -> NodeId:
@@ -244,7 +243,6 @@ class _GraphCore:
             rgl.append(rg)
             self._needs.append((ra, rb))
             uids.append(uid)
-            self._grads.append(None)
             nid = _new_object(NodeId)
             _set_graph(nid, self)
             _set_index(nid, k)
@@ -298,7 +296,6 @@ class _GraphCore:
         rgl.append(rg)
         self._needs.append((r,))
         uids.append(uid)
-        self._grads.append(None)
         nid = _new_object(NodeId)
         _set_graph(nid, self)
         _set_index(nid, k)
@@ -384,13 +381,13 @@ class _GraphCore:
 
     def grad(self, n: NodeId):
         """Accumulated gradient of a leaf or retained node, or None."""
-        return self._grads[self._index(n)]
+        return self._grads.get(self._index(n))
 
     def set_grad(self, n: NodeId, a) -> None:
         """Set a node's stored gradient (None clears it); same shape as its value."""
         i = self._index(n)
         if a is None:
-            self._grads[i] = None
+            self._grads.pop(i, None)
             return
         arr = as_graph_array(a, self.dtype, "set_grad", "a", copy=True)
         shape = self._shape(i)
@@ -406,7 +403,7 @@ class _GraphCore:
 
     def zero_grads(self) -> None:
         """Every stored gradient back to None."""
-        self._grads = [None] * len(self._uids)
+        self._grads = {}
 
     def retain_grad(self, n: NodeId) -> None:
         """Keep (and accumulate) the gradient of a non-leaf node on backward."""
@@ -426,9 +423,9 @@ class _GraphCore:
         if k < 0 or k > len(self._uids):
             raise IndexError(f"truncate: k={k} outside [0, {len(self._uids)}]")
         for lst in (self._values, self._ops, self._inputs, self._attrs, self._saved,
-                    self._rg, self._needs, self._uids, self._grads):
+                    self._rg, self._needs, self._uids):
             del lst[k:]
-        for d in (self._hooks, self._post_hooks, self._param_of):
+        for d in (self._hooks, self._post_hooks, self._param_of, self._grads):
             for i in [i for i in d if i >= k]:
                 del d[i]
         self._retained = {i for i in self._retained if i < k}
@@ -634,7 +631,7 @@ class _GraphCore:
         return gi
 
     def _accumulate_stored(self, i: int, gi) -> None:
-        cur = self._grads[i]
+        cur = self._grads.get(i)
         self._grads[i] = gi if cur is None else np.asarray(cur + gi)
 
     def _accumulate_leaf(self, i: int, gi) -> None:
@@ -659,7 +656,7 @@ class _GraphCore:
         if max_norm < 0:
             raise ValueError(f"clip_grad_norm: max_norm must be >= 0, got {max_norm}")
         idx = [self._index(n) for n in nodes]
-        grads = [self._grads[i] for i in idx if self._grads[i] is not None]
+        grads = [self._grads[i] for i in idx if self._grads.get(i) is not None]
         if not grads:
             return 0.0
         if norm_type == float("inf"):
@@ -670,7 +667,7 @@ class _GraphCore:
         coef = max_norm / (total + 1e-6)
         if coef < 1.0:
             for i in idx:
-                if self._grads[i] is not None:
+                if self._grads.get(i) is not None:
                     self._grads[i] = self._grads[i] * self.dtype.type(coef)
         return total
 
@@ -680,7 +677,7 @@ class _GraphCore:
             raise ValueError(f"clip_grad_value: max_value must be >= 0, got {max_value}")
         for n in nodes:
             i = self._index(n)
-            if self._grads[i] is not None:
+            if self._grads.get(i) is not None:
                 self._grads[i] = np.clip(self._grads[i], -max_value, max_value).astype(self.dtype)
 
 

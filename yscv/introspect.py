@@ -52,7 +52,7 @@ class IntrospectionMixin:
         ``grads`` (stored gradients), and their ``total``."""
         values = sum(nbytes_of(v) for v in self._values)
         saved = sum(nbytes_of(s) for s in self._saved)
-        grads = sum(nbytes_of(g) for g in self._grads)
+        grads = sum(nbytes_of(g) for g in self._grads.values())
         return {"values": values, "saved": saved, "grads": grads, "total": values + saved + grads}
 
     def summary(self) -> str:
@@ -60,7 +60,7 @@ class IntrospectionMixin:
         (value + saved data + stored grad), then the totals."""
         rows = [f"{'index':>6}  {'op':<28} {'shape':<22} {'grad':<5} {'bytes':>12}"]
         for i in range(len(self._uids)):
-            held = nbytes_of(self._values[i]) + nbytes_of(self._saved[i]) + nbytes_of(self._grads[i])
+            held = nbytes_of(self._values[i]) + nbytes_of(self._saved[i]) + nbytes_of(self._grads.get(i))
             rows.append(
                 f"{i:>6}  {self._node_label(i):<28} {self._value_shape_str(i):<22} "
                 f"{str(self._rg[i]):<5} {held:>12,}"
