@@ -258,6 +258,28 @@ def test_prelu_gradient_at_zero_goes_to_alpha_side():
     np.testing.assert_allclose(g.grad(a), [-2.0, -1.0])
 
 
+@pytest.mark.parametrize("alpha_shape", [(3,), (1,)])
+def test_prelu_alpha_gradient_over_many_rows_float32(alpha_shape):
+    """The fused backward sums the alpha gradient in row blocks: float32 stays
+    close to the float64 value over thousands of rows; x may be a constant."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((5000, 3))
+    cot = rng.standard_normal((5000, 3))
+    a = np.full(alpha_shape, 0.2)
+    grads = {}
+    for dtype in (np.float32, np.float64):
+        g = yscv.Graph(dtype)
+        an = g.variable(a)
+        y = g.prelu(g.constant(x), an)
+        g.backward(y, grad=cot)
+        grads[dtype] = g.grad(an)
+    expect = np.where(x > 0, 0.0, cot * x).sum(axis=0)
+    if alpha_shape == (1,):
+        expect = expect.sum(keepdims=True)
+    np.testing.assert_allclose(grads[np.float64], expect, rtol=1e-12)
+    np.testing.assert_allclose(grads[np.float32], expect, rtol=2e-5)
+
+
 # ------------------------------------------------------------ stability, both size paths
 SMOOTH = {
     "sigmoid": (lambda g, n: g.sigmoid(n), np_sigmoid),

@@ -17,9 +17,11 @@ from ..ops.activation import (
     TANH,
     TINY,
     ZERO,
+    K,
     KS,
     ROW_NUMPY_MIN,
     piecewise,
+    rows_of,
     unpack_mask,
     ro,
     softmax_layout,
@@ -79,16 +81,16 @@ def softplus_backward(g, inputs, out, attrs, saved, needs):
 
 @register_backward(Op.PRELU)
 def prelu_backward(g, inputs, out, attrs, saved, needs):
+    """One fused pass: the x gradient and per-channel sums of g*x where x <= 0
+    (reduced to one number for a shared alpha [1])."""
     x, alpha = inputs
-    gx = galpha = None
-    if needs[0]:
-        gx = piecewise(g, x, alpha)
-    if needs[1]:
-        contrib = g * np.minimum(x, ZERO[g.dtype])
-        if alpha.shape[0] == 1:
-            galpha = np.sum(contrib, dtype=g.dtype).reshape(1)
-        else:
-            galpha = contrib.reshape(-1, alpha.shape[0]).sum(axis=0)
+    rows = rows_of(x)
+    gx, sums = K.prelu_backward(ro(g).reshape(rows), ro(x).reshape(rows), ro(alpha),
+                                bool(needs[0]))
+    gx = gx.reshape(g.shape) if needs[0] else None
+    if not needs[1]:
+        return gx, None
+    galpha = sums if alpha.shape[0] != 1 else np.sum(sums, dtype=g.dtype).reshape(1)
     return gx, galpha
 
 

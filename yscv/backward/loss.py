@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Op
+from ..ops.activation import sigmoid_numpy
 from ..ops.loss import CE_NUMPY_MIN, K, ro
 from ..registry import register_backward
 
@@ -47,10 +48,9 @@ def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
     s = _scale(g, x.size)
     gx = gt = None
     if needs[0]:
-        e = np.exp(-np.abs(x))
-        r = 1 / (1 + e)
-        sig = np.where(x >= 0, r, e * r)
-        gx = (sig - t) * s
+        gx = sigmoid_numpy(x)
+        gx -= t
+        gx *= s
     if needs[1]:
         gt = x * -s
     return gx, gt

@@ -242,9 +242,9 @@ def unary_backward(g, x, y, kind, p0, p1):
 @jit
 def piecewise_linear(g, x, alpha):
     """``g`` where x > 0, else ``g * alpha[c]``, for g, x [R, C] and alpha [C]
-    or [1] (broadcast along rows). With g = x it is the PReLU / leaky-ReLU
-    forward; with the upstream gradient it is their input gradient. NaN in x
-    takes the alpha side (x > 0 is False), as PyTorch."""
+    or [1] (one slope shared by every column). With g = x it is the PReLU /
+    leaky-ReLU forward; with the upstream gradient it is their input
+    gradient. NaN in x takes the alpha side (x > 0 is False), as PyTorch."""
     r_, c_ = g.shape
     out = np.empty((r_, c_), dtype=g.dtype)
     zero = g.dtype.type(0.0)
@@ -256,3 +256,36 @@ def piecewise_linear(g, x, alpha):
             v = g[r, c]
             out[r, c] = v if x[r, c] > zero else v * a
     return out
+
+
+@jit
+def prelu_backward(g, x, alpha, need_x):
+    """PReLU gradients in one pass over g, x [R, C].
+
+    Returns:
+        (gx [R, C] (or [0, 0] when ``need_x`` is False), per-column sums
+        [C] of ``g * x`` where x <= 0). The column sums accumulate in blocks
+        of 256 rows (error ~ (256 + R/256) ulp instead of R ulp).
+    """
+    r_, c_ = g.shape
+    gx = np.empty((r_, c_) if need_x else (0, 0), dtype=g.dtype)
+    zero = g.dtype.type(0.0)
+    total = np.zeros(c_, dtype=g.dtype)
+    part = np.zeros(c_, dtype=g.dtype)
+    shared = alpha.shape[0] == 1
+    a0 = alpha[0]
+    for r in range(r_):
+        for c in range(c_):
+            v = x[r, c]
+            gv = g[r, c]
+            pos = v > zero
+            if need_x:
+                gx[r, c] = gv if pos else gv * (a0 if shared else alpha[c])
+            part[c] += zero if pos else gv * v
+        if (r & 255) == 255:
+            for c in range(c_):
+                total[c] += part[c]
+                part[c] = zero
+    for c in range(c_):
+        total[c] += part[c]
+    return gx, total

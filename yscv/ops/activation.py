@@ -115,10 +115,14 @@ def sigmoid_numpy(x: np.ndarray) -> np.ndarray:
         return np.reciprocal(t, out=t)
 
 
+def rows_of(x: np.ndarray) -> tuple:
+    """The [rows, C] reshape (C = the last axis) the select kernels run on."""
+    return (-1, x.shape[-1]) if x.ndim else (1, 1)
+
+
 def piecewise(g: np.ndarray, x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """``g`` where x > 0 else ``g * alpha`` (alpha [C] along the last axis, or [1])."""
-    c = alpha.shape[0]
-    rows = (-1, c) if c != 1 else (1, -1)   # a shared slope: one long row
+    rows = rows_of(x)
     out = K.piecewise_linear(ro(g).reshape(rows), ro(x).reshape(rows), ro(alpha))
     return out.reshape(g.shape)
 

@@ -24,6 +24,7 @@ from ..kernels import lazy
 from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import as_index_array, shape_error
+from .activation import SOFTPLUS, unary_kernel_forward
 
 K = lazy("loss")
 
@@ -33,6 +34,11 @@ def ro(a: np.ndarray) -> np.ndarray:
     v = np.ascontiguousarray(a).view()
     v.flags.writeable = False
     return v
+
+
+def softplus_exact(x: np.ndarray) -> np.ndarray:
+    """log(1 + exp(x)) for any x (the fused kernel with an infinite threshold)."""
+    return unary_kernel_forward(x, SOFTPLUS, 1.0, float("inf"))
 
 
 def _mean(a: np.ndarray) -> np.ndarray:
@@ -56,21 +62,24 @@ def l1_loss_forward(attrs, pred, target):
 
 @register_forward(Op.HUBER_LOSS)
 def huber_loss_forward(delta, pred, target):
-    d = pred - target
-    a = np.abs(d)
-    half = pred.dtype.type(0.5)
-    loss = np.where(a < delta, half * d * d, delta * (a - half * delta))
-    return _mean(loss.astype(pred.dtype, copy=False)), None
-
-
-def bce_terms(x: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per-element ``max(x, 0) - x*t + log1p(exp(-|x|))`` (stable for any x)."""
-    return np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x)))
+    # with m = min(|d|, delta): 0.5 m^2 + delta (|d| - m) is 0.5 d^2 where
+    # |d| <= delta and delta (|d| - delta/2) beyond, without np.where (which
+    # branches per element)
+    a = np.abs(pred - target)
+    m = np.minimum(a, delta)
+    a -= m
+    a *= delta
+    a += m * (m * pred.dtype.type(0.5))
+    return _mean(a), None
 
 
 @register_forward(Op.BCE_WITH_LOGITS)
 def bce_with_logits_forward(attrs, logits, target):
-    return _mean(bce_terms(logits, target)), None
+    # max(x, 0) - x t + log1p(exp(-|x|)) = softplus(x) - x t: the fused,
+    # stable softplus kernel (no threshold, so exact for large x too)
+    terms = softplus_exact(logits)
+    terms -= logits * target
+    return _mean(terms), None
 
 
 #: classes at or above this count run cross-entropy's exp-bound passes in NumPy
