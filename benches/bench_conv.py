@@ -157,6 +157,89 @@ def benches(torch) -> list:
     return out
 
 
+# ------------------------------------------------------------------ algorithm variants
+def _cpu_timer():
+    """min over repeats of thread CPU time with BLAS limited to this thread
+    (robust on a shared, busy machine), or wall time if threadpoolctl is absent."""
+    import time
+
+    try:
+        from threadpoolctl import threadpool_limits
+        limiter, clock, label = threadpool_limits(limits=1, user_api="blas"), time.thread_time, \
+            "thread CPU ms, BLAS 1 thread"
+    except ImportError:
+        limiter, clock, label = None, time.perf_counter, "wall ms"
+
+    def timeit(fn, n=25):
+        fn()
+        best = float("inf")
+        for _ in range(n):
+            t = clock()
+            fn()
+            best = min(best, clock() - t)
+        return best * 1e3
+
+    return timeit, label, limiter
+
+
+def variants() -> None:
+    """Time the formulations behind the choices in docs/ops/conv.md."""
+    from yscv.kernels import conv as K
+    from yscv.kernels import conv_gemm as G
+
+    timeit, label, limiter = _cpu_timer()
+    print(f"timings: {label}, min of 25")
+    rng = np.random.default_rng(0)
+    for (n, h, wd, c, o) in [(8, 32, 32, 64, 64), (32, 32, 32, 3, 16), (32, 16, 16, 16, 32)]:
+        x = rng.standard_normal((n, 1, h, wd, c)).astype(np.float32)
+        w = rng.standard_normal((1, 3, 3, c, o)).astype(np.float32)
+        g = rng.standard_normal((n, 1, h, wd, o)).astype(np.float32)
+        m = n * h * wd
+        w2 = w.reshape(9 * c, o)
+        geo = (1, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, h, wd)
+        one, zero = (1, 1, 1), (0, 1, 1)
+        print(f"x {n}x{h}x{wd}x{c}, 3x3 pad 1, {c}->{o}:")
+
+        def full_im2col():
+            cols = np.empty((m, 9, c), np.float32)
+            K.im2col(x, cols, 0, 0, *geo)
+            return cols.reshape(m, 9 * c) @ w2
+
+        def shifted():
+            xp = np.zeros((n, h + 2, wd + 2, c), np.float32)
+            xp[:, 1:-1, 1:-1] = x[:, 0]
+            xf = xp.reshape(-1, c)
+            rows = xf.shape[0] - 2 * (wd + 2) - 2
+            y = np.zeros((xf.shape[0], o), np.float32)
+            tmp = np.empty((rows, o), np.float32)
+            for i in range(3):
+                for j in range(3):
+                    s = i * (wd + 2) + j
+                    np.matmul(xf[s:s + rows], w[0, i, j], out=tmp)
+                    y[:rows] += tmp
+            return y.reshape(n, h + 2, wd + 2, o)[:, :h, :wd]
+
+        ref = full_im2col()
+        assert np.allclose(shifted().reshape(m, o), ref, atol=1e-2)
+        print(f"  forward, whole im2col buffer + 1 GEMM: {timeit(full_im2col):.2f}")
+        print(f"  forward, shifted GEMM (9 taps, K={c}): {timeit(shifted):.2f}")
+        saved = G.CHUNK_BYTES
+        for kb in (128, 256, 512, 1024, 2048, 4096):
+            G.CHUNK_BYTES = kb << 10
+            f = lambda: G.conv_forward(x, w, one, zero, one, 1)  # noqa: E731
+            b = lambda: G.conv_backward(g, w, one, zero, one, 1, x=x)  # noqa: E731
+            print(f"  chunk {kb:5d} KB: forward {timeit(f):.2f}, backward (dx, dw) {timeit(b):.2f}")
+        G.CHUNK_BYTES = saved
+        wflip = np.ascontiguousarray(w[:, ::-1, ::-1].transpose(0, 1, 2, 4, 3))
+        dx_gather = lambda: G.conv_forward(g, wflip, one, zero, one, 1)  # noqa: E731
+        dx_scatter = lambda: G.conv_backward(g, w, one, zero, one, 1, x=x, need_w=False)  # noqa: E731
+        assert np.allclose(dx_gather(), dx_scatter()[0], atol=1e-2)
+        print(f"  dx by col2im scatter: {timeit(dx_scatter):.2f}; by im2col of g with the "
+              f"flipped kernel: {timeit(dx_gather):.2f}")
+    if limiter is not None:
+        limiter.unregister()
+
+
 # ------------------------------------------------------------------ 3. compile time
 def compile_times() -> None:
     """First-call time of the conv family (float32): cold cache, then warm."""
@@ -194,6 +277,8 @@ print(" ".join(f"{d * 1e3:.0f}" for d in (t1 - t0, t2 - t1, t3 - t2)))
 if __name__ == "__main__":
     if "--compile" in sys.argv:
         compile_times()
+    elif "--variants" in sys.argv:
+        variants()
     else:
         import run
 

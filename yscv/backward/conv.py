@@ -8,7 +8,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops.conv import depthwise_operands, lift_w, lift_x
+from ..ops.conv import depthwise_operands, lift_w, lift_x, wide_rows
 from ..registry import register_backward
 
 _G = lazy("conv_gemm")
@@ -20,7 +20,8 @@ def _bias_grad(g, needs, k):
     """Sum of g over every axis but the last (or None when input k needs none)."""
     if len(needs) <= k or not needs[k]:
         return None
-    return g.reshape(-1, g.shape[-1]).sum(axis=0)
+    g2, k = wide_rows(g)
+    return g2.sum(axis=0).reshape(k, g.shape[-1]).sum(axis=0)
 
 
 @register_backward(Op.CONV1D)
@@ -48,8 +49,10 @@ def depthwise_conv2d_backward(g, inputs, out, attrs, saved, needs):
         # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
         dxr = np.zeros(xr.shape if needs[0] else (1, 1, 1, 1), dtype=x.dtype)
         dwr = np.zeros(wr.shape if needs[1] else (1, 1, 1), dtype=x.dtype)
-        _K.depthwise_backward(xr, wr, np.ascontiguousarray(g), dxr, dwr, bool(needs[0]),
-                              bool(needs[1]), *stride, *padding, *dilation)
+        _K.depthwise_backward(xr.reshape(-1), wr.reshape(-1), np.ascontiguousarray(g).reshape(-1),
+                              dxr.reshape(-1), dwr.reshape(-1), bool(needs[0]), bool(needs[1]),
+                              *xr.shape, *wr.shape[:2], *g.shape[1:3], *stride, *padding,
+                              *dilation)
         m = w.shape[3]
         if needs[0]:
             dx = dxr if m == 1 else dxr.reshape(*x.shape, m).sum(axis=4)

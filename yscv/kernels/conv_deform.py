@@ -20,25 +20,19 @@ import numpy as np
 
 from ._jit import jit
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 4 << 20
 
 
 @jit
-def deform_im2col(x, off, cols, r0, ybase, xbase, one, kh, kw, oh, ow):
+def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow):
     """``cols[r, k, c]`` = bilinear sample of channel c for tap k of row r0 + r.
 
-    x: [N, H, W, C]; off: [N, OH, OW, 2*kh*kw]; cols: [R, kh*kw, C] (overwritten);
-    ybase: [OH*kh] window origins ``oy*sh - ph + i*dh``; xbase: [OW*kw] likewise.
+    Flattened arrays: x [N, H, W, C]; offsets [N, OH, OW, 2*kh*kw]; cols
+    [R, kh*kw, C] (overwritten). ybase: [OH*kh] window origins
+    ``oy*sh - ph + i*dh`` in x's dtype; xbase: [OW*kw] likewise.
     """
-    R = cols.shape[0]
-    H = x.shape[1]
-    W = x.shape[2]
-    C = x.shape[3]
     uc = np.uint64(C)
     T = kh * kw
-    xf = x.reshape(-1)
-    cf = cols.reshape(-1)
-    of = off.reshape(-1)
     for r in range(R):
         q = r0 + r
         ox = q % ow
@@ -94,23 +88,14 @@ def deform_im2col(x, off, cols, r0, ybase, xbase, one, kh, kw, oh, ow):
 
 
 @jit
-def deform_col2im(dcols, x, off, dx, doff, r0, ybase, xbase, one, kh, kw, oh, ow,
+def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow,
                   need_x, need_off):
-    """Adjoint of :func:`deform_im2col` for the column cotangent ``dcols``
-    [R, kh*kw, C]: accumulates into ``dx`` [N, H, W, C] (if need_x) and writes
-    the offset gradient rows r0..r0+R of ``doff`` [N, OH, OW, 2*kh*kw]
-    (if need_off; zero for samples outside the image)."""
-    R = dcols.shape[0]
-    H = x.shape[1]
-    W = x.shape[2]
-    C = x.shape[3]
+    """Adjoint of :func:`deform_im2col` for the flattened column cotangent
+    ``gf`` [R, kh*kw, C]: accumulates into ``df`` (x's shape, if need_x) and
+    writes the offset-gradient rows r0..r0+R of ``odf`` (the offsets' shape,
+    if need_off; zero for samples outside the image)."""
     uc = np.uint64(C)
     T = kh * kw
-    xf = x.reshape(-1)
-    df = dx.reshape(-1)
-    gf = dcols.reshape(-1)
-    of = off.reshape(-1)
-    odf = doff.reshape(-1)
     zero = one - one
     for r in range(R):
         q = r0 + r
@@ -192,6 +177,8 @@ def _setup(x, w, off):
 def deform_forward(x, w, off, stride, padding, dilation):
     """y [N, OH, OW, Cout] (no bias); OH, OW are taken from ``off``."""
     n, c, kh, kw, cout, oh, ow, m, rows = _setup(x, w, off)
+    h, wd = x.shape[1:3]
+    xf, of = x.reshape(-1), off.reshape(-1)
     one = x.dtype.type(1)
     yb = _window_origins(oh, kh, stride[0], padding[0], dilation[0], x.dtype)
     xb = _window_origins(ow, kw, stride[1], padding[1], dilation[1], x.dtype)
@@ -200,14 +187,17 @@ def deform_forward(x, w, off, stride, padding, dilation):
     buf = np.empty((rows, kh * kw, c), dtype=x.dtype)
     for r0 in range(0, m, rows):
         r = min(rows, m - r0)
-        deform_im2col(x, off, buf[:r], r0, yb, xb, one, kh, kw, oh, ow)
-        np.matmul(buf[:r].reshape(r, kh * kw * c), w2, out=y[r0:r0 + r])
+        cols2 = buf[:r].reshape(r, kh * kw * c)
+        deform_im2col(xf, of, cols2.reshape(-1), r, r0, h, wd, c, yb, xb, one, kh, kw, oh, ow)
+        np.matmul(cols2, w2, out=y[r0:r0 + r])
     return y.reshape(n, oh, ow, cout)
 
 
 def deform_backward(g, x, w, off, stride, padding, dilation, need_x, need_w, need_off):
     """(dx, dw, doff) for the cotangent ``g`` [N, OH, OW, Cout] (None where not needed)."""
     n, c, kh, kw, cout, oh, ow, m, rows = _setup(x, w, off)
+    h, wd = x.shape[1:3]
+    xf, of = x.reshape(-1), off.reshape(-1)
     dtype = x.dtype
     one = dtype.type(1)
     yb = _window_origins(oh, kh, stride[0], padding[0], dilation[0], dtype)
@@ -219,17 +209,16 @@ def deform_backward(g, x, w, off, stride, padding, dilation, need_x, need_w, nee
     dw2 = np.zeros((kh * kw * c, cout), dtype=dtype) if need_w else None
     buf = np.empty((rows, kh * kw, c), dtype=dtype)
     # unused outputs still need typed arrays for the kernel signature
-    dx_k = dx if need_x else np.zeros((1, 1, 1, 1), dtype=dtype)
-    doff_k = doff if need_off else np.zeros((1, 1, 1, 1), dtype=dtype)
+    dxf = dx.reshape(-1) if need_x else np.zeros(1, dtype=dtype)
+    dof = doff.reshape(-1) if need_off else np.zeros(1, dtype=dtype)
     for r0 in range(0, m, rows):
         r = min(rows, m - r0)
-        cols = buf[:r]
-        cols2 = cols.reshape(r, kh * kw * c)
+        cols2 = buf[:r].reshape(r, kh * kw * c)
         if need_w:
-            deform_im2col(x, off, cols, r0, yb, xb, one, kh, kw, oh, ow)
+            deform_im2col(xf, of, cols2.reshape(-1), r, r0, h, wd, c, yb, xb, one, kh, kw, oh, ow)
             dw2 += cols2.T @ g2[r0:r0 + r]
         if need_x or need_off:
             np.matmul(g2[r0:r0 + r], w2.T, out=cols2)
-            deform_col2im(cols, x, off, dx_k, doff_k, r0, yb, xb, one, kh, kw, oh, ow,
-                          need_x, need_off)
+            deform_col2im(cols2.reshape(-1), xf, of, dxf, dof, r, r0, h, wd, c, yb, xb, one,
+                          kh, kw, oh, ow, need_x, need_off)
     return dx, (dw2.reshape(w.shape) if need_w else None), doff

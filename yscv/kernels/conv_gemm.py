@@ -25,7 +25,7 @@ import numpy as np
 from . import conv as _k
 
 #: target size of one im2col chunk (bytes); see docs/ops/conv.md
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 4 << 20
 
 
 def out_size(n: int, k: int, s: int, p: int, d: int) -> int:
@@ -70,6 +70,8 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None):
                       out=y[:, gi * og:(gi + 1) * og])
         return y.reshape(n, *out_sp, cout)
     geo = _geometry(w.shape, stride, padding, dilation, out_sp)
+    xf = x.reshape(-1)
+    xdims = x.shape[1:]
     rows = _chunk_rows(m, t * cg, x.itemsize)
     buf = np.empty((rows, t, cg), dtype=x.dtype)
     for r0 in range(0, m, rows):
@@ -77,7 +79,7 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None):
         cols = buf[:r]
         cols2 = cols.reshape(r, t * cg)
         for gi in range(groups):
-            _k.im2col(x, cols, r0, gi * cg, *geo)
+            _k.im2col(xf, cols2.reshape(-1), r, cg, gi * cg, r0, *xdims, *geo)
             np.matmul(cols2, w2[:, gi * og:(gi + 1) * og],
                       out=y[r0:r0 + r, gi * og:(gi + 1) * og])
     return y.reshape(n, *out_sp, cout)
@@ -117,6 +119,9 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
                 np.matmul(g2[:, gs], w2[:, gs].T, out=dx.reshape(m, cin)[:, cs])
         return dx, (dw2.reshape(w.shape) if need_w else None)
     geo = _geometry(w.shape, stride, padding, dilation, out_sp)
+    xdims = tuple(x_shape[1:])
+    xf = x.reshape(-1) if need_w else None
+    dxf = dx.reshape(-1) if need_x else None
     rows = _chunk_rows(m, t * cg, dtype.itemsize)
     buf = np.empty((rows, t, cg), dtype=dtype)
     for r0 in range(0, m, rows):
@@ -126,12 +131,12 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
         for gi in range(groups):
             gs = slice(gi * og, (gi + 1) * og)
             if need_w:
-                _k.im2col(x, cols, r0, gi * cg, *geo)
+                _k.im2col(xf, cols2.reshape(-1), r, cg, gi * cg, r0, *xdims, *geo)
                 if r0 == 0:
                     np.matmul(cols2.T, g2[r0:r0 + r, gs], out=dw2[:, gs])
                 else:
                     dw2[:, gs] += cols2.T @ g2[r0:r0 + r, gs]
             if need_x:
                 np.matmul(g2[r0:r0 + r, gs], w2[:, gs].T, out=cols2)
-                _k.col2im(cols, dx, r0, gi * cg, *geo)
+                _k.col2im(cols2.reshape(-1), dxf, r, cg, gi * cg, r0, *xdims, *geo)
     return dx, (dw2.reshape(w.shape) if need_w else None)
