@@ -42,13 +42,16 @@ def _f32_from_bits(typingctx, bits):
 
 @jit
 def _exp32(x):
-    if x > np.float32(88.0):
-        x = np.float32(88.0)
-    if x < np.float32(-87.0):
-        x = np.float32(-87.0)
+    # clamp so that k stays in [-126, 127]; comparisons are false for NaN,
+    # so NaN propagates through the arithmetic
+    xc = x
+    if xc > np.float32(88.37):
+        xc = np.float32(88.37)
+    if xc < np.float32(-87.33654):
+        xc = np.float32(-87.33654)
     magic = np.float32(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer
-    k = (x * np.float32(1.4426950408889634) + magic) - magic
-    r = (x - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
+    k = (xc * np.float32(1.4426950408889634) + magic) - magic
+    r = (xc - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
     p = np.float32(1.0 / 5040.0)
     p = p * r + np.float32(1.0 / 720.0)
     p = p * r + np.float32(1.0 / 120.0)
@@ -57,7 +60,12 @@ def _exp32(x):
     p = p * r + np.float32(0.5)
     p = p * r + np.float32(1.0)
     p = p * r + np.float32(1.0)
-    return p * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
+    y = p * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
+    if x < np.float32(-87.33654):  # below the smallest normal float32: 0 (exp(-inf) = 0)
+        y = np.float32(0.0)
+    if x > np.float32(88.72284):  # float32 overflow: inf
+        y = np.float32(np.inf)
+    return y
 
 
 def fexp(x):
@@ -135,36 +143,32 @@ def masked_softmax_forward(s, mask, has_mask, causal, scale):
         for i in range(Sq):
             row = s[n, i]
             end = min(i + 1, Sk) if causal else Sk
-            m = ninf
-            allowed = end
+            # scale; masked entries become -inf, so exp gives exactly 0 there
             if has_mask:
                 mrow = mask[n, i]
                 allowed = 0
                 for j in range(end):
-                    ok = mrow[j]
-                    allowed += ok
-                    v = row[j] * scale if ok else ninf
-                    m = v if v > m else m
-            else:
+                    allowed += mrow[j]
                 for j in range(end):
-                    v = row[j] * scale
-                    m = v if v > m else m
+                    row[j] = row[j] * scale if mrow[j] else ninf
+            else:
+                allowed = end
+                for j in range(end):
+                    row[j] = row[j] * scale
             if allowed == 0:  # nothing to attend: zeros, not NaN
                 for j in range(Sk):
                     row[j] = zero
                 continue
+            m = ninf
+            for j in range(end):
+                v = row[j]
+                m = v if v > m else m
             if not m > ninf:  # every allowed score is NaN or -inf: NaN, as softmax
                 for j in range(Sk):
                     row[j] = nan
                 continue
-            if has_mask:
-                mrow = mask[n, i]
-                for j in range(end):
-                    e = fexp(row[j] * scale - m)
-                    row[j] = e if mrow[j] else zero
-            else:
-                for j in range(end):
-                    row[j] = fexp(row[j] * scale - m)
+            for j in range(end):
+                row[j] = fexp(row[j] - m)
             for j in range(end, Sk):
                 row[j] = zero
             inv = one / _row_sum(row, end)

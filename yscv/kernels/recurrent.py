@@ -19,9 +19,11 @@ calls (``math.exp``, ``math.tanh``) for float64. For float32 they are
 branch-free polynomial/rational forms that LLVM vectorises (libm calls
 cannot be vectorised without SVML, and were 3-4x slower per element here):
 ``fexp`` is Cody-Waite range reduction with a degree-7 polynomial and a
-bit-built 2**k (max relative error ~1e-7, i.e. about 1 ulp), ``ftanh`` an
-odd Taylor polynomial for |x| < 0.125 and 1 - 2/(1 + exp(2|x|)) above (max
-absolute error ~1e-7). NaN propagates; +-inf saturate.
+bit-built 2**k: max relative error ~1e-7 (about 1 ulp) up to x = 88.37;
+from there to the overflow point 88.72 it returns exp(88.37), above it inf,
+and 0 below the smallest normal float (x < -87.34). ``ftanh`` is an odd
+Taylor polynomial for |x| < 0.125 and 1 - 2/(1 + exp(2|x|)) above (max
+absolute error ~1e-7). NaN propagates; +-inf give the limits.
 
 Loops are split so each writes one array and reads few: Numba cannot tell
 LLVM that arguments do not alias, and LLVM gives up vectorising a loop that
@@ -56,14 +58,16 @@ def _f32_from_bits(typingctx, bits):
 
 @jit
 def _exp32(x):
-    # clamp by comparisons (false for NaN, so NaN propagates); k in [-126, 127]
-    if x > np.float32(88.0):
-        x = np.float32(88.0)
-    if x < np.float32(-87.0):
-        x = np.float32(-87.0)
+    # clamp so that k stays in [-126, 127]; comparisons are false for NaN,
+    # so NaN propagates through the arithmetic
+    xc = x
+    if xc > np.float32(88.37):
+        xc = np.float32(88.37)
+    if xc < np.float32(-87.33654):
+        xc = np.float32(-87.33654)
     magic = np.float32(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer
-    k = (x * np.float32(1.4426950408889634) + magic) - magic
-    r = (x - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
+    k = (xc * np.float32(1.4426950408889634) + magic) - magic
+    r = (xc - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
     p = np.float32(1.0 / 5040.0)
     p = p * r + np.float32(1.0 / 720.0)
     p = p * r + np.float32(1.0 / 120.0)
@@ -72,7 +76,12 @@ def _exp32(x):
     p = p * r + np.float32(0.5)
     p = p * r + np.float32(1.0)
     p = p * r + np.float32(1.0)
-    return p * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
+    y = p * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
+    if x < np.float32(-87.33654):  # below the smallest normal float32: 0 (exp(-inf) = 0)
+        y = np.float32(0.0)
+    if x > np.float32(88.72284):  # float32 overflow: inf
+        y = np.float32(np.inf)
+    return y
 
 
 @jit
