@@ -198,13 +198,16 @@ class Trainer:
         out = self.forward(g, self.model, xb)
         loss = self.loss_fn(g, out, yb)
         g.backward(loss)
+        # read before the update: a released (checkpointed) value recomputed
+        # later would see the new parameters
+        loss_value, out_value = float(g.value(loss)), g.value(out)
         if self.grad_clip_norm is not None:
             self._clip()
         self.optimizer.step()
         self.optimizer.zero_grad()
         if self.reuse_graph:
             g.zero_grads()
-        return float(g.value(loss)), g.value(out)
+        return loss_value, out_value
 
     # ------------------------------------------------------------ training
     def fit(self, train_data, epochs: int = 1, batch_size: int = 32, val_data=None,
