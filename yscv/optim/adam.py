@@ -1,7 +1,6 @@
 """Adam and AdamW."""
 from __future__ import annotations
 
-
 from .optimizer import Optimizer, _check_nonneg, flat
 from .sgd import _empty
 

@@ -280,10 +280,3 @@ def _check_nonneg(name: str, group: dict, key: str) -> None:
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0:
         raise ValueError(f"{name}: invalid {key}={v!r} (must be a number >= 0)")
 
-
-def _check_range(name: str, group: dict, key: str, lo: float, hi: float, hi_open=True) -> None:
-    v = group[key]
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and lo <= v and (
-        v < hi if hi_open else v <= hi)
-    if not ok:
-        raise ValueError(f"{name}: invalid {key}={v!r} (must be in [{lo}, {hi}{')' if hi_open else ']'})")
