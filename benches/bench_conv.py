@@ -202,7 +202,7 @@ def variants() -> None:
 
         def full_im2col():
             cols = np.empty((m, 9, c), np.float32)
-            K.im2col(x, cols, 0, 0, *geo)
+            K.im2col(x.reshape(-1), cols.reshape(-1), m, c, 0, 0, 1, h, wd, c, *geo)
             return cols.reshape(m, 9 * c) @ w2
 
         def shifted():
@@ -236,42 +236,84 @@ def variants() -> None:
         assert np.allclose(dx_gather(), dx_scatter()[0], atol=1e-2)
         print(f"  dx by col2im scatter: {timeit(dx_scatter):.2f}; by im2col of g with the "
               f"flipped kernel: {timeit(dx_gather):.2f}")
+    _depthwise_variants(timeit)
     if limiter is not None:
         limiter.unregister()
 
 
+def _depthwise_variants(timeit) -> None:
+    import yscv
+    from yscv.kernels import conv as K
+
+    rng = np.random.default_rng(1)
+    for (n, h, wd, c, mult) in [(8, 32, 32, 64, 1), (32, 16, 16, 32, 2)]:
+        x = rng.standard_normal((n, h, wd, c)).astype(np.float32)
+        w = rng.standard_normal((3, 3, c, mult)).astype(np.float32)
+        g = yscv.Graph(np.float32)
+        xn, wn = g.variable(x), g.variable(w)
+        direct = lambda: g.depthwise_conv2d(xn, wn, padding=1)  # noqa: E731
+        m = n * h * wd
+        geo = (1, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, h, wd)
+        w3 = w.reshape(9, c, mult)
+
+        def im2col_einsum():
+            cols = np.empty((m, 9, c), np.float32)
+            K.im2col(x.reshape(-1), cols.reshape(-1), m, c, 0, 0, 1, h, wd, c, *geo)
+            return np.einsum("rtc,tcm->rcm", cols, w3)
+
+        assert np.allclose(im2col_einsum().reshape(n, h, wd, c * mult), g.value(direct()),
+                           atol=1e-3)
+        print(f"depthwise 3x3 pad 1, x {n}x{h}x{wd}x{c}, M={mult}: forward direct kernel "
+              f"{timeit(direct):.2f}; im2col + einsum {timeit(im2col_einsum):.2f}")
+
+
 # ------------------------------------------------------------------ 3. compile time
 def compile_times() -> None:
-    """First-call time of the conv family (float32): cold cache, then warm."""
+    """First-call time of the conv family (float32), cold cache then warm; wall
+    and CPU time per step (CPU time is the robust figure on a busy machine)."""
     code = r"""
 import time, numpy as np
 import yscv
-t0 = time.perf_counter()
+f = np.float32
+def clock():
+    return time.perf_counter(), time.process_time()
+marks = [clock()]
 import numba  # noqa: F401  (yscv imports it lazily, on the first kernel call)
-t1 = time.perf_counter()
-g = yscv.Graph(np.float32)
-x = g.variable(np.ones((1, 5, 5, 2), np.float32))
-outs = [g.conv2d(x, g.variable(np.ones((3, 3, 2, 2), np.float32)), padding=1),
-        g.depthwise_conv2d(x, g.variable(np.ones((3, 3, 2, 1), np.float32))),
-        g.conv_transpose2d(x, g.variable(np.ones((2, 2, 3, 2), np.float32)), stride=2),
-        g.deformable_conv2d(x, g.variable(np.ones((3, 3, 2, 2), np.float32)),
-                            g.variable(np.full((1, 3, 3, 18), 0.3, np.float32)))]
-t2 = time.perf_counter()
+marks.append(clock())
+g = yscv.Graph(f)
+x = g.variable(np.ones((1, 5, 5, 2), f))
+def run(o):
+    marks.append(clock())
+    return o
+outs = [run(g.conv2d(x, g.variable(np.ones((3, 3, 2, 2), f)), padding=1)),
+        run(g.conv_transpose2d(x, g.variable(np.ones((2, 2, 3, 2), f)), stride=2)),
+        run(g.depthwise_conv2d(x, g.variable(np.ones((3, 3, 2, 1), f)))),
+        run(g.deformable_conv2d(x, g.variable(np.ones((3, 3, 2, 2), f)),
+                                g.variable(np.full((1, 3, 3, 18), 0.3, f))))]
 for o in outs:
-    g.backward(o, grad=np.ones(g.value(o).shape, np.float32))
-t3 = time.perf_counter()
-print(" ".join(f"{d * 1e3:.0f}" for d in (t1 - t0, t2 - t1, t3 - t2)))
+    g.backward(o, grad=np.ones(g.value(o).shape, f))
+    marks.append(clock())
+print(" ".join(f"{(b[0] - a[0]) * 1e3:.0f}/{(b[1] - a[1]) * 1e3:.0f}"
+               for a, b in zip(marks, marks[1:])))
 """
+    steps = ["import numba", "conv2d fwd: set-up + im2col", "conv_transpose2d fwd: col2im",
+             "depthwise fwd: depthwise_forward", "deformable fwd: deform_im2col",
+             "conv2d bwd (no new kernel)", "conv_transpose2d bwd (none)",
+             "depthwise bwd: depthwise_backward", "deformable bwd: deform_col2im"]
+    rows = []
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(HERE.parent)}
-        for label in ("cold cache", "warm cache", "warm cache"):
+        for _ in range(3):
             res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  check=True, env=env)
-            imp, fwd, bwd = res.stdout.split()
-            print(f"{label}: import numba {imp} ms; first forward of conv2d, depthwise, "
-                  f"transpose, deformable {fwd} ms (im2col, depthwise_forward, col2im, "
-                  f"deform_im2col); first backward of all four {bwd} ms (col2im was "
-                  "already compiled; depthwise_backward, deform_col2im)")
+            rows.append(res.stdout.split())
+    print("first-call times, wall/CPU ms, float32 (cold = empty Numba cache; warm = cache on disk)")
+    print("| step | cold | warm | warm |")
+    print("|---|---:|---:|---:|")
+    for k, name in enumerate(steps):
+        print(f"| {name} | " + " | ".join(r[k] for r in rows) + " |")
+    tot = [sum(int(v.split("/")[1]) for v in r[1:]) for r in rows]
+    print(f"| total CPU after import numba | {tot[0]} | {tot[1]} | {tot[2]} |")
 
 
 if __name__ == "__main__":

@@ -510,3 +510,52 @@ def test_conv1d_and_depthwise_match_torch():
     np.testing.assert_allclose(gx, tx.grad.numpy().transpose(0, 2, 3, 1), atol=1e-10)
     np.testing.assert_allclose(gw, tw.grad.numpy()[:, 0].transpose(1, 2, 0).reshape(3, 2, 3, 2),
                                atol=1e-10)
+
+
+def test_non_contiguous_inputs_from_a_transpose_view():
+    """Values that are views (here an axis swap) give the same result and gradients."""
+    rng = np.random.default_rng(12)
+    xt = rng.standard_normal((2, 6, 5, 3))  # stored as [N, W, H, C]
+    w = rng.standard_normal((3, 2, 3, 4))
+    off = _offsets((2, 3, 7, 12))(rng)
+
+    def via_view(g, xt, w):
+        x = g.transpose(xt, (0, 2, 1, 3))
+        return (g.conv2d(x, w, stride=(2, 1), padding=1)
+                + g.sum(g.deformable_conv2d(x, w, g.constant(off), padding=(0, 1))))
+
+    x = xt.transpose(0, 2, 1, 3)
+    y, (gx, gw) = _grads(via_view, [xt, w])
+    y2, (gx2, gw2) = _grads(
+        lambda g, x, w: (g.conv2d(x, w, stride=(2, 1), padding=1)
+                         + g.sum(g.deformable_conv2d(x, w, g.constant(off), padding=(0, 1)))),
+        [np.ascontiguousarray(x), w])
+    np.testing.assert_allclose(y, y2, atol=1e-12)
+    np.testing.assert_allclose(gx.transpose(0, 2, 1, 3), gx2, atol=1e-12)
+    np.testing.assert_allclose(gw, gw2, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "depthwise", "transpose", "deformable"])
+def test_empty_batch(op):
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.zeros((0, 4, 4, 2)))
+    if op == "conv2d":
+        w = g.variable(np.ones((3, 3, 2, 3)))
+        y = g.conv2d(x, w, padding=1)
+        shape = (0, 4, 4, 3)
+    elif op == "depthwise":
+        w = g.variable(np.ones((3, 3, 2, 2)))
+        y = g.depthwise_conv2d(x, w)
+        shape = (0, 2, 2, 4)
+    elif op == "transpose":
+        w = g.variable(np.ones((2, 2, 3, 2)))
+        y = g.conv_transpose2d(x, w, stride=2)
+        shape = (0, 8, 8, 3)
+    else:
+        w = g.variable(np.ones((3, 3, 2, 3)))
+        y = g.deformable_conv2d(x, w, np.zeros((0, 2, 2, 18)))
+        shape = (0, 2, 2, 3)
+    assert g.value(y).shape == shape
+    g.backward(y, grad=np.zeros(shape))
+    assert g.grad(x).shape == (0, 4, 4, 2)
+    np.testing.assert_array_equal(g.grad(w), np.zeros(g.value(w).shape))
