@@ -8,7 +8,7 @@ import pytest
 
 import yscv
 from yscv import Op, registry
-from yscv.ops.activation import ROW_NUMPY_MIN, TINY
+from yscv.ops.activation import TINY
 from yscv.testing import BadCase, OpCase, make_op_tests
 
 _erf = np.vectorize(math.erf, otypes=[float])
@@ -101,6 +101,7 @@ def _prelu_inputs(shape_x, shape_a):
 
 
 P_DROP, SEED = 0.3, 1234
+LONG = 67
 
 CASES = [
     OpCase(Op.RELU, lambda g, x: g.relu(x), [(3, 4)], np_relu, name="relu",
@@ -153,14 +154,14 @@ CASES = [
            name="log_softmax_middle_axis"),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=-3), [(3, 2, 4)], np_log_softmax(0),
            name="log_softmax_axis_neg3"),
-    # axes of >= ROW_NUMPY_MIN elements take the NumPy path instead of the kernels
-    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(2, ROW_NUMPY_MIN)], np_softmax(-1),
+    # long rows: the kernels' 8-lane max/sum loops plus their remainder loop
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(2, LONG)], np_softmax(-1),
            name="softmax_long_last_axis"),
-    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(ROW_NUMPY_MIN, 2)], np_softmax(0),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(LONG, 2)], np_softmax(0),
            name="softmax_long_axis0"),
-    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x), [(2, ROW_NUMPY_MIN)], np_log_softmax(-1),
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x), [(2, LONG)], np_log_softmax(-1),
            name="log_softmax_long_last_axis"),
-    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=1), [(1, ROW_NUMPY_MIN, 2)],
+    OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=1), [(1, LONG, 2)],
            np_log_softmax(1), name="log_softmax_long_middle_axis"),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, P_DROP, seed=SEED), [(6, 7)],
            np_dropout(P_DROP, SEED), name="dropout_train_seeded"),

@@ -19,7 +19,6 @@ from ..ops.activation import (
     ZERO,
     K,
     KS,
-    ROW_NUMPY_MIN,
     piecewise,
     rows_of,
     unpack_mask,
@@ -95,8 +94,7 @@ def prelu_backward(g, inputs, out, attrs, saved, needs):
 
 
 def _softmax_backward(g, y, axis, log):
-    """softmax: y * (g - sum(g y)); log-softmax: g - exp(y) sum(g), along axis.
-    Fused kernels, except log-softmax along a long axis (exp-bound: NumPy)."""
+    """softmax: y * (g - sum(g y)); log-softmax: g - exp(y) sum(g), along axis."""
     shape = g.shape
     if g.ndim == 0:
         g = g.reshape(1)
@@ -104,10 +102,6 @@ def _softmax_backward(g, y, axis, log):
     if g.size == 0:
         return np.zeros(shape, dtype=g.dtype)
     outer, k, inner = softmax_layout(g.shape, axis)
-    if log and k >= ROW_NUMPY_MIN:
-        t = np.exp(y)
-        t *= g.sum(axis=axis, keepdims=True)
-        return np.subtract(g, t, out=t).reshape(shape)
     if inner == 1:
         gx = KS.softmax_rows_backward(ro(g).reshape(outer, k), ro(y).reshape(outer, k), log)
     else:

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from ._jit import jit
+from .softmax import fast_exp, row_max, row_sum
 
 
 @jit
@@ -37,22 +38,20 @@ def cross_entropy_forward(x, labels, eps):
     e = dt(eps)
     inv_c = one / dt(c_)
     lse = np.empty(n_, dtype=x.dtype)
+    buf = np.empty(c_, dtype=x.dtype)
     total = zero
     for i in range(n_):
         xr = x[i]
-        m = xr[0]
-        for c in range(1, c_):
-            if xr[c] > m:
-                m = xr[c]
-        s = zero
-        t = zero
+        m = row_max(xr, c_)
         for c in range(c_):
-            d = xr[c] - m
-            s += math.exp(d)
-            t += d
-        ls = math.log(s)
+            buf[c] = xr[c] - m
+        t = row_sum(buf, c_)
+        dy = buf[labels[i]]
+        for c in range(c_):
+            buf[c] = fast_exp(buf[c])
+        ls = math.log(row_sum(buf, c_))
         lse[i] = m + ls
-        total += ls - (one - e) * (xr[labels[i]] - m) - e * (t * inv_c)
+        total += ls - (one - e) * dy - e * (t * inv_c)
     return total / dt(n_), lse
 
 
@@ -73,6 +72,6 @@ def cross_entropy_backward(x, labels, lse, eps, scale):
         orow = out[i]
         li = lse[i]
         for c in range(c_):
-            orow[c] = sc * (math.exp(xr[c] - li) - off)
+            orow[c] = sc * (fast_exp(xr[c] - li) - off)
         orow[labels[i]] -= sc * hit
     return out

@@ -2,19 +2,18 @@
 
 Paths, chosen by measurement (numbers in docs/ops/activation.md):
 
-* relu, leaky_relu and tanh forwards: one or two NumPy ufuncs at every size.
-* sigmoid and silu forwards: NumPy's SIMD exp in place (faster than the
-  scalar libm ``expf`` a Numba loop calls); below :data:`SIGMOID_TINY`
-  elements ``exp(-logaddexp(0, -x))``, which needs no errstate.
-* tanh / sigmoid backward: three ufuncs below :data:`TINY` elements, a fused
-  one-pass kernel above (the scalar-chain case stays on the cheapest path).
-* gelu (three forms), mish, softplus, and the silu backward: fused, branch-free
-  kernels (:mod:`yscv.kernels.activation`); NumPy has no erf, and the others
-  need 4-8 passes and temporaries in NumPy.
+* relu, leaky_relu and tanh forwards: one or two NumPy ufuncs at every size
+  (``np.tanh`` is SIMD and as fast as anything we could write).
+* the tiny-array path (the scalar-chain benchmark): tanh / sigmoid backward
+  use three ufuncs below :data:`TINY` elements and sigmoid's forward four
+  below :data:`SIGMOID_TINY`; a Numba dispatch costs ~4 us there.
+* everything else with an exp in it (sigmoid, silu, gelu in three forms,
+  mish, softplus, softmax, log_softmax) runs fused, branch-free Numba kernels
+  built on a vectorised float32 exp (:func:`yscv.kernels.softmax.fast_exp`,
+  ~0.8 ns per element vs ~1.3 for NumPy's SIMD exp and ~2.7 for libm).
 * leaky_relu backward and prelu: a one-pass select kernel (``np.where`` on
   mixed signs mispredicts a branch per element, ~4 ns each).
-* softmax / log_softmax: fused max-subtracted kernels over any axis (no
-  transpose) for axes shorter than :data:`ROW_NUMPY_MIN`, NumPy above.
+* softmax / log_softmax work along any axis without a transpose.
 * dropout draws its mask from ``np.random.default_rng(seed)``; the seed is an
   attribute (drawn from the library generator by the Graph method when not
   given), so the forward is pure and replays the same mask. The mask is saved
@@ -44,15 +43,9 @@ _PRELU, _SOFTMAX, _LOG_SOFTMAX, _DROPOUT = Op.PRELU, Op.SOFTMAX, Op.LOG_SOFTMAX,
 #: (~1.3 us at size 1, 7 us at 16384), larger ones the fused kernel (a Numba
 #: dispatch costs ~4 us but the pass is 3x faster); measured crossover ~16k.
 TINY = 16384
-#: sigmoid forward: below this size exp(-logaddexp(0, -x)) (4 ufuncs, ~2 us, no
-#: errstate); above, NumPy's SIMD exp under errstate (~1.2 us of set-up).
+#: sigmoid forward: below this size exp(-logaddexp(0, -x)) (4 ufuncs, ~2 us);
+#: above, the fused kernel (~4 us dispatch, then ~1 ns per element).
 SIGMOID_TINY = 32
-
-#: softmax / log-softmax / cross-entropy: along axes at least this long the
-#: exp-bound passes run in NumPy (its SIMD exp is ~2x libm's scalar expf that
-#: Numba calls); shorter axes use the fused kernels (2-3x faster than NumPy
-#: there, where per-row call overhead dominates). Measured crossover 32-64.
-ROW_NUMPY_MIN = 64
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -67,7 +60,6 @@ def _const(value, dtype):
 # 0-d constants of each graph dtype: a ufunc with a same-dtype 0-d operand
 # skips the Python-scalar conversion (~0.3 us per call on tiny arrays).
 ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
-ONE = {_F32: _const(1.0, _F32), _F64: _const(1.0, _F64)}
 # ... but a NumPy SCALAR where the other operand is a scalar already (0-d
 # inputs make ``y * y`` a scalar, and scalar - scalar skips the ufunc machinery)
 ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
@@ -103,16 +95,12 @@ def unary_kernel_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
 
 
 # ---------------------------------------------------------------- forwards
-def sigmoid_numpy(x: np.ndarray) -> np.ndarray:
-    """Stable sigmoid in NumPy: 1 / (1 + exp(-x)); exp may overflow to inf for
-    very negative x, which gives the correct limit 0 (the warning is muted)."""
+def sigmoid_values(x: np.ndarray) -> np.ndarray:
+    """Stable sigmoid: ``exp(-logaddexp(0, -x))`` (NumPy) on tiny arrays, the
+    fused kernel otherwise. Also used by binary_cross_entropy_with_logits."""
     if x.size < SIGMOID_TINY:
         return np.exp(np.negative(np.logaddexp(ZERO[x.dtype], np.negative(x))))
-    with np.errstate(over="ignore"):
-        t = np.negative(x)
-        np.exp(t, out=t)
-        t += ONE[x.dtype]
-        return np.reciprocal(t, out=t)
+    return unary_kernel_forward(x, SIGMOID)
 
 
 def rows_of(x: np.ndarray) -> tuple:
@@ -142,7 +130,7 @@ def leaky_relu_forward(slope, x):
 
 @register_forward(Op.SIGMOID)
 def sigmoid_forward(attrs, x):
-    return sigmoid_numpy(x), None
+    return sigmoid_values(x), None
 
 
 @register_forward(Op.TANH)
@@ -157,13 +145,7 @@ def gelu_forward(kind, x):
 
 @register_forward(Op.SILU)
 def silu_forward(attrs, x):
-    if x.size < SIGMOID_TINY:
-        return x * sigmoid_numpy(x), None
-    with np.errstate(over="ignore"):
-        t = np.negative(x)
-        np.exp(t, out=t)
-        t += ONE[x.dtype]
-        return np.divide(x, t, out=t), None
+    return unary_kernel_forward(x, SILU), None
 
 
 @register_forward(Op.MISH)
@@ -193,27 +175,13 @@ def softmax_layout(shape: tuple, axis: int):
     return outer, shape[axis], inner
 
 
-def softmax_numpy(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
-    """Max-subtracted softmax / log-softmax in NumPy (SIMD exp), any axis."""
-    d = x - x.max(axis=axis, keepdims=True)
-    if log:
-        d -= np.log(np.exp(d).sum(axis=axis, keepdims=True))
-        return d
-    np.exp(d, out=d)
-    d /= d.sum(axis=axis, keepdims=True)
-    return d
-
-
 def softmax_apply(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
-    """Softmax / log-softmax of ``x`` along ``axis`` (non-negative): the fused
-    kernel for axes shorter than :data:`ROW_NUMPY_MIN`, NumPy above."""
+    """Fused softmax / log-softmax of ``x`` along ``axis`` (non-negative)."""
     if x.ndim == 0:
         x = x.reshape(1)
     if x.size == 0:
         return np.empty(x.shape, dtype=x.dtype)
     outer, k, inner = softmax_layout(x.shape, axis)
-    if k >= ROW_NUMPY_MIN:
-        return softmax_numpy(x, axis, log)
     if inner == 1:
         out = KS.softmax_rows_forward(ro(x).reshape(outer, k), log)
     else:

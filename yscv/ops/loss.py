@@ -82,29 +82,9 @@ def bce_with_logits_forward(attrs, logits, target):
     return _mean(terms), None
 
 
-#: classes at or above this count run cross-entropy's exp-bound passes in NumPy
-#: (SIMD exp); fewer use the fused one-pass kernel. Same measured crossover as
-#: softmax (yscv.ops.activation.ROW_NUMPY_MIN).
-CE_NUMPY_MIN = 64
-
-
-def cross_entropy_numpy(x: np.ndarray, labels: np.ndarray, eps: float):
-    """The kernel's formula in NumPy: (mean loss as 0-d, lse [N])."""
-    n, c = x.shape
-    m = x.max(axis=1)
-    d = x - m[:, None]
-    ls = np.log(np.exp(d).sum(axis=1))
-    loss = ls - (1.0 - eps) * d[np.arange(n), labels]
-    if eps:
-        loss -= eps * d.mean(axis=1)
-    return np.asarray(loss.mean(dtype=x.dtype)), m + ls
-
-
 @register_forward(Op.CROSS_ENTROPY)
 def cross_entropy_forward(attrs, logits):
     labels, smoothing = attrs
-    if logits.shape[1] >= CE_NUMPY_MIN and logits.shape[0]:
-        return cross_entropy_numpy(logits, labels, smoothing)
     loss, lse = K.cross_entropy_forward(ro(logits), labels, smoothing)
     return np.asarray(loss, dtype=logits.dtype), lse
 
