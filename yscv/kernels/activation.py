@@ -56,6 +56,11 @@ _ERFC_NR = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
             -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
 
 
+# Cephes tanhf polynomial coefficients (in x^2, highest power first)
+_TANH_CEPHES = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
+                1.33314422036e-1, -3.33332819422e-1)
+
+
 @jit
 def _erfc_nr(x, coef, one, half, two):
     """Numerical Recipes ``erfcc``: relative error < 1.2e-7 for every x.
@@ -71,7 +76,7 @@ def _erfc_nr(x, coef, one, half, two):
 
 @jit
 def unary_forward(x, kind, p0, p1):
-    """y = act(x) for ``kind`` in SIGMOID, GELU_*, SILU, MISH, SOFTPLUS.
+    """y = act(x) for ``kind`` in SIGMOID, TANH, GELU_*, SILU, MISH, SOFTPLUS.
 
     Args:
         x: 1-D contiguous float32/float64 (read-only).
@@ -100,6 +105,26 @@ def unary_forward(x, kind, p0, p1):
             e = fast_exp(-abs(v))
             r = one / (one + e)
             y[i] = v * (r if v >= zero else e * r)
+    elif kind == TANH:
+        if x.itemsize == 4:
+            # Cephes tanhf: odd polynomial for |v| < 0.625 (max rel. error
+            # 8.2e-8), (1 - e) / (1 + e) with e = exp(-2|v|) beyond (1.8e-7)
+            coef = np.array(_TANH_CEPHES, dtype=x.dtype)
+            small = dt(0.625)
+            for i in range(n):
+                v = x[i]
+                a = abs(v)
+                s2 = v * v
+                p = coef[0]
+                for j in range(1, 5):
+                    p = p * s2 + coef[j]
+                poly = p * s2 * v + v
+                e = fast_exp(-two * a)
+                big = (one - e) / (one + e)
+                y[i] = poly if a < small else (big if v >= zero else -big)
+        else:
+            for i in range(n):
+                y[i] = math.tanh(x[i])
     elif kind == GELU_ERF:
         c = dt(_INV_SQRT_2)
         if x.itemsize == 4:

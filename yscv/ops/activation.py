@@ -2,11 +2,12 @@
 
 Paths, chosen by measurement (numbers in docs/ops/activation.md):
 
-* relu, leaky_relu and tanh forwards: one or two NumPy ufuncs at every size
-  (``np.tanh`` is SIMD and as fast as anything we could write).
-* the tiny-array path (the scalar-chain benchmark): tanh / sigmoid backward
-  use three ufuncs below :data:`TINY` elements and sigmoid's forward four
-  below :data:`SIGMOID_TINY`; a Numba dispatch costs ~4 us there.
+* relu and leaky_relu forwards: one or two NumPy ufuncs at every size.
+* the tiny-array path (the scalar-chain benchmark): tanh's forward is one
+  ``np.tanh`` and the tanh / sigmoid backward three ufuncs below :data:`TINY`
+  elements, sigmoid's forward four ufuncs below :data:`SIGMOID_TINY`; a Numba
+  dispatch costs ~4 us there. Above TINY a float32 tanh runs a vectorised
+  polynomial kernel (float64 keeps ``np.tanh``).
 * everything else with an exp in it (sigmoid, silu, gelu in three forms,
   mish, softplus, softmax, log_softmax) runs fused, branch-free Numba kernels
   built on a vectorised float32 exp (:func:`yscv.kernels.softmax.fast_exp`,
@@ -39,9 +40,10 @@ _RELU, _LEAKY_RELU, _SIGMOID, _TANH, _GELU, _SILU, _MISH, _SOFTPLUS = (
     Op.RELU, Op.LEAKY_RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.SILU, Op.MISH, Op.SOFTPLUS)
 _PRELU, _SOFTMAX, _LOG_SOFTMAX, _DROPOUT = Op.PRELU, Op.SOFTMAX, Op.LOG_SOFTMAX, Op.DROPOUT
 
-#: sigmoid / tanh backward: arrays with fewer elements use three NumPy ufuncs
-#: (~1.3 us at size 1, 7 us at 16384), larger ones the fused kernel (a Numba
-#: dispatch costs ~4 us but the pass is 3x faster); measured crossover ~16k.
+#: tanh forward, sigmoid / tanh backward: arrays with fewer elements use NumPy
+#: ufuncs (~1.3 us at size 1, 7 us at 16384 for three), larger ones the fused
+#: kernel (a Numba dispatch costs ~4 us but the pass is 3x faster); measured
+#: crossover ~16k.
 TINY = 16384
 #: sigmoid forward: below this size exp(-logaddexp(0, -x)) (4 ufuncs, ~2 us);
 #: above, the fused kernel (~4 us dispatch, then ~1 ns per element).
@@ -135,7 +137,9 @@ def sigmoid_forward(attrs, x):
 
 @register_forward(Op.TANH)
 def tanh_forward(attrs, x):
-    return np.tanh(x), None
+    if x.size < TINY or x.dtype != _F32:
+        return np.tanh(x), None
+    return unary_kernel_forward(x, TANH), None
 
 
 @register_forward(Op.GELU)
