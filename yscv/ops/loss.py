@@ -85,6 +85,8 @@ def bce_with_logits_forward(attrs, logits, target):
 @register_forward(Op.CROSS_ENTROPY)
 def cross_entropy_forward(attrs, logits):
     labels, smoothing = attrs
+    if logits.shape[0] == 0:  # mean over no rows: NaN, as PyTorch
+        return np.full((), np.nan, dtype=logits.dtype), np.empty(0, dtype=logits.dtype)
     loss, lse = K.cross_entropy_forward(ro(logits), labels, smoothing)
     return np.asarray(loss, dtype=logits.dtype), lse
 
