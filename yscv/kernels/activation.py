@@ -51,27 +51,55 @@ _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
 
 
-# Numerical Recipes erfcc coefficients, highest power first
-_ERFC_NR = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
-            -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
+# Numerical Recipes erfcc and Cephes tanhf coefficients as float32 constants.
+# The polynomials are written out (no loop over a coefficient array): an inner
+# loop would be what LLVM tries to vectorise, leaving the element loop scalar.
+_E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9 = (np.float32(c) for c in (
+    0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+    -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223))
+_T0, _T1, _T2, _T3, _T4 = (np.float32(c) for c in (
+    -5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+    -3.33332819422e-1))
+_F32_ONE = np.float32(1.0)
+_F32_HALF = np.float32(0.5)
+_F32_TWO = np.float32(2.0)
+_F32_ZERO = np.float32(0.0)
 
 
-# Cephes tanhf polynomial coefficients (in x^2, highest power first)
-_TANH_CEPHES = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
-                1.33314422036e-1, -3.33332819422e-1)
-
-
-@jit
-def _erfc_nr(x, coef, one, half, two):
-    """Numerical Recipes ``erfcc``: relative error < 1.2e-7 for every x.
-    ``coef``: :data:`_ERFC_NR` as an array of x's dtype."""
+@jit(inline="always")
+def _erfc32(x):
+    """Numerical Recipes ``erfcc`` in float32: relative error < 1.2e-7 for
+    every x (float32 precision, tails included)."""
     z = abs(x)
-    t = one / (one + half * z)
-    p = coef[0]
-    for j in range(1, 9):
-        p = coef[j] + t * p
-    r = t * fast_exp(coef[9] - z * z + t * p)
-    return r if x >= one - one else two - r
+    t = _F32_ONE / (_F32_ONE + _F32_HALF * z)
+    p = _E0
+    p = _E1 + t * p
+    p = _E2 + t * p
+    p = _E3 + t * p
+    p = _E4 + t * p
+    p = _E5 + t * p
+    p = _E6 + t * p
+    p = _E7 + t * p
+    p = _E8 + t * p
+    r = t * fast_exp(_E9 - z * z + t * p)
+    return r if x >= _F32_ZERO else _F32_TWO - r
+
+
+@jit(inline="always")
+def _tanh32(v):
+    """Cephes ``tanhf``: odd polynomial for |v| < 0.625 (max rel. error
+    8.2e-8), (1 - e) / (1 + e) with e = exp(-2|v|) beyond (1.8e-7)."""
+    a = abs(v)
+    s2 = v * v
+    p = _T0
+    p = p * s2 + _T1
+    p = p * s2 + _T2
+    p = p * s2 + _T3
+    p = p * s2 + _T4
+    poly = p * s2 * v + v
+    e = fast_exp(-_F32_TWO * a)
+    big = (_F32_ONE - e) / (_F32_ONE + e)
+    return poly if a < np.float32(0.625) else (big if v >= _F32_ZERO else -big)
 
 
 @jit
@@ -107,31 +135,17 @@ def unary_forward(x, kind, p0, p1):
             y[i] = v * (r if v >= zero else e * r)
     elif kind == TANH:
         if x.itemsize == 4:
-            # Cephes tanhf: odd polynomial for |v| < 0.625 (max rel. error
-            # 8.2e-8), (1 - e) / (1 + e) with e = exp(-2|v|) beyond (1.8e-7)
-            coef = np.array(_TANH_CEPHES, dtype=x.dtype)
-            small = dt(0.625)
             for i in range(n):
-                v = x[i]
-                a = abs(v)
-                s2 = v * v
-                p = coef[0]
-                for j in range(1, 5):
-                    p = p * s2 + coef[j]
-                poly = p * s2 * v + v
-                e = fast_exp(-two * a)
-                big = (one - e) / (one + e)
-                y[i] = poly if a < small else (big if v >= zero else -big)
+                y[i] = _tanh32(x[i])
         else:
             for i in range(n):
                 y[i] = math.tanh(x[i])
     elif kind == GELU_ERF:
         c = dt(_INV_SQRT_2)
         if x.itemsize == 4:
-            coef = np.array(_ERFC_NR, dtype=x.dtype)
             for i in range(n):
                 v = x[i]
-                y[i] = v * (half * _erfc_nr(-v * c, coef, one, half, two))
+                y[i] = v * (half * _erfc32(-v * c))
         else:
             for i in range(n):
                 v = x[i]
@@ -207,10 +221,9 @@ def unary_backward(g, x, y, kind, p0, p1):
         c = dt(_INV_SQRT_2)
         pdf_scale = dt(_INV_SQRT_2PI)
         if x.itemsize == 4:
-            coef = np.array(_ERFC_NR, dtype=x.dtype)
             for i in range(n):
                 v = x[i]
-                cdf = half * _erfc_nr(-v * c, coef, one, half, two)
+                cdf = half * _erfc32(-v * c)
                 out[i] = g[i] * (cdf + v * (pdf_scale * fast_exp(-half * v * v)))
         else:
             for i in range(n):
