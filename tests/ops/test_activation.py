@@ -282,6 +282,27 @@ def test_prelu_alpha_gradient_over_many_rows_float32(alpha_shape):
     np.testing.assert_allclose(grads[np.float32], expect, rtol=2e-5)
 
 
+EMPTY_BUILDS = {
+    "relu": lambda g, n: g.relu(n), "leaky_relu": lambda g, n: g.leaky_relu(n),
+    "sigmoid": lambda g, n: g.sigmoid(n), "tanh": lambda g, n: g.tanh(n),
+    "gelu": lambda g, n: g.gelu(n), "silu": lambda g, n: g.silu(n), "mish": lambda g, n: g.mish(n),
+    "softplus": lambda g, n: g.softplus(n), "prelu": lambda g, n: g.prelu(n, np.ones(1)),
+    "softmax": lambda g, n: g.softmax(n, axis=0), "log_softmax": lambda g, n: g.log_softmax(n),
+    "dropout": lambda g, n: g.dropout(n, 0.5, seed=1),
+}
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0)])
+@pytest.mark.parametrize("name", sorted(EMPTY_BUILDS))
+def test_empty_inputs(name, shape):
+    g = yscv.Graph()
+    n = g.variable(np.zeros(shape))
+    y = EMPTY_BUILDS[name](g, n)
+    assert g.value(y).shape == shape and g.value(y).dtype == np.float32
+    g.backward(y, grad=np.zeros(shape))
+    assert g.grad(n).shape == shape
+
+
 # ------------------------------------------------------------ stability, both size paths
 SMOOTH = {
     "sigmoid": (lambda g, n: g.sigmoid(n), np_sigmoid),

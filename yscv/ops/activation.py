@@ -107,7 +107,10 @@ def sigmoid_values(x: np.ndarray) -> np.ndarray:
 
 def rows_of(x: np.ndarray) -> tuple:
     """The [rows, C] reshape (C = the last axis) the select kernels run on."""
-    return (-1, x.shape[-1]) if x.ndim else (1, 1)
+    if x.ndim == 0:
+        return (1, 1)
+    c = x.shape[-1]
+    return (x.size // c if c else 0, c)
 
 
 def piecewise(g: np.ndarray, x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
