@@ -82,6 +82,11 @@ CASES = [
     OpCase(Op.EINSUM, _ein("Ab, bC -> CA"), [(2, 3), (3, 4)], _np_ein("Ab,bC->CA"),
            name="einsum_uppercase_spaces"),
     OpCase(Op.EINSUM, _ein("i->i"), [(4,)], _np_ein("i->i"), name="einsum_identity"),
+    OpCase(Op.EINSUM, _ein(",i->i"), [(), (3,)], _np_ein(",i->i"), name="einsum_0d_operand"),
+    OpCase(Op.EINSUM, _ein("ij,j->ij"), [(2, 1), (3,)], _np_ein("ij,j->ij"),
+           name="einsum_size1_index_against_full"),
+    OpCase(Op.EINSUM, _ein("a...b,b...->a..."), [(2, 3, 2), (2, 3)], _np_ein("a...b,b...->a..."),
+           name="einsum_ellipsis_middle"),
 ]
 
 
