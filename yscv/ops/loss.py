@@ -111,9 +111,8 @@ def _labels(labels, logits_shape: tuple, op: str, arg: str) -> np.ndarray:
     if lab.shape != (n,):
         raise shape_error(op, f"{arg} must have shape ({n},) to match input of shape "
                           f"{logits_shape}, got {lab.shape}", expected=(n,), got=lab.shape)
-    bad = np.flatnonzero((lab < 0) | (lab >= c))
-    if bad.size:
-        k = int(bad[0])
+    if n and (lab.min() < 0 or lab.max() >= c):   # two reductions; locate only on failure
+        k = int(np.flatnonzero((lab < 0) | (lab >= c))[0])
         raise IndexError(f"{op}: {arg}[{k}]={int(lab[k])} is out of range for {c} classes "
                          f"(valid labels are 0..{c - 1})")
     lab.flags.writeable = False
