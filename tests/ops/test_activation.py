@@ -117,6 +117,15 @@ CASES = [
     OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [()], np_sigmoid, name="sigmoid_0d"),
     OpCase(Op.TANH, lambda g, x: g.tanh(x), [(3, 4)], np.tanh, name="tanh", low=-3, high=3),
     OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1,)], np.tanh, name="tanh_size1"),
+    # one-element arrays take a scalar fast path in forward and/or backward
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [()], np.tanh, name="tanh_0d"),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1, 1)], np.tanh, name="tanh_1x1"),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(1,)], np_sigmoid, name="sigmoid_size1", low=-4, high=4),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(1, 1)], np_sigmoid, name="sigmoid_1x1"),
+    OpCase(Op.RELU, lambda g, x: g.relu(x), [()], np_relu, name="relu_0d_positive",
+           inputs=lambda rng: (np.array(0.7),)),
+    OpCase(Op.RELU, lambda g, x: g.relu(x), [(1,)], np_relu, name="relu_size1_negative",
+           inputs=lambda rng: (np.array([-0.7]),)),
     OpCase(Op.GELU, lambda g, x: g.gelu(x), [(4, 5)], np_gelu_erf, name="gelu_none", low=-4, high=4),
     OpCase(Op.GELU, lambda g, x: g.gelu(x, approximate="tanh"), [(4, 5)], np_gelu_tanh,
            name="gelu_tanh", low=-4, high=4),
@@ -244,6 +253,35 @@ def _grad(build, x, dtype=np.float64):
 def test_relu_gradient_is_zero_at_zero():
     x = np.array([-1.0, 0.0, 2.0])
     np.testing.assert_array_equal(_grad(lambda g, n: g.relu(n), x), [0.0, 0.0, 1.0])
+    for shape in ((), (1,), (1, 1)):   # the one-element fast path too
+        np.testing.assert_array_equal(_grad(lambda g, n: g.relu(n), np.zeros(shape)), np.zeros(shape))
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_element_fast_paths_match_the_array_paths(shape, dtype):
+    """Forward and backward of sigmoid / tanh / relu on one element (Python
+    scalar path) agree with the same element inside a larger array."""
+    values = np.array([-30.0, -2.5, -0.3, 0.4, 3.0, 25.0])
+    for name, build in (("sigmoid", lambda g, n: g.sigmoid(n)), ("tanh", lambda g, n: g.tanh(n)),
+                        ("relu", lambda g, n: g.relu(n))):
+        g = yscv.Graph(dtype)
+        n = g.variable(values)
+        y = build(g, n)
+        g.backward(y, grad=np.full(values.shape, 0.75))
+        for k, v in enumerate(values):
+            g1 = yscv.Graph(dtype)
+            n1 = g1.variable(np.full(shape, v))
+            y1 = build(g1, n1)
+            g1.backward(y1, grad=np.full(shape, 0.75))
+            assert g1.value(y1).dtype == dtype and g1.grad(n1).dtype == dtype
+            assert g1.value(y1).shape == shape and g1.grad(n1).shape == shape
+            # the outputs may differ by an ulp; y(1-y) and 1-y^2 amplify that
+            # where y ~ 1, so gradients are compared to a few ulps of 1
+            tol = 8 * np.finfo(dtype).eps
+            np.testing.assert_allclose(g1.value(y1).reshape(()), g.value(y)[k], rtol=tol, err_msg=name)
+            np.testing.assert_allclose(g1.grad(n1).reshape(()), g.grad(n)[k], rtol=tol, atol=tol,
+                                       err_msg=name)
 
 
 def test_leaky_relu_gradient_at_zero_is_the_slope():

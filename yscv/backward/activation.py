@@ -29,9 +29,18 @@ from ..ops.activation import (
 from ..registry import register_backward
 
 
+# Size-1 arrays (the scalar-chain case) skip most of the ufunc machinery: a 0-d
+# gradient is computed on NumPy scalars of the graph dtype (the walk turns the
+# scalar back into a 0-d array); a [1]-shaped one needs an array result, so the
+# local derivative comes from ``.item()`` and one ufunc ``g * factor`` rounds it
+# to the graph dtype.
+
 @register_backward(Op.RELU)
 def relu_backward(g, inputs, out, attrs, saved, needs):
-    return (g * (inputs[0] > ZERO[g.dtype]),)
+    x = inputs[0]
+    if x.size == 1:
+        return (g if x.item() > 0.0 else np.zeros_like(g),)
+    return (g * (x > ZERO[g.dtype]),)
 
 
 @register_backward(Op.LEAKY_RELU)
@@ -41,6 +50,12 @@ def leaky_relu_backward(g, inputs, out, slope, saved, needs):
 
 @register_backward(Op.SIGMOID)
 def sigmoid_backward(g, inputs, out, attrs, saved, needs):
+    if g.ndim == 0:
+        s = out[()]
+        return (g[()] * (s * (ONE_SCALAR[g.dtype] - s)),)
+    if g.size == 1:
+        s = out.item()
+        return (g * (s * (1.0 - s)),)
     if g.size < TINY:
         return ((g * out) * (ONE_SCALAR[g.dtype] - out),)
     return (unary_kernel_backward(g, out, out, SIGMOID),)
@@ -48,6 +63,12 @@ def sigmoid_backward(g, inputs, out, attrs, saved, needs):
 
 @register_backward(Op.TANH)
 def tanh_backward(g, inputs, out, attrs, saved, needs):
+    if g.ndim == 0:
+        t = out[()]
+        return (g[()] * (ONE_SCALAR[g.dtype] - t * t),)
+    if g.size == 1:
+        t = out.item()
+        return (g * (1.0 - t * t),)
     if g.size < TINY:
         return (g * (ONE_SCALAR[g.dtype] - out * out),)
     return (unary_kernel_backward(g, out, out, TANH),)

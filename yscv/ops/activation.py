@@ -22,6 +22,7 @@ Paths, chosen by measurement (numbers in docs/ops/activation.md):
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -98,8 +99,21 @@ def unary_kernel_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
 
 # ---------------------------------------------------------------- forwards
 def sigmoid_values(x: np.ndarray) -> np.ndarray:
-    """Stable sigmoid: ``exp(-logaddexp(0, -x))`` (NumPy) on tiny arrays, the
-    fused kernel otherwise. Also used by binary_cross_entropy_with_logits."""
+    """Stable sigmoid: Python floats for one element, ``exp(-logaddexp(0, -x))``
+    (NumPy) on tiny arrays, the fused kernel otherwise. Also used by
+    binary_cross_entropy_with_logits."""
+    if x.size == 1:  # Python floats, rounded once to the graph dtype
+        v = x.item()
+        if v >= 0.0:
+            s = 1.0 / (1.0 + math.exp(-v))
+        else:
+            e = math.exp(v)
+            s = e / (1.0 + e)
+        if x.ndim == 0:
+            return x.dtype.type(s)
+        out = np.empty_like(x)
+        out.fill(s)
+        return out
     if x.size < SIGMOID_TINY:
         return np.exp(np.negative(np.logaddexp(ZERO[x.dtype], np.negative(x))))
     return unary_kernel_forward(x, SIGMOID)
