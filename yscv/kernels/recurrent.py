@@ -3,16 +3,19 @@
 The matrix products stay in NumPy (BLAS): the input projection of every
 time step is one GEMM before the loop and the recurrent product ``h @ w_hh``
 is one GEMM per step. These kernels do the elementwise gate math of one step
-in a single pass, forward and backward, reading and writing time slice ``t``
-of the per-sequence arrays (so the Python loop makes no views or
-temporaries). Every array is C-contiguous and of one float dtype; constants
+in one call, forward and backward, reading and writing time slice ``t`` of
+the per-sequence arrays (so the Python loop makes no views or temporaries). Every array is C-contiguous and of one float dtype; constants
 are made with ``dtype.type`` so float32 stays float32.
 
 Shapes (T steps, B batch, H hidden; G gates = 1, 4 or 3):
 
-- ``xp[T, B, G*H]``: the input projection ``x @ w_ih + bias``.
 - ``hw[B, G*H]``: the recurrent projection of this step, ``h_{t-1} @ w_hh``.
 - ``out[T, B, H]``: the hidden states h_0..h_{T-1} (the op's value).
+- the input projection ``x @ w_ih`` of every step is computed by one GEMM
+  straight into the array the forward kernel then overwrites in place
+  (LSTM: the saved gates; GRU: the first 3H columns of its saved array;
+  RNN: the output), so it needs no buffer of its own; biases are added in
+  the kernels.
 
 Transcendentals: ``fsigmoid``, ``ftanh`` and ``fexp`` below are exact libm
 calls (``math.exp``, ``math.tanh``) for float64. For float32 they are
@@ -141,22 +144,28 @@ def _fsigmoid_impl(x):
 
 
 # ---------------------------------------------------------------- kernels
+# Gate blocks are taken as slices (``gt[2*H:3*H]``) and looped from 0: an
+# index like ``gt[j]`` with j from 2*H keeps Numba's negative-index
+# wraparound in the loop (LLVM cannot prove H >= 0) and the loop then stays
+# scalar.
+
+
 @jit
-def rnn_step_forward(xp, hw, t, relu, out):
-    """out[t] = act(xp[t] + hw), act = relu if ``relu`` else tanh."""
+def rnn_step_forward(hw, bias, t, relu, out):
+    """out[t] = act(out[t] + bias + hw), in place: out[t] holds x_t @ w_ih on
+    entry. act = relu if ``relu`` else tanh."""
     B, H = hw.shape
     zero = out.dtype.type(0)
     for b in range(B):
-        x = xp[t, b]
         h = hw[b]
         o = out[t, b]
         if relu:
             for j in range(H):
-                a = x[j] + h[j]
+                a = o[j] + bias[j] + h[j]
                 o[j] = a if a > zero else zero
         else:
             for j in range(H):
-                o[j] = ftanh(x[j] + h[j])
+                o[j] = ftanh(o[j] + bias[j] + h[j])
 
 
 @jit
@@ -183,31 +192,34 @@ def rnn_step_backward(out, gout, dh_rec, t, relu, dpre):
 
 
 @jit
-def lstm_step_forward(xp, hw, t, gates, cells, out):
+def lstm_step_forward(hw, bias, t, gates, cells, out):
     """One LSTM step, gate columns (i, f, g, o).
 
-    Reads c_{t-1} = cells[t]; writes the gate activations to gates[t]
-    ([B, 4H]: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)), c_t to
+    gates[t] holds x_t @ w_ih on entry and is overwritten in place with the
+    gate activations ([B, 4H]: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o))
+    of ``gates[t] + bias + hw``. Reads c_{t-1} = cells[t]; writes c_t to
     cells[t + 1] and h_t = o * tanh(c_t) to out[t].
     """
     B, H = out.shape[1], out.shape[2]
+    b_if, b_g, b_o = bias[:2 * H], bias[2 * H:3 * H], bias[3 * H:]
     for b in range(B):
-        x = xp[t, b]
         h = hw[b]
         gt = gates[t, b]
+        g_if, g_i, g_f, g_g, g_o = gt[:2 * H], gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
+        h_if, h_g, h_o = h[:2 * H], h[2 * H:3 * H], h[3 * H:]
         for j in range(2 * H):
-            gt[j] = fsigmoid(x[j] + h[j])
-        for j in range(2 * H, 3 * H):
-            gt[j] = ftanh(x[j] + h[j])
-        for j in range(3 * H, 4 * H):
-            gt[j] = fsigmoid(x[j] + h[j])
+            g_if[j] = fsigmoid(g_if[j] + b_if[j] + h_if[j])
+        for j in range(H):
+            g_g[j] = ftanh(g_g[j] + b_g[j] + h_g[j])
+        for j in range(H):
+            g_o[j] = fsigmoid(g_o[j] + b_o[j] + h_o[j])
         cp = cells[t, b]
         cn = cells[t + 1, b]
         for j in range(H):
-            cn[j] = gt[H + j] * cp[j] + gt[j] * gt[2 * H + j]
+            cn[j] = g_f[j] * cp[j] + g_i[j] * g_g[j]
         o = out[t, b]
         for j in range(H):
-            o[j] = gt[3 * H + j] * ftanh(cn[j])
+            o[j] = g_o[j] * ftanh(cn[j])
 
 
 @jit
@@ -224,7 +236,9 @@ def lstm_step_backward(gates, cells, gout, dh_rec, t, dc, dgates):
     dhb = np.empty(H, dtype=gates.dtype)
     for b in range(B):
         gt = gates[t, b]
+        g_i, g_f, g_g, g_o = gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
         dg = dgates[t, b]
+        d_i, d_f, d_g, d_o = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
         dcb = dc[b]
         cn = cells[t + 1, b]
         for j in range(H):
@@ -234,49 +248,53 @@ def lstm_step_backward(gates, cells, gout, dh_rec, t, dc, dgates):
         for j in range(H):
             dhb[j] = go[j] + dr[j]
         for j in range(H):
-            o = gt[3 * H + j]
-            dg[3 * H + j] = dhb[j] * tcb[j] * o * (one - o)
+            o = g_o[j]
+            d_o[j] = dhb[j] * tcb[j] * o * (one - o)
         for j in range(H):
             tc = tcb[j]
-            dcb[j] = dcb[j] + dhb[j] * gt[3 * H + j] * (one - tc * tc)
+            dcb[j] = dcb[j] + dhb[j] * g_o[j] * (one - tc * tc)
         cp = cells[t, b]
         for j in range(H):
-            d = dcb[j]
-            gi = gt[j]
-            gf = gt[H + j]
-            gg = gt[2 * H + j]
-            dg[j] = d * gg * gi * (one - gi)
-            dg[H + j] = d * cp[j] * gf * (one - gf)
-            dg[2 * H + j] = d * gi * (one - gg * gg)
+            gi = g_i[j]
+            d_i[j] = dcb[j] * g_g[j] * gi * (one - gi)
         for j in range(H):
-            dcb[j] = dcb[j] * gt[H + j]
+            gf = g_f[j]
+            d_f[j] = dcb[j] * cp[j] * gf * (one - gf)
+        for j in range(H):
+            gg = g_g[j]
+            d_g[j] = dcb[j] * g_i[j] * (one - gg * gg)
+        for j in range(H):
+            dcb[j] = dcb[j] * g_f[j]
 
 
 @jit
-def gru_step_forward(xp, hw, b_hh, h_prev, t, saved, out):
+def gru_step_forward(hw, b_ih, b_hh, h_prev, t, saved, out):
     """One GRU step, gate columns (r, z, n), as PyTorch.
 
-    hw = h_{t-1} @ w_hh (without b_hh, added here). Writes saved[t]
-    ([B, 4H]: r, z, n, h_{t-1} W_hn + b_hn) and h_t = (1-z)*n + z*h_{t-1}
-    to out[t].
+    saved[t, :, :3H] holds x_t @ w_ih on entry; hw = h_{t-1} @ w_hh (biases
+    are added here). Overwrites saved[t] in place with ([B, 4H]) r, z, n and
+    h_{t-1} W_hn + b_hn, and writes h_t = (1-z)*n + z*h_{t-1} to out[t].
     """
     B, H = h_prev.shape
     one = out.dtype.type(1)
+    bi_rz, bi_n = b_ih[:2 * H], b_ih[2 * H:]
+    bh_rz, bh_n = b_hh[:2 * H], b_hh[2 * H:]
     for b in range(B):
-        x = xp[t, b]
         h = hw[b]
+        h_rz, h_n = h[:2 * H], h[2 * H:]
         s = saved[t, b]
+        s_rz, s_r, s_z, s_n, s_hn = s[:2 * H], s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
         for j in range(2 * H):
-            s[j] = fsigmoid(x[j] + h[j] + b_hh[j])
+            s_rz[j] = fsigmoid(s_rz[j] + bi_rz[j] + h_rz[j] + bh_rz[j])
         for j in range(H):
-            s[3 * H + j] = h[2 * H + j] + b_hh[2 * H + j]
+            s_hn[j] = h_n[j] + bh_n[j]
         for j in range(H):
-            s[2 * H + j] = ftanh(x[2 * H + j] + s[j] * s[3 * H + j])
+            s_n[j] = ftanh(s_n[j] + bi_n[j] + s_r[j] * s_hn[j])
         hp = h_prev[b]
         o = out[t, b]
         for j in range(H):
-            z = s[H + j]
-            o[j] = (one - z) * s[2 * H + j] + z * hp[j]
+            z = s_z[j]
+            o[j] = (one - z) * s_n[j] + z * hp[j]
 
 
 @jit
@@ -298,22 +316,25 @@ def gru_step_backward(saved, h_prev, gout, dh_rec, t, dh_direct, dxp, dhp):
         for j in range(H):
             dhb[j] = go[j] + dr[j] + dd[j]
         s = saved[t, b]
+        s_r, s_z, s_n, s_hn = s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
         dx = dxp[t, b]
+        dx_rz, dx_r, dx_z, dx_n = dx[:2 * H], dx[:H], dx[H:2 * H], dx[2 * H:]
         for j in range(H):
-            z = s[H + j]
-            n = s[2 * H + j]
-            dx[2 * H + j] = dhb[j] * (one - z) * (one - n * n)
+            z = s_z[j]
+            n = s_n[j]
+            dx_n[j] = dhb[j] * (one - z) * (one - n * n)
         hp = h_prev[b]
         for j in range(H):
-            z = s[H + j]
-            dx[H + j] = dhb[j] * (hp[j] - s[2 * H + j]) * z * (one - z)
+            z = s_z[j]
+            dx_z[j] = dhb[j] * (hp[j] - s_n[j]) * z * (one - z)
         for j in range(H):
-            r = s[j]
-            dx[j] = dx[2 * H + j] * s[3 * H + j] * r * (one - r)
+            r = s_r[j]
+            dx_r[j] = dx_n[j] * s_hn[j] * r * (one - r)
         dh = dhp[t, b]
+        dh_rz, dh_n = dh[:2 * H], dh[2 * H:]
         for j in range(2 * H):
-            dh[j] = dx[j]
+            dh_rz[j] = dx_rz[j]
         for j in range(H):
-            dh[2 * H + j] = dx[2 * H + j] * s[j]
+            dh_n[j] = dx_n[j] * s_r[j]
         for j in range(H):
-            dd[j] = dhb[j] * s[H + j]
+            dd[j] = dhb[j] * s_z[j]

@@ -8,9 +8,11 @@ None): the node's inputs are ``(x, w_ih, w_hh, bias..., [h0], [c0])`` and
 the attributes record which of the optional ones are present.
 
 Algorithm (all three ops): the input projection of every time step is ONE
-GEMM, ``x.reshape(T*B, I) @ w_ih + bias``; then per step one GEMM
-``h_{t-1} @ w_hh`` (BLAS, into a reused buffer) and one fused Numba kernel
-for the gate math (yscv/kernels/recurrent.py). Saved for backward: LSTM the
+GEMM, ``x.reshape(T*B, I) @ w_ih``, written straight into the array the
+gate kernel then overwrites in place (no separate buffer); then per step one
+GEMM ``h_{t-1} @ w_hh`` (BLAS, into a reused buffer) and one fused Numba
+kernel for the gate math, which also adds the biases
+(yscv/kernels/recurrent.py). Saved for backward: LSTM the
 gate activations [T, B, 4H] and the cell states [T+1, B, H] (c0 first);
 GRU r, z, n and ``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is
 the activation).
@@ -42,13 +44,18 @@ def _state2(s, batched):
     return np.ascontiguousarray(s)
 
 
-def _project(x3, w_ih, bias):
-    """The input projection of all time steps in one GEMM: [T, B, G*H]."""
+def _project_into(x3, w_ih, dest):
+    """The input projection of all time steps in ONE GEMM, written into
+    ``dest`` ([T, B, >= G*H], its first G*H columns), without the bias."""
     T, B, I = x3.shape
-    xp = np.matmul(x3.reshape(T * B, I), w_ih)
-    if bias is not None:
-        xp += bias
-    return xp.reshape(T, B, w_ih.shape[1])
+    gh = w_ih.shape[1]
+    np.matmul(x3.reshape(T * B, I), w_ih, out=dest.reshape(T * B, dest.shape[2])[:, :gh])
+
+
+def _vector(b):
+    """A bias as a C-contiguous writeable copy (tiny): kernels then see one
+    array type whether or not the input value is read-only."""
+    return np.array(b, order="C")
 
 
 def _optional_states(attrs_flags, rest):
@@ -73,8 +80,9 @@ def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     x3 = _seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
-    xp = _project(x3, w_ih, bias)
     out = np.empty((T, B, H), dtype=x.dtype)
+    _project_into(x3, w_ih, out)
+    b = _vector(bias)
     hw = np.empty((B, H), dtype=x.dtype)
     for t in range(T):
         if t > 0:
@@ -83,7 +91,7 @@ def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
             np.matmul(_state2(h0, batched), w_hh, out=hw)
         else:
             hw.fill(0)
-        K.rnn_step_forward(xp, hw, t, relu, out)
+        K.rnn_step_forward(hw, b, t, relu, out)
     return (out if batched else out.reshape(T, H)), None
 
 
@@ -95,9 +103,10 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     x3 = _seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
-    xp = _project(x3, w_ih, bias)
-    out = np.empty((T, B, H), dtype=x.dtype)
     gates = np.empty((T, B, 4 * H), dtype=x.dtype)
+    _project_into(x3, w_ih, gates)
+    b = _vector(bias)
+    out = np.empty((T, B, H), dtype=x.dtype)
     cells = np.empty((T + 1, B, H), dtype=x.dtype)
     if c0 is None:
         cells[0] = 0
@@ -111,7 +120,7 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
             np.matmul(_state2(h0, batched), w_hh, out=hw)
         else:
             hw.fill(0)
-        K.lstm_step_forward(xp, hw, t, gates, cells, out)
+        K.lstm_step_forward(hw, b, t, gates, cells, out)
     return (out if batched else out.reshape(T, H)), (gates, cells)
 
 
@@ -123,10 +132,11 @@ def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
     x3 = _seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
-    xp = _project(x3, w_ih, bias_ih)
-    b_hh = np.array(bias_hh, order="C")  # a writeable copy: one kernel type
-    out = np.empty((T, B, H), dtype=x.dtype)
     saved = np.empty((T, B, 4 * H), dtype=x.dtype)
+    _project_into(x3, w_ih, saved)
+    b_ih = _vector(bias_ih)
+    b_hh = _vector(bias_hh)
+    out = np.empty((T, B, H), dtype=x.dtype)
     hw = np.empty((B, 3 * H), dtype=x.dtype)
     h_first = np.zeros((B, H), dtype=x.dtype)
     if h0 is not None:
@@ -141,7 +151,7 @@ def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
                 hw.fill(0)
             else:
                 np.matmul(h_prev, w_hh, out=hw)
-        K.gru_step_forward(xp, hw, b_hh, h_prev, t, saved, out)
+        K.gru_step_forward(hw, b_ih, b_hh, h_prev, t, saved, out)
     return (out if batched else out.reshape(T, H)), saved
 
 
