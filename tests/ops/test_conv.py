@@ -159,6 +159,8 @@ CASES = [
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=(2,), groups=2),
          [(1, 5, 4), (2, 2, 6), (6,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 2, 1, 2), "conv1d_groups_batch1"),
+    _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=2), [(2, 6, 3), (5, 3, 2), (2,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 2), "conv1d_k15_padded_rows"),
     _row(C1, lambda g, x, w: g.conv1d(x, w), [(2, 5, 3), (1, 3, 4)],
          lambda x, w: ref_conv(x, w), "conv1d_pointwise"),
     _row(C1, lambda g, x, w: g.conv1d_nlc(x, w, None, 3), [(2, 8, 2), (2, 2, 2)],
@@ -166,6 +168,8 @@ CASES = [
     # conv2d
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1), [(2, 4, 4, 2), (3, 3, 2, 3), (3,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv2d_3x3_pad1_bias"),
+    _row(C2, lambda g, x, w: g.conv2d(x, w, padding=1), [(1, 4, 4, 3), (3, 3, 3, 2)],
+         lambda x, w: ref_conv(x, w, None, 1, 1), "conv2d_rgb_3x3_padded_rows"),
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
          [(2, 6, 4, 2), (3, 2, 2, 3), (3,)],
          lambda x, w, b: ref_conv(x, w, b, (2, 1), (1, 2), (2, 1)),
@@ -380,6 +384,7 @@ def test_deformable_samples_fully_outside_give_zero_and_no_offset_grad():
 
 
 @pytest.mark.parametrize("name", ["conv2d_3x3_pad1_bias", "conv3d_stride_dilation_groups",
+                                  "conv2d_rgb_3x3_padded_rows", "conv1d_k15_padded_rows",
                                   "conv_transpose2d_stride2_outpad1_bias",
                                   "deformable_fractional_bias", "conv1d_groups_batch1"])
 def test_multi_chunk_paths_match_single_chunk(monkeypatch, name):

@@ -38,20 +38,21 @@ from ._jit import jit
 
 
 @jit
-def im2col(xf, cf, R, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw,
-           od, oh, ow):
+def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh,
+           dw, od, oh, ow):
     """Fill ``cols[r, t, k] = x[n, iz, iy, ix, c0 + k]`` for rows ``r0 + r``
     (zero where the tap falls in the padding).
 
     ``xf`` is x [N, D, H, W, C] flattened; ``cf`` the flattened column block
-    [R, kd*kh*kw, cg], overwritten. Rows go by output-row segments (same n,
+    [R, ld] whose first kd*kh*kw*cg entries per row are overwritten (``ld``
+    >= that: the row stride). Rows go by output-row segments (same n,
     z, y). Within a segment, the columns whose kernel row lies inside the
     image along W take, kernel row by kernel row, one contiguous run of
     kw*C input values each (when all channels are taken and the W-dilation
     is 1); the others, and every column otherwise, go tap by tap.
     """
     ucg = np.uint64(cg)
-    rowlen = np.uint64(kd * kh * kw * cg)
+    rowlen = np.uint64(ld)
     krow = np.uint64(kw * cg)
     step = np.uint64(sw * C)
     in_lo = 0
@@ -122,16 +123,16 @@ def im2col(xf, cf, R, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw
 
 
 @jit
-def col2im(cf, df, R, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw,
-           od, oh, ow):
+def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh,
+           dw, od, oh, ow):
     """Adjoint of :func:`im2col`: ``dx[n, iz, iy, ix, c0 + k] += cols[r, t, k]``
     (taps in the padding are dropped), in the same order of passes.
 
-    ``cf``: flattened columns [R, kd*kh*kw, cg]; ``df``: flattened dx
-    [N, D, H, W, C], accumulated in place.
+    ``cf``: flattened columns [R, ld] (the first kd*kh*kw*cg entries of each
+    row are read); ``df``: flattened dx [N, D, H, W, C], accumulated in place.
     """
     ucg = np.uint64(cg)
-    rowlen = np.uint64(kd * kh * kw * cg)
+    rowlen = np.uint64(ld)
     krow = np.uint64(kw * cg)
     step = np.uint64(sw * C)
     in_lo = 0
@@ -153,8 +154,8 @@ def col2im(cf, df, R, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw
         # column by column here (not kernel row by kernel row as im2col):
         # consecutive columns' runs overlap in dx, and adding them back to
         # back stalls on store-to-load forwarding (0.82 vs 0.53 ms, 32x32x32x3)
-        ob = np.uint64(r + lo - ox) * rowlen
         for xo in range(lo, hi):
+            ob = np.uint64(r + xo - ox) * rowlen
             for a in range(kd):
                 iz = oz * sd - pd + a * dd
                 for b in range(kh):
