@@ -16,6 +16,7 @@ import numpy as np
 from ..kernels import lazy
 from ..node import Op
 from ..registry import register_backward
+from .recurrent import scratch
 
 K = lazy("attention")
 
@@ -28,7 +29,8 @@ def sdpa_backward(g, inputs, out, attrs, saved, needs):
     if needs[2]:
         dv = np.matmul(np.swapaxes(p, -1, -2), g)
     if needs[0] or needs[1]:
-        ds = np.matmul(g, np.swapaxes(v, -1, -2))
+        # dP (then dS, in place) is a temporary: a reused scratch buffer
+        ds = np.matmul(g, np.swapaxes(v, -1, -2), out=scratch("sdpa_ds", p.shape, p.dtype))
         Sq, Sk = p.shape[-2:]
         n = math.prod(p.shape[:-2])
         K.masked_softmax_backward(p.reshape(n, Sq, Sk), ds.reshape(n, Sq, Sk),

@@ -169,8 +169,7 @@ def masked_softmax_forward(s, mask, has_mask, causal, scale):
                 continue
             for j in range(end):
                 row[j] = fexp(row[j] - m)
-            for j in range(end, Sk):
-                row[j] = zero
+            row[end:] = zero
             inv = one / _row_sum(row, end)
             for j in range(end):
                 row[j] *= inv
@@ -193,5 +192,4 @@ def masked_softmax_backward(p, dp, scale, causal):
             d = _row_dot(prow, drow, end)
             for j in range(end):
                 drow[j] = scale * prow[j] * (drow[j] - d)
-            for j in range(end, Sk):
-                drow[j] = zero
+            drow[end:] = zero
