@@ -9,10 +9,21 @@ builds the graph and runs backward), as a training loop would. The PyTorch
 step sets ``.grad = None``, runs forward and ``loss.backward()``. No optimizer
 update on either side (it is identical work and not the subject here).
 
-Run standalone (``python benches/bench_mlp.py``) for a cProfile breakdown of
-the yscv step per op.
+Same-process caveat: NumPy's OpenBLAS worker threads keep spinning for a
+while after each GEMM and PyTorch's OpenMP/MKL threads do the same, so on a
+2-core machine whichever side runs right after the other is slowed (measured:
+a PyTorch step right after one NumPy GEMM took 13-31 ms instead of ~5 ms).
+``benches/run.py`` alternates the two in one process, so its ratio for this
+bench mostly measures that interference. Also time each side alone:
+
+    python benches/bench_mlp.py --separate   # each side in its own process
+    python benches/bench_mlp.py --ops        # per-op forward/backward time
+    python benches/bench_mlp.py --profile    # cProfile of the yscv step
 """
 from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 
@@ -98,9 +109,97 @@ def _profile(steps: int = 300) -> None:
     for _ in range(steps):
         step()
     prof.disable()
-    stats = pstats.Stats(prof)
-    stats.sort_stats("tottime").print_stats(25)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def _op_times(steps: int = 200) -> None:
+    """Wall time per op (forward and backward) inside the yscv step, by
+    wrapping the dispatch tables; the rest is the engine and Python."""
+    import collections
+    import time
+
+    from yscv import Op, registry
+
+    spent = collections.defaultdict(float)
+    calls = collections.defaultdict(int)
+    for kind, table in (("forward", registry.FORWARD), ("backward", registry.BACKWARD)):
+        for i, fn in enumerate(table):
+            if fn is None:
+                continue
+
+            def timed(*args, _fn=fn, _key=(kind, Op(i).name.lower())):
+                t0 = time.perf_counter()
+                out = _fn(*args)
+                spent[_key] += time.perf_counter() - t0
+                calls[_key] += 1
+                return out
+
+            table[i] = timed
+    x, labels, params = _data()
+    step = _yscv_step(x, labels, params)
+    for _ in range(20):
+        step()
+    spent.clear()
+    calls.clear()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    total = (time.perf_counter() - t0) / steps * 1e3
+    print(f"yscv step {total:.3f} ms (instrumented)")
+    in_ops = 0.0
+    for key, sec in sorted(spent.items(), key=lambda kv: -kv[1]):
+        in_ops += sec
+        print(f"  {key[1]:<14} {key[0]:<8} {sec / steps * 1e3:7.3f} ms  ({calls[key] // steps} per step)")
+    print(f"  engine + Python outside op functions: {total - in_ops / steps * 1e3:.3f} ms")
+
+
+def _time_alone(which: str, seconds: float) -> None:
+    """Child process: time one side alone, print its median ms per step."""
+    import statistics
+    import time
+
+    x, labels, params = _data()
+    if which == "yscv":
+        step = _yscv_step(x, labels, params)
+    else:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 2)
+        step = _torch_step(torch, x, labels, params)
+    for _ in range(20):
+        step()
+    samples = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for _ in range(5):
+            step()
+        samples.append((time.perf_counter() - t0) / 5)
+    print(statistics.median(samples) * 1e3)
+
+
+def _separate(rounds: int = 3, seconds: float = 5.0) -> None:
+    """Each side alone in a fresh process, alternating; medians and ratio."""
+    import subprocess
+
+    times = {"yscv": [], "torch": []}
+    for _ in range(rounds):
+        for which in times:
+            out = subprocess.run([sys.executable, __file__, "--alone", which, str(seconds)],
+                                 capture_output=True, text=True, check=True)
+            times[which].append(float(out.stdout.strip().splitlines()[-1]))
+    for r, (ty, tt) in enumerate(zip(times["yscv"], times["torch"])):
+        print(f"round {r}: yscv {ty:.3f} ms, PyTorch {tt:.3f} ms, ratio {ty / tt:.2f}x")
 
 
 if __name__ == "__main__":
-    _profile()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    args = sys.argv[1:]
+    if args[:1] == ["--alone"]:
+        _time_alone(args[1], float(args[2]))
+    elif args[:1] == ["--separate"]:
+        _separate()
+    elif args[:1] == ["--ops"]:
+        _op_times()
+    else:
+        _profile()
