@@ -186,22 +186,7 @@ def parse_einsum(subscripts, shapes: list) -> EinsumSpec:
                     expected=prev, got=n)
         inputs.append(labels)
     if arrow:
-        head, ell, tail = _split_term(rhs, "einsum", "output subscripts")
-        if ell and not any_ell:
-            raise ValueError(f"einsum: output subscripts {rhs!r} use '...' but no operand does")
-        if ell_ndim and not ell:
-            raise ValueError(
-                f"einsum: subscripts {src!r}: the '...' of the operands covers {ell_ndim} "
-                "axes, so the output must contain '...' too")
-        output = head + (ell_letters if ell else "") + tail
-        seen = set()
-        for c in head + tail:
-            if c in seen:
-                raise ValueError(f"einsum: output subscripts {rhs!r} repeat index {c!r}")
-            if c not in used:
-                raise ValueError(
-                    f"einsum: output index {c!r} does not appear in any operand of {src!r}")
-            seen.add(c)
+        output = _explicit_output(rhs, src, used, ell_letters, any_ell)
     else:
         counts: dict = {}
         for head, ell, tail, n_ell in parsed:
@@ -209,6 +194,26 @@ def parse_einsum(subscripts, shapes: list) -> EinsumSpec:
                 counts[c] = counts.get(c, 0) + 1
         output = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1))
     return EinsumSpec(inputs, output, sizes, src)
+
+
+def _explicit_output(rhs: str, src: str, used: set, ell_letters: str, any_ell: bool) -> str:
+    """Canonical output labels of an explicit ``->`` output term."""
+    head, ell, tail = _split_term(rhs, "einsum", "output subscripts")
+    if ell and not any_ell:
+        raise ValueError(f"einsum: output subscripts {rhs!r} use '...' but no operand does")
+    if ell_letters and not ell:
+        raise ValueError(
+            f"einsum: subscripts {src!r}: the '...' of the operands covers "
+            f"{len(ell_letters)} axes, so the output must contain '...' too")
+    seen = set()
+    for c in head + tail:
+        if c in seen:
+            raise ValueError(f"einsum: output subscripts {rhs!r} repeat index {c!r}")
+        if c not in used:
+            raise ValueError(
+                f"einsum: output index {c!r} does not appear in any operand of {src!r}")
+        seen.add(c)
+    return head + (ell_letters if ell else "") + tail
 
 
 class LinalgOps:
