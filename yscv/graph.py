@@ -602,8 +602,8 @@ class _GraphCore:
         anomaly mode)."""
         if type(gj) is not _ndarray:
             gj = np.asarray(gj)
-        name = Op(op).name.lower()
         if gj.dtype != self.dtype:
+            name = Op(op).name.lower()
             raise BackwardError(
                 f"backward of {name} (node {i}) returned a {gj.dtype} gradient for "
                 f"node {j}; graph dtype is {self.dtype}",
@@ -611,6 +611,7 @@ class _GraphCore:
         if gj.shape != shape:
             gj = _unbroadcast(gj, shape, op, i, j)
         if self.detect_anomaly and not np.all(np.isfinite(gj)):
+            name = Op(op).name.lower()
             raise AnomalyError(
                 f"anomaly: backward of {name} (node {i}) produced a NaN or Inf "
                 f"gradient for its input node {j}",
@@ -695,7 +696,7 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -
     axes = tuple(range(extra)) + tuple(
         extra + k for k, s in enumerate(shape) if s == 1 and gshape[extra + k] != 1)
     if axes:
-        grad = grad.sum(axis=axes)
+        grad = np.add.reduce(grad, axis=axes)
     return grad.reshape(shape)
 
 
