@@ -116,18 +116,17 @@ def rnn_op_backward(g, inputs, out, attrs, saved, needs):
     g3 = _as3(g, T, B, H)
     h0s = None if h0 is None else h0.reshape(B, H)
     dpre = scratch("rnn_dpre", (T, B, H), out.dtype)
-    dh_rec = np.zeros((B, H), dtype=out.dtype)
+    dh_rec_t = np.zeros((H, B), dtype=out.dtype)
     need_h0 = has_h0 and needs[4]
-    w_hh_t = w_hh.T
     for t in range(T - 1, -1, -1):
-        K.rnn_step_backward(out3, g3, dh_rec, t, relu, dpre)
+        K.rnn_step_backward(out3, g3, dh_rec_t, t, relu, dpre)
         if t > 0 or need_h0:
-            np.matmul(dpre[t], w_hh_t, out=dh_rec)
+            np.matmul(w_hh, dpre[t].T, out=dh_rec_t)
     dx, dw_ih, dw_hh = _shared_grads(x, (T, B, I), w_ih, w_hh, out3, h0s, dpre, dpre, needs)
     db = dpre.reshape(T * B, H).sum(axis=0) if needs[3] else None
     grads = (dx, dw_ih, dw_hh, db)
     if has_h0:
-        grads += ((dh_rec.reshape(h0.shape) if need_h0 else None),)
+        grads += ((dh_rec_t.T.reshape(h0.shape) if need_h0 else None),)
     return grads
 
 
@@ -143,19 +142,18 @@ def lstm_op_backward(g, inputs, out, attrs, saved, needs):
     h0s = None if h0 is None else h0.reshape(B, H)
     dg = scratch("lstm_dgates", (T, B, 4 * H), out.dtype)
     dc = np.zeros((B, H), dtype=out.dtype)
-    dh_rec = np.zeros((B, H), dtype=out.dtype)
+    dh_rec_t = np.zeros((H, B), dtype=out.dtype)
     need_h0 = has_h0 and needs[4]
-    w_hh_t = w_hh.T
     for t in range(T - 1, -1, -1):
-        K.lstm_step_backward(gates, cells, g3, dh_rec, t, dc, dg)
+        K.lstm_step_backward(gates, cells, g3, dh_rec_t, t, dc, dg)
         if t > 0 or need_h0:
-            np.matmul(dg[t], w_hh_t, out=dh_rec)
+            np.matmul(w_hh, dg[t].T, out=dh_rec_t)
     dx, dw_ih, dw_hh = _shared_grads(x, (T, B, I), w_ih, w_hh, out3, h0s, dg, dg, needs)
     db = dg.reshape(T * B, 4 * H).sum(axis=0) if needs[3] else None
     grads = (dx, dw_ih, dw_hh, db)
     k = 4
     if has_h0:
-        grads += ((dh_rec.reshape(h0.shape) if need_h0 else None),)
+        grads += ((dh_rec_t.T.reshape(h0.shape) if need_h0 else None),)
         k += 1
     if has_c0:
         grads += ((dc.reshape(c0.shape) if needs[k] else None),)
@@ -173,20 +171,19 @@ def gru_op_backward(g, inputs, out, attrs, saved, needs):
     h0s = np.zeros((B, H), dtype=out.dtype) if h0 is None else _state(h0, B, H)
     dxp = scratch("gru_dx_gates", (T, B, 3 * H), out.dtype)
     dhp = scratch("gru_dh_gates", (T, B, 3 * H), out.dtype)
-    dh_rec = np.zeros((B, H), dtype=out.dtype)
+    dh_rec_t = np.zeros((H, B), dtype=out.dtype)
     dh_direct = np.zeros((B, H), dtype=out.dtype)
     need_h0 = has_h0 and needs[5]
-    w_hh_t = w_hh.T
     for t in range(T - 1, -1, -1):
         h_prev = out3[t - 1] if t > 0 else h0s
-        K.gru_step_backward(saved, h_prev, g3, dh_rec, t, dh_direct, dxp, dhp)
+        K.gru_step_backward(saved, h_prev, g3, dh_rec_t, t, dh_direct, dxp, dhp)
         if t > 0 or need_h0:
-            np.matmul(dhp[t], w_hh_t, out=dh_rec)
+            np.matmul(w_hh, dhp[t].T, out=dh_rec_t)
     dx, dw_ih, dw_hh = _shared_grads(x, (T, B, I), w_ih, w_hh, out3,
                                      None if h0 is None else h0s, dxp, dhp, needs)
     db_ih = dxp.reshape(T * B, 3 * H).sum(axis=0) if needs[3] else None
     db_hh = dhp.reshape(T * B, 3 * H).sum(axis=0) if needs[4] else None
     grads = (dx, dw_ih, dw_hh, db_ih, db_hh)
     if has_h0:
-        grads += (((dh_rec + dh_direct).reshape(h0.shape) if need_h0 else None),)
+        grads += (((dh_rec_t.T + dh_direct).reshape(h0.shape) if need_h0 else None),)
     return grads

@@ -169,18 +169,19 @@ def rnn_step_forward(hw, bias, t, relu, out):
 
 
 @jit
-def rnn_step_backward(out, gout, dh_rec, t, relu, dpre):
+def rnn_step_backward(out, gout, dh_rec_t, t, relu, dpre):
     """dpre[t] = (gout[t] + dh_rec) * act'(pre-activation), from h_t = out[t].
 
+    ``dh_rec_t`` is dh_rec transposed, [H, B] (see the backward driver).
     act' is 1 - h^2 for tanh and (h > 0) for relu (0 at the kink, as PyTorch).
     """
-    B, H = dh_rec.shape
+    H, B = dh_rec_t.shape
     zero = out.dtype.type(0)
     one = out.dtype.type(1)
     for b in range(B):
         o = out[t, b]
         go = gout[t, b]
-        dr = dh_rec[b]
+        dr = dh_rec_t[:, b]
         d = dpre[t, b]
         if relu:
             for j in range(H):
@@ -223,14 +224,15 @@ def lstm_step_forward(hw, bias, t, gates, cells, out):
 
 
 @jit
-def lstm_step_backward(gates, cells, gout, dh_rec, t, dc, dgates):
+def lstm_step_backward(gates, cells, gout, dh_rec_t, t, dc, dgates):
     """Backward of one LSTM step.
 
-    dh = gout[t] + dh_rec (dh_rec = dgates[t+1] @ w_hh.T, zeros at the last
-    step); ``dc`` carries dL/dc_t in and dL/dc_{t-1} out (updated in place).
-    Writes the pre-activation gate gradients to dgates[t] ([B, 4H]).
+    dh = gout[t] + dh_rec, with dh_rec = dgates[t+1] @ w_hh.T (zeros at the
+    last step) given transposed as ``dh_rec_t`` [H, B]; ``dc`` carries
+    dL/dc_t in and dL/dc_{t-1} out (updated in place). Writes the
+    pre-activation gate gradients to dgates[t] ([B, 4H]).
     """
-    B, H = dh_rec.shape
+    H, B = dh_rec_t.shape
     one = gates.dtype.type(1)
     tcb = np.empty(H, dtype=gates.dtype)
     dhb = np.empty(H, dtype=gates.dtype)
@@ -244,7 +246,7 @@ def lstm_step_backward(gates, cells, gout, dh_rec, t, dc, dgates):
         for j in range(H):
             tcb[j] = ftanh(cn[j])
         go = gout[t, b]
-        dr = dh_rec[b]
+        dr = dh_rec_t[:, b]
         for j in range(H):
             dhb[j] = go[j] + dr[j]
         for j in range(H):
@@ -298,10 +300,11 @@ def gru_step_forward(hw, b_ih, b_hh, h_prev, t, saved, out):
 
 
 @jit
-def gru_step_backward(saved, h_prev, gout, dh_rec, t, dh_direct, dxp, dhp):
+def gru_step_backward(saved, h_prev, gout, dh_rec_t, t, dh_direct, dxp, dhp):
     """Backward of one GRU step.
 
-    dh = gout[t] + dh_rec + dh_direct, where dh_rec = dhp[t+1] @ w_hh.T and
+    dh = gout[t] + dh_rec + dh_direct, where dh_rec = dhp[t+1] @ w_hh.T
+    (given transposed as ``dh_rec_t`` [H, B]) and
     dh_direct = z * dh of the later step (updated in place for the next
     call). Writes the pre-activation gradients of the input side to dxp[t]
     (r, z, n) and of the recurrent side to dhp[t] (r, z, n * r).
@@ -311,7 +314,7 @@ def gru_step_backward(saved, h_prev, gout, dh_rec, t, dh_direct, dxp, dhp):
     dhb = np.empty(H, dtype=saved.dtype)
     for b in range(B):
         go = gout[t, b]
-        dr = dh_rec[b]
+        dr = dh_rec_t[:, b]
         dd = dh_direct[b]
         for j in range(H):
             dhb[j] = go[j] + dr[j] + dd[j]
