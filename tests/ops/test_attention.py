@@ -249,3 +249,30 @@ def test_float32_matches_pytorch_at_transformer_size():
     np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
     for n, t in zip(nodes, ts):
         np.testing.assert_allclose(g.grad(n), t.grad.numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_backward_from_two_threads_at_once_matches_sequential():
+    import threading
+
+    def run(seed, results):
+        rng = np.random.default_rng(seed)
+        arrs = [rng.standard_normal(s) for s in ((4, 2, 16, 8), (4, 2, 16, 8), (4, 2, 16, 8))]
+        g = yscv.Graph(np.float64)
+        nodes = [g.variable(a) for a in arrs]
+        for _ in range(20):
+            g.zero_grads()
+            out = g.scaled_dot_product_attention(*nodes, causal=True)
+            g.backward(g.sum(g.mul(out, out)))
+        results[seed] = [g.grad(n).copy() for n in nodes]
+
+    seq, par = {}, {}
+    for s in (20, 21):
+        run(s, seq)
+    threads = [threading.Thread(target=run, args=(s, par)) for s in (20, 21)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for s in (20, 21):
+        for a, b in zip(seq[s], par[s]):
+            np.testing.assert_array_equal(a, b)

@@ -361,3 +361,31 @@ def test_lstm_float32_matches_pytorch_at_bench_size():
     np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g.grad(nodes[0]), xt.grad.numpy(), rtol=1e-4, atol=1e-8)
     np.testing.assert_allclose(g.grad(nodes[2]), m.weight_hh_l0.grad.numpy().T, rtol=1e-4, atol=1e-8)
+
+
+def test_backward_from_two_threads_at_once_matches_sequential():
+    # the backward passes reuse per-thread scratch buffers: concurrent graphs
+    # in two threads must not see each other's temporaries
+    import threading
+
+    def run(seed, results, key):
+        arrs = _inputs(4, states=2)(np.random.default_rng(seed))
+        arrs = tuple(np.repeat(a, 8, axis=0) if a.ndim == 3 else a for a in arrs)  # T = 24
+        g = yscv.Graph(np.float64)
+        nodes = [g.variable(a) for a in arrs]
+        for _ in range(5):
+            g.zero_grads()
+            g.backward(g.sum(g.mul(g.lstm(*nodes), g.lstm(*nodes))))
+        results[key] = [g.grad(n).copy() for n in nodes]
+
+    seq, par = {}, {}
+    for s in (10, 11):
+        run(s, seq, s)
+    threads = [threading.Thread(target=run, args=(s, par, s)) for s in (10, 11)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for s in (10, 11):
+        for a, b in zip(seq[s], par[s]):
+            np.testing.assert_array_equal(a, b)
