@@ -17,6 +17,8 @@ step sets ``.grad = None`` and runs forward + ``backward``.
 of the conv kernels, cold (empty Numba cache) and warm, each in a fresh
 interpreter. ``python benches/bench_conv.py --variants`` times the algorithm
 variants behind the choices documented in docs/ops/conv.md.
+``python benches/bench_conv.py --paired`` gives ratios that survive a busy
+machine better: per-round paired timings (median ratio) and best times.
 """
 from __future__ import annotations
 
@@ -155,6 +157,44 @@ def benches(torch) -> list:
     out.append(Bench("CNN 32x32x3 batch 32 fwd+bwd (vs channels-last)", cnn,
                      ref(_torch_cnn, True), "PyTorch channels-last"))
     return out
+
+
+# ------------------------------------------------------------------ paired rounds
+def paired(rounds: int = 40) -> None:
+    """Robust ratios on a shared machine: each round times yscv and the reference
+    back to back (best of 3 calls each); prints the median of the per-round
+    ratios and the ratio of the best times (both sides' uncontended speed)."""
+    import statistics
+    import time
+
+    from run import load_torch
+
+    torch = load_torch()
+    if torch is None:
+        print("PyTorch not installed")
+        return
+
+    def best_of(fn, k=3):
+        best = float("inf")
+        for _ in range(k):
+            t = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t)
+        return best
+
+    for b in benches(torch):
+        b.yscv()
+        b.reference()
+        ty, tr = [], []
+        for _ in range(rounds):
+            ty.append(best_of(b.yscv))
+            tr.append(best_of(b.reference))
+        ratios = sorted(y / r for y, r in zip(ty, tr))
+        print(f"{b.name}: median of {rounds} paired ratios {statistics.median(ratios):.2f}x "
+              f"(quartiles {ratios[rounds // 4]:.2f}-{ratios[3 * rounds // 4]:.2f}); best times "
+              f"yscv {min(ty) * 1e3:.2f} ms, {b.reference_name} {min(tr) * 1e3:.2f} ms, "
+              f"ratio {min(ty) / min(tr):.2f}x" + (f" (target <= {b.target:.2f}x)" if b.target else ""),
+              flush=True)
 
 
 # ------------------------------------------------------------------ algorithm variants
@@ -321,6 +361,8 @@ if __name__ == "__main__":
         compile_times()
     elif "--variants" in sys.argv:
         variants()
+    elif "--paired" in sys.argv:
+        paired()
     else:
         import run
 

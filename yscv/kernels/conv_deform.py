@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
+from .conv_gemm import scratch
 
 CHUNK_BYTES = 4 << 20
 
@@ -184,7 +185,7 @@ def deform_forward(x, w, off, stride, padding, dilation):
     xb = _window_origins(ow, kw, stride[1], padding[1], dilation[1], x.dtype)
     w2 = w.reshape(kh * kw * c, cout)
     y = np.empty((m, cout), dtype=x.dtype)
-    buf = np.empty((rows, kh * kw, c), dtype=x.dtype)
+    buf = scratch((rows, kh * kw, c), x.dtype)
     for r0 in range(0, m, rows):
         r = min(rows, m - r0)
         cols2 = buf[:r].reshape(r, kh * kw * c)
@@ -207,7 +208,7 @@ def deform_backward(g, x, w, off, stride, padding, dilation, need_x, need_w, nee
     dx = np.zeros(x.shape, dtype=dtype) if need_x else None
     doff = np.zeros(off.shape, dtype=dtype) if need_off else None
     dw2 = np.zeros((kh * kw * c, cout), dtype=dtype) if need_w else None
-    buf = np.empty((rows, kh * kw, c), dtype=dtype)
+    buf = scratch((rows, kh * kw, c), dtype)
     # unused outputs still need typed arrays for the kernel signature
     dxf = dx.reshape(-1) if need_x else np.zeros(1, dtype=dtype)
     dof = doff.reshape(-1) if need_off else np.zeros(1, dtype=dtype)

@@ -20,6 +20,8 @@ is the column matrix.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import conv as _k
@@ -57,6 +59,30 @@ def _chunk_rows(m: int, row_elems: int, itemsize: int) -> int:
     return max(1, min(m, CHUNK_BYTES // max(1, row_elems * itemsize)))
 
 
+_scratch_store = threading.local()
+
+
+def scratch(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` backed by this thread's
+    reusable chunk buffer (grown on demand, kept between calls).
+
+    A fresh 4 MB ``np.empty`` per call is handed out by glibc as new pages
+    more often than not (it returns freed large blocks to the OS), and
+    touching them cost ~1,000 page faults per conv call in a CNN training
+    step (11.8 ms/step in a yscv-only process vs 7.1 ms in one where PyTorch
+    changed the allocator's behaviour). Per-thread storage keeps two graphs in
+    two threads apart; callers in one thread never hold two scratch arrays
+    (no conv kernel calls back into Python).
+    """
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    buf = getattr(_scratch_store, "buf", None)
+    if buf is None or buf.nbytes < n:
+        buf = np.empty(max(n, 1), dtype=np.uint8)
+        _scratch_store.buf = buf
+    return buf[:n].view(dtype).reshape(shape)
+
+
 def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None):
     """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (no bias).
 
@@ -84,7 +110,7 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None):
     xf = x.reshape(-1)
     xdims = x.shape[1:]
     rows = _chunk_rows(m, t * cg, x.itemsize)
-    buf = np.empty((rows, t, cg), dtype=x.dtype)
+    buf = scratch((rows, t, cg), x.dtype)
     for r0 in range(0, m, rows):
         r = min(rows, m - r0)
         cols = buf[:r]
@@ -139,7 +165,7 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     # the ld - k padding columns are never written: they only feed the rows
     # of cols.T @ g that are dropped ([:k]), whatever they hold (zeroing them
     # would cost 0.15 ms on 32768 rows, about the whole gain)
-    buf = np.empty((rows, ld), dtype=dtype)
+    buf = scratch((rows, ld), dtype)
     for r0 in range(0, m, rows):
         r = min(rows, m - r0)
         colsp = buf[:r]          # [r, ld]: the column block plus alignment padding
