@@ -7,9 +7,9 @@ with singleton depth (and height) axes.
 
 The column matrix is never built whole: rows (output positions) are processed
 in chunks of about ``CHUNK_BYTES`` so that the gathered block is still in
-cache when BLAS reads it, and the only scratch is one chunk-sized buffer per
-call (see docs/ops/conv.md for the measurements behind the size). Per chunk
-and per group:
+cache when BLAS reads it, and the only scratch is one chunk-sized buffer,
+reused per thread (:func:`scratch`; docs/ops/conv.md has the measurements
+behind both). Per chunk and per group:
 
 * forward:  ``cols = im2col(x)``; ``y[rows, group] = cols @ W_g``
 * weight:   ``cols = im2col(x)``; ``dW_g += cols.T @ g[rows, group]``
