@@ -44,8 +44,8 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     (zero where the tap falls in the padding).
 
     ``xf`` is x [N, D, H, W, C] flattened; ``cf`` the flattened column block
-    [R, ld] whose first kd*kh*kw*cg entries per row are overwritten (``ld``
-    >= that: the row stride). Rows go by output-row segments (same n,
+    [R, ld] (``ld`` >= kd*kh*kw*cg is the row stride; the alignment
+    columns beyond the taps are set to zero). Rows go by output-row segments (same n,
     z, y). Within a segment, the columns whose kernel row lies inside the
     image along W take, kernel row by kernel row, one contiguous run of
     kw*C input values each (when all channels are taken and the W-dilation
@@ -53,6 +53,8 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     """
     ucg = np.uint64(cg)
     rowlen = np.uint64(ld)
+    used = np.uint64(kd * kh * kw * cg)
+    pad = np.uint64(ld - kd * kh * kw * cg)
     krow = np.uint64(kw * cg)
     step = np.uint64(sw * C)
     in_lo = 0
@@ -111,6 +113,11 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
                             for k in range(ucg):
                                 cf[ob + k] = 0
                         ob += ucg
+        if pad > 0:  # alignment columns: zero, so cols.T @ g sees no garbage
+            for xo in range(cnt):
+                ob = np.uint64(r + xo) * rowlen + used
+                for k in range(pad):
+                    cf[ob + k] = 0
         r += cnt
         ox = 0  # next output row, without integer divisions
         oy += 1
