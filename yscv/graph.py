@@ -35,7 +35,7 @@ from .errors import (
 from .checkpoint import CheckpointMixin
 from .introspect import IntrospectionMixin
 from .node import NodeId, Op, make_node_id, next_uid
-from .node import _new_object, _next_uid, _set_graph, _set_index, _set_uid
+from .node import _NodeIdBuilder, _new_object, _next_uid
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWARD)
@@ -245,10 +245,11 @@ class _GraphCore:
             rgl.append(rg)
             self._needs.append((ra, rb))
             uids.append(uid)
-            nid = _new_object(NodeId)
-            _set_graph(nid, self)
-            _set_index(nid, k)
-            _set_uid(nid, uid)
+            nid = _new_object(_NodeIdBuilder)
+            nid.graph = self
+            nid.index = k
+            nid.uid = uid
+            nid.__class__ = NodeId
             return nid
         try:
             return self._apply(op, (a, b), attrs)
@@ -298,10 +299,11 @@ class _GraphCore:
         rgl.append(rg)
         self._needs.append((r,))
         uids.append(uid)
-        nid = _new_object(NodeId)
-        _set_graph(nid, self)
-        _set_index(nid, k)
-        _set_uid(nid, uid)
+        nid = _new_object(_NodeIdBuilder)
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
         return nid
 
     def _finish(self, opcode, idx, vals, value, saved, attrs, needs) -> NodeId:

@@ -127,7 +127,13 @@ _next_uid = itertools.count(1).__next__
 _ADD, _SUB, _MUL, _DIV, _POW = Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW
 
 
-class NodeId:
+class _NodeIdFields:
+    """The three slots a NodeId holds (shared layout with its builder twin)."""
+
+    __slots__ = ("graph", "index", "uid")
+
+
+class NodeId(_NodeIdFields):
     """Immutable, hashable handle to one node of one graph.
 
     Attributes:
@@ -140,7 +146,7 @@ class NodeId:
     which record nodes on the owning graph. Comparisons are not overloaded.
     """
 
-    __slots__ = ("graph", "index", "uid")
+    __slots__ = ()
 
     def __setattr__(self, name, value):
         raise AttributeError("NodeId is immutable")
@@ -211,18 +217,24 @@ class NodeId:
     __array_ufunc__ = None
 
 
-_set_graph = NodeId.graph.__set__
-_set_index = NodeId.index.__set__
-_set_uid = NodeId.uid.__set__
+class _NodeIdBuilder(_NodeIdFields):
+    """Mutable twin of NodeId: filled with plain attribute stores, then its
+    ``__class__`` is switched to NodeId (cheaper than three descriptor calls
+    on the per-node hot path)."""
+
+    __slots__ = ()
+
+
 _new_object = object.__new__
 
 
 def make_node_id(graph, index: int, uid: int) -> NodeId:
     """Create a NodeId (internal: bypasses the immutability guard)."""
-    nid = _new_object(NodeId)
-    _set_graph(nid, graph)
-    _set_index(nid, index)
-    _set_uid(nid, uid)
+    nid = _new_object(_NodeIdBuilder)
+    nid.graph = graph
+    nid.index = index
+    nid.uid = uid
+    nid.__class__ = NodeId
     return nid
 
 
