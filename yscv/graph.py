@@ -213,7 +213,11 @@ class _GraphCore:
             i = a.index
             j = b.index
             # uids are process-unique, so a uid match also proves ownership
-            if i >= len(uids) or j >= len(uids) or uids[i] != a.uid or uids[j] != b.uid:
+            try:
+                stale = uids[i] != a.uid or uids[j] != b.uid
+            except IndexError:  # index past the end: truncated away
+                stale = True
+            if stale:
                 self._index(a)
                 self._index(b)
             values = self._values
@@ -275,7 +279,11 @@ class _GraphCore:
             return self._apply(op, (x,), attrs)
         uids = self._uids
         i = x.index
-        if i >= len(uids) or uids[i] != x.uid:
+        try:
+            stale = uids[i] != x.uid
+        except IndexError:  # index past the end: truncated away
+            stale = True
+        if stale:
             self._index(x)
         values = self._values
         v = values[i]
