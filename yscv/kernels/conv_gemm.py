@@ -66,13 +66,12 @@ def scratch(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array of ``shape`` backed by this thread's
     reusable chunk buffer (grown on demand, kept between calls).
 
-    A fresh 4 MB ``np.empty`` per call is handed out by glibc as new pages
-    more often than not (it returns freed large blocks to the OS), and
-    touching them cost ~1,000 page faults per conv call in a CNN training
-    step (11.8 ms/step in a yscv-only process vs 7.1 ms in one where PyTorch
-    changed the allocator's behaviour). Per-thread storage keeps two graphs in
-    two threads apart; callers in one thread never hold two scratch arrays
-    (no conv kernel calls back into Python).
+    Without the engine's glibc tuning (``YSCV_MALLOC_TUNING=0``), a fresh
+    4 MB ``np.empty`` per call was handed out as new pages more often than
+    not, ~500 page faults per conv call in a CNN training step (11.8 ms/step
+    in a yscv-only process, 6.3-7.5 ms with this buffer). Per-thread storage
+    keeps two graphs in two threads apart; a thread never holds two scratch
+    arrays at once (no conv kernel calls back into Python).
     """
     dtype = np.dtype(dtype)
     n = int(np.prod(shape)) * dtype.itemsize
