@@ -30,6 +30,17 @@ def _eps(v, layer: str) -> float:
     return v
 
 
+def _init_affine(self, channels: int, dtype) -> None:
+    """``weight`` (ones) and ``bias`` (zeros) of size ``channels`` when
+    ``self.affine``, else both None (PyTorch's norm-layer defaults)."""
+    if self.affine:
+        self.weight = Parameter(np.ones(channels), dtype)
+        self.bias = Parameter(np.zeros(channels), dtype)
+    else:
+        self.weight = None
+        self.bias = None
+
+
 def _affine(self, g):
     """(gamma, beta) nodes, or (None, None) without affine parameters."""
     if self.weight is None:
@@ -67,12 +78,7 @@ class BatchNorm(Module):
         self.track_running_stats = bool(track_running_stats)
         c = self.num_features
         dt = np.dtype(dtype)
-        if self.affine:
-            self.weight = Parameter(np.ones(c), dt)
-            self.bias = Parameter(np.zeros(c), dt)
-        else:
-            self.weight = None
-            self.bias = None
+        _init_affine(self, c, dt)
         if self.track_running_stats:
             self.register_buffer("running_mean", np.zeros(c, dt))
             self.register_buffer("running_var", np.ones(c, dt))
@@ -172,12 +178,7 @@ class GroupNorm(Module):
         self.affine = bool(affine)
         c = self.num_channels
         dt = np.dtype(dtype)
-        if self.affine:
-            self.weight = Parameter(np.ones(c), dt)
-            self.bias = Parameter(np.zeros(c), dt)
-        else:
-            self.weight = None
-            self.bias = None
+        _init_affine(self, c, dt)
 
     _affine = _affine
 
@@ -203,12 +204,7 @@ class InstanceNorm(Module):
         self.affine = bool(affine)
         c = self.num_features
         dt = np.dtype(dtype)
-        if self.affine:
-            self.weight = Parameter(np.ones(c), dt)
-            self.bias = Parameter(np.zeros(c), dt)
-        else:
-            self.weight = None
-            self.bias = None
+        _init_affine(self, c, dt)
 
     _affine = _affine
 
