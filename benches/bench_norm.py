@@ -30,7 +30,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import Bench  # noqa: E402
+from common import Bench, with_torch_threads  # noqa: E402
 
 BN_SHAPE = (32, 32, 32, 64)   # NHWC
 LN_SHAPE = (4096, 512)
@@ -68,18 +68,7 @@ def _torch_step(torch, x0, cot, build, c, to_torch, threads=None):
         build(t, gamma, beta, rm, rv).backward(tc)
         return t.grad
 
-    if threads is None:
-        return step
-
-    def step_with_threads():
-        prev = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            return step()
-        finally:
-            torch.set_num_threads(prev)
-
-    return step_with_threads
+    return with_torch_threads(torch, step, threads)
 
 
 def benches(torch) -> list:

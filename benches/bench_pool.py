@@ -26,7 +26,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import Bench  # noqa: E402
+from common import Bench, with_torch_threads  # noqa: E402
 
 SHAPES = [(32, 32, 32, 16), (8, 32, 32, 64)]
 WORKLOADS = [
@@ -62,18 +62,7 @@ def _torch_step(torch, x_nhwc, cot_nhwc, build, threads=None):
         build(F, t).backward(cot)
         return t.grad
 
-    if threads is None:
-        return step
-
-    def step_with_threads():
-        prev = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            return step()
-        finally:
-            torch.set_num_threads(prev)
-
-    return step_with_threads
+    return with_torch_threads(torch, step, threads)
 
 
 def benches(torch) -> list:

@@ -47,3 +47,20 @@ def interleaved(a, b, rounds: int = 7, repeat: int = 3):
         if b is not None:
             tb.append(median_time(b, repeat))
     return statistics.median(ta), (statistics.median(tb) if tb else None)
+
+
+def with_torch_threads(torch, step, threads):
+    """``step`` as is when ``threads`` is None, else wrapped to run with
+    PyTorch limited to ``threads`` threads (restored afterwards)."""
+    if threads is None:
+        return step
+
+    def step_with_threads():
+        prev = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return step()
+        finally:
+            torch.set_num_threads(prev)
+
+    return step_with_threads
