@@ -141,7 +141,6 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     ucg = np.uint64(cg)
     rowlen = np.uint64(ld)
     krow = np.uint64(kw * cg)
-    step = np.uint64(sw * C)
     in_lo = 0
     in_hi = 0
     if cg == C and dw == 1:  # output columns whose kernel row is inside along W
