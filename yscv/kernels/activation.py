@@ -22,6 +22,7 @@ loop is branch-free (both sides computed, then selected) and built on ONE
 * mish's tanh(softplus(v)) is the rational function (w^2+2w)/(w^2+2w+2) of
   w = exp(v), rewritten in e = exp(-|v|) for each sign;
 * log1p(e) for e = exp(-|z|) in [0, 1]: :func:`fast_log1p_unit`;
+* float32 tanh: Eigen's rational function (no exp; see :func:`_tanh32`);
 * erf-GELU: float32 uses Numerical Recipes' erfc (Chebyshev fit, relative
   error < 1.2e-7 on the whole line, i.e. float32 precision, tails included);
   float64 calls libm's erfc.
@@ -51,15 +52,23 @@ _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
 
 
-# Numerical Recipes erfcc and Cephes tanhf coefficients as float32 constants.
+# Numerical Recipes erfcc coefficients as float32 constants.
 # The polynomials are written out (no loop over a coefficient array): an inner
 # loop would be what LLVM tries to vectorise, leaving the element loop scalar.
 _E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9 = (np.float32(c) for c in (
     0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
     -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223))
-_T0, _T1, _T2, _T3, _T4 = (np.float32(c) for c in (
-    -5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
-    -3.33332819422e-1))
+# Eigen's generic_fast_tanh_float: numerator (odd) and denominator (even)
+# monomial coefficients, and the clamp beyond which tanh is +-1 in float32.
+_TA1, _TA3, _TA5, _TA7, _TA9, _TA11, _TA13 = (np.float32(c) for c in (
+    4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
+    5.12229709037114e-08, -8.60467152213735e-11, 2.00018790482477e-13,
+    -2.76076847742355e-16))
+_TB0, _TB2, _TB4, _TB6 = (np.float32(c) for c in (
+    4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04,
+    1.19825839466702e-06))
+_TANH_CLAMP = np.float32(7.90531110763549805)
+_TANH_LINEAR = np.float32(0.0004)
 _F32_ONE = np.float32(1.0)
 _F32_HALF = np.float32(0.5)
 _F32_TWO = np.float32(2.0)
@@ -87,19 +96,27 @@ def _erfc32(x):
 
 @jit(inline="always")
 def _tanh32(v):
-    """Cephes ``tanhf``: odd polynomial for |v| < 0.625 (max rel. error
-    8.2e-8), (1 - e) / (1 + e) with e = exp(-2|v|) beyond (1.8e-7)."""
-    a = abs(v)
-    s2 = v * v
-    p = _T0
-    p = p * s2 + _T1
-    p = p * s2 + _T2
-    p = p * s2 + _T3
-    p = p * s2 + _T4
-    poly = p * s2 * v + v
-    e = fast_exp(-_F32_TWO * a)
-    big = (_F32_ONE - e) / (_F32_ONE + e)
-    return poly if a < np.float32(0.625) else (big if v >= _F32_ZERO else -big)
+    """float32 tanh as Eigen's 13/6-degree odd/even rational function of the
+    argument clamped to +-7.9053 (where tanh rounds to +-1): 11 FMAs and one
+    division, no exp, no branch, so the loop vectorises. Max error 6.6 ulp
+    (4e-7 absolute, near |v| = 5.8; mean 0.57 ulp) against float64 tanh over
+    [-12, 12]; |v| < 4e-4 returns v (exact to float32 there); NaN stays NaN."""
+    x = min(max(v, -_TANH_CLAMP), _TANH_CLAMP)
+    x2 = x * x
+    p = _TA13
+    p = p * x2 + _TA11
+    p = p * x2 + _TA9
+    p = p * x2 + _TA7
+    p = p * x2 + _TA5
+    p = p * x2 + _TA3
+    p = (p * x2 + _TA1) * x
+    q = _TB6
+    q = q * x2 + _TB4
+    q = q * x2 + _TB2
+    q = q * x2 + _TB0
+    r = p / q
+    r = v if abs(v) < _TANH_LINEAR else r
+    return r if v == v else v
 
 
 @jit

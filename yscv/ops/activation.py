@@ -4,10 +4,11 @@ Paths, chosen by measurement (numbers in docs/ops/activation.md):
 
 * relu and leaky_relu forwards: one or two NumPy ufuncs at every size.
 * the tiny-array path (the scalar-chain benchmark): tanh's forward is one
-  ``np.tanh`` and the tanh / sigmoid backward three ufuncs below :data:`TINY`
-  elements, sigmoid's forward four ufuncs below :data:`SIGMOID_TINY`; a Numba
-  dispatch costs ~4 us there. Above TINY a float32 tanh runs a vectorised
-  polynomial kernel (float64 keeps ``np.tanh``).
+  ``np.tanh`` below :data:`TANH_TINY` elements, the tanh / sigmoid backward
+  three ufuncs below :data:`TINY`, sigmoid's forward four ufuncs below
+  :data:`SIGMOID_TINY`; a Numba call costs ~1.2 us plus ~0.4 us per array
+  argument there. Above TANH_TINY a float32 tanh runs a vectorised
+  rational-function kernel (float64 keeps ``np.tanh``).
 * everything else with an exp in it (sigmoid, silu, gelu in three forms,
   mish, softplus, softmax, log_softmax) runs fused, branch-free Numba kernels
   built on a vectorised float32 exp (:func:`yscv.kernels.softmax.fast_exp`,
@@ -41,11 +42,15 @@ _RELU, _LEAKY_RELU, _SIGMOID, _TANH, _GELU, _SILU, _MISH, _SOFTPLUS = (
     Op.RELU, Op.LEAKY_RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.SILU, Op.MISH, Op.SOFTPLUS)
 _PRELU, _SOFTMAX, _LOG_SOFTMAX, _DROPOUT = Op.PRELU, Op.SOFTMAX, Op.LOG_SOFTMAX, Op.DROPOUT
 
-#: tanh forward, sigmoid / tanh backward: arrays with fewer elements use NumPy
-#: ufuncs (~1.3 us at size 1, 7 us at 16384 for three), larger ones the fused
-#: kernel (a Numba dispatch costs ~4 us but the pass is 3x faster); measured
-#: crossover ~16k.
-TINY = 16384
+#: sigmoid / tanh backward: arrays with fewer elements use three NumPy ufuncs
+#: (1.8 us at 16 elements, 2.9 us at 2,048), larger ones the fused kernel
+#: (~2.9 us with its dispatch at 2,048, ~0.1 ns per element more); measured
+#: crossover ~2-3k.
+TINY = 4096
+#: float32 tanh forward: below this size ``np.tanh`` (0.6 us + ~2.9 ns per
+#: element), above it the rational-function kernel (~2.2 us + ~0.65 ns);
+#: measured crossover ~800.
+TANH_TINY = 1024
 #: sigmoid forward: below this size exp(-logaddexp(0, -x)) (4 ufuncs, ~2 us);
 #: above, the fused kernel (~4 us dispatch, then ~1 ns per element).
 SIGMOID_TINY = 32
@@ -77,8 +82,8 @@ def ro_flat(a: np.ndarray) -> np.ndarray:
     """A read-only, C-contiguous 1-D view of ``a`` (a copy only if ``a`` is not
     C-contiguous). Kernels always receive read-only inputs, so Numba compiles
     one specialisation per dtype whatever the caller's writeable flags."""
-    v = np.ascontiguousarray(a).reshape(-1)
-    v.flags.writeable = False
+    v = a.ravel()  # a view when a is C-contiguous, else a C-ordered copy
+    v.setflags(write=False)  # ~0.3 us cheaper than assigning flags.writeable
     return v
 
 
@@ -94,7 +99,9 @@ def unary_kernel_forward(x: np.ndarray, kind: int, p0: float = 0.0, p1: float = 
 
 
 def unary_kernel_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
-    return K.unary_backward(ro_flat(g), ro_flat(x), ro_flat(y), kind, p0, p1).reshape(g.shape)
+    xf = ro_flat(x)
+    yf = xf if y is x else ro_flat(y)
+    return K.unary_backward(ro_flat(g), xf, yf, kind, p0, p1).reshape(g.shape)
 
 
 # ---------------------------------------------------------------- forwards
@@ -154,7 +161,7 @@ def sigmoid_forward(attrs, x):
 
 @register_forward(Op.TANH)
 def tanh_forward(attrs, x):
-    if x.size < TINY or x.dtype != _F32:
+    if x.size < TANH_TINY or x.dtype != _F32:
         return np.tanh(x), None
     return unary_kernel_forward(x, TANH), None
 
