@@ -415,7 +415,7 @@ class _GraphCore:
 
     def zero_grads(self) -> None:
         """Every stored gradient back to None."""
-        self._grads = {}
+        self._grads.clear()  # in place: a running backward walk holds this dict
 
     def retain_grad(self, n: NodeId) -> None:
         """Keep (and accumulate) the gradient of a non-leaf node on backward."""
@@ -533,6 +533,9 @@ class _GraphCore:
             self._values, self._ops, self._inputs, self._attrs, self._saved, self._rg,
             self._needs)
         hooks = self._hooks
+        stored = self._grads
+        param_of = self._param_of
+        post_hooks = self._post_hooks
         retained = self._retained
         anomaly = self.detect_anomaly
         dtype = self.dtype
@@ -554,7 +557,11 @@ class _GraphCore:
                 gi = self._run_hooks(i, gi)
             ins = inputs[i]
             if not ins:
-                self._accumulate_leaf(i, gi)
+                if rg[i] and not (param_of or post_hooks):  # plain leaf: store or add
+                    cur = stored.get(i)
+                    stored[i] = gi if cur is None else np.asarray(cur + gi)
+                else:
+                    self._accumulate_leaf(i, gi)
                 continue
             if retained and i in retained:
                 self._accumulate_stored(i, gi)
@@ -698,6 +705,8 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -
     """Sum ``grad`` over broadcast axes so it has ``shape``; ShapeError if impossible."""
     extra = grad.ndim - len(shape)
     gshape = grad.shape
+    if extra == 1 and gshape[1:] == shape:  # a bias [C] added to rows [N, C]
+        return np.add.reduce(grad, axis=0)
     ok = extra >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[extra:]))
     if not ok:
         name = Op(op).name.lower()

@@ -235,6 +235,17 @@ class LinalgOps:
         Backward: ``g @ b^T`` and ``a^T @ g`` (BLAS on transposed views, no
         copies), skipped for inputs that do not require grad; broadcast batch
         axes are reduced by the walk."""
+        if type(a) is NodeId and type(b) is NodeId:
+            # fast path (per-node overhead): two present 2-d values that fit;
+            # _apply2 still proves both ids are live nodes of this graph
+            values = self._values
+            n = len(values)
+            i, j = a.index, b.index
+            va = values[i] if i < n else None
+            vb = values[j] if j < n else None
+            if (va is not None and vb is not None and va.ndim == 2 and vb.ndim == 2
+                    and va.shape[1] == vb.shape[0]):
+                return self._apply2(_MATMUL, a, b)
         sa, a = self._shape_and_operand(a, "matmul", "a")
         sb, b = self._shape_and_operand(b, "matmul", "b")
         _matmul_shape_check(sa, sb, "matmul")
