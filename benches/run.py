@@ -3,10 +3,18 @@
     python benches/run.py                 # every bench module
     python benches/run.py mlp chain       # only bench_mlp.py and bench_chain.py
     python benches/run.py --quick         # fewer rounds
+    python benches/run.py --separate lstm # also time each side in its own process
 
 Ratios are yscv time / reference time (PyTorch CPU when installed): lower is
 better, <= 1.0 means yscv is at least as fast. Absolute times are printed for
 context only; the machines are shared and noisy.
+
+With ``--separate`` every bench is also timed with each side alone in a fresh
+interpreter (the yscv side never imports PyTorch): in one process PyTorch's
+OpenMP threads and NumPy's OpenBLAS threads spin against each other on two
+cores, and importing PyTorch changes glibc's allocator behaviour, so the
+one-process ratio can flatter or penalise either side. Both columns are
+printed.
 """
 from __future__ import annotations
 
@@ -36,6 +44,33 @@ def import_time(module: str, runs: int = 5) -> float:
     return out[len(out) // 2]
 
 
+_CHILD = """
+import os, sys
+sys.path.insert(0, {here!r}); sys.path.insert(0, {root!r})
+from common import median_time
+torch = None
+if {use_torch}:
+    import torch
+    torch.set_num_threads(os.cpu_count() or 2)
+import importlib
+b = importlib.import_module("bench_{topic}").benches(torch)[{index}]
+fn = b.yscv if {side!r} == "yscv" else b.reference
+fn()
+fn()
+print(min(median_time(fn, 3) for _ in range({rounds})))
+"""
+
+
+def time_alone(topic: str, index: int, side: str, use_torch: bool, rounds: int) -> float:
+    """Per-call seconds of one side of bench ``index`` of ``bench_<topic>``,
+    timed in a fresh interpreter that imports PyTorch only if ``use_torch``."""
+    code = _CHILD.format(here=str(HERE), root=str(HERE.parent), use_torch=use_torch,
+                         topic=topic, index=index, side=side, rounds=rounds)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    return float(res.stdout.strip().splitlines()[-1])
+
+
 def load_torch():
     try:
         import torch
@@ -50,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("topics", nargs="*", help="bench_<topic>.py modules to run (default: all)")
     ap.add_argument("--quick", action="store_true", help="fewer rounds (noisier)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
+    ap.add_argument("--separate", action="store_true",
+                    help="also time each side alone in its own process")
     args = ap.parse_args(argv)
 
     topics = args.topics or sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
@@ -65,27 +102,38 @@ def main(argv=None) -> int:
     rows = []
     for topic in topics:
         mod = importlib.import_module(f"bench_{topic}")
-        for b in mod.benches(torch):
+        for index, b in enumerate(mod.benches(torch)):
             first = time_once(b.yscv)  # includes Numba compilation (or cache load)
             if b.reference is not None:
                 b.reference()
             ty, tr = interleaved(b.yscv, b.reference, rounds=rounds)
             ratio = ty / tr if tr else None
-            rows.append((b, first, ty, tr, ratio))
+            alone = None
+            if args.separate and b.reference is not None:
+                ref_torch = b.reference_name.startswith("PyTorch")
+                sy = time_alone(topic, index, "yscv", False, rounds)
+                sr = time_alone(topic, index, "reference", ref_torch, rounds)
+                alone = sy / sr
+            rows.append((b, first, ty, tr, ratio, alone))
             r = f"{ratio:.2f}x" if ratio else "-"
             print(f"  {b.name}: yscv {ty * 1e3:.3f} ms, {b.reference_name} "
-                  f"{tr * 1e3 if tr else float('nan'):.3f} ms, ratio {r}, "
-                  f"first call {first * 1e3:.0f} ms", flush=True)
+                  f"{tr * 1e3 if tr else float('nan'):.3f} ms, ratio {r}"
+                  + (f", separate processes {alone:.2f}x" if alone else "")
+                  + f", first call {first * 1e3:.0f} ms", flush=True)
             if b.note:
                 print(f"    {b.note}", flush=True)
 
     print()
-    print("| benchmark | reference | yscv ms | reference ms | ratio (yscv/ref) | target | first call ms |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for b, first, ty, tr, ratio in rows:
+    sep = args.separate
+    print("| benchmark | reference | yscv ms | reference ms | ratio (yscv/ref) |"
+          + (" separate processes |" if sep else "") + " target | first call ms |")
+    print("|---|---|---:|---:|---:|" + ("---:|" if sep else "") + "---:|---:|")
+    for b, first, ty, tr, ratio, alone in rows:
         tgt = f"<= {b.target:.2f}x" if b.target else ""
         print(f"| {b.name} | {b.reference_name} | {ty * 1e3:.3f} | {tr * 1e3 if tr else float('nan'):.3f} | "
-              f"{(f'{ratio:.2f}x' if ratio else '-')} | {tgt} | {first * 1e3:.0f} |")
+              f"{(f'{ratio:.2f}x' if ratio else '-')} |"
+              + ((f" {alone:.2f}x |" if alone else " - |") if sep else "")
+              + f" {tgt} | {first * 1e3:.0f} |")
     return 0
 
 
