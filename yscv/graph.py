@@ -576,7 +576,7 @@ class _GraphCore:
                 vj = values[j]
                 gj = backward[op](gi, (vj,), values[i], attrs[i], saved[i], needs[i])[0]
                 if gj is not None and rg[j]:
-                    if (type(gj) is not ndarray or gj.dtype is not dtype
+                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
                             or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
                     cur = pending[j]
@@ -587,13 +587,13 @@ class _GraphCore:
                 vk = values[k]
                 gj, gk = backward[op](gi, (vj, vk), values[i], attrs[i], saved[i], needs[i])
                 if gj is not None and rg[j]:
-                    if (type(gj) is not ndarray or gj.dtype is not dtype
+                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
                             or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
                 if gk is not None and rg[k]:
-                    if (type(gk) is not ndarray or gk.dtype is not dtype
+                    if (type(gk) is not ndarray or (gk.dtype is not dtype and gk.dtype != dtype)
                             or gk.shape != vk.shape or anomaly):
                         gk = self._conform_grad(gk, vk.shape, op, i, k)
                     cur = pending[k]
@@ -604,7 +604,7 @@ class _GraphCore:
                 for j, gj, vj in zip(ins, grads, in_vals):
                     if gj is None or not rg[j]:
                         continue
-                    if (type(gj) is not ndarray or gj.dtype is not dtype
+                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
                             or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
                     cur = pending[j]
