@@ -10,7 +10,8 @@ better, <= 1.0 means yscv is at least as fast. Absolute times are printed for
 context only; the machines are shared and noisy.
 
 With ``--separate`` every bench is also timed with each side alone in a fresh
-interpreter (the yscv side never imports PyTorch): in one process PyTorch's
+interpreter (three alternating pairs of processes, medians; the yscv side
+never imports PyTorch): in one process PyTorch's
 OpenMP threads and NumPy's OpenBLAS threads spin against each other on two
 cores, and importing PyTorch changes glibc's allocator behaviour, so the
 one-process ratio can flatter or penalise either side. Both columns are
@@ -22,6 +23,7 @@ import argparse
 import importlib
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 
@@ -111,9 +113,11 @@ def main(argv=None) -> int:
             alone = None
             if args.separate and b.reference is not None:
                 ref_torch = b.reference_name.startswith("PyTorch")
-                sy = time_alone(topic, index, "yscv", False, rounds)
-                sr = time_alone(topic, index, "reference", ref_torch, rounds)
-                alone = sy / sr
+                sy, sr = [], []
+                for _ in range(3):  # alternate the fresh processes to share load changes
+                    sy.append(time_alone(topic, index, "yscv", False, rounds))
+                    sr.append(time_alone(topic, index, "reference", ref_torch, rounds))
+                alone = statistics.median(sy) / statistics.median(sr)
             rows.append((b, first, ty, tr, ratio, alone))
             r = f"{ratio:.2f}x" if ratio else "-"
             print(f"  {b.name}: yscv {ty * 1e3:.3f} ms, {b.reference_name} "
