@@ -120,16 +120,15 @@ def _tanh32(v):
 
 
 @jit
-def unary_forward(x, kind, p0, p1):
+def unary_forward(x, kind, p0, p1, y):
     """y = act(x) for ``kind`` in SIGMOID, TANH, GELU_*, SILU, MISH, SOFTPLUS.
 
     Args:
         x: 1-D contiguous float32/float64 (read-only).
         kind: one of the module constants.
         p0, p1: softplus beta and threshold (ignored by the other kinds).
-
-    Returns:
-        y, a new array of x's dtype and shape.
+        y: the output, 1-D contiguous, x's dtype and length (written here;
+            the caller allocates it so a call can be split over threads).
     """
     dt = x.dtype.type
     zero = dt(0.0)
@@ -137,7 +136,6 @@ def unary_forward(x, kind, p0, p1):
     half = dt(0.5)
     two = dt(2.0)
     n = x.shape[0]
-    y = np.empty(n, dtype=x.dtype)
     if kind == SIGMOID:
         for i in range(n):
             v = x[i]
@@ -201,11 +199,10 @@ def unary_forward(x, kind, p0, p1):
             z = beta * v
             sp = (max(z, zero) + fast_log1p_unit(fast_exp(-abs(z)))) / beta
             y[i] = v if z > threshold else sp
-    return y
 
 
 @jit
-def unary_backward(g, x, y, kind, p0, p1):
+def unary_backward(g, x, y, kind, p0, p1, out):
     """dL/dx = g * act'(x) for ``kind`` in SIGMOID, TANH, GELU_*, SILU, MISH, SOFTPLUS.
 
     SIGMOID and TANH read the output ``y`` (x is not touched); the others read
@@ -215,9 +212,7 @@ def unary_backward(g, x, y, kind, p0, p1):
         g: upstream gradient, 1-D contiguous, same length as x.
         x: the input values, y: the output values.
         kind, p0, p1: as :func:`unary_forward`.
-
-    Returns:
-        the input gradient, a new array of g's dtype.
+        out: the input gradient (written here), 1-D contiguous, g's dtype.
     """
     dt = g.dtype.type
     zero = dt(0.0)
@@ -225,7 +220,6 @@ def unary_backward(g, x, y, kind, p0, p1):
     half = dt(0.5)
     two = dt(2.0)
     n = g.shape[0]
-    out = np.empty(n, dtype=g.dtype)
     if kind == SIGMOID:
         for i in range(n):
             s = y[i]
@@ -302,7 +296,6 @@ def unary_backward(g, x, y, kind, p0, p1):
             r = one / (one + e)
             s = r if z >= zero else e * r
             out[i] = g[i] if z > threshold else g[i] * s
-    return out
 
 
 @jit
