@@ -33,7 +33,6 @@ from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
 from ._common import normalize_axis, shape_error
-from ._split import run_halves
 
 K = lazy("activation")
 KS = lazy("softmax")
@@ -52,15 +51,6 @@ TINY = 4096
 #: element), above it the rational-function kernel (~2.2 us + ~0.65 ns);
 #: measured crossover ~800.
 TANH_TINY = 1024
-#: fused activation kernels, per kind (indexed by the kind constants below):
-#: from this many elements a call is split in two halves run on two cores
-#: (:mod:`yscv.ops._split`; the dispatch costs ~30 us). Measured float32 gains
-#: at 65,536 elements: erf-GELU forward 170 -> 112 us, backward 242 -> 149;
-#: tanh forward pays from 262,144 (173 -> 120), sigmoid's from 131,072; the
-#: tanh / sigmoid backward are memory-bound one-liners that never gain.
-_NEVER = 1 << 62
-SPLIT_MIN_FORWARD = (131072, 262144, 65536, 65536, 65536, 65536, 65536, 65536)
-SPLIT_MIN_BACKWARD = (_NEVER, _NEVER, 65536, 65536, 65536, 65536, 65536, 65536)
 #: sigmoid forward: below this size exp(-logaddexp(0, -x)) (4 ufuncs, ~2 us);
 #: above, the fused kernel (~4 us dispatch, then ~1 ns per element).
 SIGMOID_TINY = 32
@@ -105,31 +95,25 @@ def ro(a: np.ndarray) -> np.ndarray:
 
 
 def unary_kernel_forward(x: np.ndarray, kind: int, p0: float = 0.0, p1: float = 0.0):
-    """act(x) by the fused kernel; large arrays are split over two cores."""
+    """act(x) by the fused kernel, into a NumPy-allocated output.
+
+    (Splitting a call over two threads halves the kernel alone — erf-GELU on
+    262,144 float32 elements 700 -> 412 us — but in the transformer-block
+    benchmark it was 1-4% slower in 3 of 4 interleaved runs: OpenBLAS's worker
+    thread keeps spinning on the second core after each GEMM. Not done.)"""
     xf = ro_flat(x)
     y = np.empty(xf.shape, dtype=xf.dtype)
-    split = SPLIT_MIN_FORWARD[kind]
-    if xf.size < split:
-        K.unary_forward(xf, kind, p0, p1, y)
-    else:
-        run_halves(lambda lo, hi: K.unary_forward(xf[lo:hi], kind, p0, p1, y[lo:hi]),
-                   xf.size, split)
+    K.unary_forward(xf, kind, p0, p1, y)
     return y.reshape(x.shape)
 
 
 def unary_kernel_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
-    """g * act'(x) by the fused kernel; large arrays are split over two cores."""
+    """g * act'(x) by the fused kernel, into a NumPy-allocated output."""
     gf = ro_flat(g)
     xf = ro_flat(x)
     yf = xf if y is x else ro_flat(y)
     out = np.empty(gf.shape, dtype=gf.dtype)
-    split = SPLIT_MIN_BACKWARD[kind]
-    if gf.size < split:
-        K.unary_backward(gf, xf, yf, kind, p0, p1, out)
-    else:
-        run_halves(lambda lo, hi: K.unary_backward(gf[lo:hi], xf[lo:hi], yf[lo:hi], kind,
-                                                   p0, p1, out[lo:hi]),
-                   gf.size, split)
+    K.unary_backward(gf, xf, yf, kind, p0, p1, out)
     return out.reshape(g.shape)
 
 
