@@ -637,4 +637,3 @@ def test_prelu_matches_pytorch():
     np.testing.assert_allclose(g.value(y), yt.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.grad(xn), xt.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.grad(an), at.grad.numpy(), rtol=1e-12)
-
