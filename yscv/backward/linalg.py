@@ -13,12 +13,15 @@ from ..node import Op
 from ..ops.linalg import einsum_call
 from ..registry import register_backward
 
+_dot = np.dot
+
 
 @register_backward(Op.MATMUL)
 def matmul_backward(g, inputs, out, attrs, saved, needs):
     a, b = inputs
     if a.ndim == 2 and b.ndim == 2:  # the MLP path: two GEMMs on transposed views
-        return (g @ b.T if needs[0] else None), (a.T @ g if needs[1] else None)
+        # np.dot: the same sgemm/dgemm as @, ~0.3 us less dispatch per call
+        return (_dot(g, b.T) if needs[0] else None), (_dot(a.T, g) if needs[1] else None)
     return _matmul_backward_general(g, a, b, needs)
 
 
