@@ -19,7 +19,9 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops.norm import as_rows3, expand_groups, group_layout, readonly, split_mean
+from ..ops import _parallel as par
+from ..ops.norm import (GRAIN_APPLY, GRAIN_GRAD_SUMS, GRAIN_LN_BACKWARD, as_rows3,
+                        expand_groups, group_layout, readonly, row_chunks, split_mean)
 from ..registry import register_backward
 
 K = lazy("norm")
@@ -60,8 +62,17 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
             return dx, None, None
     g3 = as_rows3(g, layout)
     x3 = as_rows3(x, layout)
-    mean_c = expand_groups(mean, k)
-    sg, sgx = K.group_grad_sums(g3, x3, readonly(mean_c))
+    mean_c = readonly(expand_groups(mean, k))
+    ranges = row_chunks(r, x.size, GRAIN_GRAD_SUMS)
+    sg_parts = np.empty((len(ranges), n, c))
+    sgx_parts = np.empty_like(sg_parts)
+
+    def sums(i, r0, r1):
+        K.group_grad_sums(g3, x3, mean_c, r0, r1, sg_parts, sgx_parts, i)
+
+    par.run_chunks(sums, ranges)
+    sg = par.combine(sg_parts)
+    sgx = par.combine(sgx_parts)
     if need_gamma:
         dgamma = (sgx * inv_c).sum(axis=0)
     if need_beta:
@@ -74,8 +85,15 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
         q = expand_groups(-(inv ** 3) * grp_hx / m, k)
         s = expand_groups(-inv * grp_h / m, k)
         hi, lo = split_mean(mean_c, dt)
-        dx = K.group_grad_apply(g3, x3, readonly(hi), readonly(lo), readonly(p.astype(dt)),
-                                readonly(q.astype(dt)), readonly(s.astype(dt))).reshape(x.shape)
+        hi, lo = readonly(hi), readonly(lo)
+        p, q, s = readonly(p.astype(dt)), readonly(q.astype(dt)), readonly(s.astype(dt))
+        dx = np.empty(layout, dt)
+
+        def apply(i, r0, r1):
+            K.group_grad_apply(g3, x3, hi, lo, p, q, s, dx, r0, r1)
+
+        par.run_chunks(apply, row_chunks(r, x.size, GRAIN_APPLY))
+        dx = dx.reshape(x.shape)
     return dx, dgamma, dbeta
 
 
@@ -126,11 +144,27 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
     gamma = inputs[1] if has_gamma else np.ones(c, dt)
     mean, var = saved
     need_x, need_gamma, need_beta = _needs(needs, has_gamma, has_beta)
-    inv = 1.0 / np.sqrt(var + eps)
-    dx, dgamma, dbeta = K.layer_norm_backward(
-        readonly(np.ascontiguousarray(g).reshape(-1, c)),
-        readonly(np.ascontiguousarray(x).reshape(-1, c)),
-        readonly(mean), readonly(inv), readonly(gamma), bool(need_x))
-    dx = dx.reshape(x.shape) if need_x else None
-    return _affine_grads(dx, dgamma if need_gamma else None, dbeta if need_beta else None,
+    need_affine = need_gamma or need_beta
+    if not (need_x or need_affine):
+        return _affine_grads(None, None, None, has_gamma, has_beta, dt)
+    inv = readonly(1.0 / np.sqrt(var + eps))
+    g2 = readonly(np.ascontiguousarray(g).reshape(-1, c))
+    x2 = readonly(np.ascontiguousarray(x).reshape(-1, c))
+    m = x2.shape[0]
+    mean = readonly(mean)
+    gamma = readonly(gamma)
+    gamma64 = gamma if dt == np.float64 else readonly(gamma.astype(np.float64))
+    dx = np.empty((m, c) if need_x else (0, c), dt)
+    ranges = row_chunks(m, x2.size, GRAIN_LN_BACKWARD)
+    dg_parts = np.empty((len(ranges), c))
+    db_parts = np.empty((len(ranges), c))
+
+    def chunk(i, r0, r1):
+        K.layer_norm_backward(g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, i,
+                              r0, r1, bool(need_x), bool(need_affine))
+
+    par.run_chunks(chunk, ranges)
+    dgamma = par.combine(dg_parts) if need_gamma else None
+    dbeta = par.combine(db_parts) if need_beta else None
+    return _affine_grads(dx.reshape(x.shape) if need_x else None, dgamma, dbeta,
                          has_gamma, has_beta, dt)

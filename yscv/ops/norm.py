@@ -26,10 +26,21 @@ import numpy as np
 from ..kernels import lazy
 from ..node import NodeId, Op
 from ..registry import register_forward
+from . import _parallel as par
 from ._common import check_ndim, shape_error
 
 K = lazy("norm")
 _LEAF = int(Op.LEAF)
+
+# Work (elements of x) per chunk when a kernel call is split over threads
+# (yscv/ops/_parallel.py): a call of at least two grains runs on two cores.
+# Handing a chunk to a worker costs ~20 us, so a grain is chosen as about
+# 60 us of one core's work (measured float32, see docs/ops/norm.md).
+GRAIN_STATS = 1 << 18        # group_stats
+GRAIN_APPLY = 1 << 18        # group_apply, group_grad_apply
+GRAIN_GRAD_SUMS = 1 << 18    # group_grad_sums
+GRAIN_LN_FORWARD = 1 << 17   # layer_norm_forward
+GRAIN_LN_BACKWARD = 1 << 16  # layer_norm_backward
 
 
 # --------------------------------------------------------------- forwards
@@ -92,14 +103,53 @@ def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: 
     scale = inv if gamma is None else inv * gamma
     shift = np.zeros((n, c), dt) if beta is None else np.broadcast_to(beta, (n, c))
     hi, lo = split_mean(expand_groups(mean, k), dt)
-    y = K.group_apply(as_rows3(x, layout), readonly(hi), readonly(lo),
-                      readonly(scale.astype(dt, copy=False)), readonly(shift.astype(dt)))
+    x3 = as_rows3(x, layout)
+    hi, lo = readonly(hi), readonly(lo)
+    scale = readonly(scale.astype(dt, copy=False))
+    shift = readonly(shift.astype(dt))
+    y = np.empty(layout, dt)
+
+    def chunk(i, r0, r1):
+        K.group_apply(x3, hi, lo, scale, shift, y, r0, r1)
+
+    par.run_chunks(chunk, row_chunks(layout[1], x.size, GRAIN_APPLY))
     return y.reshape(x.shape)
 
 
+def row_chunks(rows: int, work: int, grain: int) -> list:
+    """The fixed split of ``rows`` rows holding ``work`` elements (see
+    :mod:`yscv.ops._parallel`)."""
+    return par.split(rows, par.num_chunks(rows, work, grain))
+
+
 def group_statistics(x, per_sample: bool, k: int):
-    """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance)."""
-    return K.group_stats(as_rows3(x, group_layout(x.shape, per_sample)), k)
+    """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance).
+
+    Row chunks are summed separately (possibly on several threads) and
+    merged in chunk order with Chan's update."""
+    layout = group_layout(x.shape, per_sample)
+    n, r, c = layout
+    x3 = as_rows3(x, layout)
+    ranges = row_chunks(r, x.size, GRAIN_STATS)
+    means = np.empty((len(ranges), n, c // k))
+    m2s = np.empty_like(means)
+
+    def chunk(i, r0, r1):
+        K.group_stats(x3, k, r0, r1, means, m2s, i)
+
+    par.run_chunks(chunk, ranges)
+    mean, m2 = means[0], m2s[0]
+    count = float((ranges[0][1] - ranges[0][0]) * k)
+    for i in range(1, len(ranges)):
+        nb = float((ranges[i][1] - ranges[i][0]) * k)
+        total = count + nb
+        delta = means[i] - mean
+        mean = mean + delta * (nb / total)
+        m2 = m2 + m2s[i] + delta * delta * (count * nb / total)
+        count = total
+    with np.errstate(invalid="ignore", divide="ignore"):   # no rows: nan, as NumPy
+        var = m2 / count
+    return mean, var
 
 
 @register_forward(Op.BATCH_NORM)
@@ -152,7 +202,16 @@ def layer_norm_forward(attrs, x, *rest):
     gamma = np.ones(c, dt) if gamma is None else gamma
     beta = np.zeros(c, dt) if beta is None else beta
     x2 = readonly(np.ascontiguousarray(x).reshape(-1, c))
-    y, mean, var = K.layer_norm_forward(x2, readonly(gamma), readonly(beta), eps)
+    gamma, beta = readonly(gamma), readonly(beta)
+    m = x2.shape[0]
+    y = np.empty((m, c), dt)
+    mean = np.empty(m)
+    var = np.empty(m)
+
+    def chunk(i, r0, r1):
+        K.layer_norm_forward(x2, gamma, beta, eps, y, mean, var, r0, r1)
+
+    par.run_chunks(chunk, row_chunks(m, x2.size, GRAIN_LN_FORWARD))
     return y.reshape(x.shape), (mean, var)
 
 
