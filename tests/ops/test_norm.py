@@ -668,3 +668,198 @@ def test_two_threads_give_the_same_results():
     for w, r in zip(want, got):
         for a, b in zip(w, r):
             np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------- row chunks on several threads
+import yscv.ops._parallel as par  # noqa: E402
+import yscv.ops.norm as norm_ops  # noqa: E402
+
+_GRAINS = ("GRAIN_LN_FORWARD", "GRAIN_LN_BACKWARD", "GRAIN_STATS", "GRAIN_APPLY",
+           "GRAIN_GRAD_SUMS")
+
+
+@pytest.fixture
+def small_grains(monkeypatch):
+    """Split every kernel call of >= 8K elements into chunks (at most
+    par.MAX_CHUNKS), so moderate inputs take the threaded path."""
+    for name in _GRAINS:
+        monkeypatch.setattr(norm_ops, name, 4096)
+
+
+def _big_case(name, dtype, seed=20):
+    """(x, gamma, beta, cot, build, ref-axes info) for a split-size input."""
+    rng = np.random.default_rng(seed)
+    shape = {"batch_norm": (8, 24, 24, 16), "layer_norm": (600, 120),
+             "instance_norm": (4, 40, 30, 12), "group_norm": (3, 36, 36, 24)}[name]
+    c = shape[-1]
+    x0 = (3.0 + 2.0 * rng.standard_normal(shape)).astype(dtype)
+    gam0 = rng.uniform(0.5, 1.5, c).astype(dtype)
+    bet0 = rng.standard_normal(c).astype(dtype)
+    cot = rng.standard_normal(shape).astype(dtype)
+    return x0, gam0, bet0, cot
+
+
+_BIG_BUILD = {
+    "batch_norm": lambda g, x, a, b: g.batch_norm(
+        x, a, b, g.constant(np.zeros(g.value(x).shape[-1])),
+        g.constant(np.ones(g.value(x).shape[-1])), training=True),
+    "layer_norm": lambda g, x, a, b: g.layer_norm(x, a, b),
+    "instance_norm": lambda g, x, a, b: g.instance_norm(x, a, b),
+    "group_norm": lambda g, x, a, b: g.group_norm(x, a, b, 4),
+}
+
+
+def _run_big(name, dtype, x0, gam0, bet0, cot):
+    g = yscv.Graph(dtype)
+    nodes = [g.variable(a) for a in (x0, gam0, bet0)]
+    y = _BIG_BUILD[name](g, *nodes)
+    g.backward(y, grad=cot)
+    return [np.array(g.value(y))] + [np.array(g.grad(n)) for n in nodes]
+
+
+def _ref_big(name, x, gam, bet, cot, eps=1e-5):
+    """float64 NumPy forward and gradients: statistics over ``axes`` of a
+    view in which the channel axes come last."""
+    shape = x.shape
+    if name == "group_norm":
+        k = shape[-1] // 4
+        view = shape[:-1] + (4, k)
+        x, cot = x.reshape(view), cot.reshape(view)
+        gam, bet = gam.reshape(4, k), bet.reshape(4, k)
+        axes, chan = tuple(range(1, x.ndim - 2)) + (x.ndim - 1,), 2
+    else:
+        axes = {"batch_norm": tuple(range(x.ndim - 1)), "layer_norm": (x.ndim - 1,),
+                "instance_norm": tuple(range(1, x.ndim - 1))}[name]
+        chan = 1
+    mu = x.mean(axes, keepdims=True)
+    inv = 1.0 / np.sqrt(((x - mu) ** 2).mean(axes, keepdims=True) + eps)
+    xhat = (x - mu) * inv
+    h = cot * gam
+    dx = inv * (h - h.mean(axes, keepdims=True) - xhat * (h * xhat).mean(axes, keepdims=True))
+    outer = tuple(range(x.ndim - chan))
+    return [(xhat * gam + bet).reshape(shape), dx.reshape(shape),
+            (cot * xhat).sum(outer).reshape(-1), cot.sum(outer).reshape(-1)]
+
+
+@pytest.mark.parametrize("name", sorted(_BIG_BUILD))
+def test_split_path_matches_float64_reference_and_stays_float32(name, small_grains):
+    """Inputs of 100K-150K values split into row chunks run on two threads:
+    float32 values and gradients match a float64 NumPy reference to float32
+    rounding, and keep their dtype."""
+    x0, gam0, bet0, cot = _big_case(name, np.float32)
+    got = _run_big(name, np.float32, x0, gam0, bet0, cot)
+    assert all(a.dtype == np.float32 for a in got)
+    want = _ref_big(name, *(a.astype(np.float64) for a in (x0, gam0, bet0, cot)))
+    y, dx, dgam, dbet = got
+    assert np.max(np.abs(y - want[0])) < 5e-6 * np.max(np.abs(want[0]))
+    assert np.max(np.abs(dx - want[1])) < 5e-6 * np.max(np.abs(want[1]))
+    np.testing.assert_allclose(dgam, want[2], rtol=2e-6, atol=1e-6 * np.abs(want[2]).max())
+    np.testing.assert_allclose(dbet, want[3], rtol=2e-6, atol=1e-6 * np.abs(want[3]).max())
+
+
+@pytest.mark.parametrize("name", sorted(_BIG_BUILD))
+def test_split_path_is_deterministic_and_thread_count_independent(name, small_grains,
+                                                                  monkeypatch):
+    """Same bytes run to run, and with the chunks run in sequence on one
+    thread (a one-core machine): the split depends on the sizes only."""
+    case = _big_case(name, np.float32)
+    first = _run_big(name, np.float32, *case)
+    again = _run_big(name, np.float32, *case)
+    monkeypatch.setattr(par, "WORKERS", 0)
+    serial = _run_big(name, np.float32, *case)
+    for a, b, c in zip(first, again, serial):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+
+
+@pytest.mark.parametrize("name", sorted(_BIG_BUILD))
+def test_split_and_unsplit_agree(name, small_grains, monkeypatch):
+    """float64: four chunks and one chunk differ only in summation order."""
+    case = _big_case(name, np.float64)
+    split = _run_big(name, np.float64, *case)
+    for grain in _GRAINS:
+        monkeypatch.setattr(norm_ops, grain, 1 << 40)
+    whole = _run_big(name, np.float64, *case)
+    for a, b in zip(split, whole):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+
+
+def test_default_grains_split_a_large_layer_norm_and_batch_norm():
+    """At the default sizes a 2M-value call is split (4 chunks of rows) and
+    still matches the float64 reference; two runs give the same bytes."""
+    assert par.num_chunks(4096, 4096 * 512, norm_ops.GRAIN_LN_BACKWARD) == 4
+    assert par.num_chunks(32768, 1 << 21, norm_ops.GRAIN_STATS) == 4
+    rng = np.random.default_rng(21)
+    for name, shape in (("layer_norm", (4096, 512)), ("batch_norm", (32, 32, 32, 64))):
+        c = shape[-1]
+        x0 = (1.0 + rng.standard_normal(shape)).astype(np.float32)
+        gam0 = rng.uniform(0.5, 1.5, c).astype(np.float32)
+        bet0 = rng.standard_normal(c).astype(np.float32)
+        cot = rng.standard_normal(shape).astype(np.float32)
+        got = _run_big(name, np.float32, x0, gam0, bet0, cot)
+        assert got[0].tobytes() == _run_big(name, np.float32, x0, gam0, bet0, cot)[0].tobytes()
+        want = _ref_big(name, *(a.astype(np.float64) for a in (x0, gam0, bet0, cot)))
+        for a, w in zip(got, want):
+            assert a.dtype == np.float32
+            assert np.max(np.abs(a - w)) < 1e-5 * np.max(np.abs(w))
+
+
+def test_two_threads_share_the_pool_on_split_calls(small_grains):
+    """Two Python threads running split calls at once (one worker pool) give
+    the same bytes as one thread alone."""
+    import threading
+
+    cases = {name: _big_case(name, np.float32, seed) for seed, name in
+             enumerate(sorted(_BIG_BUILD))}
+    want = {name: _run_big(name, np.float32, *case) for name, case in cases.items()}
+    got = {}
+    errors = []
+
+    def worker(name):
+        try:
+            for _ in range(3):
+                got[name] = _run_big(name, np.float32, *cases[name])
+        except BaseException as e:  # noqa: BLE001 -- reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for name in cases:
+        for a, b in zip(want[name], got[name]):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_parallel_helper_runs_each_chunk_once_and_propagates_errors(monkeypatch):
+    assert par.split(10, 3) == [(0, 3), (3, 6), (6, 10)]
+    assert par.num_chunks(10, 100, 1000) == 1
+    assert par.num_chunks(3, 10 ** 9, 1) == 3                 # never more chunks than rows
+    assert par.num_chunks(10 ** 6, 10 ** 9, 1) == par.MAX_CHUNKS
+    for workers in (1, 0):
+        monkeypatch.setattr(par, "WORKERS", workers)
+        seen = []
+        par.run_chunks(lambda i, lo, hi: seen.append((i, lo, hi)), par.split(11, 4))
+        assert sorted(seen) == [(0, 0, 2), (1, 2, 5), (2, 5, 8), (3, 8, 11)]
+
+        def fail(i, lo, hi):
+            if i == 2:
+                raise RuntimeError(f"chunk {i} failed")
+
+        with pytest.raises(RuntimeError, match="chunk 2 failed"):
+            par.run_chunks(fail, par.split(8, 4))
+    monkeypatch.setattr(par, "WORKERS", 1)
+    names = set()
+
+    def slow(i, lo, hi):              # releases the GIL, as the nogil kernels do
+        import threading
+        import time
+
+        names.add(threading.current_thread().name)
+        time.sleep(0.02)
+
+    par.run_chunks(slow, par.split(4, 4))
+    assert len(names) == 2                          # the caller and the worker
+    parts = np.array([[1e16, 1.0], [1.0, 1.0], [-1e16, 1.0]])
+    np.testing.assert_array_equal(par.combine(parts), [0.0, 3.0])   # index order

@@ -20,8 +20,9 @@ import numpy as np
 from ..kernels import lazy
 from ..node import Op
 from ..ops import _parallel as par
-from ..ops.norm import (GRAIN_APPLY, GRAIN_GRAD_SUMS, GRAIN_LN_BACKWARD, as_rows3,
-                        expand_groups, group_layout, readonly, row_chunks, split_mean)
+from ..ops import norm as fwd
+from ..ops.norm import (as_rows3, expand_groups, group_layout, lane_coefficients,
+                        packed_layout, readonly, row_chunks)
 from ..registry import register_backward
 
 K = lazy("norm")
@@ -60,15 +61,18 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
             dx = g * (gamma64 * inv_c[0]).astype(dt)
         if not (need_gamma or need_beta):
             return dx, None, None
+    layout = packed_layout(x.shape, per_sample)
+    w = layout[2]
     g3 = as_rows3(g, layout)
     x3 = as_rows3(x, layout)
-    mean_c = readonly(expand_groups(mean, k))
-    ranges = row_chunks(r, x.size, GRAIN_GRAD_SUMS)
+    mean_c = expand_groups(mean, k)
+    mean_w = readonly(mean_c if w == c else np.tile(mean_c, (1, w // c)))
+    ranges = row_chunks(layout[1], x.size, fwd.GRAIN_GRAD_SUMS)
     sg_parts = np.empty((len(ranges), n, c))
     sgx_parts = np.empty_like(sg_parts)
 
     def sums(i, r0, r1):
-        K.group_grad_sums(g3, x3, mean_c, r0, r1, sg_parts, sgx_parts, i)
+        K.group_grad_sums(g3, x3, mean_w, c, r0, r1, sg_parts, sgx_parts, i)
 
     par.run_chunks(sums, ranges)
     sg = par.combine(sg_parts)
@@ -84,15 +88,13 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
         p = gamma64 * inv_c
         q = expand_groups(-(inv ** 3) * grp_hx / m, k)
         s = expand_groups(-inv * grp_h / m, k)
-        hi, lo = split_mean(mean_c, dt)
-        hi, lo = readonly(hi), readonly(lo)
-        p, q, s = readonly(p.astype(dt)), readonly(q.astype(dt)), readonly(s.astype(dt))
+        coef = lane_coefficients(dt, w, mean_c, (p, q, s))
         dx = np.empty(layout, dt)
 
         def apply(i, r0, r1):
-            K.group_grad_apply(g3, x3, hi, lo, p, q, s, dx, r0, r1)
+            K.group_grad_apply(g3, x3, coef, dx, r0, r1)
 
-        par.run_chunks(apply, row_chunks(r, x.size, GRAIN_APPLY))
+        par.run_chunks(apply, row_chunks(layout[1], x.size, fwd.GRAIN_APPLY))
         dx = dx.reshape(x.shape)
     return dx, dgamma, dbeta
 
@@ -155,7 +157,7 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
     gamma = readonly(gamma)
     gamma64 = gamma if dt == np.float64 else readonly(gamma.astype(np.float64))
     dx = np.empty((m, c) if need_x else (0, c), dt)
-    ranges = row_chunks(m, x2.size, GRAIN_LN_BACKWARD)
+    ranges = row_chunks(m, x2.size, fwd.GRAIN_LN_BACKWARD)
     dg_parts = np.empty((len(ranges), c))
     db_parts = np.empty((len(ranges), c))
 

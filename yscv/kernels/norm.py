@@ -66,33 +66,34 @@ import math
 
 import numpy as np
 
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, models, register_model
+
 from ._jit import jit
 
 _CHUNK = 65536  # elements per block of the grouped-column statistics (256 KB float32, in L2)
 _MIN_ROWS = 16  # rows per block at least, so very wide rows still amortise the merge
-_LANES = 64     # most accumulators per layer-norm row sum
-_MIN_WIDTH = 256  # grouped kernels: pack rows so an inner loop covers at least this many values
 
 
 @jit
-def group_stats(x, K, r0, r1, mean_out, m2_out, i):
-    """Mean and sum of squared deviations per ``(n, group)`` of rows
-    ``[r0, r1)`` of ``x[N, R, C]``, written to ``mean_out[i]`` and
-    ``m2_out[i]`` (float64 ``[k, N, G]``, ``G = C // K``; the range holds
-    ``(r1 - r0) * K`` values per group).
+def group_stats(x, C, K, r0, r1, mean_out, m2_out, i):
+    """Mean and sum of squared deviations per ``(n, group)`` over packed rows
+    ``[r0, r1)`` of ``x[N, R', W]`` (``W = P * C``: ``P`` rows of ``C``
+    channels side by side, lane ``j`` holding channel ``j % C``), written to
+    ``mean_out[i]`` and ``m2_out[i]`` (float64 ``[k, N, G]``, ``G = C // K``;
+    the range holds ``(r1 - r0) * P * K`` values per group).
 
-    Groups are ``K`` consecutive channels. Blocks of rows are summed as
-    shifted data (``sum(x - s)``, ``sum((x - s)^2)``, ``s`` = the group's
-    first value in the range for the first block, then the mean so far) and
-    merged with Chan's update; see the module docstring for the error bound.
+    Groups are ``K`` consecutive channels. Blocks of rows are summed per lane
+    as shifted data (``sum(x - s)``, ``sum((x - s)^2)``, ``s`` = the group's
+    first value in the range for the first block, then the mean so far), the
+    lanes folded onto their channel in order, and blocks merged with Chan's
+    update; see the module docstring for the error bound.
     """
-    N, R, C = x.shape
+    N, _, W = x.shape
     G = C // K
-    P = max(1, _MIN_WIDTH // C)          # rows per packed lane row
-    W = P * C
-    rows = max(_MIN_ROWS, _CHUNK // max(C, 1))
-    rows += (-rows) % P                  # whole packed rows per block
-    xf = x.reshape((N, R * C))
+    per_row = float((W // C) * K)        # values of a group in one packed row
+    rows = max(_MIN_ROWS, _CHUNK // W)
     s1 = np.empty(W)
     s2 = np.empty(W)
     shift = np.empty(W)                  # per lane: the shift of its channel's group
@@ -104,31 +105,22 @@ def group_stats(x, K, r0, r1, mean_out, m2_out, i):
         if r1 <= r0:
             continue
         for j in range(W):
-            c = j % C
-            shift[j] = x[n, r0, (c // K) * K]
+            shift[j] = x[n, r0, ((j % C) // K) * K]
         count = 0.0
         for b0 in range(r0, r1, rows):
             b1 = min(b0 + rows, r1)
-            nb = float((b1 - b0) * K)
             s1[:] = 0.0
             s2[:] = 0.0
-            full = b1 - (b1 - b0) % P
-            for r in range(b0, full, P):
-                seg = xf[n, r * C:r * C + W]
+            for r in range(b0, b1):
+                xs = x[n, r]
                 for j in range(W):
-                    d = seg[j] - shift[j]
+                    d = xs[j] - shift[j]
                     s1[j] += d
                     s2[j] += d * d
-            for r in range(full, b1):    # fewer than P rows left: lanes [0, C)
-                seg = xf[n, r * C:r * C + C]
-                for j in range(C):
-                    d = seg[j] - shift[j]
-                    s1[j] += d
-                    s2[j] += d * d
-            for p in range(1, P):        # fold the packed rows onto lanes [0, C)
-                for c in range(C):
-                    s1[c] += s1[p * C + c]
-                    s2[c] += s2[p * C + c]
+            for j in range(C, W):        # fold the lanes onto channels [0, C), in order
+                s1[j % C] += s1[j]
+                s2[j % C] += s2[j]
+            nb = (b1 - b0) * per_row
             total = count + nb
             w_new = nb / total
             w_cross = count * w_new
@@ -150,153 +142,236 @@ def group_stats(x, K, r0, r1, mean_out, m2_out, i):
 
 
 @jit
-def group_apply(x, mean_hi, mean_lo, scale, shift, y, r0, r1):
-    """``y = ((x - mean_hi) - mean_lo) * scale + shift`` for rows ``[r0, r1)``
-    of ``x[N, R, C]``; coefficients ``[N, C]``, all in ``x``'s dtype
-    (``mean_hi + mean_lo`` is the float64 mean split in two), ``y`` too."""
-    N, R, C = x.shape
-    P = max(1, _MIN_WIDTH // C)
-    W = P * C
-    xf = x.reshape((N, R * C))
-    yf = y.reshape((N, R * C))
-    hi = np.empty(W, x.dtype)
-    lo = np.empty(W, x.dtype)
-    sc = np.empty(W, x.dtype)
-    sh = np.empty(W, x.dtype)
+def group_apply(x, coef, y, r0, r1):
+    """``y = ((x - mean_hi) - mean_lo) * scale + shift`` for packed rows
+    ``[r0, r1)`` of ``x[N, R', W]`` (as :func:`group_stats`). ``coef[N, 4,
+    W]`` holds ``mean_hi``, ``mean_lo``, ``scale``, ``shift`` per lane, in
+    ``x``'s dtype (``mean_hi + mean_lo`` is the float64 mean split in two);
+    ``y`` too."""
+    N, _, W = x.shape
     for n in range(N):
-        for j in range(W):
-            hi[j] = mean_hi[n, j % C]
-            lo[j] = mean_lo[n, j % C]
-            sc[j] = scale[n, j % C]
-            sh[j] = shift[n, j % C]
-        full = r1 - (r1 - r0) % P
-        for r in range(r0, full, P):
-            xs = xf[n, r * C:r * C + W]
-            ys = yf[n, r * C:r * C + W]
+        hi = coef[n, 0]
+        lo = coef[n, 1]
+        sc = coef[n, 2]
+        sh = coef[n, 3]
+        for r in range(r0, r1):
+            xs = x[n, r]
+            ys = y[n, r]
             for j in range(W):
-                ys[j] = ((xs[j] - hi[j]) - lo[j]) * sc[j] + sh[j]
-        for r in range(full, r1):
-            xs = xf[n, r * C:r * C + C]
-            ys = yf[n, r * C:r * C + C]
-            for j in range(C):
                 ys[j] = ((xs[j] - hi[j]) - lo[j]) * sc[j] + sh[j]
 
 
 @jit
-def group_grad_sums(g, x, mean, r0, r1, sg_out, sgx_out, i):
-    """Per ``(n, c)`` over rows ``[r0, r1)``, float64: ``sum g`` and
-    ``sum g * (x - mean[n, c])``, written to ``sg_out[i]``, ``sgx_out[i]``
-    (``[k, N, C]``)."""
-    N, R, C = x.shape
-    P = max(1, _MIN_WIDTH // C)
-    W = P * C
-    xf = x.reshape((N, R * C))
-    gf = g.reshape((N, R * C))
+def group_grad_sums(g, x, mean, C, r0, r1, sg_out, sgx_out, i):
+    """Per ``(n, c)`` over packed rows ``[r0, r1)`` of ``x[N, R', W]`` (as
+    :func:`group_stats`), float64: ``sum g`` and ``sum g * (x - mean)``
+    (``mean[N, W]`` per lane), written to ``sg_out[i]``, ``sgx_out[i]``
+    (``[k, N, C]``); lanes summed in row order, then folded in order."""
+    N, _, W = x.shape
     sg = np.empty(W)
     sgx = np.empty(W)
-    mu = np.empty(W)
     for n in range(N):
         sg[:] = 0.0
         sgx[:] = 0.0
-        for j in range(W):
-            mu[j] = mean[n, j % C]
-        full = r1 - (r1 - r0) % P
-        for r in range(r0, full, P):
-            xs = xf[n, r * C:r * C + W]
-            gs = gf[n, r * C:r * C + W]
+        mu = mean[n]
+        for r in range(r0, r1):
+            xs = x[n, r]
+            gs = g[n, r]
             for j in range(W):
                 gv = np.float64(gs[j])
                 sg[j] += gv
                 sgx[j] += gv * (xs[j] - mu[j])
-        for r in range(full, r1):
-            xs = xf[n, r * C:r * C + C]
-            gs = gf[n, r * C:r * C + C]
-            for j in range(C):
-                gv = np.float64(gs[j])
-                sg[j] += gv
-                sgx[j] += gv * (xs[j] - mu[j])
-        for p in range(1, P):
-            for c in range(C):
-                sg[c] += sg[p * C + c]
-                sgx[c] += sgx[p * C + c]
+        for j in range(C, W):
+            sg[j % C] += sg[j]
+            sgx[j % C] += sgx[j]
         for c in range(C):
             sg_out[i, n, c] = sg[c]
             sgx_out[i, n, c] = sgx[c]
 
 
 @jit
-def group_grad_apply(g, x, mean_hi, mean_lo, p, q, s, dx, r0, r1):
-    """``dx = p * g + q * ((x - mean_hi) - mean_lo) + s`` for rows
-    ``[r0, r1)``; coefficients ``[N, C]`` in ``x``'s dtype."""
-    N, R, C = x.shape
-    P = max(1, _MIN_WIDTH // C)
-    W = P * C
-    xf = x.reshape((N, R * C))
-    gf = g.reshape((N, R * C))
-    df = dx.reshape((N, R * C))
-    hi = np.empty(W, x.dtype)
-    lo = np.empty(W, x.dtype)
-    pw = np.empty(W, x.dtype)
-    qw = np.empty(W, x.dtype)
-    sw = np.empty(W, x.dtype)
+def group_grad_apply(g, x, coef, dx, r0, r1):
+    """``dx = p * g + q * ((x - mean_hi) - mean_lo) + s`` for packed rows
+    ``[r0, r1)``; ``coef[N, 5, W]`` holds ``mean_hi``, ``mean_lo``, ``p``,
+    ``q``, ``s`` per lane (as :func:`group_apply`) in ``x``'s dtype."""
+    N, _, W = x.shape
     for n in range(N):
-        for j in range(W):
-            hi[j] = mean_hi[n, j % C]
-            lo[j] = mean_lo[n, j % C]
-            pw[j] = p[n, j % C]
-            qw[j] = q[n, j % C]
-            sw[j] = s[n, j % C]
-        full = r1 - (r1 - r0) % P
-        for r in range(r0, full, P):
-            xs = xf[n, r * C:r * C + W]
-            gs = gf[n, r * C:r * C + W]
-            ds = df[n, r * C:r * C + W]
+        hi = coef[n, 0]
+        lo = coef[n, 1]
+        p = coef[n, 2]
+        q = coef[n, 3]
+        s = coef[n, 4]
+        for r in range(r0, r1):
+            xs = x[n, r]
+            gs = g[n, r]
+            ds = dx[n, r]
             for j in range(W):
-                ds[j] = pw[j] * gs[j] + qw[j] * ((xs[j] - hi[j]) - lo[j]) + sw[j]
-        for r in range(full, r1):
-            xs = xf[n, r * C:r * C + C]
-            gs = gf[n, r * C:r * C + C]
-            ds = df[n, r * C:r * C + C]
-            for j in range(C):
-                ds[j] = pw[j] * gs[j] + qw[j] * ((xs[j] - hi[j]) - lo[j]) + sw[j]
+                ds[j] = p[j] * gs[j] + q[j] * ((xs[j] - hi[j]) - lo[j]) + s[j]
 
 
+# ------------------------------------------------- explicit float64 vectors
+# Numba runs LLVM's loop vectoriser but not its SLP vectoriser, so scalar
+# accumulators written side by side stay scalar, and the loop vectoriser only
+# vectorises a float sum it may reassociate (fast-math). ``F64x4`` is a value
+# of four float64 lanes (LLVM ``<4 x double>``, kept in a register); the
+# intrinsics below are plain lane-wise IEEE operations, so a sum written with
+# them has exactly the order the source gives, on every machine (without AVX
+# LLVM splits each into two SSE2 halves, same results), and is not contracted
+# into FMAs.
+
+
+class F64x4Type(types.Type):
+    """Four float64 lanes (see above)."""
+
+    def __init__(self):
+        super().__init__(name="yscv.F64x4")
+
+
+f64x4 = F64x4Type()
+_V4 = ir.VectorType(ir.DoubleType(), 4)
+_I32 = ir.IntType(32)
+
+
+@register_model(F64x4Type)
+class _F64x4Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _V4)
+
+
+@intrinsic
+def vzero(typingctx):
+    """``[0, 0, 0, 0]``."""
+    def codegen(context, builder, sig, args):
+        return ir.Constant(_V4, [0.0] * 4)
+    return f64x4(), codegen
+
+
+@intrinsic
+def vsplat(typingctx, s):
+    """``[s, s, s, s]`` for a float64 ``s``."""
+    if s != types.float64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = ir.Constant(_V4, ir.Undefined)
+        for k in range(4):
+            v = builder.insert_element(v, args[0], ir.Constant(_I32, k))
+        return v
+    return f64x4(s), codegen
+
+
+def _lanewise(op: str):
+    @intrinsic
+    def fn(typingctx, a, b):
+        if a != f64x4 or b != f64x4:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return getattr(builder, op)(args[0], args[1])
+        return f64x4(a, b), codegen
+    return fn
+
+
+vadd = _lanewise("fadd")
+vsub = _lanewise("fsub")
+vmul = _lanewise("fmul")
+
+
+def _c_vector_array(a) -> bool:
+    return (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+            and a.dtype in (types.float32, types.float64))
+
+
+@intrinsic
+def vload(typingctx, a, i):
+    """``a[i:i + 4]`` as float64 lanes (float32 widened, exactly); ``a`` 1-d
+    C-contiguous float32/float64. No bounds check: ``i + 4 <= len(a)``."""
+    if not (_c_vector_array(a) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aty = sig.args[0]
+        arr = context.make_array(aty)(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        elt = context.get_value_type(aty.dtype)
+        ptr = builder.bitcast(builder.gep(arr.data, [idx], inbounds=True),
+                              ir.PointerType(ir.VectorType(elt, 4)))
+        v = builder.load(ptr, align=aty.dtype.bitwidth // 8)
+        return builder.fpext(v, _V4) if aty.dtype == types.float32 else v
+    return f64x4(a, i), codegen
+
+
+@intrinsic
+def vstore(typingctx, a, i, v):
+    """``a[i:i + 4] = v``; ``a`` 1-d C-contiguous float64, ``i + 4 <= len(a)``."""
+    if not (_c_vector_array(a) and a.dtype == types.float64 and a.mutable
+            and isinstance(i, types.Integer) and v == f64x4):
+        return None
+
+    def codegen(context, builder, sig, args):
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = builder.bitcast(builder.gep(arr.data, [idx], inbounds=True), ir.PointerType(_V4))
+        builder.store(args[2], ptr, align=8)
+        return context.get_dummy_value()
+    return types.none(a, i, v), codegen
+
+
+@intrinsic
+def hsum(typingctx, v):
+    """``(v[0] + v[1]) + (v[2] + v[3])``."""
+    if v != f64x4:
+        return None
+
+    def codegen(context, builder, sig, args):
+        e = [builder.extract_element(args[0], ir.Constant(_I32, k)) for k in range(4)]
+        return builder.fadd(builder.fadd(e[0], e[1]), builder.fadd(e[2], e[3]))
+    return types.float64(v), codegen
+
+
+# ---------------------------------------------------------------- layer norm
 @jit
 def layer_norm_forward(x, gamma, beta, eps, y, mean, var, r0, r1):
     """Layer norm of rows ``[r0, r1)`` of ``x[M, C]`` into ``y`` (x's dtype)
     and float64 ``mean[M]``, ``var[M]`` (biased); ``gamma``, ``beta`` ``[C]``
     in x's dtype.
 
-    Each row is read once from memory: the statistics pass (lanes, see the
-    module docstring) and the output pass find it in cache.
+    Row sums: 16 float64 lanes in four vectors (element ``c`` of the first
+    ``C - C % 16`` goes to lane ``c % 16``), combined as
+    ``hsum((v0 + v1) + (v2 + v3))``, then the last ``C % 16`` elements in
+    order. Each row is read once from memory; the output pass finds it in
+    cache.
     """
     M, C = x.shape
-    L = 1
-    while 2 * L <= min(C, _LANES):
-        L *= 2
-    CL = C - C % L
-    a = np.empty(L)
-    b = np.empty(L)
+    C16 = C - C % 16
     for m in range(r0, r1):
         row = x[m]
         k = np.float64(row[0])
-        a[:] = 0.0
-        b[:] = 0.0
-        for c in range(0, CL, L):
-            blk = row[c:c + L]
-            for j in range(L):
-                d = blk[j] - k
-                a[j] += d
-                b[j] += d * d
-        h = L
-        while h > 1:
-            h //= 2
-            for j in range(h):
-                a[j] += a[j + h]
-                b[j] += b[j + h]
-        s1 = a[0]
-        s2 = b[0]
-        for c in range(CL, C):
+        kv = vsplat(k)
+        a0 = vzero()
+        a1 = vzero()
+        a2 = vzero()
+        a3 = vzero()
+        b0 = vzero()
+        b1 = vzero()
+        b2 = vzero()
+        b3 = vzero()
+        for c in range(0, C16, 16):
+            d0 = vsub(vload(row, c), kv)
+            d1 = vsub(vload(row, c + 4), kv)
+            d2 = vsub(vload(row, c + 8), kv)
+            d3 = vsub(vload(row, c + 12), kv)
+            a0 = vadd(a0, d0)
+            a1 = vadd(a1, d1)
+            a2 = vadd(a2, d2)
+            a3 = vadd(a3, d3)
+            b0 = vadd(b0, vmul(d0, d0))
+            b1 = vadd(b1, vmul(d1, d1))
+            b2 = vadd(b2, vmul(d2, d2))
+            b3 = vadd(b3, vmul(d3, d3))
+        s1 = hsum(vadd(vadd(a0, a1), vadd(a2, a3)))
+        s2 = hsum(vadd(vadd(b0, b1), vadd(b2, b3)))
+        for c in range(C16, C):
             d = row[c] - k
             s1 += d
             s2 += d * d
@@ -322,17 +397,18 @@ def layer_norm_backward(g, x, mean, inv, gamma, gamma64, dx, dgamma_out, dbeta_o
     ``dx = inv * (h - mean_c(h) - xhat * mean_c(h * xhat))`` (into ``dx``,
     x's dtype, when ``need_dx``), and the float64 partial sums over the range
     ``dgamma_out[i] = sum_m g * xhat``, ``dbeta_out[i] = sum_m g`` (when
-    ``need_affine``). ``mean``, ``inv`` are float64 ``[M]``; ``gamma`` is
-    ``[C]`` in x's dtype and ``gamma64`` the same values in float64 (``g *
-    gamma64`` is exact for float32 data).
+    ``need_affine``; column sums, in row order). ``mean``, ``inv`` are float64
+    ``[M]``; ``gamma`` is ``[C]`` in x's dtype and ``gamma64`` the same values
+    in float64 (``g * gamma64`` is exact for float32 data).
+
+    The row sums ``sum h`` and ``sum h * (x - mean)`` use 8 float64 lanes in
+    two vectors (element ``c`` of the first ``C - C % 8`` to lane ``c % 8``),
+    combined as ``hsum(v0 + v1)``, then the last ``C % 8`` in order; one pass
+    over the row feeds them and the column sums, a second (in cache) writes
+    ``dx``.
     """
     M, C = x.shape
-    L = 1
-    while 2 * L <= min(C, _LANES):
-        L *= 2
-    CL = C - C % L
-    a = np.empty(L)
-    b = np.empty(L)
+    C8 = C - C % 8
     dg = dgamma_out[i]
     db = dbeta_out[i]
     if need_affine:
@@ -343,34 +419,41 @@ def layer_norm_backward(g, x, mean, inv, gamma, gamma64, dx, dgamma_out, dbeta_o
         iv = inv[m]
         grow = g[m]
         xrow = x[m]
-        if need_affine:
-            for c in range(C):
-                gv = np.float64(grow[c])
-                dg[c] += gv * (xrow[c] - mu) * iv
+        muv = vsplat(mu)
+        ivv = vsplat(iv)
+        a0 = vzero()
+        a1 = vzero()
+        b0 = vzero()
+        b1 = vzero()
+        for c in range(0, C8, 8):
+            g0 = vload(grow, c)
+            g1 = vload(grow, c + 4)
+            d0 = vsub(vload(xrow, c), muv)
+            d1 = vsub(vload(xrow, c + 4), muv)
+            if need_dx:
+                h0 = vmul(g0, vload(gamma64, c))
+                h1 = vmul(g1, vload(gamma64, c + 4))
+                a0 = vadd(a0, h0)
+                a1 = vadd(a1, h1)
+                b0 = vadd(b0, vmul(h0, d0))
+                b1 = vadd(b1, vmul(h1, d1))
+            if need_affine:
+                vstore(dg, c, vadd(vload(dg, c), vmul(vmul(g0, d0), ivv)))
+                vstore(dg, c + 4, vadd(vload(dg, c + 4), vmul(vmul(g1, d1), ivv)))
+                vstore(db, c, vadd(vload(db, c), g0))
+                vstore(db, c + 4, vadd(vload(db, c + 4), g1))
+        sa = hsum(vadd(a0, a1))
+        sb = hsum(vadd(b0, b1))
+        for c in range(C8, C):
+            gv = np.float64(grow[c])
+            d = xrow[c] - mu
+            h = gv * gamma64[c]
+            sa += h
+            sb += h * d
+            if need_affine:
+                dg[c] += gv * d * iv
                 db[c] += gv
         if need_dx:
-            a[:] = 0.0
-            b[:] = 0.0
-            for c in range(0, CL, L):
-                gb = grow[c:c + L]
-                xb = xrow[c:c + L]
-                wb = gamma64[c:c + L]
-                for j in range(L):
-                    h = np.float64(gb[j]) * wb[j]
-                    a[j] += h
-                    b[j] += h * (xb[j] - mu)
-            hh = L
-            while hh > 1:
-                hh //= 2
-                for j in range(hh):
-                    a[j] += a[j + hh]
-                    b[j] += b[j + hh]
-            sa = a[0]
-            sb = b[0]
-            for c in range(CL, C):
-                h = np.float64(grow[c]) * gamma64[c]
-                sa += h
-                sb += h * (xrow[c] - mu)
             hi = x.dtype.type(mu)
             lo = x.dtype.type(mu - hi)
             p = x.dtype.type(iv)
