@@ -22,7 +22,7 @@ from ..node import Op
 from ..ops import _parallel as par
 from ..ops import norm as fwd
 from ..ops.norm import (as_rows3, expand_groups, group_layout, lane_coefficients,
-                        packed_layout, readonly, row_chunks)
+                        packed_layout, per_lane, readonly, row_chunks)
 from ..registry import register_backward
 
 K = lazy("norm")
@@ -66,25 +66,26 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
     g3 = as_rows3(g, layout)
     x3 = as_rows3(x, layout)
     mean_c = expand_groups(mean, k)
-    mean_w = readonly(mean_c if w == c else np.tile(mean_c, (1, w // c)))
+    mean_w = readonly(per_lane(mean_c, w))
     ranges = row_chunks(layout[1], x.size, fwd.GRAIN_GRAD_SUMS)
-    sg_parts = np.empty((len(ranges), n, c))
-    sgx_parts = np.empty_like(sg_parts)
+    parts = np.empty((len(ranges), 2, n, c))        # per chunk: sum g, sum g (x - mean)
 
     def sums(i, r0, r1):
-        K.group_grad_sums(g3, x3, mean_w, c, r0, r1, sg_parts, sgx_parts, i)
+        K.group_grad_sums(g3, x3, mean_w, c, r0, r1, parts, i)
 
     par.run_chunks(sums, ranges)
-    sg = par.combine(sg_parts)
-    sgx = par.combine(sgx_parts)
+    sg, sgx = par.combine(parts)
     if need_gamma:
         dgamma = (sgx * inv_c).sum(axis=0)
     if need_beta:
         dbeta = sg.sum(axis=0)
     if need_x and batch_stats:
         m = float(r * k)
-        grp_h = (sg * gamma64).reshape(n, -1, k).sum(axis=2)      # sum h per group
-        grp_hx = (sgx * gamma64).reshape(n, -1, k).sum(axis=2)    # sum h * (x - mean)
+        grp_h = sg * gamma64                    # sum h per group
+        grp_hx = sgx * gamma64                  # sum h * (x - mean)
+        if k > 1:
+            grp_h = grp_h.reshape(n, -1, k).sum(axis=2)
+            grp_hx = grp_hx.reshape(n, -1, k).sum(axis=2)
         p = gamma64 * inv_c
         q = expand_groups(-(inv ** 3) * grp_hx / m, k)
         s = expand_groups(-inv * grp_h / m, k)

@@ -77,12 +77,12 @@ _MIN_ROWS = 16  # rows per block at least, so very wide rows still amortise the 
 
 
 @jit
-def group_stats(x, C, K, r0, r1, mean_out, m2_out, i):
+def group_stats(x, C, K, r0, r1, out, i):
     """Mean and sum of squared deviations per ``(n, group)`` over packed rows
     ``[r0, r1)`` of ``x[N, R', W]`` (``W = P * C``: ``P`` rows of ``C``
     channels side by side, lane ``j`` holding channel ``j % C``), written to
-    ``mean_out[i]`` and ``m2_out[i]`` (float64 ``[k, N, G]``, ``G = C // K``;
-    the range holds ``(r1 - r0) * P * K`` values per group).
+    ``out[i, 0]`` and ``out[i, 1]`` (float64 ``out[k, 2, N, G]``,
+    ``G = C // K``; the range holds ``(r1 - r0) * P * K`` values per group).
 
     Groups are ``K`` consecutive channels. Blocks of rows are summed per lane
     as shifted data (``sum(x - s)``, ``sum((x - s)^2)``, ``s`` = the group's
@@ -97,8 +97,8 @@ def group_stats(x, C, K, r0, r1, mean_out, m2_out, i):
     s1 = np.empty(W)
     s2 = np.empty(W)
     shift = np.empty(W)                  # per lane: the shift of its channel's group
-    mean = mean_out[i]
-    m2 = m2_out[i]
+    mean = out[i, 0]
+    m2 = out[i, 1]
     for n in range(N):
         mean[n, :] = 0.0
         m2[n, :] = 0.0
@@ -162,11 +162,11 @@ def group_apply(x, coef, y, r0, r1):
 
 
 @jit
-def group_grad_sums(g, x, mean, C, r0, r1, sg_out, sgx_out, i):
+def group_grad_sums(g, x, mean, C, r0, r1, out, i):
     """Per ``(n, c)`` over packed rows ``[r0, r1)`` of ``x[N, R', W]`` (as
     :func:`group_stats`), float64: ``sum g`` and ``sum g * (x - mean)``
-    (``mean[N, W]`` per lane), written to ``sg_out[i]``, ``sgx_out[i]``
-    (``[k, N, C]``); lanes summed in row order, then folded in order."""
+    (``mean[N, W]`` per lane), written to ``out[i, 0]`` and ``out[i, 1]``
+    (``out[k, 2, N, C]``); lanes summed in row order, then folded in order."""
     N, _, W = x.shape
     sg = np.empty(W)
     sgx = np.empty(W)
@@ -185,8 +185,8 @@ def group_grad_sums(g, x, mean, C, r0, r1, sg_out, sgx_out, i):
             sg[j % C] += sg[j]
             sgx[j % C] += sgx[j]
         for c in range(C):
-            sg_out[i, n, c] = sg[c]
-            sgx_out[i, n, c] = sgx[c]
+            out[i, 0, n, c] = sg[c]
+            out[i, 1, n, c] = sgx[c]
 
 
 @jit

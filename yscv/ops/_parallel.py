@@ -152,7 +152,9 @@ def run_chunks(fn, ranges) -> None:
 def combine(parts):
     """Sum of the chunk partials ``parts[0] + parts[1] + ...`` along axis 0,
     added in index order (a fixed order: the same bits on every machine)."""
-    out = parts[0].copy()
-    for p in parts[1:]:
+    if len(parts) == 1:
+        return parts[0]
+    out = parts[0] + parts[1]
+    for p in parts[2:]:
         out += p
     return out

@@ -18,6 +18,7 @@ performs the update after the node was appended.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -64,6 +65,7 @@ def group_layout(shape: tuple, per_sample: bool) -> tuple:
 PACK_WIDTH = 256
 
 
+@functools.lru_cache(maxsize=512)
 def packed_layout(shape: tuple, per_sample: bool) -> tuple:
     """``(N, R // P, P * C)``: :func:`group_layout` with ``P`` consecutive
     rows side by side (lane ``j`` of a packed row holds channel ``j % C``);
@@ -91,13 +93,6 @@ def as_rows3(a: np.ndarray, layout: tuple) -> np.ndarray:
     return readonly(np.ascontiguousarray(a).reshape(layout))
 
 
-def split_mean(mean_c: np.ndarray, dtype) -> tuple:
-    """float64 ``mean_c`` as ``hi + lo`` in ``dtype`` (see kernels/norm.py)."""
-    hi = mean_c.astype(dtype)
-    lo = (mean_c - hi).astype(dtype)
-    return hi, lo
-
-
 def expand_groups(a: np.ndarray, k: int) -> np.ndarray:
     """``[N, G]`` per-group values as ``[N, G*k]`` per-channel values."""
     return a if k == 1 else np.repeat(a, k, axis=1)
@@ -119,7 +114,6 @@ def _affine(vals, has_gamma: bool, has_beta: bool):
 def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: int):
     """``(x - mean) / sqrt(var + eps) * gamma + beta`` with ``[N, G]`` float64 stats."""
     layout = packed_layout(x.shape, per_sample)
-    c = x.shape[-1]
     inv = expand_groups(1.0 / np.sqrt(var + eps), k)
     scale = inv if gamma is None else inv * gamma
     mean_c = expand_groups(mean, k)
@@ -139,19 +133,33 @@ def lane_coefficients(dtype, width: int, mean_c, rest) -> np.ndarray:
     """Read-only ``[N, 2 + len(rest), width]`` coefficients of the grouped
     elementwise kernels in ``dtype``: the float64 per-channel mean ``[N, C]``
     split as ``hi``, ``lo`` (see kernels/norm.py), then each of ``rest``
-    (``[N, C]``, ``[C]`` or a scalar), tiled over the ``width`` lanes of a
+    (``[N, C]``, ``[C]`` or a scalar), repeated over the ``width`` lanes of a
     packed row (lane j is channel j % C)."""
     n, c = mean_c.shape
     coef = np.empty((n, len(rest) + 2, c), dtype)
-    coef[:, 0], coef[:, 1] = split_mean(mean_c, dtype)
+    coef[:, 0] = mean_c                    # rounded: mean_hi
+    coef[:, 1] = mean_c - coef[:, 0]       # float64 remainder, rounded: mean_lo
     for j, a in enumerate(rest):
         coef[:, 2 + j] = a
-    return readonly(coef if width == c else np.tile(coef, (1, 1, width // c)))
+    return readonly(per_lane(coef, width))
+
+
+def per_lane(a: np.ndarray, width: int) -> np.ndarray:
+    """``[..., C]`` per-channel values repeated over ``width`` lanes (a
+    multiple of C): ``[..., width]``, lane ``j`` holding channel ``j % C``."""
+    c = a.shape[-1]
+    if width == c:
+        return a
+    out = np.empty(a.shape[:-1] + (width // c, c), a.dtype)
+    out[...] = a[..., None, :]
+    return out.reshape(a.shape[:-1] + (width,))
 
 
 def row_chunks(rows: int, work: int, grain: int) -> list:
     """The fixed split of ``rows`` rows holding ``work`` elements (see
     :mod:`yscv.ops._parallel`)."""
+    if work < 2 * grain:
+        return [(0, rows)]
     return par.split(rows, par.num_chunks(rows, work, grain))
 
 
@@ -165,25 +173,23 @@ def group_statistics(x, per_sample: bool, k: int):
     n, r, w = layout
     x3 = as_rows3(x, layout)
     ranges = row_chunks(r, x.size, GRAIN_STATS)
-    means = np.empty((len(ranges), n, c // k))
-    m2s = np.empty_like(means)
+    parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
 
     def chunk(i, r0, r1):
-        K.group_stats(x3, c, k, r0, r1, means, m2s, i)
+        K.group_stats(x3, c, k, r0, r1, parts, i)
 
     par.run_chunks(chunk, ranges)
     per_row = (w // c) * k            # values of a group in one packed row
-    mean, m2 = means[0], m2s[0]
+    mean, m2 = parts[0]
     count = float((ranges[0][1] - ranges[0][0]) * per_row)
-    for i in range(1, len(ranges)):
+    for i in range(1, len(ranges)):   # Chan's update, in chunk order
         nb = float((ranges[i][1] - ranges[i][0]) * per_row)
         total = count + nb
-        delta = means[i] - mean
+        delta = parts[i, 0] - mean
         mean = mean + delta * (nb / total)
-        m2 = m2 + m2s[i] + delta * delta * (count * nb / total)
+        m2 = m2 + parts[i, 1] + delta * delta * (count * nb / total)
         count = total
-    with np.errstate(invalid="ignore", divide="ignore"):   # no rows: nan, as NumPy
-        var = m2 / count
+    var = m2 / count if count else np.full_like(m2, np.nan)   # no rows: nan, as NumPy
     return mean, var
 
 
