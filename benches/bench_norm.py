@@ -72,6 +72,8 @@ def _torch_step(torch, x0, cot, build, c, to_torch, threads=None):
 
 
 def benches(torch) -> list:
+    """The same rows with or without PyTorch (``reference`` None without it),
+    so ``run.py --separate`` finds row ``i`` in a process without PyTorch."""
     rng = np.random.default_rng(0)
     out = []
 
@@ -81,40 +83,37 @@ def benches(torch) -> list:
     step = _yscv_step(x, cot, lambda g, x, a, b, rm, rv: g.batch_norm(
         x, a, b, rm, rv, training=True), c)
     label = f"batch_norm train fwd+bwd {'x'.join(map(str, BN_SHAPE))} NHWC"
-    if torch is None:
-        out.append(Bench(name=label, yscv=step, target=1.0))
-    else:
+    refs = [None, None, None]
+    if torch is not None:
         F = torch.nn.functional
         tb = lambda t, a, b, rm, rv: F.batch_norm(t, rm, rv, a, b, training=True)  # noqa: E731
         nchw = lambda t: t.permute(0, 3, 1, 2).contiguous()  # noqa: E731
         cl = lambda t: t.permute(0, 3, 1, 2)  # NHWC memory seen as NCHW = channels_last  # noqa: E731
-        out.append(Bench(name=label + " vs torch NCHW", yscv=step,
-                         reference=_torch_step(torch, x, cot, tb, c, nchw),
-                         reference_name="PyTorch NCHW", target=1.0))
-        out.append(Bench(name=label + " vs torch channels_last", yscv=step,
-                         reference=_torch_step(torch, x, cot, tb, c, cl),
-                         reference_name="PyTorch channels_last", target=1.0))
-        # yscv's kernels are single-threaded: like-with-like row (also robust to a
-        # busy shared machine, where PyTorch's 2-thread pool can stall).
-        out.append(Bench(name=label + " vs torch channels_last 1 thread", yscv=step,
-                         reference=_torch_step(torch, x, cot, tb, c, cl, threads=1),
-                         reference_name="PyTorch channels_last, 1 thread"))
+        refs = [_torch_step(torch, x, cot, tb, c, nchw), _torch_step(torch, x, cot, tb, c, cl),
+                _torch_step(torch, x, cot, tb, c, cl, threads=1)]
+    out.append(Bench(name=label + " vs torch NCHW", yscv=step, reference=refs[0],
+                     reference_name="PyTorch NCHW", target=1.0))
+    out.append(Bench(name=label + " vs torch channels_last", yscv=step, reference=refs[1],
+                     reference_name="PyTorch channels_last", target=1.0))
+    # PyTorch on one core: how the kernels compare core for core (also robust to a
+    # busy shared machine, where PyTorch's 2-thread pool can stall).
+    out.append(Bench(name=label + " vs torch channels_last 1 thread", yscv=step,
+                     reference=refs[2], reference_name="PyTorch channels_last, 1 thread"))
 
     x = rng.standard_normal(LN_SHAPE).astype(np.float32)
     cot = rng.standard_normal(LN_SHAPE).astype(np.float32)
     c = LN_SHAPE[-1]
     step = _yscv_step(x, cot, lambda g, x, a, b, rm, rv: g.layer_norm(x, a, b), c)
     label = f"layer_norm fwd+bwd {'x'.join(map(str, LN_SHAPE))}"
-    if torch is None:
-        out.append(Bench(name=label, yscv=step, target=1.0))
-    else:
+    refs = [None, None]
+    if torch is not None:
         F = torch.nn.functional
         tb = lambda t, a, b, rm, rv: F.layer_norm(t, (c,), a, b)  # noqa: E731
-        out.append(Bench(name=label, yscv=step, target=1.0,
-                         reference=_torch_step(torch, x, cot, tb, c, lambda t: t)))
-        out.append(Bench(name=label + " vs torch 1 thread", yscv=step,
-                         reference=_torch_step(torch, x, cot, tb, c, lambda t: t, threads=1),
-                         reference_name="PyTorch, 1 thread"))
+        refs = [_torch_step(torch, x, cot, tb, c, lambda t: t),
+                _torch_step(torch, x, cot, tb, c, lambda t: t, threads=1)]
+    out.append(Bench(name=label, yscv=step, target=1.0, reference=refs[0]))
+    out.append(Bench(name=label + " vs torch 1 thread", yscv=step, reference=refs[1],
+                     reference_name="PyTorch, 1 thread"))
     return out
 
 

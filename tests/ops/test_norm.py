@@ -863,3 +863,15 @@ def test_parallel_helper_runs_each_chunk_once_and_propagates_errors(monkeypatch)
     assert len(names) == 2                          # the caller and the worker
     parts = np.array([[1e16, 1.0], [1.0, 1.0], [-1e16, 1.0]])
     np.testing.assert_array_equal(par.combine(parts), [0.0, 3.0])   # index order
+
+
+def test_yscv_num_threads_one_runs_chunks_on_the_caller():
+    import os
+    import subprocess
+    import sys
+
+    code = "import yscv.ops._parallel as p; print(p.WORKERS)"
+    env = {**os.environ, "YSCV_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "0"

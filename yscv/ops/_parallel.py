@@ -15,10 +15,15 @@ every machine and every run, whichever thread ran which chunk. Threads claim
 the next unclaimed chunk from a per-call counter, so a busy core (another
 process, a spinning BLAS thread) only shifts work to the other threads.
 
-Cost. Handing chunks to a sleeping worker costs ~20 us of wake-up latency, so
-callers split only from a measured size (a ``grain`` of work per chunk, at
-the call sites in ``yscv/ops/norm.py``). On a one-core machine
-(``WORKERS == 0``) the chunks simply run in sequence on the caller.
+Cost. Handing chunks to a sleeping worker costs ~20 us of wake-up latency,
+plus GIL hand-overs when chunks end (~30-50 us per call measured), so callers
+split only from a measured size (a ``grain`` of work per chunk, at the call
+sites in ``yscv/ops/norm.py``). On a one-core machine, or with
+``YSCV_NUM_THREADS=1`` (``WORKERS == 0``), the chunks run in sequence on the
+caller, with bit-identical results. The second core is only worth having
+when it is idle: right after a multi-threaded NumPy matmul, OpenBLAS's own
+worker keeps spinning on it for tens of milliseconds, and a split call then
+measured 0-10% slower than a serial one (docs/ops/norm.md).
 
 Thread safety. Each call has its own counter; the pool is shared. Two Python
 threads calling ops at once both submit helper tasks to the pool and both
@@ -36,15 +41,30 @@ import threading
 MAX_CHUNKS = 4
 
 
-def _cores() -> int:
+def _threads() -> int:
+    """Threads to use: ``YSCV_NUM_THREADS`` if set, else the usable cores."""
+    env = os.environ.get("YSCV_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+            if n >= 1:
+                return n
+        except ValueError:
+            pass
+        import warnings
+
+        warnings.warn(f"YSCV_NUM_THREADS={env!r} is not an integer >= 1; ignored",
+                      RuntimeWarning, stacklevel=2)
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
 
 
-#: helper threads besides the caller; 0 runs chunks in sequence (tests may patch it)
-WORKERS = max(0, min(_cores(), MAX_CHUNKS) - 1)
+#: helper threads besides the caller (``YSCV_NUM_THREADS`` - 1, or the cores
+#: - 1, at most MAX_CHUNKS - 1); 0 runs the chunks in sequence on the caller,
+#: with the same results. Fixed at import; tests may patch it.
+WORKERS = max(0, min(_threads(), MAX_CHUNKS) - 1)
 
 _pool = None
 _pool_lock = threading.Lock()
