@@ -100,9 +100,13 @@ def group_stats(x, C, K, r0, r1, out, i):
     G = C // K
     per_row = float((W // C) * K)        # values of a group in one packed row
     rows = max(_MIN_ROWS, _CHUNK // W)
+    P = W // C
     s1 = np.empty(W)
     s2 = np.empty(W)
     shift = np.empty(W)                  # per lane: the shift of its channel's group
+    group = np.empty(W, np.intp)         # per lane: its group (no integer division in loops)
+    for j in range(W):
+        group[j] = (j % C) // K
     mean = out[i, 0]
     m2 = out[i, 1]
     for n in range(N):
@@ -111,21 +115,30 @@ def group_stats(x, C, K, r0, r1, out, i):
         if r1 <= r0:
             continue
         for j in range(W):
-            shift[j] = x[n, r0, ((j % C) // K) * K]
+            shift[j] = x[n, r0, group[j] * K]
         count = 0.0
         for b0 in range(r0, r1, rows):
             b1 = min(b0 + rows, r1)
             s1[:] = 0.0
             s2[:] = 0.0
-            for r in range(b0, b1):
-                xs = x[n, r]
+            for r in range(b0, b1 - 1, 2):   # two rows per lane update
+                xa = x[n, r]
+                xb = x[n, r + 1]
+                for j in range(W):
+                    d = xa[j] - shift[j]
+                    e = xb[j] - shift[j]
+                    s1[j] += d + e
+                    s2[j] += d * d + e * e
+            if (b1 - b0) % 2:
+                xs = x[n, b1 - 1]
                 for j in range(W):
                     d = xs[j] - shift[j]
                     s1[j] += d
                     s2[j] += d * d
-            for j in range(C, W):        # fold the lanes onto channels [0, C), in order
-                s1[j % C] += s1[j]
-                s2[j % C] += s2[j]
+            for p in range(1, P):        # fold the lanes onto channels [0, C), in order
+                for c in range(C):
+                    s1[c] += s1[p * C + c]
+                    s2[c] += s2[p * C + c]
             nb = (b1 - b0) * per_row
             total = count + nb
             w_new = nb / total
@@ -141,7 +154,7 @@ def group_stats(x, C, K, r0, r1, out, i):
                 mean[n, g] += delta * w_new
                 m2[n, g] += (t2 - t1 * bmean) + delta * delta * w_cross
             for j in range(W):
-                shift[j] = mean[n, (j % C) // K]
+                shift[j] = mean[n, group[j]]
             count = total
         for g in range(G):
             m2[n, g] = max(m2[n, g], 0.0)
@@ -180,16 +193,27 @@ def group_grad_sums(g, x, mean, C, r0, r1, out, i):
         sg[:] = 0.0
         sgx[:] = 0.0
         mu = mean[n]
-        for r in range(r0, r1):
-            xs = x[n, r]
-            gs = g[n, r]
+        for r in range(r0, r1 - 1, 2):          # two rows per lane update
+            xa = x[n, r]
+            ga = g[n, r]
+            xb = x[n, r + 1]
+            gb = g[n, r + 1]
+            for j in range(W):
+                u = np.float64(ga[j])
+                v = np.float64(gb[j])
+                sg[j] += u + v
+                sgx[j] += u * (xa[j] - mu[j]) + v * (xb[j] - mu[j])
+        if (r1 - r0) % 2:
+            xs = x[n, r1 - 1]
+            gs = g[n, r1 - 1]
             for j in range(W):
                 gv = np.float64(gs[j])
                 sg[j] += gv
                 sgx[j] += gv * (xs[j] - mu[j])
-        for j in range(C, W):
-            sg[j % C] += sg[j]
-            sgx[j % C] += sgx[j]
+        for p in range(1, W // C):
+            for c in range(C):
+                sg[c] += sg[p * C + c]
+                sgx[c] += sgx[p * C + c]
         for c in range(C):
             out[i, 0, n, c] = sg[c]
             out[i, 1, n, c] = sgx[c]
