@@ -193,19 +193,9 @@ def group_grad_sums(g, x, mean, C, r0, r1, out, i):
         sg[:] = 0.0
         sgx[:] = 0.0
         mu = mean[n]
-        for r in range(r0, r1 - 1, 2):          # two rows per lane update
-            xa = x[n, r]
-            ga = g[n, r]
-            xb = x[n, r + 1]
-            gb = g[n, r + 1]
-            for j in range(W):
-                u = np.float64(ga[j])
-                v = np.float64(gb[j])
-                sg[j] += u + v
-                sgx[j] += u * (xa[j] - mu[j]) + v * (xb[j] - mu[j])
-        if (r1 - r0) % 2:
-            xs = x[n, r1 - 1]
-            gs = g[n, r1 - 1]
+        for r in range(r0, r1):
+            xs = x[n, r]
+            gs = g[n, r]
             for j in range(W):
                 gv = np.float64(gs[j])
                 sg[j] += gv
