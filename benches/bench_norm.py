@@ -11,7 +11,12 @@ cotangent and gradients to x, gamma and beta:
 yscv reuses one graph per workload: the leaves (x, gamma, beta, running
 stats) are bound once; each step truncates back to them, zeroes the grads,
 applies the op and runs backward (PyTorch: ``grad = None`` then backward).
-yscv's kernels are single-threaded; PyTorch uses all cores.
+Both sides use the machine's cores: yscv splits each kernel call of these
+sizes into row chunks run on the calling thread and one worker thread
+(yscv/ops/_parallel.py; ``YSCV_NUM_THREADS=1`` keeps it on one thread),
+PyTorch uses its OpenMP pool. The "1 thread" rows run both sides on one
+thread (PyTorch ``set_num_threads(1)``, yscv's chunks in sequence on the
+caller, same results) to compare the kernels core for core.
 
 Run ``python benches/bench_norm.py --compile`` for the first-call time of the
 norm kernels, cold (empty Numba cache) and warm, each in a fresh interpreter.
@@ -56,6 +61,21 @@ def _yscv_step(x0, cot, build, c):
     return step
 
 
+def _one_thread(step):
+    """``step`` with yscv's row chunks run in sequence on the calling thread."""
+    import yscv.ops._parallel as par
+
+    def step_one_thread():
+        prev = par.WORKERS
+        par.WORKERS = 0
+        try:
+            return step()
+        finally:
+            par.WORKERS = prev
+
+    return step_one_thread
+
+
 def _torch_step(torch, x0, cot, build, c, to_torch, threads=None):
     t = to_torch(torch.tensor(x0)).requires_grad_(True)
     tc = to_torch(torch.tensor(cot))
@@ -95,9 +115,9 @@ def benches(torch) -> list:
                      reference_name="PyTorch NCHW", target=1.0))
     out.append(Bench(name=label + " vs torch channels_last", yscv=step, reference=refs[1],
                      reference_name="PyTorch channels_last", target=1.0))
-    # PyTorch on one core: how the kernels compare core for core (also robust to a
-    # busy shared machine, where PyTorch's 2-thread pool can stall).
-    out.append(Bench(name=label + " vs torch channels_last 1 thread", yscv=step,
+    # both on one core: how the kernels compare core for core (also robust to a
+    # busy shared machine, where a 2-thread pool can stall).
+    out.append(Bench(name=label + " vs torch channels_last 1 thread", yscv=_one_thread(step),
                      reference=refs[2], reference_name="PyTorch channels_last, 1 thread"))
 
     x = rng.standard_normal(LN_SHAPE).astype(np.float32)
@@ -112,8 +132,8 @@ def benches(torch) -> list:
         refs = [_torch_step(torch, x, cot, tb, c, lambda t: t),
                 _torch_step(torch, x, cot, tb, c, lambda t: t, threads=1)]
     out.append(Bench(name=label, yscv=step, target=1.0, reference=refs[0]))
-    out.append(Bench(name=label + " vs torch 1 thread", yscv=step, reference=refs[1],
-                     reference_name="PyTorch, 1 thread"))
+    out.append(Bench(name=label + " vs torch 1 thread", yscv=_one_thread(step),
+                     reference=refs[1], reference_name="PyTorch, 1 thread"))
     return out
 
 

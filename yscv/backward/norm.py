@@ -11,7 +11,8 @@ normalised activations. For statistics groups of ``m`` elements with
 * fixed statistics (batch norm in eval mode): ``dx = gamma_c * inv * g``.
 
 Running statistics (the last two batch-norm inputs, when tracked) never
-receive a gradient.
+receive a gradient. Large calls run as row chunks on two threads (see
+yscv/ops/norm.py); the per-chunk column sums are added in chunk order.
 """
 from __future__ import annotations
 

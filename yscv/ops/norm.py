@@ -11,6 +11,11 @@ statistics the forward normalised with, ``(mean, var)`` (biased variance), one
 pair per statistics group — never the normalised activations (the backward
 kernels recompute ``x - mean`` on the fly, see docs/ops/norm.md).
 
+Kernel calls on large inputs run as a fixed split of row chunks on the
+calling thread and a worker thread (:mod:`yscv.ops._parallel`, grains
+below); chunk results are merged in chunk order, so values are the same
+bits with one thread or two.
+
 Batch norm in training mode updates its running statistics in place, but the
 registered forward stays pure (activation checkpointing replays forwards): it
 returns the batch statistics as its saved data, and :meth:`NormOps.batch_norm`
@@ -61,7 +66,7 @@ def group_layout(shape: tuple, per_sample: bool) -> tuple:
 
 #: grouped kernels: rows of a narrow tensor are packed side by side into
 #: rows of up to this many values, so each inner loop is long enough to
-#: vectorise (C = 4 float32 statistics 2.1 -> 0.44 ms for 2^21 values; batch
+#: vectorise (C = 4 float32 statistics 2.1 -> 0.36 ms for 2^21 values; batch
 #: norm step at C = 4 10.2 -> 3.4 ms). Wider packed rows measured slower
 #: inside a training step (C = 64 packed to 256: 3.6 -> 4.4 ms)
 PACK_WIDTH = 64
