@@ -343,3 +343,31 @@ def test_malloc_tuning_runs_once_and_can_be_disabled():
     code = "import yscv._malloc as m; print(m.tune_malloc_once())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("build", ["leaf", "add", "reshape", "retained"])
+def test_backward_borrows_the_cotangent_without_aliasing_stored_grads(build):
+    """backward(grad=a) does not copy ``a`` up front, yet no stored gradient
+    aliases it: changing ``a`` afterwards changes nothing, and ``a`` itself is
+    never written."""
+    g = Graph(np.float64)
+    x = g.variable(np.arange(6.0).reshape(2, 3))
+    c = g.constant(np.ones((2, 3)))
+    if build == "leaf":
+        t = x
+    elif build == "add":
+        t = x + c
+    elif build == "reshape":
+        t = g.reshape(x, (3, 2))
+    else:
+        t = x + c
+        g.retain_grad(t)
+    cot = np.full(g.value(t).shape, 2.0)
+    g.backward(t, grad=cot)
+    cot[...] = -7.0
+    np.testing.assert_array_equal(g.grad(x), np.full((2, 3), 2.0))
+    if build == "retained":
+        np.testing.assert_array_equal(g.grad(t), np.full((2, 3), 2.0))
+    assert g.grad(x).flags.writeable
+    g.backward(t, grad=np.ones(g.value(t).shape))   # accumulates into an owned array
+    np.testing.assert_array_equal(g.grad(x), np.full((2, 3), 3.0))

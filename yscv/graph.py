@@ -513,8 +513,16 @@ class _GraphCore:
                     got=shape,
                 )
             seed = np.ones(shape, dtype=self.dtype)
+            borrowed = False
         else:
-            seed = as_graph_array(grad, self.dtype, "backward", "grad", copy=True)
+            # no copy (a large cotangent's copy cost ~1 ms per 8 MB): backward
+            # rules never write to g, and the walk copies a borrowed (read-only)
+            # gradient before storing it as a leaf's or retained node's grad
+            seed = as_graph_array(grad, self.dtype, "backward", "grad", copy=False)
+            borrowed = not isinstance(grad, np.ndarray) or np.may_share_memory(seed, grad)
+            if borrowed:
+                seed = seed.view()
+                seed.flags.writeable = False
             if seed.shape != shape:
                 raise ShapeError(
                     f"backward: grad has shape {seed.shape}, target node {t} has {shape}",
@@ -523,10 +531,16 @@ class _GraphCore:
                     expected=shape,
                     got=seed.shape,
                 )
-        self._walk(t, seed, retain_graph)
+        self._walk(t, seed, retain_graph, borrowed)
 
-    def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True) -> None:
-        """Reverse index walk from ``t`` to 0 (arena order is a topological order)."""
+    def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True,
+              borrowed: bool = False) -> None:
+        """Reverse index walk from ``t`` to 0 (arena order is a topological order).
+
+        ``borrowed``: ``seed`` is a read-only view of the caller's array; any
+        read-only gradient (it, or a view of it passed through by a backward)
+        is copied before it is stored as a grad, so stored grads never alias
+        the caller's data."""
         pending = [None] * (t + 1)
         pending[t] = seed
         values, ops, inputs, attrs, saved, rg, needs = (
@@ -556,6 +570,9 @@ class _GraphCore:
             if hooks and i in hooks:
                 gi = self._run_hooks(i, gi)
             ins = inputs[i]
+            if borrowed and (not ins or (retained and i in retained)) \
+                    and not gi.flags.writeable:
+                gi = gi.copy()
             if not ins:
                 if rg[i] and not (param_of or post_hooks):  # plain leaf: store or add
                     cur = stored.get(i)
