@@ -83,15 +83,16 @@ def benches(torch) -> list:
                 reference=None if torch is None else _torch_step(torch, x, cot, tbuild),
                 reference_name="PyTorch NCHW",
             ))
-            if torch is not None:
-                # yscv's pool kernels are single-threaded; this row compares
-                # like with like (and is robust to a busy shared machine, where
-                # PyTorch's 2-thread pool can stall waiting for a core).
-                out.append(Bench(
-                    name=label + " (torch 1 thread)", yscv=step,
-                    reference=_torch_step(torch, x, cot, tbuild, threads=1),
-                    reference_name="PyTorch NCHW, 1 thread",
-                ))
+            # yscv's pool kernels are single-threaded; this row compares like
+            # with like (and is robust to a busy shared machine, where
+            # PyTorch's 2-thread pool can stall waiting for a core). The row
+            # exists without PyTorch too, so ``run.py --separate`` finds row i
+            # at the same index in a process without PyTorch.
+            out.append(Bench(
+                name=label + " (torch 1 thread)", yscv=step,
+                reference=None if torch is None else _torch_step(torch, x, cot, tbuild, threads=1),
+                reference_name="PyTorch NCHW, 1 thread",
+            ))
     return out
 
 

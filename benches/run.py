@@ -56,6 +56,7 @@ if {use_torch}:
     torch.set_num_threads(os.cpu_count() or 2)
 import importlib
 b = importlib.import_module("bench_{topic}").benches(torch)[{index}]
+assert b.name == {name!r}, "bench_{topic}: row {index} differs without PyTorch: " + b.name
 fn = b.yscv if {side!r} == "yscv" else b.reference
 fn()
 fn()
@@ -63,11 +64,12 @@ print(min(median_time(fn, 3) for _ in range({rounds})))
 """
 
 
-def time_alone(topic: str, index: int, side: str, use_torch: bool, rounds: int) -> float:
+def time_alone(topic: str, index: int, name: str, side: str, use_torch: bool,
+               rounds: int) -> float:
     """Per-call seconds of one side of bench ``index`` of ``bench_<topic>``,
     timed in a fresh interpreter that imports PyTorch only if ``use_torch``."""
     code = _CHILD.format(here=str(HERE), root=str(HERE.parent), use_torch=use_torch,
-                         topic=topic, index=index, side=side, rounds=rounds)
+                         topic=topic, index=index, name=name, side=side, rounds=rounds)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
     return float(res.stdout.strip().splitlines()[-1])
@@ -115,8 +117,8 @@ def main(argv=None) -> int:
                 ref_torch = b.reference_name.startswith("PyTorch")
                 sy, sr = [], []
                 for _ in range(3):  # alternate the fresh processes to share load changes
-                    sy.append(time_alone(topic, index, "yscv", False, rounds))
-                    sr.append(time_alone(topic, index, "reference", ref_torch, rounds))
+                    sy.append(time_alone(topic, index, b.name, "yscv", False, rounds))
+                    sr.append(time_alone(topic, index, b.name, "reference", ref_torch, rounds))
                 alone = statistics.median(sy) / statistics.median(sr)
             rows.append((b, first, ty, tr, ratio, alone))
             r = f"{ratio:.2f}x" if ratio else "-"
