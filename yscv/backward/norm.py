@@ -29,6 +29,15 @@ from ..registry import register_backward
 K = lazy("norm")
 
 
+#: Padding (float64 elements) of each layer-norm partial-sum row. With rows
+#: a multiple of 4 KB apart (c = 512 exactly) the two threads' accumulator
+#: rows alias in the cache and the two-chunk backward of 4096x512 took
+#: 1.2 ms, no faster than one chunk; 64 doubles (512 bytes) off the 4 KB grid
+#: it takes 0.72 ms (measured 2026-11-24, Intel Xeon, 2 cores; pads of
+#: 64-520 all gave 0.71-0.75 ms, 0 and 8 gave 1.0-1.2 ms).
+_PART_PAD = 64
+
+
 def _affine_grads(grads_x, dgamma, dbeta, has_gamma, has_beta, dtype, extra=0) -> tuple:
     out = [grads_x]
     if has_gamma:
@@ -160,15 +169,18 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
     gamma64 = gamma if dt == np.float64 else readonly(gamma.astype(np.float64))
     dx = np.empty((m, c) if need_x else (0, c), dt)
     ranges = row_chunks(m, x2.size, fwd.GRAIN_LN_BACKWARD)
-    dg_parts = np.empty((len(ranges), c))
-    db_parts = np.empty((len(ranges), c))
+    k = len(ranges)
+    # the chunks' float64 partial sums, one block, every row _PART_PAD
+    # doubles longer than c (the kernel fills and reads the first c)
+    parts = np.empty((2 * k, c + _PART_PAD))
+    dg_parts, db_parts = parts[:k], parts[k:]
 
     def chunk(i, r0, r1):
         K.layer_norm_backward(g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, i,
                               r0, r1, bool(need_x), bool(need_affine))
 
     par.run_chunks(chunk, ranges)
-    dgamma = par.combine(dg_parts) if need_gamma else None
-    dbeta = par.combine(db_parts) if need_beta else None
+    dgamma = par.combine(dg_parts[:, :c]) if need_gamma else None
+    dbeta = par.combine(db_parts[:, :c]) if need_beta else None
     return _affine_grads(dx.reshape(x.shape) if need_x else None, dgamma, dbeta,
                          has_gamma, has_beta, dt)
