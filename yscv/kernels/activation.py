@@ -83,8 +83,8 @@ def _erf32(v):
     """float32 erf as Eigen's rational function of the argument clamped to
     +-4: FMAs and one division, no exp, no branch (vectorises). Absolute
     error <= 4.4e-7, so ``1 + erf(x)`` loses relative accuracy as x goes
-    below about -2.8 (the normal CDF below -2: 1e-5 relative there, 100%
-    near erf(x) = -1). NaN stays NaN."""
+    below about -1.4 (1e-5 relative there, i.e. gelu's normal CDF at -2;
+    all of it where erf(x) rounds to -1). NaN stays NaN."""
     x = min(max(v, -_ERF_CLAMP), _ERF_CLAMP)
     x2 = x * x
     p = _EA13
