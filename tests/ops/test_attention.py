@@ -276,3 +276,22 @@ def test_backward_from_two_threads_at_once_matches_sequential():
     for s in (20, 21):
         for a, b in zip(seq[s], par[s]):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_max_finds_the_peak_at_every_position_and_row_length(dtype):
+    """The softmax subtracts each row's max (taken over eight running lanes
+    plus a tail): a peak of 2000 at any key position j of rows of any causal
+    length would overflow exp if the max missed it."""
+    sk = 21                                   # rows of length 1..21: every tail length
+    k = np.eye(sk)                            # score[i, j] = scale * q[i, j]
+    v = np.random.default_rng(5).standard_normal((sk, 3))
+    for peak in range(sk):
+        q = np.zeros((sk, sk))
+        q[:, peak] = 2000.0
+        g = yscv.Graph(dtype)
+        out = g.value(g.scaled_dot_product_attention(
+            g.constant(q), g.constant(k), g.constant(v), causal=True, scale=1.0))
+        assert np.all(np.isfinite(out))
+        np.testing.assert_allclose(out, ref_sdpa(q, k, v, causal=True, scale=1.0),
+                                   rtol=1e-5, atol=1e-6)
