@@ -1,0 +1,38 @@
+"""The kernel cache is stamped with every file of yscv/kernels, so a kernel
+that inlines a helper from another kernel module never runs stale code."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+
+from yscv.kernels import _jit
+
+
+def test_stamp_changes_when_any_kernel_file_changes(tmp_path, monkeypatch):
+    for f in ("_jit.py", "recurrent.py", "norm.py"):
+        shutil.copy(f"{_jit.KERNELS_DIR}/{f}", tmp_path / f)
+    monkeypatch.setattr(_jit, "KERNELS_DIR", str(tmp_path))
+    before = _jit.package_stamp()
+    assert _jit.package_stamp() == before          # memoised, stable
+    with open(tmp_path / "norm.py", "a") as fh:      # a file other than the kernel's own
+        fh.write("\n# edited\n")
+    assert _jit.package_stamp() != before
+    (tmp_path / "new_helper.py").write_text("X = 1\n")
+    changed = _jit.package_stamp()
+    (tmp_path / "new_helper.py").unlink()
+    assert _jit.package_stamp() not in (changed,)
+
+
+def test_kernels_use_the_package_stamp():
+    from yscv.kernels import recurrent
+
+    recurrent.rnn_step_forward(np.zeros((1, 2)), np.zeros(2), 0, False, np.zeros((1, 1, 2)))
+    locator = recurrent.rnn_step_forward._cache._impl._locator
+    assert locator.get_source_stamp() == _jit.package_stamp()
+
+
+def test_uncached_jit_has_no_cache():
+    fn = _jit.jit(cache=False)(lambda x: x + 1)
+    assert fn(1) == 2
+    assert type(fn._cache).__name__ == "NullCache"
