@@ -1,0 +1,79 @@
+"""yscv.kernels.gemm against NumPy: every tile path (4-row and 1-row tiles,
+full tiles, single vectors, the scalar column tail), both dtypes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yscv.kernels import gemm
+from yscv.kernels.simd import VBYTES
+
+L32 = VBYTES // 4  # float32 lanes
+# column counts hitting: only the scalar tail, one vector, vectors + tail,
+# one full tile, tiles + vectors + tail
+COLS = [3, L32, L32 + 5, 4 * L32, 4 * L32 + 2 * L32 + 7]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 3, 4, 7, 9])
+@pytest.mark.parametrize("n", COLS)
+def test_matmul_rows_all_rows(dtype, m, n):
+    rng = np.random.default_rng(m * 100 + n)
+    a = rng.standard_normal((m, 13)).astype(dtype)
+    b = rng.standard_normal((13, n)).astype(dtype)
+    c = np.full((m, n), np.nan, dtype)
+    gemm.matmul_rows(a, b, c, 0, m, False)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol)
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    c = c0.copy()
+    gemm.matmul_rows(a, b, c, 0, m, True)
+    np.testing.assert_allclose(c, c0 + a.astype(np.float64) @ b, rtol=tol, atol=tol)
+
+
+def test_matmul_rows_touches_only_its_rows_and_splits_bit_identically():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((11, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 4 * L32 + 9)).astype(np.float32)
+    whole = np.zeros((11, b.shape[1]), np.float32)
+    gemm.matmul_rows(a, b, whole, 0, 11, False)
+    parts = np.full_like(whole, -7.0)
+    gemm.matmul_rows(a, b, parts, 2, 7, False)
+    assert np.all(parts[:2] == -7.0) and np.all(parts[7:] == -7.0)
+    gemm.matmul_rows(a, b, parts, 0, 2, False)
+    gemm.matmul_rows(a, b, parts, 7, 11, False)
+    assert np.array_equal(parts, whole)  # the order of a sum never depends on the split
+
+
+def test_matmul_rows_empty_k_and_nan():
+    a = np.zeros((4, 0), np.float32)
+    b = np.zeros((0, 5), np.float32)
+    c = np.ones((4, 5), np.float32)
+    gemm.matmul_rows(a, b, c, 0, 4, False)
+    assert np.all(c == 0)
+    a = np.ones((4, 2), np.float64)
+    a[2, 1] = np.nan
+    b = np.ones((2, 2 * L32), np.float64)
+    c = np.empty((4, 2 * L32))
+    gemm.matmul_rows(a, b, c, 0, 4, False)
+    assert np.all(np.isnan(c[2])) and np.all(c[[0, 1, 3]] == 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 4, 6])
+@pytest.mark.parametrize("n", COLS)
+@pytest.mark.parametrize("shift", [0, 1])
+def test_matmul_tn_steps(dtype, m, n, shift):
+    T, R = 5, 6
+    rng = np.random.default_rng(m * 1000 + n * 10 + shift)
+    a = rng.standard_normal((T, R, m)).astype(dtype)
+    b = rng.standard_normal((T, R, n)).astype(dtype)
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    t0, t1, i0, i1 = shift, T, 1, 5
+    c = c0.copy()
+    gemm.matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1)
+    want = c0.astype(np.float64)
+    for t in range(t0, t1):
+        want = want + a[t - shift, i0:i1].astype(np.float64).T @ b[t, i0:i1]
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(c, want, rtol=tol, atol=tol)

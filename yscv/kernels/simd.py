@@ -1,0 +1,194 @@
+"""Explicit SIMD vectors for kernels: one register of float32 or float64 lanes.
+
+Numba runs LLVM's loop vectoriser but not its SLP vectoriser, so register
+blocking (a GEMM tile keeping 16 accumulators in registers, say) cannot be
+written with scalars or small arrays: the accumulators would live in memory.
+``Vec`` is an LLVM vector value (``<16 x float>`` / ``<8 x double>`` on a
+CPU with AVX-512, ``<8 x float>`` / ``<4 x double>`` otherwise) that Numba
+keeps in a register, with lane-wise intrinsics:
+
+=====================  ====================================================
+``vload(a, i)``        ``a.flat[i : i + L]`` (``a`` C-contiguous, any ndim)
+``vstore(a, i, v)``    ``a.flat[i : i + L] = v``
+``vsplat(x)``          ``[x] * L`` (``x`` a float32 / float64 scalar)
+``vzero(a)``           zeros of ``a``'s dtype (``a`` an array or a scalar)
+``vfma(x, y, z)``      ``x * y + z`` with one rounding (IEEE fused
+                       multiply-add; a separate multiply and add, two
+                       roundings, on a CPU without FMA)
+``vadd vsub vmul``     lane-wise IEEE operations
+``lanes(a)``           ``L`` for ``a``'s dtype, a compile-time constant
+=====================  ====================================================
+
+``L = VBYTES // itemsize``: ``VBYTES`` is 64 where the target CPU has AVX-512
+and 32 otherwise (the target is the one Numba compiles for: the host, or
+``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``; Numba's cache keys on it too).
+Loads and stores do no bounds checks: callers keep ``i + L <= a.size``.
+Every operation is exact IEEE arithmetic in the array's dtype (no fast-math,
+no promotion); results do not depend on the vector width.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import config
+from numba.extending import intrinsic, models, register_model
+
+
+def _target_features() -> str:
+    """The feature string Numba compiles for (``+avx512f,...``)."""
+    if config.CPU_FEATURES is not None:
+        return config.CPU_FEATURES
+    import llvmlite.binding as ll
+
+    return ll.get_host_cpu_features().flatten()
+
+
+_FEATURES = _target_features().split(",")
+#: bytes per vector register used by the kernels
+VBYTES = 64 if "+avx512f" in _FEATURES else 32
+_HAS_FMA = "+fma" in _FEATURES
+
+
+class VecType(types.Type):
+    """``L`` lanes of ``dtype`` (float32 or float64) in one register."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.lanes = VBYTES // (dtype.bitwidth // 8)
+        super().__init__(name=f"yscv.Vec({dtype}x{self.lanes})")
+
+
+_VEC = {types.float32: VecType(types.float32), types.float64: VecType(types.float64)}
+_LLVM_FLOAT = {types.float32: ir.FloatType(), types.float64: ir.DoubleType()}
+
+
+def _llvm_vec(vt: VecType):
+    return ir.VectorType(_LLVM_FLOAT[vt.dtype], vt.lanes)
+
+
+@register_model(VecType)
+class _VecModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _llvm_vec(fe_type))
+
+
+def _float_array(a) -> bool:
+    return isinstance(a, types.Array) and a.layout == "C" and a.dtype in _VEC
+
+
+def _elem_ptr(context, builder, aty, arr_val, idx_val, idx_ty, vt):
+    arr = context.make_array(aty)(context, builder, arr_val)
+    idx = context.cast(builder, idx_val, idx_ty, types.intp)
+    ptr = builder.gep(arr.data, [idx], inbounds=True)
+    return builder.bitcast(ptr, ir.PointerType(_llvm_vec(vt)))
+
+
+@intrinsic
+def vload(typingctx, a, i):
+    """``a.flat[i : i + L]`` as a vector; ``a`` C-contiguous float32/64."""
+    if not (_float_array(a) and isinstance(i, types.Integer)):
+        return None
+    vt = _VEC[a.dtype]
+
+    def codegen(context, builder, sig, args):
+        ptr = _elem_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1], vt)
+        return builder.load(ptr, align=vt.dtype.bitwidth // 8)
+    return vt(a, i), codegen
+
+
+@intrinsic
+def vstore(typingctx, a, i, v):
+    """``a.flat[i : i + L] = v``; ``a`` writeable C-contiguous, ``v`` of its dtype."""
+    if not (_float_array(a) and a.mutable and isinstance(i, types.Integer)
+            and v == _VEC[a.dtype]):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _elem_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1], v)
+        builder.store(args[2], ptr, align=v.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+    return types.none(a, i, v), codegen
+
+
+@intrinsic
+def vsplat(typingctx, x):
+    """``[x, x, ..., x]`` for a float32 or float64 scalar ``x``."""
+    if x not in _VEC:
+        return None
+    vt = _VEC[x]
+
+    def codegen(context, builder, sig, args):
+        lty = _llvm_vec(vt)
+        v = builder.insert_element(ir.Constant(lty, ir.Undefined), args[0],
+                                   ir.Constant(ir.IntType(32), 0))
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
+        return builder.shuffle_vector(v, ir.Constant(lty, ir.Undefined), mask)
+    return vt(x), codegen
+
+
+def _dtype_of(a):
+    if isinstance(a, types.Array):
+        return a.dtype
+    return a
+
+
+@intrinsic
+def vzero(typingctx, a):
+    """Zeros with the dtype of ``a`` (an array or a float scalar)."""
+    dt = _dtype_of(a)
+    if dt not in _VEC:
+        return None
+    vt = _VEC[dt]
+
+    def codegen(context, builder, sig, args):
+        return ir.Constant(_llvm_vec(vt), [0.0] * vt.lanes)
+    return vt(a), codegen
+
+
+@intrinsic
+def lanes(typingctx, a):
+    """Lanes per vector for the dtype of ``a`` (array or scalar): a constant."""
+    dt = _dtype_of(a)
+    if dt not in _VEC:
+        return None
+    n = _VEC[dt].lanes
+
+    def codegen(context, builder, sig, args):
+        return ir.Constant(ir.IntType(64), n)
+    return types.intp(a), codegen
+
+
+def _binary(op: str):
+    @intrinsic
+    def fn(typingctx, x, y):
+        if not (isinstance(x, VecType) and x == y):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return getattr(builder, op)(args[0], args[1])
+        return x(x, y), codegen
+    fn.__doc__ = f"Lane-wise IEEE ``{op}``."
+    return fn
+
+
+vadd = _binary("fadd")
+vsub = _binary("fsub")
+vmul = _binary("fmul")
+
+
+@intrinsic
+def vfma(typingctx, x, y, z):
+    """``x * y + z`` lane-wise, rounded once (``llvm.fma``); two roundings
+    (``llvm.fmuladd``, lowered to a multiply and an add) on a CPU without FMA."""
+    if not (isinstance(x, VecType) and x == y == z):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lty = _llvm_vec(x)
+        suffix = f"v{x.lanes}f{x.dtype.bitwidth}"
+        name = ("llvm.fma." if _HAS_FMA else "llvm.fmuladd.") + suffix
+        fn = builder.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(lty, [lty, lty, lty]), name)
+        return builder.call(fn, list(args))
+    return x(x, y, z), codegen
