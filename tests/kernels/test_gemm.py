@@ -77,3 +77,13 @@ def test_matmul_tn_steps(dtype, m, n, shift):
         want = want + a[t - shift, i0:i1].astype(np.float64).T @ b[t, i0:i1]
     tol = 1e-5 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(c, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 70), (L32, L32), (2 * L32, 3 * L32),
+                                   (2 * L32 + 3, L32 + 5), (128, 512), (512, 64)])
+def test_transpose_into(dtype, shape):
+    a = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    out = np.empty(shape[::-1], dtype)
+    gemm.transpose_into(a, out)
+    assert np.array_equal(out, a.T)

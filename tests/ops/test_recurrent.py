@@ -389,3 +389,82 @@ def test_backward_from_two_threads_at_once_matches_sequential():
     for s in (10, 11):
         for a, b in zip(seq[s], par[s]):
             np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------ batch row blocks
+# The sequence kernels run the batch in blocks of rows, on two threads. The
+# small OpCase sizes above use one block; these tests force several, with
+# sizes that exercise every GEMM tile path (B not a multiple of 4, H not a
+# multiple of the vector width).
+from yscv.ops import _parallel as _par  # noqa: E402
+from yscv.ops import recurrent as _rec  # noqa: E402
+
+
+@pytest.mark.parametrize("B_", [1, 7, 15, 16, 17, 40, 1000])
+def test_row_blocks_cover_the_batch_in_tiles_of_four(B_):
+    for work in (1, 10**6, 10**9):
+        blocks = _rec.row_blocks(B_, work)
+        assert blocks[0][0] == 0 and blocks[-1][1] == B_
+        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+        assert all(lo % 4 == 0 and hi > lo for lo, hi in blocks)
+        assert len(blocks) <= _par.MAX_CHUNKS
+        assert blocks == _rec.row_blocks(B_, work)  # sizes only
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Split even tiny problems into blocks of at least 4 rows."""
+    monkeypatch.setattr(_rec, "BLOCK_WORK", 1)
+    monkeypatch.setattr(_rec, "MIN_BLOCK_ROWS", 4)
+
+
+def _block_case(op, B_, H_, states, seed=12):
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[op]
+    rng = np.random.default_rng(seed)
+    T_, I_ = 5, 7
+    k = 1 / np.sqrt(H_)
+    arrs = [rng.standard_normal((T_, B_, I_)), rng.uniform(-k, k, (I_, gates * H_)),
+            rng.uniform(-k, k, (H_, gates * H_)), rng.uniform(-k, k, gates * H_)]
+    if op == "gru":
+        arrs.append(rng.uniform(-k, k, gates * H_))
+    arrs += [rng.standard_normal((B_, H_)) for _ in range(states)]
+    return arrs
+
+
+REFS = {"lstm": ref_lstm, "gru": ref_gru, "rnn": ref_rnn}
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru", "rnn"])
+def test_several_blocks_match_reference_and_gradcheck(op, small_blocks):
+    states = {"lstm": 2, "gru": 1, "rnn": 1}[op]
+    arrs = _block_case(op, 13, 21, states)          # blocks [0, 4), [4, 8), [8, 13)
+    assert len(_rec.row_blocks(13, 10**6)) == 3
+    g = yscv.Graph(np.float64)
+    out = getattr(g, op)(*[g.constant(a) for a in arrs])
+    np.testing.assert_allclose(g.value(out), REFS[op](*arrs), rtol=1e-12, atol=1e-13)
+    small = _block_case(op, 9, 5, states, seed=13)  # blocks [0, 4), [4, 9)
+    assert yscv.gradcheck(lambda g, *n: g.sum(g.mul(getattr(g, op)(*n), getattr(g, op)(*n))),
+                          small)
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_give_the_same_bits_on_one_thread_or_two(op, dtype, monkeypatch):
+    states = {"lstm": 2, "gru": 1, "rnn": 1}[op]
+    arrs = _block_case(op, 20, 37, states)
+
+    def run():
+        g = yscv.Graph(dtype)
+        nodes = [g.variable(a) for a in arrs]
+        out = getattr(g, op)(*nodes)
+        g.backward(g.sum(g.mul(out, out)))
+        return [g.value(out).copy()] + [g.grad(n).copy() for n in nodes]
+
+    monkeypatch.setattr(_rec, "BLOCK_WORK", 1)
+    assert len(_rec.row_blocks(20, 10**6)) == 2
+    monkeypatch.setattr(_par, "WORKERS", 0)
+    one = run()
+    monkeypatch.setattr(_par, "WORKERS", 1)
+    for _ in range(3):
+        for a, b in zip(one, run()):
+            np.testing.assert_array_equal(a, b)

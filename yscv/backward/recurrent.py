@@ -1,11 +1,14 @@
 """Recurrent ops (backward): full backpropagation through time.
 
-Per step (from T-1 down to 0) one fused Numba kernel turns the incoming
-hidden-state gradient into the pre-activation gate gradients ``dG[t]`` and
-one GEMM ``dG[t] @ w_hh.T`` carries the gradient to h_{t-1}. After the loop
-the parameter and input gradients are whole-sequence GEMMs:
-``dW_ih = X.T @ dG``, ``dx = dG @ w_ih.T``, ``dW_hh = H_prev.T @ dG``
-(H_prev = [h0, h_0, ..., h_{T-2}] stacked to [T*B, H]), ``dbias = sum(dG)``.
+The batch is split into the same row blocks as the forward
+(``yscv.ops.recurrent.row_blocks``); each block runs, in one call on its own
+thread, the whole backward loop from T-1 down to 0 (per step the carried
+hidden-state gradient ``g[t] + dG[t+1] @ w_hh.T``, then the fused gate
+backward into ``dG[t]``), then its share of the input and parameter
+gradients: its rows of ``dx = dG @ w_ih.T`` and its partial sums of
+``dW_ih = X^T dG``, ``dW_hh = H_prev^T dG`` (H_prev = [h0, h_0, ...,
+h_{T-2}]) and ``dbias = sum(dG)``. The partials are added in block order
+(yscv/kernels/recurrent_seq.py).
 """
 from __future__ import annotations
 
@@ -15,10 +18,12 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops.recurrent import _optional_states
+from ..ops import _parallel as par
+from ..ops.recurrent import _optional_states, readonly, row_blocks, seq3, state2
 from ..registry import register_backward
 
-K = lazy("recurrent")
+KS = lazy("recurrent_seq")
+KG = lazy("gemm")
 
 _local = threading.local()
 _SCRATCH_SLOTS = 6
@@ -51,59 +56,63 @@ def scratch(slot: str, shape: tuple, dtype) -> np.ndarray:
     return buf
 
 
-def _kernel_array(a):
-    """``a`` as a C-contiguous writeable array (copied only when it is not):
-    kernels then see one array type, so Numba compiles one specialisation."""
-    if a.flags.c_contiguous and a.flags.writeable:
-        return a
-    return np.array(a, order="C")
+def _transposed(w):
+    """``w.T`` as a read-only C-contiguous copy (the kernels' GEMM tiles read
+    the second operand by rows; yscv.kernels.gemm.transpose_into is ~15x
+    faster than NumPy's copy of the transposed view here)."""
+    out = np.empty(w.shape[::-1], dtype=w.dtype)
+    KG.transpose_into(readonly(w), out)
+    return readonly(out)
 
 
-def _as3(a, T, B, H):
-    return _kernel_array(a.reshape(T, B, H))
+def _empty(ndim, dtype):
+    """A read-only empty placeholder of ``ndim`` dimensions (a skipped output)."""
+    return readonly(np.empty((0,) * ndim, dtype=dtype))
 
 
-def _state(s, B, H):
-    return _kernel_array(s.reshape(B, H))
+class _Grads:
+    """The outputs shared by the three ops: dx [T, B, I] and the per-block
+    partials of dW_ih, dW_hh and the biases, allocated only when needed
+    (otherwise empty placeholders the kernel skips)."""
+
+    def __init__(self, k, T, B, I, H, GH, dtype, need_dx, need_wih, need_whh, need_bih,
+                 need_bhh=False):
+        def parts(need, shape):
+            return np.zeros((k,) + (shape if need else (0,) * len(shape)), dtype=dtype)
+
+        self.dx = np.empty((T, B, I), dtype=dtype) if need_dx else np.empty((0, 0, 0), dtype=dtype)
+        self.dw_ih = parts(need_wih, (I, GH))
+        self.dw_hh = parts(need_whh, (H, GH))
+        self.db_ih = parts(need_bih, (GH,))
+        self.db_hh = parts(need_bhh, (GH,))
+        self.flags = (need_dx, need_wih, need_whh, need_bih, need_bhh)
+
+    def run_params(self, i, lo, hi, x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t):
+        KS.param_grads_rows(x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t, self.dx,
+                            self.dw_ih[i], self.dw_hh[i], self.db_ih[i], self.db_hh[i],
+                            lo, hi, *self.flags)
+
+    def results(self, x_shape):
+        need_dx, need_wih, need_whh, need_bih, need_bhh = self.flags
+        return ((self.dx.reshape(x_shape) if need_dx else None),
+                (par.combine(self.dw_ih) if need_wih else None),
+                (par.combine(self.dw_hh) if need_whh else None),
+                (par.combine(self.db_ih) if need_bih else None),
+                (par.combine(self.db_hh) if need_bhh else None))
 
 
-def _hprev_stack(out3, h0):
-    """(H_prev [*, H], start): hidden states feeding steps ``start..T-1``.
-
-    Without h0 the first step's recurrent input is zero, so it is left out.
-    """
-    T, B, H = out3.shape
-    if h0 is None:
-        return out3[:-1].reshape((T - 1) * B, H), 1
-    hp = np.empty((T * B, H), dtype=out3.dtype)
-    hp[:B] = h0
-    hp[B:] = out3[:-1].reshape((T - 1) * B, H)
-    return hp, 0
-
-
-def _shared_grads(x, x_shape3, w_ih, w_hh, out3, h0, dxp, dhp, needs):
-    """(dx, dw_ih, dw_hh) from the input-side gate gradients ``dxp`` and the
-    recurrent-side ones ``dhp`` ([T, B, G*H]; the same array for RNN/LSTM)."""
-    T, B, GH = dxp.shape
-    dxp2 = dxp.reshape(T * B, GH)
-    dx = dw_ih = dw_hh = None
-    if needs[0]:
-        dx = np.matmul(dxp2, w_ih.T).reshape(x.shape)
-    if needs[1]:
-        dw_ih = np.matmul(x.reshape(T * B, x_shape3[2]).T, dxp2)
-    if needs[2]:
-        hp, start = _hprev_stack(out3, h0)
-        if hp.shape[0] == 0:
-            dw_hh = np.zeros(w_hh.shape, dtype=dxp.dtype)
-        else:
-            dw_hh = np.matmul(hp.T, dhp[start:].reshape((T - start) * B, GH))
-    return dx, dw_ih, dw_hh
-
-
-def _shapes(x, out, batched):
+def _prepare(x, out, g, h0, batched, gates):
+    """Shapes and the kernels' read-only views shared by the three ops
+    (``gates`` = G, the gate blocks of the op)."""
     T = x.shape[0]
     B = x.shape[1] if batched else 1
-    return T, B, x.shape[-1], out.shape[-1]
+    I, H = x.shape[-1], out.shape[-1]
+    x3 = seq3(x, batched)
+    out3 = readonly(out.reshape(T, B, H))
+    g3 = readonly(g.reshape(T, B, H))
+    h0_seq = readonly(h0.reshape(1, B, H)) if h0 is not None else _empty(3, out.dtype)
+    blocks = row_blocks(B, T * B * gates * H * (I + H))
+    return T, B, I, H, x3, out3, g3, h0_seq, blocks
 
 
 @register_backward(Op.RNN)
@@ -111,23 +120,24 @@ def rnn_op_backward(g, inputs, out, attrs, saved, needs):
     batched, has_h0, relu = attrs
     x, w_ih, w_hh, bias = inputs[:4]
     (h0,) = _optional_states((has_h0,), inputs[4:])
-    T, B, I, H = _shapes(x, out, batched)
-    out3 = _as3(out, T, B, H)
-    g3 = _as3(g, T, B, H)
-    h0s = None if h0 is None else h0.reshape(B, H)
-    dpre = scratch("rnn_dpre", (T, B, H), out.dtype)
-    dh_rec_t = np.zeros((H, B), dtype=out.dtype)
+    T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 1)
     need_h0 = has_h0 and needs[4]
-    for t in range(T - 1, -1, -1):
-        K.rnn_step_backward(out3, g3, dh_rec_t, t, relu, dpre)
-        if t > 0 or need_h0:
-            np.matmul(w_hh, dpre[t].T, out=dh_rec_t)
-    dx, dw_ih, dw_hh = _shared_grads(x, (T, B, I), w_ih, w_hh, out3, h0s, dpre, dpre, needs)
-    db = dpre.reshape(T * B, H).sum(axis=0) if needs[3] else None
-    grads = (dx, dw_ih, dw_hh, db)
+    dpre = scratch("rnn_dpre", (T, B, H), out.dtype)
+    dh = np.empty((B, H), dtype=out.dtype)
+    w_hh_t = _transposed(w_hh)
+    w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
+    grads = _Grads(len(blocks), T, B, I, H, H, out.dtype, needs[0], needs[1], needs[2], needs[3])
+
+    def run(i, lo, hi):
+        KS.rnn_backward_rows(out3, g3, w_hh_t, relu, dpre, dh, lo, hi, need_h0)
+        grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dpre, dpre, w_ih_t)
+
+    par.run_chunks(run, blocks)
+    dx, dw_ih, dw_hh, db, _ = grads.results(x.shape)
+    result = (dx, dw_ih, dw_hh, db)
     if has_h0:
-        grads += ((dh_rec_t.T.reshape(h0.shape) if need_h0 else None),)
-    return grads
+        result += ((dh.reshape(h0.shape) if need_h0 else None),)
+    return result
 
 
 @register_backward(Op.LSTM)
@@ -136,28 +146,30 @@ def lstm_op_backward(g, inputs, out, attrs, saved, needs):
     x, w_ih, w_hh, bias = inputs[:4]
     h0, c0 = _optional_states((has_h0, has_c0), inputs[4:])
     gates, cells = saved
-    T, B, I, H = _shapes(x, out, batched)
-    out3 = out.reshape(T, B, H)
-    g3 = _as3(g, T, B, H)
-    h0s = None if h0 is None else h0.reshape(B, H)
-    dg = scratch("lstm_dgates", (T, B, 4 * H), out.dtype)
-    dc = np.zeros((B, H), dtype=out.dtype)
-    dh_rec_t = np.zeros((H, B), dtype=out.dtype)
+    T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 4)
     need_h0 = has_h0 and needs[4]
-    for t in range(T - 1, -1, -1):
-        K.lstm_step_backward(gates, cells, g3, dh_rec_t, t, dc, dg)
-        if t > 0 or need_h0:
-            np.matmul(w_hh, dg[t].T, out=dh_rec_t)
-    dx, dw_ih, dw_hh = _shared_grads(x, (T, B, I), w_ih, w_hh, out3, h0s, dg, dg, needs)
-    db = dg.reshape(T * B, 4 * H).sum(axis=0) if needs[3] else None
-    grads = (dx, dw_ih, dw_hh, db)
+    dg = scratch("lstm_dgates", (T, B, 4 * H), out.dtype)
+    dh = np.empty((B, H), dtype=out.dtype)
+    dc = np.zeros((B, H), dtype=out.dtype)
+    tc = np.empty((B, H), dtype=out.dtype)
+    w_hh_t = _transposed(w_hh)
+    w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
+    grads = _Grads(len(blocks), T, B, I, H, 4 * H, out.dtype, needs[0], needs[1], needs[2], needs[3])
+
+    def run(i, lo, hi):
+        KS.lstm_backward_rows(gates, cells, g3, w_hh_t, dg, dh, dc, tc, lo, hi, need_h0)
+        grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dg, dg, w_ih_t)
+
+    par.run_chunks(run, blocks)
+    dx, dw_ih, dw_hh, db, _ = grads.results(x.shape)
+    result = (dx, dw_ih, dw_hh, db)
     k = 4
     if has_h0:
-        grads += ((dh_rec_t.T.reshape(h0.shape) if need_h0 else None),)
+        result += ((dh.reshape(h0.shape) if need_h0 else None),)
         k += 1
     if has_c0:
-        grads += ((dc.reshape(c0.shape) if needs[k] else None),)
-    return grads
+        result += ((dc.reshape(c0.shape) if needs[k] else None),)
+    return result
 
 
 @register_backward(Op.GRU)
@@ -165,25 +177,24 @@ def gru_op_backward(g, inputs, out, attrs, saved, needs):
     batched, has_h0 = attrs
     x, w_ih, w_hh, bias_ih, bias_hh = inputs[:5]
     (h0,) = _optional_states((has_h0,), inputs[5:])
-    T, B, I, H = _shapes(x, out, batched)
-    out3 = _as3(out, T, B, H)
-    g3 = _as3(g, T, B, H)
-    h0s = np.zeros((B, H), dtype=out.dtype) if h0 is None else _state(h0, B, H)
+    T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 3)
+    need_h0 = has_h0 and needs[5]
+    h_first = readonly(np.zeros((B, H), dtype=out.dtype) if h0 is None else h0.reshape(B, H))
     dxp = scratch("gru_dx_gates", (T, B, 3 * H), out.dtype)
     dhp = scratch("gru_dh_gates", (T, B, 3 * H), out.dtype)
-    dh_rec_t = np.zeros((H, B), dtype=out.dtype)
-    dh_direct = np.zeros((B, H), dtype=out.dtype)
-    need_h0 = has_h0 and needs[5]
-    for t in range(T - 1, -1, -1):
-        h_prev = out3[t - 1] if t > 0 else h0s
-        K.gru_step_backward(saved, h_prev, g3, dh_rec_t, t, dh_direct, dxp, dhp)
-        if t > 0 or need_h0:
-            np.matmul(w_hh, dhp[t].T, out=dh_rec_t)
-    dx, dw_ih, dw_hh = _shared_grads(x, (T, B, I), w_ih, w_hh, out3,
-                                     None if h0 is None else h0s, dxp, dhp, needs)
-    db_ih = dxp.reshape(T * B, 3 * H).sum(axis=0) if needs[3] else None
-    db_hh = dhp.reshape(T * B, 3 * H).sum(axis=0) if needs[4] else None
-    grads = (dx, dw_ih, dw_hh, db_ih, db_hh)
+    dh = np.empty((B, H), dtype=out.dtype)
+    dd = np.zeros((B, H), dtype=out.dtype)
+    w_hh_t = _transposed(w_hh)
+    w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
+    grads = _Grads(len(blocks), T, B, I, H, 3 * H, out.dtype, needs[0], needs[1], needs[2],
+                   needs[3], needs[4])
+
+    def run(i, lo, hi):
+        KS.gru_backward_rows(saved, out3, h_first, g3, w_hh_t, dxp, dhp, dh, dd, lo, hi, need_h0)
+        grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t)
+
+    par.run_chunks(run, blocks)
+    result = grads.results(x.shape)
     if has_h0:
-        grads += (((dh_rec_t.T + dh_direct).reshape(h0.shape) if need_h0 else None),)
-    return grads
+        result += ((dh.reshape(h0.shape) if need_h0 else None),)
+    return result

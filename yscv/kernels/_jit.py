@@ -82,9 +82,9 @@ def _njit(fn, opts):
     cache = opts.pop("cache", True)
     disp = numba.njit(**opts)(fn)
     if cache:
-        if _FunctionCache is not None and hasattr(disp, "_cache"):
+        try:
             disp._cache = _FunctionCache(disp.py_func)
-        else:
+        except (TypeError, RuntimeError):  # no package cache, or no locator for this file
             disp.enable_caching()
     return disp
 

@@ -1,21 +1,19 @@
-"""Fused per-time-step gate kernels of the recurrent ops (RNN, LSTM, GRU).
+"""Gate math of the recurrent cells (RNN, LSTM, GRU), one batch row at a time.
 
-The matrix products stay in NumPy (BLAS): the input projection of every
-time step is one GEMM before the loop and the recurrent product ``h @ w_hh``
-is one GEMM per step. These kernels do the elementwise gate math of one step
-in one call, forward and backward, reading and writing time slice ``t`` of
-the per-sequence arrays (so the Python loop makes no views or temporaries). Every array is C-contiguous and of one float dtype; constants
-are made with ``dtype.type`` so float32 stays float32.
+The sequence drivers (yscv/kernels/recurrent_seq.py) compute a step's matrix
+products for a block of batch rows and then call these functions once per
+row: each reads and writes 1-d rows (``H`` or ``G*H`` long) of the
+per-sequence arrays, with no allocation. Every array is C-contiguous and of
+one float dtype; constants are made with ``dtype.type`` so float32 stays
+float32.
 
-Shapes (T steps, B batch, H hidden; G gates = 1, 4 or 3):
+Row layouts (G gate blocks of H columns, in PyTorch's order):
 
-- ``hw[B, G*H]``: the recurrent projection of this step, ``h_{t-1} @ w_hh``.
-- ``out[T, B, H]``: the hidden states h_0..h_{T-1} (the op's value).
-- the input projection ``x @ w_ih`` of every step is computed by one GEMM
-  straight into the array the forward kernel then overwrites in place
-  (LSTM: the saved gates; GRU: the first 3H columns of its saved array;
-  RNN: the output), so it needs no buffer of its own; biases are added in
-  the kernels.
+- LSTM gates ``(i, f, g, o)``; GRU ``(r, z, n)``.
+- The pre-activations arrive summed over the input and recurrent products
+  (LSTM, RNN: ``x_t w_ih + h_{t-1} w_hh``, biases added here); the GRU keeps
+  ``h_{t-1} w_hh`` apart (``hw``) because ``n`` multiplies its third block
+  by ``r``.
 
 Transcendentals: ``fsigmoid`` and ``ftanh`` below are exact libm calls
 (``math.exp``, ``math.tanh``) for float64. For float32 they are branch-free
@@ -30,7 +28,10 @@ max error 6.6 ulp, 4e-7 absolute, near |x| = 5.8). NaN propagates;
 Loops are split so each writes one array and reads few: Numba cannot tell
 LLVM that arguments do not alias, and LLVM gives up vectorising a loop that
 would need many runtime overlap checks (one fused loop over five arrays ran
-3-4x slower than the split loops).
+3-4x slower than the split loops). Gate blocks are taken as slices
+(``gt[2*H:3*H]``) and looped from 0: an index like ``gt[j]`` with j from
+2*H keeps Numba's negative-index wraparound in the loop (LLVM cannot prove
+H >= 0), and the loop then stays scalar.
 """
 from __future__ import annotations
 
@@ -130,201 +131,145 @@ def _fsigmoid_impl(x):
     return lambda x: 1.0 / (1.0 + math.exp(-x))
 
 
-# ---------------------------------------------------------------- kernels
-# Gate blocks are taken as slices (``gt[2*H:3*H]``) and looped from 0: an
-# index like ``gt[j]`` with j from 2*H keeps Numba's negative-index
-# wraparound in the loop (LLVM cannot prove H >= 0) and the loop then stays
-# scalar.
+# ------------------------------------------------------------------ cells
+@jit
+def rnn_cell_forward(o, bias, relu):
+    """``o = act(o + bias)`` in place (``o`` holds ``x_t w_ih + h_{t-1} w_hh``);
+    act = relu if ``relu`` else tanh."""
+    zero = o.dtype.type(0)
+    if relu:
+        for j in range(o.shape[0]):
+            a = o[j] + bias[j]
+            o[j] = a if a > zero else zero
+    else:
+        for j in range(o.shape[0]):
+            o[j] = ftanh(o[j] + bias[j])
 
 
 @jit
-def rnn_step_forward(hw, bias, t, relu, out):
-    """out[t] = act(out[t] + bias + hw), in place: out[t] holds x_t @ w_ih on
-    entry. act = relu if ``relu`` else tanh."""
-    B, H = hw.shape
-    zero = out.dtype.type(0)
-    for b in range(B):
-        h = hw[b]
-        o = out[t, b]
-        if relu:
-            for j in range(H):
-                a = o[j] + bias[j] + h[j]
-                o[j] = a if a > zero else zero
-        else:
-            for j in range(H):
-                o[j] = ftanh(o[j] + bias[j] + h[j])
+def rnn_cell_backward(o, dh, relu, d):
+    """``d = dh * act'`` from the output ``o = h_t``: ``1 - h^2`` for tanh,
+    ``h > 0`` for relu (0 at the kink, as PyTorch)."""
+    zero = o.dtype.type(0)
+    one = o.dtype.type(1)
+    if relu:
+        for j in range(o.shape[0]):
+            d[j] = dh[j] if o[j] > zero else zero
+    else:
+        for j in range(o.shape[0]):
+            h = o[j]
+            d[j] = dh[j] * (one - h * h)
 
 
 @jit
-def rnn_step_backward(out, gout, dh_rec_t, t, relu, dpre):
-    """dpre[t] = (gout[t] + dh_rec) * act'(pre-activation), from h_t = out[t].
-
-    ``dh_rec_t`` is dh_rec transposed, [H, B] (see the backward driver).
-    act' is 1 - h^2 for tanh and (h > 0) for relu (0 at the kink, as PyTorch).
-    """
-    H, B = dh_rec_t.shape
-    zero = out.dtype.type(0)
-    one = out.dtype.type(1)
-    for b in range(B):
-        o = out[t, b]
-        go = gout[t, b]
-        dr = dh_rec_t[:, b]
-        d = dpre[t, b]
-        if relu:
-            for j in range(H):
-                d[j] = go[j] + dr[j] if o[j] > zero else zero
-        else:
-            for j in range(H):
-                h = o[j]
-                d[j] = (go[j] + dr[j]) * (one - h * h)
-
-
-@jit
-def lstm_step_forward(hw, bias, t, gates, cells, out):
-    """One LSTM step, gate columns (i, f, g, o).
-
-    gates[t] holds x_t @ w_ih on entry and is overwritten in place with the
-    gate activations ([B, 4H]: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o))
-    of ``gates[t] + bias + hw``. Reads c_{t-1} = cells[t]; writes c_t to
-    cells[t + 1] and h_t = o * tanh(c_t) to out[t].
-    """
-    B, H = out.shape[1], out.shape[2]
+def lstm_cell_forward(gt, bias, cp, cn, o):
+    """One row of an LSTM step: ``gt`` ([4H]) holds the pre-activations
+    without the bias on entry and the activations (sigmoid i, sigmoid f,
+    tanh g, sigmoid o) on return; ``cn = f*cp + i*g``; ``o = o_gate*tanh(cn)``."""
+    H = cp.shape[0]
+    g_if, g_i, g_f, g_g, g_o = gt[:2 * H], gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
     b_if, b_g, b_o = bias[:2 * H], bias[2 * H:3 * H], bias[3 * H:]
-    for b in range(B):
-        h = hw[b]
-        gt = gates[t, b]
-        g_if, g_i, g_f, g_g, g_o = gt[:2 * H], gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
-        h_if, h_g, h_o = h[:2 * H], h[2 * H:3 * H], h[3 * H:]
-        for j in range(2 * H):
-            g_if[j] = fsigmoid(g_if[j] + b_if[j] + h_if[j])
-        for j in range(H):
-            g_g[j] = ftanh(g_g[j] + b_g[j] + h_g[j])
-        for j in range(H):
-            g_o[j] = fsigmoid(g_o[j] + b_o[j] + h_o[j])
-        cp = cells[t, b]
-        cn = cells[t + 1, b]
-        for j in range(H):
-            cn[j] = g_f[j] * cp[j] + g_i[j] * g_g[j]
-        o = out[t, b]
-        for j in range(H):
-            o[j] = g_o[j] * ftanh(cn[j])
+    for j in range(2 * H):
+        g_if[j] = fsigmoid(g_if[j] + b_if[j])
+    for j in range(H):
+        g_g[j] = ftanh(g_g[j] + b_g[j])
+    for j in range(H):
+        g_o[j] = fsigmoid(g_o[j] + b_o[j])
+    for j in range(H):
+        cn[j] = g_f[j] * cp[j] + g_i[j] * g_g[j]
+    for j in range(H):
+        o[j] = g_o[j] * ftanh(cn[j])
 
 
 @jit
-def lstm_step_backward(gates, cells, gout, dh_rec_t, t, dc, dgates):
-    """Backward of one LSTM step.
+def lstm_cell_backward(gt, cp, cn, dh, dc, tc, dg):
+    """Backward of one row of an LSTM step.
 
-    dh = gout[t] + dh_rec, with dh_rec = dgates[t+1] @ w_hh.T (zeros at the
-    last step) given transposed as ``dh_rec_t`` [H, B]; ``dc`` carries
-    dL/dc_t in and dL/dc_{t-1} out (updated in place). Writes the
-    pre-activation gate gradients to dgates[t] ([B, 4H]).
+    ``gt`` the saved activations, ``cp`` / ``cn`` = c_{t-1} / c_t, ``dh`` the
+    whole gradient of h_t; ``dc`` carries dL/dc_t in and dL/dc_{t-1} out (in
+    place); ``tc`` ([H]) is scratch for tanh(c_t), recomputed rather than
+    saved. Writes the pre-activation gate gradients to ``dg`` ([4H]).
     """
-    H, B = dh_rec_t.shape
-    one = gates.dtype.type(1)
-    tcb = np.empty(H, dtype=gates.dtype)
-    dhb = np.empty(H, dtype=gates.dtype)
-    for b in range(B):
-        gt = gates[t, b]
-        g_i, g_f, g_g, g_o = gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
-        dg = dgates[t, b]
-        d_i, d_f, d_g, d_o = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
-        dcb = dc[b]
-        cn = cells[t + 1, b]
-        for j in range(H):
-            tcb[j] = ftanh(cn[j])
-        go = gout[t, b]
-        dr = dh_rec_t[:, b]
-        for j in range(H):
-            dhb[j] = go[j] + dr[j]
-        for j in range(H):
-            o = g_o[j]
-            d_o[j] = dhb[j] * tcb[j] * o * (one - o)
-        for j in range(H):
-            tc = tcb[j]
-            dcb[j] = dcb[j] + dhb[j] * g_o[j] * (one - tc * tc)
-        cp = cells[t, b]
-        for j in range(H):
-            gi = g_i[j]
-            d_i[j] = dcb[j] * g_g[j] * gi * (one - gi)
-        for j in range(H):
-            gf = g_f[j]
-            d_f[j] = dcb[j] * cp[j] * gf * (one - gf)
-        for j in range(H):
-            gg = g_g[j]
-            d_g[j] = dcb[j] * g_i[j] * (one - gg * gg)
-        for j in range(H):
-            dcb[j] = dcb[j] * g_f[j]
+    H = cp.shape[0]
+    one = gt.dtype.type(1)
+    g_i, g_f, g_g, g_o = gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
+    d_i, d_f, d_g, d_o = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
+    for j in range(H):
+        tc[j] = ftanh(cn[j])
+    for j in range(H):
+        o = g_o[j]
+        d_o[j] = dh[j] * tc[j] * o * (one - o)
+    for j in range(H):
+        t = tc[j]
+        dc[j] = dc[j] + dh[j] * g_o[j] * (one - t * t)
+    for j in range(H):
+        gi = g_i[j]
+        d_i[j] = dc[j] * g_g[j] * gi * (one - gi)
+    for j in range(H):
+        gf = g_f[j]
+        d_f[j] = dc[j] * cp[j] * gf * (one - gf)
+    for j in range(H):
+        gg = g_g[j]
+        d_g[j] = dc[j] * g_i[j] * (one - gg * gg)
+    for j in range(H):
+        dc[j] = dc[j] * g_f[j]
 
 
 @jit
-def gru_step_forward(hw, b_ih, b_hh, h_prev, t, saved, out):
-    """One GRU step, gate columns (r, z, n), as PyTorch.
+def gru_cell_forward(s, hw, b_ih, b_hh, hp, o):
+    """One row of a GRU step, gates (r, z, n) as PyTorch.
 
-    saved[t, :, :3H] holds x_t @ w_ih on entry; hw = h_{t-1} @ w_hh (biases
-    are added here). Overwrites saved[t] in place with ([B, 4H]) r, z, n and
-    h_{t-1} W_hn + b_hn, and writes h_t = (1-z)*n + z*h_{t-1} to out[t].
+    ``s`` ([4H]) holds ``x_t w_ih`` in its first 3H columns on entry and r,
+    z, n and ``h_{t-1} W_hn + b_hn`` on return; ``hw`` ([3H]) is
+    ``h_{t-1} w_hh``; ``o = (1-z)*n + z*hp``.
     """
-    B, H = h_prev.shape
-    one = out.dtype.type(1)
+    H = hp.shape[0]
+    one = o.dtype.type(1)
     bi_rz, bi_n = b_ih[:2 * H], b_ih[2 * H:]
     bh_rz, bh_n = b_hh[:2 * H], b_hh[2 * H:]
-    for b in range(B):
-        h = hw[b]
-        h_rz, h_n = h[:2 * H], h[2 * H:]
-        s = saved[t, b]
-        s_rz, s_r, s_z, s_n, s_hn = s[:2 * H], s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
-        for j in range(2 * H):
-            s_rz[j] = fsigmoid(s_rz[j] + bi_rz[j] + h_rz[j] + bh_rz[j])
-        for j in range(H):
-            s_hn[j] = h_n[j] + bh_n[j]
-        for j in range(H):
-            s_n[j] = ftanh(s_n[j] + bi_n[j] + s_r[j] * s_hn[j])
-        hp = h_prev[b]
-        o = out[t, b]
-        for j in range(H):
-            z = s_z[j]
-            o[j] = (one - z) * s_n[j] + z * hp[j]
+    h_rz, h_n = hw[:2 * H], hw[2 * H:]
+    s_rz, s_r, s_z, s_n, s_hn = s[:2 * H], s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
+    for j in range(2 * H):
+        s_rz[j] = fsigmoid(s_rz[j] + bi_rz[j] + h_rz[j] + bh_rz[j])
+    for j in range(H):
+        s_hn[j] = h_n[j] + bh_n[j]
+    for j in range(H):
+        s_n[j] = ftanh(s_n[j] + bi_n[j] + s_r[j] * s_hn[j])
+    for j in range(H):
+        z = s_z[j]
+        o[j] = (one - z) * s_n[j] + z * hp[j]
 
 
 @jit
-def gru_step_backward(saved, h_prev, gout, dh_rec_t, t, dh_direct, dxp, dhp):
-    """Backward of one GRU step.
+def gru_cell_backward(s, hp, dh, dd, dx, dhr):
+    """Backward of one row of a GRU step.
 
-    dh = gout[t] + dh_rec + dh_direct, where dh_rec = dhp[t+1] @ w_hh.T
-    (given transposed as ``dh_rec_t`` [H, B]) and
-    dh_direct = z * dh of the later step (updated in place for the next
-    call). Writes the pre-activation gradients of the input side to dxp[t]
-    (r, z, n) and of the recurrent side to dhp[t] (r, z, n * r).
+    ``dh`` is the gradient of h_t from the output and the next step's
+    recurrent product; ``dd`` adds ``z * dh`` of the next step (the direct
+    path h_{t-1} -> h_t) on entry and holds this step's on return. Writes
+    the pre-activation gradients of the input side to ``dx`` (r, z, n) and
+    of the recurrent side to ``dhr`` (r, z, n * r), both [3H].
     """
-    B, H = h_prev.shape
-    one = saved.dtype.type(1)
-    dhb = np.empty(H, dtype=saved.dtype)
-    for b in range(B):
-        go = gout[t, b]
-        dr = dh_rec_t[:, b]
-        dd = dh_direct[b]
-        for j in range(H):
-            dhb[j] = go[j] + dr[j] + dd[j]
-        s = saved[t, b]
-        s_r, s_z, s_n, s_hn = s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
-        dx = dxp[t, b]
-        dx_rz, dx_r, dx_z, dx_n = dx[:2 * H], dx[:H], dx[H:2 * H], dx[2 * H:]
-        for j in range(H):
-            z = s_z[j]
-            n = s_n[j]
-            dx_n[j] = dhb[j] * (one - z) * (one - n * n)
-        hp = h_prev[b]
-        for j in range(H):
-            z = s_z[j]
-            dx_z[j] = dhb[j] * (hp[j] - s_n[j]) * z * (one - z)
-        for j in range(H):
-            r = s_r[j]
-            dx_r[j] = dx_n[j] * s_hn[j] * r * (one - r)
-        dh = dhp[t, b]
-        dh_rz, dh_n = dh[:2 * H], dh[2 * H:]
-        for j in range(2 * H):
-            dh_rz[j] = dx_rz[j]
-        for j in range(H):
-            dh_n[j] = dx_n[j] * s_r[j]
-        for j in range(H):
-            dd[j] = dhb[j] * s_z[j]
+    H = hp.shape[0]
+    one = s.dtype.type(1)
+    for j in range(H):
+        dd[j] = dh[j] + dd[j]
+    s_r, s_z, s_n, s_hn = s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
+    dx_rz, dx_r, dx_z, dx_n = dx[:2 * H], dx[:H], dx[H:2 * H], dx[2 * H:]
+    for j in range(H):
+        z = s_z[j]
+        n = s_n[j]
+        dx_n[j] = dd[j] * (one - z) * (one - n * n)
+    for j in range(H):
+        z = s_z[j]
+        dx_z[j] = dd[j] * (hp[j] - s_n[j]) * z * (one - z)
+    for j in range(H):
+        r = s_r[j]
+        dx_r[j] = dx_n[j] * s_hn[j] * r * (one - r)
+    dh_rz, dh_n = dhr[:2 * H], dhr[2 * H:]
+    for j in range(2 * H):
+        dh_rz[j] = dx_rz[j]
+    for j in range(H):
+        dh_n[j] = dx_n[j] * s_r[j]
+    for j in range(H):
+        dd[j] = dd[j] * s_z[j]

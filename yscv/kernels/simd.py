@@ -17,6 +17,8 @@ keeps in a register, with lane-wise intrinsics:
                        roundings, on a CPU without FMA)
 ``vadd vsub vmul``     lane-wise IEEE operations
 ``lanes(a)``           ``L`` for ``a``'s dtype, a compile-time constant
+``transpose_block``    an ``L x L`` block of one array, transposed into
+                       another (in registers; see its docstring)
 =====================  ====================================================
 
 ``L = VBYTES // itemsize``: ``VBYTES`` is 64 where the target CPU has AVX-512
@@ -192,3 +194,64 @@ def vfma(typingctx, x, y, z):
             fn = ir.Function(builder.module, ir.FunctionType(lty, [lty, lty, lty]), name)
         return builder.call(fn, list(args))
     return x(x, y, z), codegen
+
+
+def _transpose_masks(lanes_: int, step: int):
+    """Shuffle masks swapping the off-diagonal ``step x step`` sub-blocks of
+    the row pair (i, i + step): lane j of the new row i takes row i's lane j
+    where ``j & step`` is 0, else row i+step's lane ``j - step``; the new row
+    i+step takes row i's lane ``j + step`` or row i+step's lane j.
+    (Indices ``>= lanes_`` select the second operand.)"""
+    lo = [j if j & step == 0 else lanes_ + j - step for j in range(lanes_)]
+    hi = [j + step if j & step == 0 else lanes_ + j for j in range(lanes_)]
+    return lo, hi
+
+
+@intrinsic
+def transpose_block(typingctx, src, si, s_stride, dst, di, d_stride):
+    """``dst[r][c] = src[c][r]`` for an ``L x L`` block: rows ``r`` of the
+    block start at ``src.flat[si + r * s_stride]`` and its columns are written
+    as rows ``dst.flat[di + c * d_stride : + L]``. Loads L vectors, swaps
+    sub-blocks of size L/2, L/4, ..., 1 between row pairs with two-source
+    shuffles (``L * log2(L)`` of them), stores L vectors. Exact copies."""
+    if not (_float_array(src) and _float_array(dst) and dst.mutable
+            and src.dtype == dst.dtype and all(isinstance(a, types.Integer)
+                                               for a in (si, s_stride, di, d_stride))):
+        return None
+    vt = _VEC[src.dtype]
+
+    def codegen(context, builder, sig, args):
+        n = vt.lanes
+        lty = _llvm_vec(vt)
+        al = vt.dtype.bitwidth // 8
+        s_ty, si_ty, ss_ty, d_ty, di_ty, ds_ty = sig.args
+        s_arr, si_v, ss_v, d_arr, di_v, ds_v = args
+        si_v = context.cast(builder, si_v, si_ty, types.intp)
+        ss_v = context.cast(builder, ss_v, ss_ty, types.intp)
+        di_v = context.cast(builder, di_v, di_ty, types.intp)
+        ds_v = context.cast(builder, ds_v, ds_ty, types.intp)
+        intp = context.get_value_type(types.intp)
+        rows = []
+        for r in range(n):
+            off = builder.add(si_v, builder.mul(ss_v, ir.Constant(intp, r)))
+            ptr = _elem_ptr(context, builder, s_ty, s_arr, off, types.intp, vt)
+            rows.append(builder.load(ptr, align=al))
+        step = n // 2
+        while step >= 1:
+            lo, hi = _transpose_masks(n, step)
+            mlo = ir.Constant(ir.VectorType(ir.IntType(32), n), lo)
+            mhi = ir.Constant(ir.VectorType(ir.IntType(32), n), hi)
+            for i in range(n):
+                if i & step:
+                    continue
+                a, b = rows[i], rows[i + step]
+                rows[i] = builder.shuffle_vector(a, b, mlo)
+                rows[i + step] = builder.shuffle_vector(a, b, mhi)
+            step //= 2
+        for c in range(n):
+            off = builder.add(di_v, builder.mul(ds_v, ir.Constant(intp, c)))
+            ptr = _elem_ptr(context, builder, d_ty, d_arr, off, types.intp, vt)
+            builder.store(rows[c], ptr, align=al)
+        assert lty == rows[0].type
+        return context.get_dummy_value()
+    return types.none(src, si, s_stride, dst, di, d_stride), codegen

@@ -7,15 +7,15 @@ input-major, the transpose of PyTorch's (``w_ih`` [I, G*H], ``w_hh``
 None): the node's inputs are ``(x, w_ih, w_hh, bias..., [h0], [c0])`` and
 the attributes record which of the optional ones are present.
 
-Algorithm (all three ops): the input projection of every time step is ONE
-GEMM, ``x.reshape(T*B, I) @ w_ih``, written straight into the array the
-gate kernel then overwrites in place (no separate buffer); then per step one
-GEMM ``h_{t-1} @ w_hh`` (BLAS, into a reused buffer) and one fused Numba
-kernel for the gate math, which also adds the biases
-(yscv/kernels/recurrent.py). Saved for backward: LSTM the
-gate activations [T, B, 4H] and the cell states [T+1, B, H] (c0 first);
-GRU r, z, n and ``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is
-the activation).
+Algorithm (all three ops): the batch is split into blocks of rows (batch
+rows never interact), and each block runs the whole sequence in ONE Numba
+call (yscv/kernels/recurrent_seq.py): per step the input projection
+``x_t @ w_ih`` and the recurrent product ``h_{t-1} @ w_hh`` with
+register-blocked GEMM tiles, then the fused gate math, row by row. Blocks
+run on the calling thread and a helper thread at once
+(yscv/ops/_parallel.py). Saved for backward: LSTM the gate activations
+[T, B, 4H] and the cell states [T+1, B, H] (c0 first); GRU r, z, n and
+``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is the activation).
 """
 from __future__ import annotations
 
@@ -24,38 +24,57 @@ import numpy as np
 from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
+from . import _parallel as par
 from ._common import shape_error
 
-K = lazy("recurrent")
+KS = lazy("recurrent_seq")
+
+#: multiply-adds a row block must hold before the batch is split (a block
+#: handed to the helper thread costs ~20-50 us of wake-up)
+BLOCK_WORK = 4_000_000
+#: batch rows per block at least: the GEMM tiles are 4 rows high, and each
+#: block reads all of w_hh from cache at every step
+MIN_BLOCK_ROWS = 8
 
 
 # --------------------------------------------------------------- helpers
-def _seq3(x, batched):
-    """x as a C-contiguous [T, B, I] array (unbatched [T, I] -> [T, 1, I])."""
+def row_blocks(B: int, work: int) -> list:
+    """Batch-row ranges ``[(b0, b1), ...]`` for the sequence kernels, each a
+    multiple of 4 rows but the last: a function of ``B`` and ``work`` (the
+    op's multiply-adds) only, so results never depend on the machine."""
+    k = par.num_chunks(B // MIN_BLOCK_ROWS, work, BLOCK_WORK) if B >= 2 * MIN_BLOCK_ROWS else 1
+    if k == 1:
+        return [(0, B)]
+    tiles = B // 4
+    ranges = [(4 * lo, 4 * hi) for lo, hi in par.split(tiles, k)]
+    ranges[-1] = (ranges[-1][0], B)
+    return ranges
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous read-only array (a view; a copy only when it is
+    not C-contiguous): the kernels then see one array type for every input,
+    whichever flags the graph's values have, and compile once per dtype."""
+    a = np.ascontiguousarray(a)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def seq3(x, batched):
+    """x as a read-only C-contiguous [T, B, I] array (unbatched [T, I] -> [T, 1, I])."""
     if not batched:
         x = x.reshape(x.shape[0], 1, x.shape[1])
-    return np.ascontiguousarray(x)
+    return readonly(x)
 
 
-def _state2(s, batched):
-    """h0 / c0 as a C-contiguous [B, H] array (unbatched [H] -> [1, H])."""
-    if not batched:
-        s = s.reshape(1, s.shape[0])
-    return np.ascontiguousarray(s)
-
-
-def _project_into(x3, w_ih, dest):
-    """The input projection of all time steps in ONE GEMM, written into
-    ``dest`` ([T, B, >= G*H], its first G*H columns), without the bias."""
-    T, B, I = x3.shape
-    gh = w_ih.shape[1]
-    np.matmul(x3.reshape(T * B, I), w_ih, out=dest.reshape(T * B, dest.shape[2])[:, :gh])
-
-
-def _vector(b):
-    """A bias as a C-contiguous writeable copy (tiny): kernels then see one
-    array type whether or not the input value is read-only."""
-    return np.array(b, order="C")
+def state2(s, batched, B, H, dtype):
+    """h0 / c0 as a read-only [B, H] array (unbatched [H] -> [1, H]); an
+    empty [0, 0] placeholder when ``s`` is None (the kernel's flag skips it)."""
+    if s is None:
+        return readonly(np.empty((0, 0), dtype=dtype))
+    return readonly(s.reshape(B, H))
 
 
 def _optional_states(attrs_flags, rest):
@@ -71,27 +90,24 @@ def _optional_states(attrs_flags, rest):
     return out
 
 
+def _blocks_for(x3, gates, H):
+    T, B, I = x3.shape
+    return row_blocks(B, T * B * gates * H * (I + H))
+
+
 # -------------------------------------------------------------- forwards
 @register_forward(Op.RNN)
 def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     """h_t = act(x_t w_ih + bias + h_{t-1} w_hh). Nothing saved."""
     batched, has_h0, relu = attrs
     (h0,) = _optional_states((has_h0,), rest)
-    x3 = _seq3(x, batched)
+    x3 = seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     out = np.empty((T, B, H), dtype=x.dtype)
-    _project_into(x3, w_ih, out)
-    b = _vector(bias)
-    hw = np.empty((B, H), dtype=x.dtype)
-    for t in range(T):
-        if t > 0:
-            np.matmul(out[t - 1], w_hh, out=hw)
-        elif h0 is not None:
-            np.matmul(_state2(h0, batched), w_hh, out=hw)
-        else:
-            hw.fill(0)
-        K.rnn_step_forward(hw, b, t, relu, out)
+    args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
+            state2(h0, batched, B, H, x.dtype), has_h0, relu, out)
+    par.run_chunks(lambda i, lo, hi: KS.rnn_forward_rows(*args, lo, hi), _blocks_for(x3, 1, H))
     return (out if batched else out.reshape(T, H)), None
 
 
@@ -100,27 +116,19 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     """LSTM, gates (i, f, g, o). Saves (gates [T,B,4H], cells [T+1,B,H])."""
     batched, has_h0, has_c0 = attrs
     h0, c0 = _optional_states((has_h0, has_c0), rest)
-    x3 = _seq3(x, batched)
+    x3 = seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     gates = np.empty((T, B, 4 * H), dtype=x.dtype)
-    _project_into(x3, w_ih, gates)
-    b = _vector(bias)
     out = np.empty((T, B, H), dtype=x.dtype)
     cells = np.empty((T + 1, B, H), dtype=x.dtype)
     if c0 is None:
         cells[0] = 0
     else:
-        cells[0] = _state2(c0, batched)
-    hw = np.empty((B, 4 * H), dtype=x.dtype)
-    for t in range(T):
-        if t > 0:
-            np.matmul(out[t - 1], w_hh, out=hw)
-        elif h0 is not None:
-            np.matmul(_state2(h0, batched), w_hh, out=hw)
-        else:
-            hw.fill(0)
-        K.lstm_step_forward(hw, b, t, gates, cells, out)
+        cells[0] = c0.reshape(B, H)
+    args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
+            state2(h0, batched, B, H, x.dtype), has_h0, gates, cells, out)
+    par.run_chunks(lambda i, lo, hi: KS.lstm_forward_rows(*args, lo, hi), _blocks_for(x3, 4, H))
     return (out if batched else out.reshape(T, H)), (gates, cells)
 
 
@@ -129,29 +137,16 @@ def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
     """GRU, gates (r, z, n) as PyTorch. Saves [T,B,4H]: r, z, n, h W_hn + b_hn."""
     batched, has_h0 = attrs
     (h0,) = _optional_states((has_h0,), rest)
-    x3 = _seq3(x, batched)
+    x3 = seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     saved = np.empty((T, B, 4 * H), dtype=x.dtype)
-    _project_into(x3, w_ih, saved)
-    b_ih = _vector(bias_ih)
-    b_hh = _vector(bias_hh)
     out = np.empty((T, B, H), dtype=x.dtype)
     hw = np.empty((B, 3 * H), dtype=x.dtype)
-    h_first = np.zeros((B, H), dtype=x.dtype)
-    if h0 is not None:
-        h_first[...] = _state2(h0, batched)
-    for t in range(T):
-        if t > 0:
-            h_prev = out[t - 1]
-            np.matmul(h_prev, w_hh, out=hw)
-        else:
-            h_prev = h_first
-            if h0 is None:
-                hw.fill(0)
-            else:
-                np.matmul(h_prev, w_hh, out=hw)
-        K.gru_step_forward(hw, b_ih, b_hh, h_prev, t, saved, out)
+    h_first = readonly(np.zeros((B, H), dtype=x.dtype) if h0 is None else h0.reshape(B, H))
+    args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias_ih), readonly(bias_hh),
+            h_first, has_h0, hw, saved, out)
+    par.run_chunks(lambda i, lo, hi: KS.gru_forward_rows(*args, lo, hi), _blocks_for(x3, 3, H))
     return (out if batched else out.reshape(T, H)), saved
 
 

@@ -1,0 +1,214 @@
+"""Whole-sequence recurrent kernels over a block of batch rows.
+
+Batch rows never interact in an RNN, LSTM or GRU: each row's recurrence
+depends only on its own input and state. The ops layer therefore splits the
+batch into row blocks ``[b0, b1)`` and runs one call of these kernels per
+block, on separate threads (yscv/ops/_parallel.py): the whole time loop runs
+inside one nogil call per block, with no synchronisation between steps and
+no data shared between threads but the (read-only) weights.
+
+Per step, for the rows of the block: the input projection ``x_t @ w_ih`` and
+the recurrent product ``h_{t-1} @ w_hh`` with the register-blocked GEMM tiles
+of yscv/kernels/gemm.py, then the gate math row by row
+(yscv/kernels/recurrent.py). Backward runs the same loop from ``T - 1`` down
+to 0 with ``dG_{t+1} @ w_hh^T`` (``w_hh^T`` passed transposed), then
+:func:`param_grads_rows` adds the block's share of the weight and bias
+gradients into its own partial arrays (the caller sums the blocks' partials
+in block order) and writes the block's rows of ``dx``.
+
+Shapes: ``x[T, B, I]``, hidden states ``out[T, B, H]``, ``w_ih[I, G*H]``,
+``w_hh[H, G*H]``; ``h0[B, H]`` is read only when ``has_h0``. Every array is
+C-contiguous and of one float dtype. Results are the same bits whatever the
+row blocks and the threads that run them (the GEMM tiles sum in a fixed
+order; partial sums are per block, and the blocks depend only on the sizes).
+"""
+from __future__ import annotations
+
+from ._jit import jit
+from .gemm import matmul_rows, matmul_tn_steps
+from .recurrent import (gru_cell_backward, gru_cell_forward, lstm_cell_backward,
+                        lstm_cell_forward, rnn_cell_backward, rnn_cell_forward)
+
+
+# -------------------------------------------------------------- forwards
+@jit
+def rnn_forward_rows(x, w_ih, w_hh, bias, h0, has_h0, relu, out, b0, b1):
+    """Rows ``[b0, b1)`` of ``out[t] = act(x_t w_ih + bias + h_{t-1} w_hh)``."""
+    for t in range(x.shape[0]):
+        ot = out[t]
+        matmul_rows(x[t], w_ih, ot, b0, b1, False)
+        if t > 0:
+            matmul_rows(out[t - 1], w_hh, ot, b0, b1, True)
+        elif has_h0:
+            matmul_rows(h0, w_hh, ot, b0, b1, True)
+        for b in range(b0, b1):
+            rnn_cell_forward(ot[b], bias, relu)
+
+
+@jit
+def lstm_forward_rows(x, w_ih, w_hh, bias, h0, has_h0, gates, cells, out, b0, b1):
+    """Rows ``[b0, b1)`` of an LSTM. ``cells[0]`` holds c_{-1} (c0 or zeros)
+    on entry; writes the gate activations ``gates[T, B, 4H]``, the cell
+    states ``cells[1:]`` and the hidden states ``out``."""
+    for t in range(x.shape[0]):
+        gt = gates[t]
+        matmul_rows(x[t], w_ih, gt, b0, b1, False)
+        if t > 0:
+            matmul_rows(out[t - 1], w_hh, gt, b0, b1, True)
+        elif has_h0:
+            matmul_rows(h0, w_hh, gt, b0, b1, True)
+        ct, cn, ot = cells[t], cells[t + 1], out[t]
+        for b in range(b0, b1):
+            lstm_cell_forward(gt[b], bias, ct[b], cn[b], ot[b])
+
+
+@jit
+def gru_forward_rows(x, w_ih, w_hh, b_ih, b_hh, h_first, has_h0, hw, saved, out, b0, b1):
+    """Rows ``[b0, b1)`` of a GRU. ``h_first[B, H]`` is h0 (zeros when there
+    is none: ``has_h0`` False skips its product); ``hw[B, 3H]`` is scratch for
+    ``h_{t-1} w_hh``. Writes ``saved[T, B, 4H]`` (r, z, n, ``h W_hn + b_hn``)
+    and the hidden states ``out``."""
+    G3 = hw.shape[1]
+    zero = hw.dtype.type(0)
+    for t in range(x.shape[0]):
+        st = saved[t]
+        for b in range(b0, b1):        # x_t w_ih into the first 3H columns
+            for j in range(G3):
+                st[b, j] = zero
+        _project_into(x[t], w_ih, st, hw, b0, b1)
+        if t > 0:
+            hp = out[t - 1]
+            matmul_rows(hp, w_hh, hw, b0, b1, False)
+        else:
+            hp = h_first
+            if has_h0:
+                matmul_rows(hp, w_hh, hw, b0, b1, False)
+            else:
+                for b in range(b0, b1):
+                    for j in range(G3):
+                        hw[b, j] = zero
+        ot = out[t]
+        for b in range(b0, b1):
+            gru_cell_forward(st[b], hw[b], b_ih, b_hh, hp[b], ot[b])
+
+
+@jit
+def _project_into(xt, w_ih, st, buf, b0, b1):
+    """``st[b, :3H] = xt[b] @ w_ih`` for the rows ``[b0, b1)``, through
+    ``buf[B, 3H]`` (the GEMM writes whole rows; ``st`` rows are 4H long)."""
+    matmul_rows(xt, w_ih, buf, b0, b1, False)
+    G3 = buf.shape[1]
+    for b in range(b0, b1):
+        s = st[b]
+        r = buf[b]
+        for j in range(G3):
+            s[j] = r[j]
+
+
+# ------------------------------------------------------------- backwards
+@jit
+def _seed_dh(gout_t, dh, b0, b1):
+    """``dh[b] = gout_t[b]`` for the rows of the block."""
+    for b in range(b0, b1):
+        src = gout_t[b]
+        dst = dh[b]
+        for j in range(dst.shape[0]):
+            dst[j] = src[j]
+
+
+@jit
+def rnn_backward_rows(out, gout, w_hh_t, relu, dpre, dh, b0, b1, need_dh0):
+    """Rows ``[b0, b1)`` of the RNN's BPTT: writes the pre-activation
+    gradients ``dpre[T, B, H]``; with ``need_dh0``, ``dh`` holds dL/dh0 on
+    return (else it is scratch). ``w_hh_t`` is ``w_hh.T`` ([H, H])."""
+    T = out.shape[0]
+    for t in range(T - 1, -1, -1):
+        _seed_dh(gout[t], dh, b0, b1)
+        if t < T - 1:
+            matmul_rows(dpre[t + 1], w_hh_t, dh, b0, b1, True)
+        ot, dt = out[t], dpre[t]
+        for b in range(b0, b1):
+            rnn_cell_backward(ot[b], dh[b], relu, dt[b])
+    if need_dh0:
+        matmul_rows(dpre[0], w_hh_t, dh, b0, b1, False)
+
+
+@jit
+def lstm_backward_rows(gates, cells, gout, w_hh_t, dgates, dh, dc, tc, b0, b1, need_dh0):
+    """Rows ``[b0, b1)`` of the LSTM's BPTT: writes the pre-activation gate
+    gradients ``dgates[T, B, 4H]``. ``dc[B, H]`` must be zero on entry and
+    holds dL/dc0 on return; with ``need_dh0``, ``dh`` holds dL/dh0 (else it
+    is scratch); ``tc[B, H]`` is scratch. ``w_hh_t`` is ``w_hh.T`` ([4H, H])."""
+    T = gates.shape[0]
+    for t in range(T - 1, -1, -1):
+        _seed_dh(gout[t], dh, b0, b1)
+        if t < T - 1:
+            matmul_rows(dgates[t + 1], w_hh_t, dh, b0, b1, True)
+        gt, ct, cn, dg = gates[t], cells[t], cells[t + 1], dgates[t]
+        for b in range(b0, b1):
+            lstm_cell_backward(gt[b], ct[b], cn[b], dh[b], dc[b], tc[b], dg[b])
+    if need_dh0:
+        matmul_rows(dgates[0], w_hh_t, dh, b0, b1, False)
+
+
+@jit
+def gru_backward_rows(saved, out, h_first, gout, w_hh_t, dxp, dhp, dh, dd, b0, b1, need_dh0):
+    """Rows ``[b0, b1)`` of the GRU's BPTT: writes the input-side gate
+    gradients ``dxp[T, B, 3H]`` and the recurrent-side ones ``dhp``.
+    ``dd[B, H]`` (the direct path h_{t-1} -> h_t) must be zero on entry;
+    with ``need_dh0``, ``dh`` holds dL/dh0 on return (else it is scratch).
+    ``w_hh_t`` is ``w_hh.T`` ([3H, H])."""
+    T = saved.shape[0]
+    for t in range(T - 1, -1, -1):
+        _seed_dh(gout[t], dh, b0, b1)
+        if t < T - 1:
+            matmul_rows(dhp[t + 1], w_hh_t, dh, b0, b1, True)
+        hp = out[t - 1] if t > 0 else h_first
+        st, dx, dr = saved[t], dxp[t], dhp[t]
+        for b in range(b0, b1):
+            gru_cell_backward(st[b], hp[b], dh[b], dd[b], dx[b], dr[b])
+    if need_dh0:
+        matmul_rows(dhp[0], w_hh_t, dh, b0, b1, False)
+        for b in range(b0, b1):
+            for j in range(dh.shape[1]):
+                dh[b, j] = dh[b, j] + dd[b, j]
+
+
+@jit
+def _column_sums(d, acc, b0, b1):
+    """``acc += sum_t sum_{b in [b0, b1)} d[t, b]``, in (t, b) order."""
+    for t in range(d.shape[0]):
+        for b in range(b0, b1):
+            row = d[t, b]
+            for j in range(acc.shape[0]):
+                acc[j] = acc[j] + row[j]
+
+
+@jit
+def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
+                     db_ih, db_hh, b0, b1, need_dx, need_dw_ih, need_dw_hh,
+                     need_db_ih, need_db_hh):
+    """The block's share of the input and parameter gradients.
+
+    ``dxp[T, B, G*H]`` are the input-side pre-activation gradients (they feed
+    ``dx``, ``dw_ih``, ``db_ih``), ``dhp`` the recurrent-side ones (``dw_hh``,
+    ``db_hh``; the same array as ``dxp`` for RNN and LSTM). ``h0_seq`` is h0
+    as ``[1, B, H]`` (read only when ``has_h0``); ``w_ih_t`` is ``w_ih.T``.
+    Writes rows ``[b0, b1)`` of ``dx[T, B, I]`` and ADDS the block's terms
+    to the zero-initialised partials ``dw_ih[I, G*H]``, ``dw_hh[H, G*H]``,
+    ``db_ih[G*H]``, ``db_hh[G*H]``.
+    """
+    T = x.shape[0]
+    if need_dx:
+        for t in range(T):
+            matmul_rows(dxp[t], w_ih_t, dx[t], b0, b1, False)
+    if need_dw_ih:
+        matmul_tn_steps(x, dxp, dw_ih, 0, T, 0, b0, b1)
+    if need_dw_hh:
+        if has_h0:
+            matmul_tn_steps(h0_seq, dhp, dw_hh, 0, 1, 0, b0, b1)
+        matmul_tn_steps(out, dhp, dw_hh, 1, T, 1, b0, b1)
+    if need_db_ih:
+        _column_sums(dxp, db_ih, b0, b1)
+    if need_db_hh:
+        _column_sums(dhp, db_hh, b0, b1)
