@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 from yscv.kernels import gemm
+from yscv.kernels.gemm import TILE_VECS
 from yscv.kernels.simd import VBYTES
 
 L32 = VBYTES // 4  # float32 lanes
+W32 = TILE_VECS * L32  # float32 columns of a full tile
 # column counts hitting: only the scalar tail, one vector, vectors + tail,
 # one full tile, tiles + vectors + tail
-COLS = [3, L32, L32 + 5, 4 * L32, 4 * L32 + 2 * L32 + 7]
+COLS = [3, L32, L32 + 5, W32, W32 + 2 * L32 + 7]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -22,26 +24,26 @@ def test_matmul_rows_all_rows(dtype, m, n):
     a = rng.standard_normal((m, 13)).astype(dtype)
     b = rng.standard_normal((13, n)).astype(dtype)
     c = np.full((m, n), np.nan, dtype)
-    gemm.matmul_rows(a, b, c, 0, m, False)
+    gemm.matmul_rows(a, b, c, 0, m)
     tol = 1e-5 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol)
     c0 = rng.standard_normal((m, n)).astype(dtype)
     c = c0.copy()
-    gemm.matmul_rows(a, b, c, 0, m, True)
+    gemm.matmul_add_rows(a, b, c, 0, m)
     np.testing.assert_allclose(c, c0 + a.astype(np.float64) @ b, rtol=tol, atol=tol)
 
 
 def test_matmul_rows_touches_only_its_rows_and_splits_bit_identically():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((11, 40)).astype(np.float32)
-    b = rng.standard_normal((40, 4 * L32 + 9)).astype(np.float32)
+    b = rng.standard_normal((40, W32 + 9)).astype(np.float32)
     whole = np.zeros((11, b.shape[1]), np.float32)
-    gemm.matmul_rows(a, b, whole, 0, 11, False)
+    gemm.matmul_rows(a, b, whole, 0, 11)
     parts = np.full_like(whole, -7.0)
-    gemm.matmul_rows(a, b, parts, 2, 7, False)
+    gemm.matmul_rows(a, b, parts, 2, 7)
     assert np.all(parts[:2] == -7.0) and np.all(parts[7:] == -7.0)
-    gemm.matmul_rows(a, b, parts, 0, 2, False)
-    gemm.matmul_rows(a, b, parts, 7, 11, False)
+    gemm.matmul_rows(a, b, parts, 0, 2)
+    gemm.matmul_rows(a, b, parts, 7, 11)
     assert np.array_equal(parts, whole)  # the order of a sum never depends on the split
 
 
@@ -49,13 +51,13 @@ def test_matmul_rows_empty_k_and_nan():
     a = np.zeros((4, 0), np.float32)
     b = np.zeros((0, 5), np.float32)
     c = np.ones((4, 5), np.float32)
-    gemm.matmul_rows(a, b, c, 0, 4, False)
+    gemm.matmul_rows(a, b, c, 0, 4)
     assert np.all(c == 0)
     a = np.ones((4, 2), np.float64)
     a[2, 1] = np.nan
     b = np.ones((2, 2 * L32), np.float64)
     c = np.empty((4, 2 * L32))
-    gemm.matmul_rows(a, b, c, 0, 4, False)
+    gemm.matmul_rows(a, b, c, 0, 4)
     assert np.all(np.isnan(c[2])) and np.all(c[[0, 1, 3]] == 2)
 
 

@@ -88,7 +88,7 @@ class _Grads:
         self.flags = (need_dx, need_wih, need_whh, need_bih, need_bhh)
 
     def run_params(self, i, lo, hi, x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t):
-        KS.param_grads_rows(x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t, self.dx,
+        KS.param_grads_rows(x3, out3, h0_seq, has_h0, readonly(dxp), readonly(dhp), w_ih_t, self.dx,
                             self.dw_ih[i], self.dw_hh[i], self.db_ih[i], self.db_hh[i],
                             lo, hi, *self.flags)
 
@@ -129,7 +129,7 @@ def rnn_op_backward(g, inputs, out, attrs, saved, needs):
     grads = _Grads(len(blocks), T, B, I, H, H, out.dtype, needs[0], needs[1], needs[2], needs[3])
 
     def run(i, lo, hi):
-        KS.rnn_backward_rows(out3, g3, w_hh_t, relu, dpre, dh, lo, hi, need_h0)
+        KS.rnn_backward_rows(out3, g3, w_hh_t, relu, dpre, readonly(dpre), dh, lo, hi, need_h0)
         grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dpre, dpre, w_ih_t)
 
     par.run_chunks(run, blocks)
@@ -157,7 +157,8 @@ def lstm_op_backward(g, inputs, out, attrs, saved, needs):
     grads = _Grads(len(blocks), T, B, I, H, 4 * H, out.dtype, needs[0], needs[1], needs[2], needs[3])
 
     def run(i, lo, hi):
-        KS.lstm_backward_rows(gates, cells, g3, w_hh_t, dg, dh, dc, tc, lo, hi, need_h0)
+        KS.lstm_backward_rows(gates, cells, g3, w_hh_t, dg, readonly(dg), dh, dc, tc, lo, hi,
+                              need_h0)
         grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dg, dg, w_ih_t)
 
     par.run_chunks(run, blocks)
@@ -190,7 +191,8 @@ def gru_op_backward(g, inputs, out, attrs, saved, needs):
                    needs[3], needs[4])
 
     def run(i, lo, hi):
-        KS.gru_backward_rows(saved, out3, h_first, g3, w_hh_t, dxp, dhp, dh, dd, lo, hi, need_h0)
+        KS.gru_backward_rows(saved, out3, h_first, g3, w_hh_t, dxp, dhp, readonly(dhp), dh, dd,
+                             lo, hi, need_h0)
         grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t)
 
     par.run_chunks(run, blocks)

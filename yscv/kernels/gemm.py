@@ -5,45 +5,55 @@ share a thread's cache with the work around it.
 
 Two products, on C-contiguous arrays of one float dtype (no promotion):
 
-* :func:`matmul_rows` -- ``c[r0:r1] = a[r0:r1] @ b`` (or ``+=``), a row range
-  of ``a[M, K] @ b[K, N]``: disjoint row ranges can run on different threads.
+* :func:`matmul_rows` / :func:`matmul_add_rows` -- ``c[r0:r1] = a[r0:r1] @ b``
+  (or ``+=``), a row range of ``a[M, K] @ b[K, N]``: disjoint row ranges can
+  run on different threads.
 * :func:`matmul_tn_steps` -- ``c += sum_t sum_i outer(a[t - shift, i], b[t, i])``
   over steps ``t`` in ``[t0, t1)`` and rows ``i`` in ``[i0, i1)`` of
   ``a[Ta, R, M]`` and ``b[T, R, N]``: a weight gradient ``X^T G`` summed over
   a sequence and a block of batch rows, without gathering the rows first.
 
 A product with a transposed weight (``g @ w.T``) takes ``w.T`` made once by
-:func:`transpose_into` (an in-register block transpose: ~25x faster than
-``np.ascontiguousarray(w.T)`` here), so every product above is of one form
-and every element's sum runs over ``k`` in order, lane by lane: results do not
-depend on the vector width.
+:func:`transpose_into` (an in-register block transpose: ~15x faster than
+``np.ascontiguousarray(w.T)`` here), so every product above is of one form.
 
-Tiles. The inner tile is 4 rows x 4 vectors (4 x 64 float32 columns with
-AVX-512): 16 accumulators stay in registers, and each step of the ``k`` loop
-loads 4 vectors of ``b``, broadcasts 4 scalars of ``a`` and issues 16 fused
-multiply-adds (yscv/kernels/simd.py). Edges use the same loop with fewer
-accumulators: 4 x 1 vectors for the last full vectors of a row, 1 x 4 and
-1 x 1 for the last rows, and a scalar loop for the last ``N % L`` columns.
+Tiles. The inner tile is 4 rows x ``V`` vectors: 4 x 4 with AVX-512 (4 x 64
+float32 columns; 16 accumulators of the 32 vector registers), 4 x 3 on CPUs
+with 16 vector registers (AVX2: 12 accumulators, 3 vectors of ``b`` and a
+broadcast; 4 x 4 spilled there and ran at 78 instead of ~110 GFLOP/s). Each
+step of the ``k`` loop loads ``V`` vectors of ``b``, broadcasts 4 scalars of
+``a`` and issues ``4 V`` fused multiply-adds (yscv/kernels/simd.py). Edges
+use the same loop with fewer accumulators (4 x 1 vectors, 1 x V, 1 x 1, and
+a scalar loop for the last ``N % L`` columns).
 
 Numerics: every element is ``c0 + a[., 0] * b[0, .] + a[., 1] * b[1, .] + ...``
 summed in ``k`` order with one rounding per fused multiply-add (``c0`` = 0,
-or ``c``'s value when accumulating). The order does not depend on the row
-range, the tile an element falls in or the thread that runs it, so splitting
-the rows over threads gives bit-identical results. (The scalar column tail
-rounds the product and the sum separately; it runs in the same order.)
+or ``c``'s value when accumulating; the scalar column tail rounds the product
+and the sum separately, in the same order). The order depends neither on the
+row range, nor on the tile an element falls in, nor on the thread that runs
+it, nor on the vector width: splitting rows over threads gives the same bits.
+
+Compile time: every function here compiles once per combination of argument
+types, and Numba types a constant argument by its value (``True`` and
+``False`` would be two specialisations), so the entry points take no flags,
+and callers pass their inputs as read-only arrays (one array type); see
+yscv/kernels/recurrent_seq.py.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._jit import jit
-from .simd import lanes, transpose_block, vfma, vload, vsplat, vstore, vzero
+from .simd import VBYTES, lanes, transpose_block, vfma, vload, vsplat, vstore
+
+#: vectors per tile row: 4 with AVX-512's 32 vector registers, else 3
+TILE_VECS = 4 if VBYTES == 64 else 3
 
 
 # ------------------------------------------------------------ c (+)= a @ b
 @jit
-def _nn_4x4(a, b, c, r, j, accumulate):
-    """c[r:r+4, j:j+4L] (+)= a[r:r+4] @ b[:, j:j+4L]."""
+def _nn_4x4(a, b, c, r, j):
+    """c[r:r+4, j:j+4L] += a[r:r+4] @ b[:, j:j+4L]."""
     K = a.shape[1]
     N = b.shape[1]
     L = lanes(c)
@@ -51,14 +61,10 @@ def _nn_4x4(a, b, c, r, j, accumulate):
     o1 = o0 + N
     o2 = o1 + N
     o3 = o2 + N
-    if accumulate:
-        c00 = vload(c, o0); c01 = vload(c, o0 + L); c02 = vload(c, o0 + 2 * L); c03 = vload(c, o0 + 3 * L)
-        c10 = vload(c, o1); c11 = vload(c, o1 + L); c12 = vload(c, o1 + 2 * L); c13 = vload(c, o1 + 3 * L)
-        c20 = vload(c, o2); c21 = vload(c, o2 + L); c22 = vload(c, o2 + 2 * L); c23 = vload(c, o2 + 3 * L)
-        c30 = vload(c, o3); c31 = vload(c, o3 + L); c32 = vload(c, o3 + 2 * L); c33 = vload(c, o3 + 3 * L)
-    else:
-        c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = vzero(c)
-        c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = vzero(c)
+    c00 = vload(c, o0); c01 = vload(c, o0 + L); c02 = vload(c, o0 + 2 * L); c03 = vload(c, o0 + 3 * L)
+    c10 = vload(c, o1); c11 = vload(c, o1 + L); c12 = vload(c, o1 + 2 * L); c13 = vload(c, o1 + 3 * L)
+    c20 = vload(c, o2); c21 = vload(c, o2 + L); c22 = vload(c, o2 + 2 * L); c23 = vload(c, o2 + 3 * L)
+    c30 = vload(c, o3); c31 = vload(c, o3 + L); c32 = vload(c, o3 + 2 * L); c33 = vload(c, o3 + 3 * L)
     for k in range(K):
         q = k * N + j
         b0 = vload(b, q); b1 = vload(b, q + L); b2 = vload(b, q + 2 * L); b3 = vload(b, q + 3 * L)
@@ -77,15 +83,43 @@ def _nn_4x4(a, b, c, r, j, accumulate):
 
 
 @jit
-def _nn_4x1(a, b, c, r, j, accumulate):
-    """c[r:r+4, j:j+L] (+)= a[r:r+4] @ b[:, j:j+L]."""
+def _nn_4x3(a, b, c, r, j):
+    """c[r:r+4, j:j+3L] += a[r:r+4] @ b[:, j:j+3L] (the tile for 16 registers)."""
+    K = a.shape[1]
+    N = b.shape[1]
+    L = lanes(c)
+    o0 = r * N + j
+    o1 = o0 + N
+    o2 = o1 + N
+    o3 = o2 + N
+    c00 = vload(c, o0); c01 = vload(c, o0 + L); c02 = vload(c, o0 + 2 * L)
+    c10 = vload(c, o1); c11 = vload(c, o1 + L); c12 = vload(c, o1 + 2 * L)
+    c20 = vload(c, o2); c21 = vload(c, o2 + L); c22 = vload(c, o2 + 2 * L)
+    c30 = vload(c, o3); c31 = vload(c, o3 + L); c32 = vload(c, o3 + 2 * L)
+    for k in range(K):
+        q = k * N + j
+        b0 = vload(b, q); b1 = vload(b, q + L); b2 = vload(b, q + 2 * L)
+        s = vsplat(a[r, k])
+        c00 = vfma(s, b0, c00); c01 = vfma(s, b1, c01); c02 = vfma(s, b2, c02)
+        s = vsplat(a[r + 1, k])
+        c10 = vfma(s, b0, c10); c11 = vfma(s, b1, c11); c12 = vfma(s, b2, c12)
+        s = vsplat(a[r + 2, k])
+        c20 = vfma(s, b0, c20); c21 = vfma(s, b1, c21); c22 = vfma(s, b2, c22)
+        s = vsplat(a[r + 3, k])
+        c30 = vfma(s, b0, c30); c31 = vfma(s, b1, c31); c32 = vfma(s, b2, c32)
+    vstore(c, o0, c00); vstore(c, o0 + L, c01); vstore(c, o0 + 2 * L, c02)
+    vstore(c, o1, c10); vstore(c, o1 + L, c11); vstore(c, o1 + 2 * L, c12)
+    vstore(c, o2, c20); vstore(c, o2 + L, c21); vstore(c, o2 + 2 * L, c22)
+    vstore(c, o3, c30); vstore(c, o3 + L, c31); vstore(c, o3 + 2 * L, c32)
+
+
+@jit
+def _nn_4x1(a, b, c, r, j):
+    """c[r:r+4, j:j+L] += a[r:r+4] @ b[:, j:j+L]."""
     K = a.shape[1]
     N = b.shape[1]
     o0 = r * N + j
-    if accumulate:
-        c0 = vload(c, o0); c1 = vload(c, o0 + N); c2 = vload(c, o0 + 2 * N); c3 = vload(c, o0 + 3 * N)
-    else:
-        c0 = c1 = c2 = c3 = vzero(c)
+    c0 = vload(c, o0); c1 = vload(c, o0 + N); c2 = vload(c, o0 + 2 * N); c3 = vload(c, o0 + 3 * N)
     for k in range(K):
         bv = vload(b, k * N + j)
         c0 = vfma(vsplat(a[r, k]), bv, c0)
@@ -96,16 +130,13 @@ def _nn_4x1(a, b, c, r, j, accumulate):
 
 
 @jit
-def _nn_1x4(a, b, c, r, j, accumulate):
-    """c[r, j:j+4L] (+)= a[r] @ b[:, j:j+4L]."""
+def _nn_1x4(a, b, c, r, j):
+    """c[r, j:j+4L] += a[r] @ b[:, j:j+4L]."""
     K = a.shape[1]
     N = b.shape[1]
     L = lanes(c)
     o = r * N + j
-    if accumulate:
-        c0 = vload(c, o); c1 = vload(c, o + L); c2 = vload(c, o + 2 * L); c3 = vload(c, o + 3 * L)
-    else:
-        c0 = c1 = c2 = c3 = vzero(c)
+    c0 = vload(c, o); c1 = vload(c, o + L); c2 = vload(c, o + 2 * L); c3 = vload(c, o + 3 * L)
     for k in range(K):
         q = k * N + j
         s = vsplat(a[r, k])
@@ -117,125 +148,90 @@ def _nn_1x4(a, b, c, r, j, accumulate):
 
 
 @jit
-def _nn_1x1(a, b, c, r, j, accumulate):
-    """c[r, j:j+L] (+)= a[r] @ b[:, j:j+L]."""
+def _nn_1x3(a, b, c, r, j):
+    """c[r, j:j+3L] += a[r] @ b[:, j:j+3L]."""
+    K = a.shape[1]
+    N = b.shape[1]
+    L = lanes(c)
+    o = r * N + j
+    c0 = vload(c, o); c1 = vload(c, o + L); c2 = vload(c, o + 2 * L)
+    for k in range(K):
+        q = k * N + j
+        s = vsplat(a[r, k])
+        c0 = vfma(s, vload(b, q), c0)
+        c1 = vfma(s, vload(b, q + L), c1)
+        c2 = vfma(s, vload(b, q + 2 * L), c2)
+    vstore(c, o, c0); vstore(c, o + L, c1); vstore(c, o + 2 * L, c2)
+
+
+@jit
+def _nn_1x1(a, b, c, r, j):
+    """c[r, j:j+L] += a[r] @ b[:, j:j+L]."""
     K = a.shape[1]
     N = b.shape[1]
     o = r * N + j
-    acc = vload(c, o) if accumulate else vzero(c)
+    acc = vload(c, o)
     for k in range(K):
         acc = vfma(vsplat(a[r, k]), vload(b, k * N + j), acc)
     vstore(c, o, acc)
 
 
 @jit
-def _nn_scalar(a, b, c, r, j0, accumulate):
-    """c[r, j0:] (+)= a[r] @ b[:, j0:], one column at a time (the tail)."""
+def _nn_scalar(a, b, c, r, j0):
+    """c[r, j0:] += a[r] @ b[:, j0:], one column at a time (the tail)."""
     K = a.shape[1]
     N = b.shape[1]
-    zero = c.dtype.type(0)
     for j in range(j0, N):
-        s = c[r, j] if accumulate else zero
+        s = c[r, j]
         for k in range(K):
             s += a[r, k] * b[k, j]
         c[r, j] = s
 
 
 @jit
-def matmul_rows(a, b, c, r0, r1, accumulate):
-    """Rows ``[r0, r1)`` of ``c = a @ b`` (``accumulate``: ``c += a @ b``).
+def matmul_add_rows(a, b, c, r0, r1):
+    """Rows ``[r0, r1)`` of ``c += a @ b``.
 
     ``a[M, K]``, ``b[K, N]``, ``c[M, N]``: C-contiguous, one float dtype;
-    ``c`` must not overlap ``a`` or ``b``. ``K = 0`` gives zeros (or leaves
-    ``c`` as it is).
+    ``c`` must not overlap ``a`` or ``b``.
     """
     N = b.shape[1]
     L = lanes(c)
-    w = 4 * L
+    w = TILE_VECS * L
     n_tiles = N - N % w
     n_vecs = N - N % L
     r = r0
     while r + 4 <= r1:
         for j in range(0, n_tiles, w):
-            _nn_4x4(a, b, c, r, j, accumulate)
+            _NN_4V(a, b, c, r, j)
         for j in range(n_tiles, n_vecs, L):
-            _nn_4x1(a, b, c, r, j, accumulate)
+            _nn_4x1(a, b, c, r, j)
         for i in range(r, r + 4):
-            _nn_scalar(a, b, c, i, n_vecs, accumulate)
+            _nn_scalar(a, b, c, i, n_vecs)
         r += 4
     while r < r1:
         for j in range(0, n_tiles, w):
-            _nn_1x4(a, b, c, r, j, accumulate)
+            _NN_1V(a, b, c, r, j)
         for j in range(n_tiles, n_vecs, L):
-            _nn_1x1(a, b, c, r, j, accumulate)
-        _nn_scalar(a, b, c, r, n_vecs, accumulate)
+            _nn_1x1(a, b, c, r, j)
+        _nn_scalar(a, b, c, r, n_vecs)
         r += 1
 
 
+@jit(inline="always")
+def matmul_rows(a, b, c, r0, r1):
+    """Rows ``[r0, r1)`` of ``c = a @ b`` (zeroed, then
+    :func:`matmul_add_rows`: one set of tiles serves both, so each compiles
+    once per dtype). ``K = 0`` gives zeros."""
+    zero = c.dtype.type(0)
+    for r in range(r0, r1):
+        row = c[r]
+        for j in range(row.shape[0]):
+            row[j] = zero
+    matmul_add_rows(a, b, c, r0, r1)
+
+
 # ------------------------------------------- c += sum_t a[t - shift]^T b[t]
-@jit
-def _tn_4x1(a, b, c, m, j, t0, t1, shift, i0, i1):
-    """c[m:m+4, j:j+L] += the same sum over one vector of columns."""
-    R, M = a.shape[1], a.shape[2]
-    N = b.shape[2]
-    o0 = m * N + j
-    c0 = vload(c, o0); c1 = vload(c, o0 + N); c2 = vload(c, o0 + 2 * N); c3 = vload(c, o0 + 3 * N)
-    for t in range(t0, t1):
-        for i in range(i0, i1):
-            bv = vload(b, (t * R + i) * N + j)
-            p = ((t - shift) * R + i) * M + m
-            c0 = vfma(vsplat(a.flat[p]), bv, c0)
-            c1 = vfma(vsplat(a.flat[p + 1]), bv, c1)
-            c2 = vfma(vsplat(a.flat[p + 2]), bv, c2)
-            c3 = vfma(vsplat(a.flat[p + 3]), bv, c3)
-    vstore(c, o0, c0); vstore(c, o0 + N, c1); vstore(c, o0 + 2 * N, c2); vstore(c, o0 + 3 * N, c3)
-
-
-@jit
-def _tn_1x4(a, b, c, m, j, t0, t1, shift, i0, i1):
-    """c[m, j:j+4L] += the same sum for one row of ``c``."""
-    R, M = a.shape[1], a.shape[2]
-    N = b.shape[2]
-    L = lanes(c)
-    o = m * N + j
-    c0 = vload(c, o); c1 = vload(c, o + L); c2 = vload(c, o + 2 * L); c3 = vload(c, o + 3 * L)
-    for t in range(t0, t1):
-        for i in range(i0, i1):
-            q = (t * R + i) * N + j
-            s = vsplat(a.flat[((t - shift) * R + i) * M + m])
-            c0 = vfma(s, vload(b, q), c0)
-            c1 = vfma(s, vload(b, q + L), c1)
-            c2 = vfma(s, vload(b, q + 2 * L), c2)
-            c3 = vfma(s, vload(b, q + 3 * L), c3)
-    vstore(c, o, c0); vstore(c, o + L, c1); vstore(c, o + 2 * L, c2); vstore(c, o + 3 * L, c3)
-
-
-@jit
-def _tn_1x1(a, b, c, m, j, t0, t1, shift, i0, i1):
-    """c[m, j:j+L] += the same sum for one row and one vector."""
-    R, M = a.shape[1], a.shape[2]
-    N = b.shape[2]
-    o = m * N + j
-    acc = vload(c, o)
-    for t in range(t0, t1):
-        for i in range(i0, i1):
-            acc = vfma(vsplat(a.flat[((t - shift) * R + i) * M + m]),
-                       vload(b, (t * R + i) * N + j), acc)
-    vstore(c, o, acc)
-
-
-@jit
-def _tn_scalar(a, b, c, m, j0, t0, t1, shift, i0, i1):
-    """c[m, j0:] += the same sum, one column at a time (the tail)."""
-    N = b.shape[2]
-    for j in range(j0, N):
-        s = c[m, j]
-        for t in range(t0, t1):
-            for i in range(i0, i1):
-                s += a[t - shift, i, m] * b[t, i, j]
-        c[m, j] = s
-
-
 @jit
 def _tn_packed_4x4(ap, bp, c, m, j, rows):
     """c[m:m+4, j:j+4L] += ap[:rows].T @ bp[:rows]: packed operands, ``ap[q]``
@@ -268,6 +264,41 @@ def _tn_packed_4x4(ap, bp, c, m, j, rows):
     vstore(c, o3, c30); vstore(c, o3 + L, c31); vstore(c, o3 + 2 * L, c32); vstore(c, o3 + 3 * L, c33)
 
 
+@jit
+def _tn_packed_4x3(ap, bp, c, m, j, rows):
+    """c[m:m+4, j:j+3L] += ap[:rows].T @ bp[:rows] (the tile for 16 registers)."""
+    N = c.shape[1]
+    L = lanes(c)
+    w = 3 * L
+    o0 = m * N + j
+    o1 = o0 + N
+    o2 = o1 + N
+    o3 = o2 + N
+    c00 = vload(c, o0); c01 = vload(c, o0 + L); c02 = vload(c, o0 + 2 * L)
+    c10 = vload(c, o1); c11 = vload(c, o1 + L); c12 = vload(c, o1 + 2 * L)
+    c20 = vload(c, o2); c21 = vload(c, o2 + L); c22 = vload(c, o2 + 2 * L)
+    c30 = vload(c, o3); c31 = vload(c, o3 + L); c32 = vload(c, o3 + 2 * L)
+    for q in range(rows):
+        p = q * w
+        b0 = vload(bp, p); b1 = vload(bp, p + L); b2 = vload(bp, p + 2 * L)
+        s = vsplat(ap[q, 0])
+        c00 = vfma(s, b0, c00); c01 = vfma(s, b1, c01); c02 = vfma(s, b2, c02)
+        s = vsplat(ap[q, 1])
+        c10 = vfma(s, b0, c10); c11 = vfma(s, b1, c11); c12 = vfma(s, b2, c12)
+        s = vsplat(ap[q, 2])
+        c20 = vfma(s, b0, c20); c21 = vfma(s, b1, c21); c22 = vfma(s, b2, c22)
+        s = vsplat(ap[q, 3])
+        c30 = vfma(s, b0, c30); c31 = vfma(s, b1, c31); c32 = vfma(s, b2, c32)
+    vstore(c, o0, c00); vstore(c, o0 + L, c01); vstore(c, o0 + 2 * L, c02)
+    vstore(c, o1, c10); vstore(c, o1 + L, c11); vstore(c, o1 + 2 * L, c12)
+    vstore(c, o2, c20); vstore(c, o2 + L, c21); vstore(c, o2 + 2 * L, c22)
+    vstore(c, o3, c30); vstore(c, o3 + L, c31); vstore(c, o3 + 2 * L, c32)
+
+
+#: the tiles for this CPU (see TILE_VECS)
+_NN_4V, _NN_1V, _TN_PACKED = ((_nn_4x4, _nn_1x4, _tn_packed_4x4) if TILE_VECS == 4
+                              else (_nn_4x3, _nn_1x3, _tn_packed_4x3))
+
 #: rows (steps x batch rows) per block of :func:`matmul_tn_steps`: a packed
 #: column stripe of ``b`` (128 rows x 4 vectors = 32 KB with AVX-512 float32)
 #: stays in L1 while every row tile of ``c`` reads it
@@ -275,34 +306,43 @@ _TN_BLOCK_ROWS = 128
 
 
 @jit
-def _pack_a(a, ap, s0, s1, shift, i0, i1, panels):
-    """``ap[p, q] = a[t - shift, i, 4p:4p+4]`` for the rows ``q`` of a block."""
-    for p in range(panels):
+def _pack_a(a, ap, s0, s1, shift, i0, i1):
+    """``ap[p, q, u] = a[t - shift, i, 4p + u]`` for the rows ``q`` = (t, i) of
+    a block; zero where ``4p + u >= M`` (the last panel is padded)."""
+    M = a.shape[2]
+    zero = ap.dtype.type(0)
+    for p in range(ap.shape[0]):
         q = 0
         for t in range(s0, s1):
             for i in range(i0, i1):
                 src = a[t - shift, i]
                 dst = ap[p, q]
                 for u in range(4):
-                    dst[u] = src[4 * p + u]
+                    m = 4 * p + u
+                    dst[u] = src[m] if m < M else zero
                 q += 1
 
 
 @jit
 def _pack_b(b, bp, s0, s1, i0, i1, j):
-    """``bp[q] = b[t, i, j:j+4L]`` for the rows ``q`` of a block."""
+    """``bp[q] = b[t, i, j:j+V*L]`` for the rows ``q`` = (t, i) of a block;
+    zero past the last column of ``b`` (the last stripe is padded)."""
     R, N = b.shape[1], b.shape[2]
     L = lanes(bp)
-    w = 4 * L
+    w = TILE_VECS * L
+    zero = bp.dtype.type(0)
     q = 0
     for t in range(s0, s1):
         for i in range(i0, i1):
             src = (t * R + i) * N + j
             dst = q * w
-            vstore(bp, dst, vload(b, src))
-            vstore(bp, dst + L, vload(b, src + L))
-            vstore(bp, dst + 2 * L, vload(b, src + 2 * L))
-            vstore(bp, dst + 3 * L, vload(b, src + 3 * L))
+            if j + w <= N:
+                for v in range(TILE_VECS):
+                    vstore(bp, dst + v * L, vload(b, src + v * L))
+            else:
+                row = bp[q]
+                for u in range(w):
+                    row[u] = b.flat[src + u] if j + u < N else zero
             q += 1
 
 
@@ -318,43 +358,45 @@ def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1):
 
     The rows go in blocks of about ``_TN_BLOCK_ROWS``. In a block, the 4-wide
     column panels of ``a`` and, one at a time, each 4-vector column stripe of
-    ``b`` are first copied to contiguous buffers (rows of ``b`` lie
-    ``N`` elements apart, so an unpacked stripe touches a new page every few
-    rows: 151 GFLOP/s on one core instead of ~250 measured here); the
-    4 x 4-vector tiles then run from L1. Edges (the last ``M % 4`` rows of
-    ``c``, the last ``N % 4L`` columns) use the unpacked tiles.
+    ``b`` are first copied to contiguous buffers (rows of ``b`` lie ``N``
+    elements apart, so an unpacked stripe touches a new page every few rows:
+    151 GFLOP/s on one core instead of ~250 measured here); the tiles then
+    run from L1. The last panel and stripe are zero-padded, and a tile that
+    overhangs ``c`` (the last ``M % 4`` rows, the last ``N % 4L`` columns)
+    runs on a 4 x VL copy of its part of ``c``: the padding adds exact zeros
+    to lanes that are not copied back, so every element gets the same terms
+    in the same order as in a full tile.
     """
     M = a.shape[2]
     N = b.shape[2]
     L = lanes(c)
-    w = 4 * L
-    n_tiles = N - N % w
-    n_vecs = N - N % L
+    w = TILE_VECS * L
     per_step = max(1, i1 - i0)
     steps = max(1, _TN_BLOCK_ROWS // per_step)
-    panels = M // 4
-    m_tiles = 4 * panels
+    panels = (M + 3) // 4
     ap = np.empty((panels, steps * per_step, 4), dtype=c.dtype)
     bp = np.empty((steps * per_step, w), dtype=c.dtype)
+    edge = np.zeros((4, w), dtype=c.dtype)
     for s0 in range(t0, t1, steps):
         s1 = min(t1, s0 + steps)
         rows = (s1 - s0) * (i1 - i0)
-        if n_tiles > 0 and panels > 0:
-            _pack_a(a, ap, s0, s1, shift, i0, i1, panels)
-        for j in range(0, n_tiles, w):
-            if panels > 0:
-                _pack_b(b, bp, s0, s1, i0, i1, j)
+        _pack_a(a, ap, s0, s1, shift, i0, i1)
+        for j in range(0, N, w):
+            _pack_b(b, bp, s0, s1, i0, i1, j)
+            nj = min(w, N - j)
             for p in range(panels):
-                _tn_packed_4x4(ap[p], bp, c, 4 * p, j, rows)
-            for m in range(m_tiles, M):
-                _tn_1x4(a, b, c, m, j, s0, s1, shift, i0, i1)
-        for j in range(n_tiles, n_vecs, L):
-            for m in range(0, m_tiles, 4):
-                _tn_4x1(a, b, c, m, j, s0, s1, shift, i0, i1)
-            for m in range(m_tiles, M):
-                _tn_1x1(a, b, c, m, j, s0, s1, shift, i0, i1)
-        for m in range(M):
-            _tn_scalar(a, b, c, m, n_vecs, s0, s1, shift, i0, i1)
+                m = 4 * p
+                nm = min(4, M - m)
+                if nm == 4 and nj == w:
+                    _TN_PACKED(ap[p], bp, c, m, j, rows)
+                else:
+                    for u in range(nm):
+                        for v in range(nj):
+                            edge[u, v] = c[m + u, j + v]
+                    _TN_PACKED(ap[p], bp, edge, 0, 0, rows)
+                    for u in range(nm):
+                        for v in range(nj):
+                            c[m + u, j + v] = edge[u, v]
 
 
 # -------------------------------------------------------------- transpose

@@ -106,7 +106,7 @@ def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     H = w_hh.shape[0]
     out = np.empty((T, B, H), dtype=x.dtype)
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
-            state2(h0, batched, B, H, x.dtype), has_h0, relu, out)
+            state2(h0, batched, B, H, x.dtype), has_h0, relu, out, readonly(out))
     par.run_chunks(lambda i, lo, hi: KS.rnn_forward_rows(*args, lo, hi), _blocks_for(x3, 1, H))
     return (out if batched else out.reshape(T, H)), None
 
@@ -127,7 +127,7 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     else:
         cells[0] = c0.reshape(B, H)
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
-            state2(h0, batched, B, H, x.dtype), has_h0, gates, cells, out)
+            state2(h0, batched, B, H, x.dtype), has_h0, gates, cells, out, readonly(out))
     par.run_chunks(lambda i, lo, hi: KS.lstm_forward_rows(*args, lo, hi), _blocks_for(x3, 4, H))
     return (out if batched else out.reshape(T, H)), (gates, cells)
 
@@ -145,7 +145,7 @@ def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
     hw = np.empty((B, 3 * H), dtype=x.dtype)
     h_first = readonly(np.zeros((B, H), dtype=x.dtype) if h0 is None else h0.reshape(B, H))
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias_ih), readonly(bias_hh),
-            h_first, has_h0, hw, saved, out)
+            h_first, has_h0, hw, saved, out, readonly(out))
     par.run_chunks(lambda i, lo, hi: KS.gru_forward_rows(*args, lo, hi), _blocks_for(x3, 3, H))
     return (out if batched else out.reshape(T, H)), saved
 
