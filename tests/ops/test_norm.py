@@ -832,37 +832,100 @@ def test_two_threads_share_the_pool_on_split_calls(small_grains):
             assert a.tobytes() == b.tobytes()
 
 
-def test_parallel_helper_runs_each_chunk_once_and_propagates_errors(monkeypatch):
+def test_chunk_planning_helpers():
     assert par.split(10, 3) == [(0, 3), (3, 6), (6, 10)]
+    assert par.bounds(par.split(10, 3)).tolist() == [0, 3, 6, 10]
     assert par.num_chunks(10, 100, 1000) == 1
     assert par.num_chunks(3, 10 ** 9, 1) == 3                 # never more chunks than rows
     assert par.num_chunks(10 ** 6, 10 ** 9, 1) == par.MAX_CHUNKS
-    for workers in (1, 0):
-        monkeypatch.setattr(par, "WORKERS", workers)
-        seen = []
-        par.run_chunks(lambda i, lo, hi: seen.append((i, lo, hi)), par.split(11, 4))
-        assert sorted(seen) == [(0, 0, 2), (1, 2, 5), (2, 5, 8), (3, 8, 11)]
-
-        def fail(i, lo, hi):
-            if i == 2:
-                raise RuntimeError(f"chunk {i} failed")
-
-        with pytest.raises(RuntimeError, match="chunk 2 failed"):
-            par.run_chunks(fail, par.split(8, 4))
-    monkeypatch.setattr(par, "WORKERS", 1)
-    names = set()
-
-    def slow(i, lo, hi):              # releases the GIL, as the nogil kernels do
-        import threading
-        import time
-
-        names.add(threading.current_thread().name)
-        time.sleep(0.02)
-
-    par.run_chunks(slow, par.split(4, 4))
-    assert len(names) == 2                          # the caller and the worker
     parts = np.array([[1e16, 1.0], [1.0, 1.0], [-1e16, 1.0]])
     np.testing.assert_array_equal(par.combine(parts), [0.0, 3.0])   # index order
+
+
+def _python_region(n, seen, delay=0.0, fail_at=None):
+    """A region call written in Python (the kernels' protocol, with the sync
+    helpers called from Python): claims chunks until none is left; sleeping
+    releases the GIL as the nogil kernels do."""
+    import threading
+    import time
+
+    from yscv.kernels import sync
+
+    def call(st):
+        sync.region_enter(st)
+        c = sync.region_claim(st)
+        while c < n:
+            if c == fail_at:
+                raise RuntimeError(f"chunk {c} failed")
+            seen.append((c, threading.current_thread().name))
+            time.sleep(delay)
+            c = sync.region_claim(st)
+    return call
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_region_runs_each_chunk_once_and_raises_errors(workers, monkeypatch):
+    monkeypatch.setattr(par, "WORKERS", workers)
+    for _ in range(20):
+        seen = []
+        par.run_region(_python_region(7, seen), 7)
+        assert sorted(c for c, _ in seen) == list(range(7))
+    with pytest.raises(RuntimeError, match="chunk 2 failed"):
+        par.run_region(_python_region(4, [], fail_at=2), 4)
+    seen = []
+    par.run_region(_python_region(5, seen), 5)          # the pool still works after an error
+    assert sorted(c for c, _ in seen) == list(range(5))
+
+
+def test_region_helper_joins_and_a_busy_pool_runs_on_the_caller(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(par, "WORKERS", 1)
+    seen = []
+    par.run_region(_python_region(4, seen, delay=0.02), 4)
+    assert sorted(c for c, _ in seen) == [0, 1, 2, 3]
+    assert len({name for _, name in seen}) == 2          # the caller and a helper
+    # while one thread's region holds the pool, another thread's region runs alone
+    inner = []
+    started = threading.Event()
+
+    def other():
+        started.wait()
+        par.run_region(_python_region(3, inner), 3)
+
+    t = threading.Thread(target=other, name="other-caller")
+    t.start()
+
+    def outer_call(st):
+        started.set()
+        t.join()                                          # the other region ran meanwhile
+        _python_region(2, seen)(st)
+
+    seen.clear()
+    par.run_region(outer_call, 2)
+    assert sorted(c for c, _ in inner) == [0, 1, 2]
+    assert {name for _, name in inner} == {"other-caller"}
+    assert sorted(c for c, _ in seen) == [0, 1]
+
+
+def test_region_in_a_forked_child():
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    seen = []
+    par.run_region(_python_region(4, seen), 4)            # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:                                          # child: a new pool on first use
+        code = 1
+        try:
+            got = []
+            par.run_region(_python_region(4, got, delay=0.01), 4)
+            code = 0 if sorted(c for c, _ in got) == [0, 1, 2, 3] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_yscv_num_threads_one_runs_chunks_on_the_caller():

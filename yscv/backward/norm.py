@@ -26,7 +26,7 @@ from ..ops.norm import (as_rows3, expand_groups, group_layout, lane_coefficients
                         packed_layout, per_lane, readonly, row_chunks)
 from ..registry import register_backward
 
-K = lazy("norm")
+KR = lazy("norm_regions")
 
 
 #: Padding (float64 elements) of each layer-norm partial-sum row. With rows
@@ -79,11 +79,9 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
     mean_w = readonly(per_lane(mean_c, w))
     ranges = row_chunks(layout[1], x.size, fwd.GRAIN_GRAD_SUMS)
     parts = np.empty((len(ranges), 2, n, c))        # per chunk: sum g, sum g (x - mean)
-
-    def sums(i, r0, r1):
-        K.group_grad_sums(g3, x3, mean_w, c, r0, r1, parts, i)
-
-    par.run_chunks(sums, ranges)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.group_grad_sums_region(g3, x3, mean_w, c, parts, b, st),
+                   len(ranges))
     sg, sgx = par.combine(parts)
     if need_gamma:
         dgamma = (sgx * inv_c).sum(axis=0)
@@ -101,11 +99,10 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
         s = expand_groups(-inv * grp_h / m, k)
         coef = lane_coefficients(dt, w, mean_c, (p, q, s))
         dx = np.empty(layout, dt)
-
-        def apply(i, r0, r1):
-            K.group_grad_apply(g3, x3, coef, dx, r0, r1)
-
-        par.run_chunks(apply, row_chunks(layout[1], x.size, fwd.GRAIN_APPLY))
+        ranges = row_chunks(layout[1], x.size, fwd.GRAIN_APPLY)
+        b = par.bounds(ranges)
+        par.run_region(lambda st: KR.group_grad_apply_region(g3, x3, coef, dx, b, st),
+                       len(ranges))
         dx = dx.reshape(x.shape)
     return dx, dgamma, dbeta
 
@@ -175,11 +172,10 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
     parts = np.empty((2 * k, c + _PART_PAD))
     dg_parts, db_parts = parts[:k], parts[k:]
 
-    def chunk(i, r0, r1):
-        K.layer_norm_backward(g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, i,
-                              r0, r1, bool(need_x), bool(need_affine))
-
-    par.run_chunks(chunk, ranges)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.layer_norm_backward_region(
+        g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, bool(need_x),
+        bool(need_affine), b, st), len(ranges))
     dgamma = par.combine(dg_parts[:, :c]) if need_gamma else None
     dbeta = par.combine(db_parts[:, :c]) if need_beta else None
     return _affine_grads(dx.reshape(x.shape) if need_x else None, dgamma, dbeta,

@@ -19,7 +19,7 @@ import numpy as np
 from ..kernels import lazy
 from ..node import Op
 from ..ops import _parallel as par
-from ..ops.recurrent import _optional_states, readonly, row_blocks, seq3, state2
+from ..ops.recurrent import _optional_states, readonly, row_blocks, run_blocks, seq3
 from ..registry import register_backward
 
 KS = lazy("recurrent_seq")
@@ -87,10 +87,6 @@ class _Grads:
         self.db_hh = parts(need_bhh, (GH,))
         self.flags = (need_dx, need_wih, need_whh, need_bih, need_bhh)
 
-    def run_params(self, i, lo, hi, x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t):
-        KS.param_grads_rows(x3, out3, h0_seq, has_h0, readonly(dxp), readonly(dhp), w_ih_t, self.dx,
-                            self.dw_ih[i], self.dw_hh[i], self.db_ih[i], self.db_hh[i],
-                            lo, hi, *self.flags)
 
     def results(self, x_shape):
         need_dx, need_wih, need_whh, need_bih, need_bhh = self.flags
@@ -128,11 +124,9 @@ def rnn_op_backward(g, inputs, out, attrs, saved, needs):
     w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
     grads = _Grads(len(blocks), T, B, I, H, H, out.dtype, needs[0], needs[1], needs[2], needs[3])
 
-    def run(i, lo, hi):
-        KS.rnn_backward_rows(out3, g3, w_hh_t, relu, dpre, readonly(dpre), dh, lo, hi, need_h0)
-        grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dpre, dpre, w_ih_t)
-
-    par.run_chunks(run, blocks)
+    run_blocks(KS.rnn_backward_region,
+               (out3, g3, w_hh_t, relu, dpre, readonly(dpre), dh, need_h0, x3, h0_seq, has_h0,
+                w_ih_t, grads.dx, grads.dw_ih, grads.dw_hh, grads.db_ih, grads.flags), blocks)
     dx, dw_ih, dw_hh, db, _ = grads.results(x.shape)
     result = (dx, dw_ih, dw_hh, db)
     if has_h0:
@@ -156,12 +150,10 @@ def lstm_op_backward(g, inputs, out, attrs, saved, needs):
     w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
     grads = _Grads(len(blocks), T, B, I, H, 4 * H, out.dtype, needs[0], needs[1], needs[2], needs[3])
 
-    def run(i, lo, hi):
-        KS.lstm_backward_rows(gates, cells, g3, w_hh_t, dg, readonly(dg), dh, dc, tc, lo, hi,
-                              need_h0)
-        grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dg, dg, w_ih_t)
-
-    par.run_chunks(run, blocks)
+    run_blocks(KS.lstm_backward_region,
+               (gates, cells, g3, w_hh_t, dg, readonly(dg), dh, dc, tc, need_h0, x3, out3,
+                h0_seq, has_h0, w_ih_t, grads.dx, grads.dw_ih, grads.dw_hh, grads.db_ih,
+                grads.flags), blocks)
     dx, dw_ih, dw_hh, db, _ = grads.results(x.shape)
     result = (dx, dw_ih, dw_hh, db)
     k = 4
@@ -190,12 +182,10 @@ def gru_op_backward(g, inputs, out, attrs, saved, needs):
     grads = _Grads(len(blocks), T, B, I, H, 3 * H, out.dtype, needs[0], needs[1], needs[2],
                    needs[3], needs[4])
 
-    def run(i, lo, hi):
-        KS.gru_backward_rows(saved, out3, h_first, g3, w_hh_t, dxp, dhp, readonly(dhp), dh, dd,
-                             lo, hi, need_h0)
-        grads.run_params(i, lo, hi, x3, out3, h0_seq, has_h0, dxp, dhp, w_ih_t)
-
-    par.run_chunks(run, blocks)
+    run_blocks(KS.gru_backward_region,
+               (saved, out3, h_first, g3, w_hh_t, dxp, dhp, readonly(dxp), readonly(dhp), dh, dd,
+                need_h0, x3, h0_seq, has_h0, w_ih_t, grads.dx, grads.dw_ih, grads.dw_hh,
+                grads.db_ih, grads.db_hh, grads.flags), blocks)
     result = grads.results(x.shape)
     if has_h0:
         result += ((dh.reshape(h0.shape) if need_h0 else None),)

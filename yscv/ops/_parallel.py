@@ -1,44 +1,54 @@
-"""Run one kernel over a fixed split of row ranges on two or more cores.
+"""Run a kernel's chunks on two or more cores: *regions*.
 
-Numba kernels are compiled ``nogil``, so Python threads can run them at once.
-A caller splits its rows into ``k`` contiguous chunks with :func:`num_chunks`
-and :func:`split` and hands ``fn(i, lo, hi)`` to :func:`run_chunks`, which
-runs every chunk exactly once: on the calling thread and, concurrently, on a
-small persistent pool of worker threads (created lazily, on first use; never
-at ``import yscv``).
+A caller splits its rows into ``k`` contiguous chunks (:func:`num_chunks`,
+:func:`split`, :func:`bounds`) and calls :func:`run_region` with
+``call(state)``, a call of a *region kernel*: a Numba kernel that claims chunk
+indices from ``state`` (yscv/kernels/sync.py) and runs each one, until none
+is left. The caller runs ``call`` itself and, at the same time, so do the
+pool's helper threads (created lazily, on first use; never at ``import
+yscv``); every chunk runs exactly once, whichever thread claims it.
 
 Determinism. ``k`` depends only on the work size (never on ``os.cpu_count()``
 or on the load), and chunk ``i`` always covers the same rows, so a kernel
 whose chunk results are combined in chunk order (partial sums added as
 ``part[0] + part[1] + ...``, see :func:`combine`) gives the same bits on
-every machine and every run, whichever thread ran which chunk. Threads claim
-the next unclaimed chunk from a per-call counter, so a busy core (another
-process, a spinning BLAS thread) only shifts work to the other threads.
+every machine and every run, whichever thread ran which chunk.
 
-Cost. Handing chunks to a sleeping worker costs ~20 us of wake-up latency,
-plus GIL hand-overs when chunks end (~30-50 us per call measured), so callers
-split only from a measured size (a ``grain`` of work per chunk, at the call
-sites in ``yscv/ops/norm.py``). On a one-core machine, or with
-``YSCV_NUM_THREADS=1`` (``WORKERS == 0``), the chunks run in sequence on the
-caller, with bit-identical results. The second core is only worth having
-when it is idle: right after a multi-threaded NumPy matmul, OpenBLAS's own
-worker keeps spinning on it for tens of milliseconds, and a split call then
-measured 0-10% slower than a serial one (docs/ops/norm.md).
+Cost. Idle virtual CPUs here halt at once, so a thread that sleeps, even for
+microseconds (a blocking queue, a GIL it waits for), costs 30-50 us to wake:
+a pool of sleeping Python threads cost ~50 us per call (one call per kernel
+of a norm op, whose kernels take 100-300 us). A region costs a few us: a
+helper spins (politely: ``pause``, and ``sched_yield`` every 32 rounds, so an
+OpenBLAS worker or another process gets the core at once) for about
+:data:`SPIN_ROUNDS` after its last region before it sleeps; it takes the GIL
+only once the caller is inside its kernel (so it never waits for it); the
+caller waits for the helpers in nogil code and takes the GIL back only when
+they are all back in theirs. Details in yscv/kernels/sync.py.
 
-Thread safety. Each call has its own counter; the pool is shared. Two Python
-threads calling ops at once both submit helper tasks to the pool and both
-work on their own chunks: if the pool is busy with the other call, a caller
-runs all its chunks itself and withdraws its helper task before it starts
-(``Future.cancel``), so no call ever waits for a task that has not begun.
-Kernels must not call :func:`run_chunks` themselves (they do not).
+On a one-core machine, or with ``YSCV_NUM_THREADS=1`` (``WORKERS == 0``),
+regions run on the caller alone, with bit-identical results.
+
+Thread safety. One region runs in the pool at a time; a second Python
+thread that starts a region meanwhile runs all of its chunks itself (with
+its own state array). Kernels must not start regions themselves (they do
+not). After ``fork`` the child starts with no pool (its threads are not
+copied) and makes a new one on first use.
 """
 from __future__ import annotations
 
 import os
 import threading
 
+import numpy as np
+
+from ..kernels import lazy
+
+S = lazy("sync")
+
 #: at most this many chunks per call (fixed, machine-independent)
 MAX_CHUNKS = 4
+#: spin rounds of an idle helper before it sleeps (~1 ms; yscv/kernels/sync.py)
+SPIN_ROUNDS = 20_000
 
 
 def _threads() -> int:
@@ -66,6 +76,60 @@ def _threads() -> int:
 #: with the same results. Fixed at import; tests may patch it.
 WORKERS = max(0, min(_threads(), MAX_CHUNKS) - 1)
 
+
+class _Pool:
+    """Helper threads sharing one region state array (see yscv/kernels/sync.py)."""
+
+    def __init__(self, helpers: int):
+        self.state = np.zeros(S.STATE_LEN, dtype=np.int64)
+        self.lock = threading.Lock()        # one region at a time
+        self.cond = threading.Condition()   # sleeping helpers wait here for a region
+        self.sig = 0                        # last region published (guarded by cond)
+        self.sleeping = 0
+        self.call = None
+        self.errors = []
+        self.threads = []
+        for n in range(helpers):
+            t = threading.Thread(target=self._helper, name=f"yscv-helper-{n}", daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _helper(self) -> None:
+        st = self.state
+        last, joined = 0, False
+        while True:
+            last, joined = S.helper_wait(st, last, joined, SPIN_ROUNDS)
+            if joined:
+                try:
+                    self.call(st)
+                except BaseException as e:  # noqa: BLE001 -- raised by the caller
+                    self.errors.append(e)
+                continue
+            with self.cond:                 # nothing for a while: sleep until a newer region
+                self.sleeping += 1
+                while self.sig <= last:
+                    self.cond.wait()
+                self.sleeping -= 1
+
+    def run(self, call) -> None:
+        st = self.state
+        with self.cond:
+            self.sig += 1
+            self.call = call
+            S.region_open(st, self.sig)
+            if self.sleeping:
+                self.cond.notify_all()
+        try:
+            call(st)
+        finally:
+            S.region_close(st)
+            self.call = None
+        if self.errors:
+            err = self.errors[0]
+            self.errors.clear()
+            raise err
+
+
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -85,10 +149,7 @@ def _get_pool():
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                _pool = ThreadPoolExecutor(max_workers=max(1, WORKERS),
-                                           thread_name_prefix="yscv-rows")
+                _pool = _Pool(WORKERS)
     return _pool
 
 
@@ -104,69 +165,36 @@ def split(rows: int, chunks: int) -> list:
     return [(rows * i // chunks, rows * (i + 1) // chunks) for i in range(chunks)]
 
 
-class _Calls:
-    """Per-call state: the next unclaimed chunk, and a stop flag set on error."""
-
-    __slots__ = ("fn", "ranges", "next", "stop", "lock")
-
-    def __init__(self, fn, ranges):
-        self.fn = fn
-        self.ranges = ranges
-        self.next = 0
-        self.stop = False
-        self.lock = threading.Lock()
-
-    def work(self) -> None:
-        """Run unclaimed chunks until none is left (or another thread failed)."""
-        ranges = self.ranges
-        n = len(ranges)
-        while True:
-            with self.lock:
-                i = self.next
-                if self.stop or i >= n:
-                    return
-                self.next = i + 1
-            lo, hi = ranges[i]
-            try:
-                self.fn(i, lo, hi)
-            except BaseException:
-                self.stop = True
-                raise
+def bounds(ranges) -> np.ndarray:
+    """Contiguous ``(lo, hi)`` ranges as the int64 array the region kernels
+    take: chunk ``i`` is ``[b[i], b[i + 1])``."""
+    return np.array([lo for lo, _ in ranges] + [ranges[-1][1]], dtype=np.int64)
 
 
-def run_chunks(fn, ranges) -> None:
-    """Call ``fn(i, lo, hi)`` once for every ``(lo, hi) = ranges[i]``,
-    concurrently when there are several chunks and more than one core; returns
-    when all are done. The first exception raised by a chunk (the caller's
-    own first) propagates after every chunk in flight has finished."""
-    k = len(ranges)
-    if k <= 1 or WORKERS <= 0:
-        for i, (lo, hi) in enumerate(ranges):
-            fn(i, lo, hi)
+def new_state() -> np.ndarray:
+    """A private region state (one thread runs every chunk)."""
+    return np.zeros(S.STATE_LEN, dtype=np.int64)
+
+
+def run_region(call, chunks: int) -> None:
+    """Run ``call(state)`` -- a region kernel over ``chunks`` chunks -- on the
+    caller and, concurrently, on the pool's helpers; return when every chunk
+    is done. An exception raised by ``call`` in a helper is raised here."""
+    if chunks <= 1 or WORKERS <= 0:
+        call(new_state())
         return
-    calls = _Calls(fn, ranges)
-    futures = []
     try:
         pool = _get_pool()
-        for _ in range(min(WORKERS, k - 1)):
-            futures.append(pool.submit(calls.work))
-    except RuntimeError:   # interpreter shutting down: no new threads, run here
-        pass
-    err = None
+    except RuntimeError:              # interpreter shutting down: no new threads
+        call(new_state())
+        return
+    if not pool.lock.acquire(blocking=False):
+        call(new_state())             # the pool runs another thread's region
+        return
     try:
-        calls.work()
-    except BaseException as e:  # noqa: BLE001 -- re-raised below, after the helpers
-        err = e
-    for f in futures:
-        if f.cancel():         # never started: the chunks are all claimed already
-            continue
-        try:
-            f.result()
-        except BaseException as e:  # noqa: BLE001
-            if err is None:
-                err = e
-    if err is not None:
-        raise err
+        pool.run(call)
+    finally:
+        pool.lock.release()
 
 
 def combine(parts):

@@ -35,7 +35,7 @@ from ..registry import register_forward
 from . import _parallel as par
 from ._common import check_ndim, shape_error
 
-K = lazy("norm")
+KR = lazy("norm_regions")
 _LEAF = int(Op.LEAF)
 
 # Work (elements of x) per chunk when a kernel call is split over threads
@@ -128,11 +128,9 @@ def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: 
                              (scale, 0.0 if beta is None else beta))
     x3 = as_rows3(x, layout)
     y = np.empty(layout, x.dtype)
-
-    def chunk(i, r0, r1):
-        K.group_apply(x3, coef, y, r0, r1)
-
-    par.run_chunks(chunk, row_chunks(layout[1], x.size, GRAIN_APPLY))
+    ranges = row_chunks(layout[1], x.size, GRAIN_APPLY)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.group_apply_region(x3, coef, y, b, st), len(ranges))
     return y.reshape(x.shape)
 
 
@@ -181,11 +179,8 @@ def group_statistics(x, per_sample: bool, k: int):
     x3 = as_rows3(x, layout)
     ranges = row_chunks(r, x.size, GRAIN_STATS)
     parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
-
-    def chunk(i, r0, r1):
-        K.group_stats(x3, c, k, r0, r1, parts, i)
-
-    par.run_chunks(chunk, ranges)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.group_stats_region(x3, c, k, parts, b, st), len(ranges))
     per_row = (w // c) * k            # values of a group in one packed row
     mean, m2 = parts[0]
     count = float((ranges[0][1] - ranges[0][0]) * per_row)
@@ -255,11 +250,10 @@ def layer_norm_forward(attrs, x, *rest):
     y = np.empty((m, c), dt)
     mean = np.empty(m)
     var = np.empty(m)
-
-    def chunk(i, r0, r1):
-        K.layer_norm_forward(x2, gamma, beta, eps, y, mean, var, r0, r1)
-
-    par.run_chunks(chunk, row_chunks(m, x2.size, GRAIN_LN_FORWARD))
+    ranges = row_chunks(m, x2.size, GRAIN_LN_FORWARD)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.layer_norm_forward_region(x2, gamma, beta, eps, y, mean, var,
+                                                           b, st), len(ranges))
     return y.reshape(x.shape), (mean, var)
 
 

@@ -12,8 +12,8 @@ rows never interact), and each block runs the whole sequence in ONE Numba
 call (yscv/kernels/recurrent_seq.py): per step the input projection
 ``x_t @ w_ih`` and the recurrent product ``h_{t-1} @ w_hh`` with
 register-blocked GEMM tiles, then the fused gate math, row by row. Blocks
-run on the calling thread and a helper thread at once
-(yscv/ops/_parallel.py). Saved for backward: LSTM the gate activations
+run on the calling thread and a helper thread at once (a region,
+yscv/ops/_parallel.py). Saved for backward: LSTM the gate activations
 [T, B, 4H] and the cell states [T+1, B, H] (c0 first); GRU r, z, n and
 ``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is the activation).
 """
@@ -95,6 +95,13 @@ def _blocks_for(x3, gates, H):
     return row_blocks(B, T * B * gates * H * (I + H))
 
 
+def run_blocks(kernel, args, blocks) -> None:
+    """Run a region kernel of yscv/kernels/recurrent_seq.py over the batch
+    row ``blocks`` on the caller and the pool's helpers."""
+    b = par.bounds(blocks)
+    par.run_region(lambda st: kernel(*args, b, st), len(blocks))
+
+
 # -------------------------------------------------------------- forwards
 @register_forward(Op.RNN)
 def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
@@ -107,7 +114,7 @@ def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     out = np.empty((T, B, H), dtype=x.dtype)
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
             state2(h0, batched, B, H, x.dtype), has_h0, relu, out, readonly(out))
-    par.run_chunks(lambda i, lo, hi: KS.rnn_forward_rows(*args, lo, hi), _blocks_for(x3, 1, H))
+    run_blocks(KS.rnn_forward_region, args, _blocks_for(x3, 1, H))
     return (out if batched else out.reshape(T, H)), None
 
 
@@ -128,7 +135,7 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
         cells[0] = c0.reshape(B, H)
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
             state2(h0, batched, B, H, x.dtype), has_h0, gates, cells, out, readonly(out))
-    par.run_chunks(lambda i, lo, hi: KS.lstm_forward_rows(*args, lo, hi), _blocks_for(x3, 4, H))
+    run_blocks(KS.lstm_forward_region, args, _blocks_for(x3, 4, H))
     return (out if batched else out.reshape(T, H)), (gates, cells)
 
 
@@ -146,7 +153,7 @@ def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
     h_first = readonly(np.zeros((B, H), dtype=x.dtype) if h0 is None else h0.reshape(B, H))
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias_ih), readonly(bias_hh),
             h_first, has_h0, hw, saved, out, readonly(out))
-    par.run_chunks(lambda i, lo, hi: KS.gru_forward_rows(*args, lo, hi), _blocks_for(x3, 3, H))
+    run_blocks(KS.gru_forward_region, args, _blocks_for(x3, 3, H))
     return (out if batched else out.reshape(T, H)), saved
 
 

@@ -1,0 +1,190 @@
+"""Atomic counters and polite spin-waits: the kernel side of the two-core
+*regions* of yscv/ops/_parallel.py.
+
+A region runs one kernel call on each participating thread (the caller and
+the pool's helpers); every participant claims chunk indices from a shared
+counter (:func:`region_claim`) until none is left, so a late or absent
+helper only means that the caller claims more chunks. The protocol is built
+so that no thread ever sleeps on the GIL while another holds it: on these
+virtual machines an idle vCPU halts at once, and waking a sleeping thread
+costs 30-50 us, which was most of a region's cost with a Python thread pool
+(docs/engine.md, "Two cores").
+
+``state`` is one int64 array shared by a pool, one counter per 64-byte
+cache line (``state[field]``, fields below). All accesses are sequentially
+consistent atomics.
+
+- ``SIG``: the number of the region last published by the caller.
+- ``OPEN``: the number of the region helpers may still join (0: closed).
+- ``IN_KERNEL``: the number of the region whose caller is inside its
+  kernel: the GIL is free, so a helper taking it does not wait.
+- ``BUSY``: helpers that left :func:`helper_wait` for a region and have not
+  come back (they are in Python or in the kernel).
+- ``NEXT``: the next chunk to claim in the current region.
+
+Spinning is polite: ``pause`` each round and ``sched_yield()`` every 32
+rounds, so another runnable thread on the core (an OpenBLAS worker, say) gets
+it at once; libgomp's spinning workers, which do not yield, made a transformer
+block 4-7x slower here.
+"""
+from __future__ import annotations
+
+import platform
+import sys
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from ._jit import jit
+
+SIG, OPEN, IN_KERNEL, BUSY, NEXT = 0, 8, 16, 24, 32
+#: int64 elements of a state array
+STATE_LEN = 40
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+_I64 = ir.IntType(64)
+
+
+def _int64_array(a) -> bool:
+    return isinstance(a, types.Array) and a.dtype == types.int64 and a.layout == "C"
+
+
+def _slot(context, builder, sig, args):
+    arr = context.make_array(sig.args[0])(context, builder, args[0])
+    idx = context.cast(builder, args[1], sig.args[1], types.intp)
+    return builder.gep(arr.data, [idx], inbounds=True)
+
+
+@intrinsic
+def atomic_add(typingctx, a, i, v):
+    """``old = a[i]; a[i] += v`` atomically (sequentially consistent); returns old."""
+    if not (_int64_array(a) and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        val = context.cast(builder, args[2], sig.args[2], types.int64)
+        return builder.atomic_rmw("add", _slot(context, builder, sig, args), val, "seq_cst")
+    return types.int64(a, i, v), codegen
+
+
+@intrinsic
+def atomic_load(typingctx, a, i):
+    """``a[i]``, an atomic (sequentially consistent) load."""
+    if not (_int64_array(a) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.load_atomic(_slot(context, builder, sig, args), "seq_cst", 8)
+    return types.int64(a, i), codegen
+
+
+@intrinsic
+def atomic_store(typingctx, a, i, v):
+    """``a[i] = v``, an atomic (sequentially consistent) store."""
+    if not (_int64_array(a) and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        val = context.cast(builder, args[2], sig.args[2], types.int64)
+        builder.store_atomic(val, _slot(context, builder, sig, args), "seq_cst", 8)
+        return context.get_dummy_value()
+    return types.none(a, i, v), codegen
+
+
+def _call_external(builder, name, ret):
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ret, []), name)
+    return builder.call(fn, [])
+
+
+@intrinsic
+def cpu_relax(typingctx):
+    """The spin-wait hint (x86 ``pause``; nothing elsewhere)."""
+    def codegen(context, builder, sig, args):
+        if _X86:
+            _call_external(builder, "llvm.x86.sse2.pause", ir.VoidType())
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@intrinsic
+def yield_cpu(typingctx):
+    """Let another runnable thread have this core (``sched_yield``;
+    ``SwitchToThread`` on Windows)."""
+    def codegen(context, builder, sig, args):
+        if sys.platform == "win32":
+            _call_external(builder, "SwitchToThread", ir.IntType(32))
+        else:
+            _call_external(builder, "sched_yield", ir.IntType(32))
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@jit(inline="always")
+def _relax(n):
+    if n & 31 == 31:
+        yield_cpu()
+    else:
+        cpu_relax()
+
+
+# ----------------------------------------------------------- kernel side
+@jit(inline="always")
+def region_enter(st):
+    """First statement of a region kernel: mark the caller as inside it."""
+    atomic_store(st, IN_KERNEL, atomic_load(st, SIG))
+
+
+@jit(inline="always")
+def region_claim(st):
+    """The next chunk index of the region (>= the chunk count: none left)."""
+    return atomic_add(st, NEXT, 1)
+
+
+# ----------------------------------------------------- caller and helpers
+@jit
+def region_open(st, sig):
+    """Caller: publish region ``sig`` (> every earlier one); no helper is
+    busy with an earlier region (the caller's last :func:`region_close`)."""
+    atomic_store(st, NEXT, 0)
+    atomic_store(st, OPEN, sig)
+    atomic_store(st, SIG, sig)
+
+
+@jit
+def region_close(st):
+    """Caller, after its own kernel call: no helper may join any more; wait
+    until every helper that joined has come back to :func:`helper_wait`
+    (so its chunks are done and it holds no GIL)."""
+    atomic_store(st, OPEN, 0)
+    n = 0
+    while atomic_load(st, BUSY) != 0:
+        _relax(n)
+        n += 1
+
+
+@jit
+def helper_wait(st, last, was_busy, rounds):
+    """Helper: wait (at most ``rounds`` spin rounds) for a region newer than
+    ``last`` whose caller is inside its kernel, and join it.
+
+    Returns ``(newest region seen, joined)``; a region already closed when
+    the helper gets to it is seen but not joined. ``was_busy``: this helper
+    joined the previous region (it is counted in ``BUSY`` until it is back
+    here, after its kernel call and the Python around it)."""
+    if was_busy:
+        atomic_add(st, BUSY, -1)
+    n = 0
+    while n < rounds:
+        sig = atomic_load(st, SIG)
+        if sig != last and atomic_load(st, IN_KERNEL) == sig:
+            atomic_add(st, BUSY, 1)
+            if atomic_load(st, OPEN) == sig:
+                return sig, True
+            atomic_add(st, BUSY, -1)   # closed already: the caller did every chunk
+            last = sig
+        _relax(n)
+        n += 1
+    return last, False
