@@ -22,7 +22,7 @@ from ..kernels import lazy
 from ..node import Op
 from ..ops import _parallel as par
 from ..ops import norm as fwd
-from ..ops.norm import (as_rows3, expand_groups, group_layout, lane_coefficients,
+from ..ops.norm import (as_rows3, expand_groups, group_layout,
                         packed_layout, per_lane, readonly, row_chunks)
 from ..registry import register_backward
 
@@ -77,33 +77,30 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
     x3 = as_rows3(x, layout)
     mean_c = expand_groups(mean, k)
     mean_w = readonly(per_lane(mean_c, w))
-    ranges = row_chunks(layout[1], x.size, fwd.GRAIN_GRAD_SUMS)
-    parts = np.empty((len(ranges), 2, n, c))        # per chunk: sum g, sum g (x - mean)
-    b = par.bounds(ranges)
-    par.run_region(lambda st: KR.group_grad_sums_region(g3, x3, mean_w, c, parts, b, st),
-                   len(ranges))
-    sg, sgx = par.combine(parts)
+    r1 = row_chunks(layout[1], x.size, fwd.GRAIN_GRAD_SUMS)
+    b1 = par.bounds(r1)
+    parts = np.empty((len(r1), 2, n, c))        # per chunk: sum g, sum g (x - mean)
+    if need_x and batch_stats:                  # sums, coefficients and dx in one region
+        r2 = row_chunks(layout[1], x.size, fwd.GRAIN_APPLY)
+        b2 = par.bounds(r2)
+        sums = np.empty((2, n, c))
+        coef = np.empty((n, 5, w), dt)
+        dx = np.empty(layout, dt)
+        m = float(r * k)
+        mean_r, var_r, gamma_r = readonly(mean), readonly(var), readonly(gamma64)
+        par.run_region(lambda st: KR.group_backward_region(
+            g3, x3, mean_w, mean_r, var_r, eps, gamma_r, c, k, m, parts, sums, coef, dx,
+            b1, b2, st), max(len(r1), len(r2)))
+        dx = dx.reshape(x.shape)
+        sg, sgx = sums
+    else:                                       # the affine gradients only
+        par.run_region(lambda st: KR.group_grad_sums_region(g3, x3, mean_w, c, parts, b1, st),
+                       len(r1))
+        sg, sgx = par.combine(parts)
     if need_gamma:
         dgamma = (sgx * inv_c).sum(axis=0)
     if need_beta:
         dbeta = sg.sum(axis=0)
-    if need_x and batch_stats:
-        m = float(r * k)
-        grp_h = sg * gamma64                    # sum h per group
-        grp_hx = sgx * gamma64                  # sum h * (x - mean)
-        if k > 1:
-            grp_h = grp_h.reshape(n, -1, k).sum(axis=2)
-            grp_hx = grp_hx.reshape(n, -1, k).sum(axis=2)
-        p = gamma64 * inv_c
-        q = expand_groups(-(inv ** 3) * grp_hx / m, k)
-        s = expand_groups(-inv * grp_h / m, k)
-        coef = lane_coefficients(dt, w, mean_c, (p, q, s))
-        dx = np.empty(layout, dt)
-        ranges = row_chunks(layout[1], x.size, fwd.GRAIN_APPLY)
-        b = par.bounds(ranges)
-        par.run_region(lambda st: KR.group_grad_apply_region(g3, x3, coef, dx, b, st),
-                       len(ranges))
-        dx = dx.reshape(x.shape)
     return dx, dgamma, dbeta
 
 

@@ -21,6 +21,10 @@ consistent atomics.
 - ``BUSY``: helpers that left :func:`helper_wait` for a region and have not
   come back (they are in Python or in the kernel).
 - ``NEXT``: the next chunk to claim in the current region.
+- ``DONE``, ``NEXT2``, ``TOKEN``, ``READY``: for regions with two phases
+  (yscv/kernels/norm_regions.py): chunks of the first phase done, the next
+  chunk of the second phase, the one-participant step between them
+  (:func:`take_token`, :func:`set_ready`, :func:`wait_ready`).
 
 Spinning is polite: ``pause`` each round and ``sched_yield()`` every 32
 rounds, so another runnable thread on the core (an OpenBLAS worker, say) gets
@@ -38,9 +42,9 @@ from numba.extending import intrinsic
 
 from ._jit import jit
 
-SIG, OPEN, IN_KERNEL, BUSY, NEXT = 0, 8, 16, 24, 32
+SIG, OPEN, IN_KERNEL, BUSY, NEXT, DONE, NEXT2, TOKEN, READY = 0, 8, 16, 24, 32, 40, 48, 56, 64
 #: int64 elements of a state array
-STATE_LEN = 40
+STATE_LEN = 72
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _I64 = ir.IntType(64)
@@ -143,12 +147,60 @@ def region_claim(st):
     return atomic_add(st, NEXT, 1)
 
 
+# Two-phase regions: every participant claims first-phase chunks (region_claim),
+# marking each done (phase_done); then waits until all are done (wait_phase:
+# only claimed chunks, which running participants finish, are waited for);
+# one participant (take_token) does the work between the phases and calls
+# set_ready, the others wait_ready; then all claim second-phase chunks.
+@jit(inline="always")
+def phase_done(st):
+    atomic_add(st, DONE, 1)
+
+
+@jit
+def wait_phase(st, n):
+    """Wait until ``n`` first-phase chunks are done."""
+    k = 0
+    while atomic_load(st, DONE) < n:
+        _relax(k)
+        k += 1
+
+
+@jit(inline="always")
+def take_token(st):
+    """True for exactly one participant of the region."""
+    return atomic_add(st, TOKEN, 1) == 0
+
+
+@jit(inline="always")
+def set_ready(st):
+    atomic_store(st, READY, 1)
+
+
+@jit
+def wait_ready(st):
+    k = 0
+    while atomic_load(st, READY) == 0:
+        _relax(k)
+        k += 1
+
+
+@jit(inline="always")
+def region_claim2(st):
+    """The next chunk index of the second phase."""
+    return atomic_add(st, NEXT2, 1)
+
+
 # ----------------------------------------------------- caller and helpers
 @jit
 def region_open(st, sig):
     """Caller: publish region ``sig`` (> every earlier one); no helper is
     busy with an earlier region (the caller's last :func:`region_close`)."""
     atomic_store(st, NEXT, 0)
+    atomic_store(st, DONE, 0)
+    atomic_store(st, NEXT2, 0)
+    atomic_store(st, TOKEN, 0)
+    atomic_store(st, READY, 0)
     atomic_store(st, OPEN, sig)
     atomic_store(st, SIG, sig)
 

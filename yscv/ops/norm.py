@@ -168,6 +168,31 @@ def row_chunks(rows: int, work: int, grain: int) -> list:
     return par.split(rows, par.num_chunks(rows, work, grain))
 
 
+def group_train_forward(x, gamma, beta, eps: float, per_sample: bool, k: int):
+    """``(y, (mean[N, G], var[N, G]))``: batch statistics (float64, biased
+    variance) and the normalisation of ``x`` with them, in one two-phase
+    region (yscv/kernels/norm_regions.py)."""
+    c = x.shape[-1]
+    layout = packed_layout(x.shape, per_sample)
+    n, r, w = layout
+    dt = x.dtype
+    x3 = as_rows3(x, layout)
+    r1 = row_chunks(r, x.size, GRAIN_STATS)
+    r2 = row_chunks(r, x.size, GRAIN_APPLY)
+    b1, b2 = par.bounds(r1), par.bounds(r2)
+    parts = np.empty((len(r1), 2, n, c // k))
+    mean = np.empty((n, c // k))
+    var = np.empty((n, c // k))
+    coef = np.empty((n, 4, w), dt)
+    y = np.empty(layout, dt)
+    gamma = readonly(np.empty(0, dt) if gamma is None else gamma)
+    beta = readonly(np.empty(0, dt) if beta is None else beta)
+    par.run_region(lambda st: KR.group_forward_region(x3, c, k, eps, gamma, beta, parts, mean,
+                                                      var, coef, y, b1, b2, st),
+                   max(len(r1), len(r2)))
+    return y.reshape(x.shape), (mean, var)
+
+
 def group_statistics(x, per_sample: bool, k: int):
     """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance).
 
@@ -205,11 +230,10 @@ def batch_norm_forward(attrs, x, *rest):
     training, _momentum, eps, has_gamma, has_beta = attrs
     gamma, beta, running = _affine(rest, has_gamma, has_beta)
     if training:
-        mean, var = group_statistics(x, False, 1)
-    else:
-        running_mean, running_var = running
-        mean = running_mean.astype(np.float64).reshape(1, -1)
-        var = running_var.astype(np.float64).reshape(1, -1)
+        return group_train_forward(x, gamma, beta, eps, False, 1)
+    running_mean, running_var = running
+    mean = running_mean.astype(np.float64).reshape(1, -1)
+    var = running_var.astype(np.float64).reshape(1, -1)
     y = group_normalize(x, gamma, beta, mean, var, eps, False, 1)
     return y, (mean, var)
 
@@ -219,8 +243,7 @@ def instance_norm_forward(attrs, x, *rest):
     """attrs = (eps, has_gamma, has_beta); saved float64 (mean[N, C], var[N, C])."""
     eps, has_gamma, has_beta = attrs
     gamma, beta, _ = _affine(rest, has_gamma, has_beta)
-    mean, var = group_statistics(x, True, 1)
-    return group_normalize(x, gamma, beta, mean, var, eps, True, 1), (mean, var)
+    return group_train_forward(x, gamma, beta, eps, True, 1)
 
 
 @register_forward(Op.GROUP_NORM)
@@ -229,9 +252,7 @@ def group_norm_forward(attrs, x, *rest):
     (mean[N, G], var[N, G])."""
     groups, eps, has_gamma, has_beta = attrs
     gamma, beta, _ = _affine(rest, has_gamma, has_beta)
-    k = x.shape[-1] // groups
-    mean, var = group_statistics(x, True, k)
-    return group_normalize(x, gamma, beta, mean, var, eps, True, k), (mean, var)
+    return group_train_forward(x, gamma, beta, eps, True, x.shape[-1] // groups)
 
 
 @register_forward(Op.LAYER_NORM)
