@@ -194,10 +194,9 @@ def group_train_forward(x, gamma, beta, eps: float, per_sample: bool, k: int):
 
 
 def group_statistics(x, per_sample: bool, k: int):
-    """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance).
-
-    Row chunks are summed separately (possibly on several threads) and
-    merged in chunk order with Chan's update."""
+    """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance): row
+    chunks summed separately (possibly on several threads) and merged in
+    chunk order with Chan's update (yscv/kernels/norm_regions.py)."""
     c = x.shape[-1]
     layout = packed_layout(x.shape, per_sample)
     n, r, w = layout
@@ -206,17 +205,9 @@ def group_statistics(x, per_sample: bool, k: int):
     parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
     b = par.bounds(ranges)
     par.run_region(lambda st: KR.group_stats_region(x3, c, k, parts, b, st), len(ranges))
-    per_row = (w // c) * k            # values of a group in one packed row
-    mean, m2 = parts[0]
-    count = float((ranges[0][1] - ranges[0][0]) * per_row)
-    for i in range(1, len(ranges)):   # Chan's update, in chunk order
-        nb = float((ranges[i][1] - ranges[i][0]) * per_row)
-        total = count + nb
-        delta = parts[i, 0] - mean
-        mean = mean + delta * (nb / total)
-        m2 = m2 + parts[i, 1] + delta * delta * (count * nb / total)
-        count = total
-    var = m2 / count if count else np.full_like(m2, np.nan)   # no rows: nan, as NumPy
+    mean = np.empty((n, c // k))
+    var = np.empty((n, c // k))
+    KR.merge_stats(parts, b, (w // c) * k, mean, var)
     return mean, var
 
 
