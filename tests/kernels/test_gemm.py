@@ -73,7 +73,7 @@ def test_matmul_tn_steps(dtype, m, n, shift):
     c0 = rng.standard_normal((m, n)).astype(dtype)
     t0, t1, i0, i1 = shift, T, 1, 5
     c = c0.copy()
-    gemm.matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1)
+    gemm.matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1, 0, m)
     want = c0.astype(np.float64)
     for t in range(t0, t1):
         want = want + a[t - shift, i0:i1].astype(np.float64).T @ b[t, i0:i1]
@@ -89,3 +89,17 @@ def test_transpose_into(dtype, shape):
     out = np.empty(shape[::-1], dtype)
     gemm.transpose_into(a, out)
     assert np.array_equal(out, a.T)
+
+
+def test_matmul_tn_steps_row_ranges_and_one_step():
+    """c[m0:m1] only, bit-identical to the whole product; one step = a^T b."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 300, 37)).astype(np.float32)
+    b = rng.standard_normal((1, 300, W32 + 5)).astype(np.float32)
+    whole = np.zeros((37, W32 + 5), np.float32)
+    gemm.matmul_tn_steps(a, b, whole, 0, 1, 0, 0, 300, 0, 37)
+    np.testing.assert_allclose(whole, a[0].astype(np.float64).T @ b[0], rtol=1e-4, atol=1e-4)
+    parts = np.zeros_like(whole)
+    for m0, m1 in ((0, 12), (12, 20), (20, 37)):
+        gemm.matmul_tn_steps(a, b, parts, 0, 1, 0, 0, 300, m0, m1)
+    assert np.array_equal(parts, whole)

@@ -246,3 +246,92 @@ def test_einsum_failure_leaves_graph_unchanged_with_array_operand():
     with pytest.raises(yscv.ShapeError, match="einsum"):
         g.einsum("ij,jk->ik", a, np.ones((4, 2)))
     assert len(g) == 1
+
+
+# ------------------------------------------- 2-d products on yscv's tiles
+# float32 products above a size run on yscv's GEMM tiles where the CPU has
+# AVX-512 (yscv/ops/_gemm.py); these tests force that path on any CPU.
+from yscv.ops import _gemm  # noqa: E402
+from yscv.ops import _parallel as _par  # noqa: E402
+
+
+@pytest.fixture
+def tiles(monkeypatch):
+    monkeypatch.setattr(_gemm, "_use_tiles", True)
+    monkeypatch.setattr(_gemm, "MIN_WORK", 1)
+    monkeypatch.setattr(_gemm, "MIN_COLS", 1)
+
+
+def _layouts(rng, m, k, n):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    at = np.ascontiguousarray(a.T).T          # the transpose of a C-contiguous array
+    bt = np.ascontiguousarray(b.T).T
+    return a, b, {"NN": (a, b), "NT": (a, bt), "TN": (at, b), "TT": (at, bt)}
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 7), (9, 33, 70), (37, 130, 65),
+                                   (64, 64, 64), (130, 17, 200)])
+def test_tile_products_match_float64_in_every_layout(tiles, shape):
+    a, b, forms = _layouts(np.random.default_rng(sum(shape)), *shape)
+    want = a.astype(np.float64) @ b
+    for name, (x, y) in forms.items():
+        got = _gemm.dot(x, y)
+        assert got.dtype == np.float32 and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max(),
+                                   err_msg=name)
+
+
+def test_tile_products_are_the_same_bits_on_one_thread_or_two(tiles, monkeypatch):
+    a, b, forms = _layouts(np.random.default_rng(5), 200, 96, 150)
+    monkeypatch.setattr(_par, "WORKERS", 0)
+    one = {k: _gemm.dot(*v) for k, v in forms.items()}
+    monkeypatch.setattr(_par, "WORKERS", 1)
+    for _ in range(3):
+        for k, v in forms.items():
+            assert np.array_equal(_gemm.dot(*v), one[k]), k
+
+
+def test_matmul_graph_on_tiles_forward_backward(tiles):
+    """Forward, both gradients and the stacked-rows path ([B, S, K] @ [K, N])
+    through the graph, against float64 NumPy."""
+    rng = np.random.default_rng(6)
+    for ashape in ((48, 40), (3, 16, 40)):
+        a0 = rng.standard_normal(ashape).astype(np.float32)
+        b0 = rng.standard_normal((40, 72)).astype(np.float32)
+        cot = rng.standard_normal(ashape[:-1] + (72,)).astype(np.float32)
+        g = yscv.Graph()
+        a, b = g.variable(a0), g.variable(b0)
+        y = g.matmul(a, b)
+        g.backward(y, grad=cot)
+        a64, b64, c64 = (v.astype(np.float64) for v in (a0, b0, cot))
+        tol = dict(rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(g.value(y), a64 @ b64, **tol)
+        np.testing.assert_allclose(g.grad(a), c64 @ b64.T, **tol)
+        np.testing.assert_allclose(g.grad(b), (a64.reshape(-1, 40).T @ c64.reshape(-1, 72)), **tol)
+
+
+def test_tiles_off_or_other_dtypes_use_numpy_dot(monkeypatch):
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 256)).astype(np.float32)
+    monkeypatch.setattr(_gemm, "_use_tiles", False)
+    assert np.array_equal(_gemm.dot(a, b), np.dot(a, b))
+    monkeypatch.setattr(_gemm, "_use_tiles", True)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert np.array_equal(_gemm.dot(a64, b64), np.dot(a64, b64))   # float64: BLAS
+    small = a[:8, :8], b[:8, :8]
+    assert np.array_equal(_gemm.dot(*small), np.dot(*small))        # below MIN_WORK
+
+
+def test_yscv_gemm_environment_switch():
+    import os
+    import subprocess
+    import sys
+
+    code = "import yscv.ops._gemm as m; print(m.tiles_enabled())"
+    for value, want in (("0", "False"), ("1", "True")):
+        env = {**os.environ, "YSCV_GEMM": value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)
+        assert out.stdout.strip() == want

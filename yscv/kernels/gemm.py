@@ -45,6 +45,7 @@ import numpy as np
 
 from ._jit import jit
 from .simd import VBYTES, lanes, transpose_block, vfma, vload, vsplat, vstore
+from .sync import region_claim, region_enter
 
 #: vectors per tile row: 4 with AVX-512's 32 vector registers, else 3
 TILE_VECS = 4 if VBYTES == 64 else 3
@@ -306,94 +307,110 @@ _TN_BLOCK_ROWS = 128
 
 
 @jit
-def _pack_a(a, ap, s0, s1, shift, i0, i1):
-    """``ap[p, q, u] = a[t - shift, i, 4p + u]`` for the rows ``q`` = (t, i) of
-    a block; zero where ``4p + u >= M`` (the last panel is padded)."""
+def _pack_a(a, ap, q0, q1, t0, shift, i0, i1, p0):
+    """``ap[p, q - q0, u] = a[t - shift, i, 4 (p0 + p) + u]`` for the rows
+    ``q`` in ``[q0, q1)`` of the (t, i) sequence (row q is step
+    ``t0 + q // (i1 - i0)``, batch row ``i0 + q % (i1 - i0)``); zero where
+    the column is past ``M`` (the last panel is padded)."""
     M = a.shape[2]
+    R = i1 - i0
     zero = ap.dtype.type(0)
-    for p in range(ap.shape[0]):
-        q = 0
-        for t in range(s0, s1):
-            for i in range(i0, i1):
-                src = a[t - shift, i]
-                dst = ap[p, q]
-                for u in range(4):
-                    m = 4 * p + u
-                    dst[u] = src[m] if m < M else zero
-                q += 1
+    t = t0 + q0 // R                  # walked row by row: no division in the loop
+    i = i0 + q0 % R
+    for q in range(q1 - q0):
+        src = a[t - shift, i]
+        for p in range(ap.shape[0]):
+            m0 = 4 * (p0 + p)
+            dst = ap[p, q]
+            for u in range(4):
+                m = m0 + u
+                dst[u] = src[m] if m < M else zero
+        i += 1
+        if i == i1:
+            i = i0
+            t += 1
 
 
 @jit
-def _pack_b(b, bp, s0, s1, i0, i1, j):
-    """``bp[q] = b[t, i, j:j+V*L]`` for the rows ``q`` = (t, i) of a block;
-    zero past the last column of ``b`` (the last stripe is padded)."""
-    R, N = b.shape[1], b.shape[2]
+def _pack_b(b, bp, q0, q1, t0, i0, i1, j):
+    """``bp[q - q0] = b[t, i, j:j+V*L]`` for the rows ``q`` in ``[q0, q1)``
+    of the (t, i) sequence; zero past the last column of ``b``."""
+    Rb, N = b.shape[1], b.shape[2]
+    R = i1 - i0
     L = lanes(bp)
     w = TILE_VECS * L
     zero = bp.dtype.type(0)
-    q = 0
-    for t in range(s0, s1):
-        for i in range(i0, i1):
-            src = (t * R + i) * N + j
-            dst = q * w
-            if j + w <= N:
-                for v in range(TILE_VECS):
-                    vstore(bp, dst + v * L, vload(b, src + v * L))
-            else:
-                row = bp[q]
-                for u in range(w):
-                    row[u] = b.flat[src + u] if j + u < N else zero
-            q += 1
+    t = t0 + q0 // R
+    i = i0 + q0 % R
+    full = j + w <= N
+    for q in range(q1 - q0):
+        src = (t * Rb + i) * N + j
+        dst = q * w
+        if full:
+            for v in range(TILE_VECS):
+                vstore(bp, dst + v * L, vload(b, src + v * L))
+        else:
+            row = bp[q]
+            for u in range(w):
+                row[u] = b.flat[src + u] if j + u < N else zero
+        i += 1
+        if i == i1:
+            i = i0
+            t += 1
 
 
 @jit
-def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1):
-    """``c += sum_{t in [t0, t1)} sum_{i in [i0, i1)} outer(a[t - shift, i], b[t, i])``.
+def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1, m0, m1):
+    """``c[m0:m1] += sum_{t in [t0, t1)} sum_{i in [i0, i1)} outer(a[t - shift, i], b[t, i])[m0:m1]``.
 
     ``a[Ta, R, M]``, ``b[T, R, N]``, ``c[M, N]``: C-contiguous, one float
-    dtype; ``t - shift`` must index ``a``. For a recurrent layer with
-    ``a = x`` (shift 0) this is ``dW_ih += X^T dG`` over the batch rows
-    ``[i0, i1)``; with ``a = h`` and shift 1 it is ``dW_hh += H_{t-1}^T dG_t``.
-    Each element of ``c`` adds its terms in ``(t, i)`` order.
+    dtype; ``t - shift`` must index ``a``; ``m0`` a multiple of 4. For a
+    recurrent layer with ``a = x`` (shift 0) this is ``dW_ih += X^T dG`` over
+    the batch rows ``[i0, i1)``; with ``a = h`` and shift 1 it is
+    ``dW_hh += H_{t-1}^T dG_t``; with one step it is ``a[0]^T @ b[0]``. The
+    rows ``[m0, m1)`` of ``c`` can be split over threads. Each element of
+    ``c`` adds its terms in ``(t, i)`` order.
 
-    The rows go in blocks of about ``_TN_BLOCK_ROWS``. In a block, the 4-wide
-    column panels of ``a`` and, one at a time, each 4-vector column stripe of
-    ``b`` are first copied to contiguous buffers (rows of ``b`` lie ``N``
-    elements apart, so an unpacked stripe touches a new page every few rows:
-    151 GFLOP/s on one core instead of ~250 measured here); the tiles then
-    run from L1. The last panel and stripe are zero-padded, and a tile that
-    overhangs ``c`` (the last ``M % 4`` rows, the last ``N % 4L`` columns)
+    The (t, i) rows go in blocks of ``_TN_BLOCK_ROWS``. In a block, the 4-wide
+    column panels of ``a`` and, one at a time, each column stripe of ``b``
+    are first copied to contiguous buffers (rows of ``b`` lie ``N`` elements
+    apart, so an unpacked stripe touches a new page every few rows: 151
+    GFLOP/s on one core instead of ~250 measured here); the tiles then run
+    from L1. The last panel and stripe are zero-padded, and a tile that
+    overhangs ``c`` (the last ``M % 4`` rows, the last ``N % VL`` columns)
     runs on a 4 x VL copy of its part of ``c``: the padding adds exact zeros
     to lanes that are not copied back, so every element gets the same terms
     in the same order as in a full tile.
     """
-    M = a.shape[2]
+    M = min(m1, a.shape[2])
     N = b.shape[2]
     L = lanes(c)
     w = TILE_VECS * L
-    per_step = max(1, i1 - i0)
-    steps = max(1, _TN_BLOCK_ROWS // per_step)
-    panels = (M + 3) // 4
-    ap = np.empty((panels, steps * per_step, 4), dtype=c.dtype)
-    bp = np.empty((steps * per_step, w), dtype=c.dtype)
+    Q = (t1 - t0) * (i1 - i0)
+    p0 = m0 // 4
+    panels = (M - m0 + 3) // 4
+    if Q <= 0 or panels <= 0:
+        return
+    rows = min(_TN_BLOCK_ROWS, Q)
+    ap = np.empty((panels, rows, 4), dtype=c.dtype)
+    bp = np.empty((rows, w), dtype=c.dtype)
     edge = np.zeros((4, w), dtype=c.dtype)
-    for s0 in range(t0, t1, steps):
-        s1 = min(t1, s0 + steps)
-        rows = (s1 - s0) * (i1 - i0)
-        _pack_a(a, ap, s0, s1, shift, i0, i1)
+    for q0 in range(0, Q, rows):
+        q1 = min(Q, q0 + rows)
+        _pack_a(a, ap, q0, q1, t0, shift, i0, i1, p0)
         for j in range(0, N, w):
-            _pack_b(b, bp, s0, s1, i0, i1, j)
+            _pack_b(b, bp, q0, q1, t0, i0, i1, j)
             nj = min(w, N - j)
             for p in range(panels):
-                m = 4 * p
+                m = m0 + 4 * p
                 nm = min(4, M - m)
                 if nm == 4 and nj == w:
-                    _TN_PACKED(ap[p], bp, c, m, j, rows)
+                    _TN_PACKED(ap[p], bp, c, m, j, q1 - q0)
                 else:
                     for u in range(nm):
                         for v in range(nj):
                             edge[u, v] = c[m + u, j + v]
-                    _TN_PACKED(ap[p], bp, edge, 0, 0, rows)
+                    _TN_PACKED(ap[p], bp, edge, 0, 0, q1 - q0)
                     for u in range(nm):
                         for v in range(nj):
                             c[m + u, j + v] = edge[u, v]
@@ -418,3 +435,32 @@ def transpose_into(a, out):
     for i in range(m_full):
         for j in range(n_full, N):
             out[j, i] = a[i, j]
+
+
+# ----------------------------------------------------------------- regions
+# One call per thread (yscv/ops/_parallel.py); each claims blocks of rows of
+# ``c`` (``[bounds[k], bounds[k + 1])``) until none is left.
+@jit
+def matmul_region(a, b, c, bounds, st):
+    """``c = a @ b`` (``a[M, K]``, ``b[K, N]``), by blocks of rows of ``c``."""
+    region_enter(st)
+    k = region_claim(st)
+    while k < bounds.shape[0] - 1:
+        matmul_rows(a, b, c, bounds[k], bounds[k + 1])
+        k = region_claim(st)
+
+
+@jit
+def matmul_tn_region(x, b, c, bounds, st):
+    """``c += x.T @ b`` (``x[K, M]``, ``b[K, N]``, ``c[M, N]``), by blocks of
+    rows of ``c`` (the bounds multiples of 4)."""
+    region_enter(st)
+    K = x.shape[0]
+    zero = K - K                      # run-time integers: see recurrent_seq.param_grads_rows
+    one = zero + 1
+    x3 = x.reshape((1, K, x.shape[1]))
+    b3 = b.reshape((1, K, b.shape[1]))
+    k = region_claim(st)
+    while k < bounds.shape[0] - 1:
+        matmul_tn_steps(x3, b3, c, zero, one, zero, zero, K, bounds[k], bounds[k + 1])
+        k = region_claim(st)

@@ -211,11 +211,11 @@ def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
         for t in range(T):
             matmul_rows(dxp[t], w_ih_t, dx[t], b0, b1)
     if need_dw_ih:
-        matmul_tn_steps(x, dxp, dw_ih, zero, T, zero, b0, b1)
+        matmul_tn_steps(x, dxp, dw_ih, zero, T, zero, b0, b1, zero, dw_ih.shape[0])
     if need_dw_hh:
         if has_h0:
-            matmul_tn_steps(h0_seq, dhp, dw_hh, zero, one, zero, b0, b1)
-        matmul_tn_steps(out, dhp, dw_hh, one, T, one, b0, b1)
+            matmul_tn_steps(h0_seq, dhp, dw_hh, zero, one, zero, b0, b1, zero, dw_hh.shape[0])
+        matmul_tn_steps(out, dhp, dw_hh, one, T, one, b0, b1, zero, dw_hh.shape[0])
     if need_db_ih:
         _column_sums(dxp, db_ih, b0, b1)
     if need_db_hh:

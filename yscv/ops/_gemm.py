@@ -1,0 +1,121 @@
+"""2-D float32 matrix products on yscv's GEMM tiles, where they beat NumPy's BLAS.
+
+NumPy's wheels ship OpenBLAS with per-CPU kernels; on the AMD Zen 5 machines
+here it picks its AVX2 ("Haswell") kernels although the CPU has AVX-512,
+and runs a [512, 128] @ [128, 512] float32 product at ~190 GFLOP/s on two
+threads. yscv's register-blocked tiles (yscv/kernels/gemm.py) use 512-bit
+vectors where the CPU has them and reach 350-420 GFLOP/s on the same two
+cores (docs/ops/linalg.md). :func:`dot` therefore computes ``a @ b`` with the
+tiles, split over two cores (a region, yscv/ops/_parallel.py), when:
+
+* both operands are 2-d float32, each C-contiguous or the transpose of a
+  C-contiguous array (``x.T @ g`` and ``g @ w.T`` of a backward);
+* the product has at least :data:`MIN_WORK` multiply-adds and ``N`` (the
+  columns of the result) is at least :data:`MIN_COLS`: smaller products are
+  dominated by call overheads, narrower ones by the tiles' column tail;
+* the target CPU has AVX-512 (elsewhere, with 16 vector registers, the
+  tiles only match OpenBLAS), unless ``YSCV_GEMM`` says otherwise:
+  ``YSCV_GEMM=0`` always uses ``np.dot``, ``YSCV_GEMM=1`` always the tiles.
+
+Everything else is ``np.dot``, as before. Results differ from ``np.dot``'s in
+the last bits (another summation order, fused multiply-adds), as BLAS
+results differ between machines; every element is summed by one thread in a
+fixed order, so they are the same bits with one thread or two.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..kernels import lazy
+from . import _parallel as par
+
+KG = lazy("gemm")
+
+#: products below this many multiply-adds stay on np.dot (OpenBLAS runs
+#: those on one thread; see the module docstring)
+MIN_WORK = 1 << 18
+#: products with fewer result columns stay on np.dot
+MIN_COLS = 1
+#: narrower results are computed this many columns wide (zero-padded ``b``)
+#: and sliced: a tile column needs a whole vector
+PAD_COLS = 16
+#: row blocks of a product split over the cores
+BLOCKS = 4
+
+_use_tiles = None
+
+
+def tiles_enabled() -> bool:
+    """Whether :func:`dot` may use the tiles (``YSCV_GEMM``, else AVX-512)."""
+    global _use_tiles
+    if _use_tiles is None:
+        env = os.environ.get("YSCV_GEMM", "").strip()
+        if env in ("0", "1"):
+            _use_tiles = env == "1"
+        else:
+            from ..kernels import simd
+
+            _use_tiles = simd.VBYTES == 64
+    return _use_tiles
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def _row_bounds(rows: int) -> np.ndarray:
+    """:data:`BLOCKS` blocks of rows, each a multiple of 4 but the last."""
+    tiles = rows // 4
+    k = max(1, min(BLOCKS, tiles))
+    bounds = [4 * (tiles * i // k) for i in range(k)] + [rows]
+    return np.array(bounds, dtype=np.int64)
+
+
+def _c_operand(m: np.ndarray):
+    """``m`` as a C-contiguous array: itself, or a copy of its transpose made
+    with the in-register transpose; None if neither layout applies."""
+    if m.flags.c_contiguous:
+        return _readonly(m)
+    if m.T.flags.c_contiguous:
+        out = np.empty(m.shape, dtype=m.dtype)
+        KG.transpose_into(_readonly(m.T), out)
+        return _readonly(out)
+    return None
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
+    if not (a.dtype == b.dtype == np.float32 and a.ndim == 2 and b.ndim == 2):
+        return np.dot(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    if N < MIN_COLS or M * N * K < MIN_WORK or not tiles_enabled():
+        return np.dot(a, b)
+    if N < PAD_COLS:                   # a narrow result: pad b to one vector of columns
+        bp = np.zeros((K, PAD_COLS), dtype=np.float32)
+        bp[:, :N] = b
+        return dot(a, bp)[:, :N].copy()
+    if a.flags.c_contiguous:
+        bm = _c_operand(b)
+        if bm is None:
+            return np.dot(a, b)
+        ar = _readonly(a)
+        c = np.empty((M, N), dtype=np.float32)
+        bounds = _row_bounds(M)
+        par.run_region(lambda st: KG.matmul_region(ar, bm, c, bounds, st), len(bounds) - 1)
+        return c
+    if a.T.flags.c_contiguous:        # a = x.T: the weight-gradient form x.T @ g
+        bm = _c_operand(b)
+        if bm is None:
+            return np.dot(a, b)
+        x = _readonly(a.T)
+        c = np.zeros((M, N), dtype=np.float32)
+        bounds = _row_bounds(M)
+        par.run_region(lambda st: KG.matmul_tn_region(x, bm, c, bounds, st), len(bounds) - 1)
+        return c
+    return np.dot(a, b)
