@@ -205,14 +205,16 @@ def group_backward_region(g, x, mean_w, mean, var, eps, gamma64, C, K, m, parts,
         c = region_claim(st)
     wait_phase(st, n1)
     if take_token(st):
-        for i in range(parts.shape[0]):          # chunk order, as yscv.ops._parallel.combine
-            if i == 0:
-                sums[:] = parts[0]
-            else:
-                for k in range(2):
-                    for n in range(sums.shape[1]):
-                        for ch in range(C):
-                            sums[k, n, ch] = sums[k, n, ch] + parts[i, k, n, ch]
+        # the chunks' sums in chunk order, as yscv.ops._parallel.combine (an
+        # element loop: a slice assignment would compile Numba's shape-error
+        # message formatting, ~3 s of first-call time)
+        for k in range(2):
+            for n in range(sums.shape[1]):
+                for ch in range(C):
+                    v = parts[0, k, n, ch]
+                    for i in range(1, parts.shape[0]):
+                        v = v + parts[i, k, n, ch]
+                    sums[k, n, ch] = v
         grad_coefficients(sums, mean, var, eps, gamma64, K, m, coef)
         set_ready(st)
     else:
