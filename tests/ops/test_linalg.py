@@ -259,7 +259,6 @@ from yscv.ops import _parallel as _par  # noqa: E402
 def tiles(monkeypatch):
     monkeypatch.setattr(_gemm, "_use_tiles", True)
     monkeypatch.setattr(_gemm, "MIN_WORK", 1)
-    monkeypatch.setattr(_gemm, "MIN_COLS", 1)
 
 
 def _layouts(rng, m, k, n):

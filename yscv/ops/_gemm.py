@@ -2,20 +2,24 @@
 
 NumPy's wheels ship OpenBLAS with per-CPU kernels; on the AMD Zen 5 machines
 here it picks its AVX2 ("Haswell") kernels although the CPU has AVX-512,
-and runs a [512, 128] @ [128, 512] float32 product at ~190 GFLOP/s on two
+and runs a [512, 128] @ [128, 512] float32 product in ~365 us on two
 threads. yscv's register-blocked tiles (yscv/kernels/gemm.py) use 512-bit
-vectors where the CPU has them and reach 350-420 GFLOP/s on the same two
-cores (docs/ops/linalg.md). :func:`dot` therefore computes ``a @ b`` with the
-tiles, split over two cores (a region, yscv/ops/_parallel.py), when:
+vectors where the CPU has them and take ~165 us on the same two cores
+(docs/ops/linalg.md). :func:`dot` (and :func:`matmul_into`,
+:func:`matmul_tn_add`) therefore compute the product with the tiles, split
+over two cores (a region, yscv/ops/_parallel.py), when:
 
-* both operands are 2-d float32, each C-contiguous or the transpose of a
+* the operands are float32, each C-contiguous or the transpose of a
   C-contiguous array (``x.T @ g`` and ``g @ w.T`` of a backward);
-* the product has at least :data:`MIN_WORK` multiply-adds and ``N`` (the
-  columns of the result) is at least :data:`MIN_COLS`: smaller products are
-  dominated by call overheads, narrower ones by the tiles' column tail;
+* the product has at least :data:`MIN_WORK` multiply-adds, the size from
+  which OpenBLAS itself uses several threads. Every product that would wake
+  OpenBLAS's worker threads goes to the tiles: those workers keep spinning
+  for up to ~0.1 s after a call and take the second core from yscv's own
+  helper (docs/engine.md). Results narrower than :data:`PAD_COLS` columns
+  are computed on a zero-padded ``b`` and sliced;
 * the target CPU has AVX-512 (elsewhere, with 16 vector registers, the
   tiles only match OpenBLAS), unless ``YSCV_GEMM`` says otherwise:
-  ``YSCV_GEMM=0`` always uses ``np.dot``, ``YSCV_GEMM=1`` always the tiles.
+  ``YSCV_GEMM=0`` always uses NumPy, ``YSCV_GEMM=1`` always the tiles.
 
 Everything else is ``np.dot``, as before. Results differ from ``np.dot``'s in
 the last bits (another summation order, fused multiply-adds), as BLAS
@@ -36,8 +40,6 @@ KG = lazy("gemm")
 #: products below this many multiply-adds stay on np.dot (OpenBLAS runs
 #: those on one thread; see the module docstring)
 MIN_WORK = 1 << 18
-#: products with fewer result columns stay on np.dot
-MIN_COLS = 1
 #: narrower results are computed this many columns wide (zero-padded ``b``)
 #: and sliced: a tile column needs a whole vector
 PAD_COLS = 16
@@ -88,34 +90,67 @@ def _c_operand(m: np.ndarray):
     return None
 
 
+def _tiles_for(M: int, K: int, N: int, *arrays) -> bool:
+    """Whether a product of these sizes and arrays goes to the tiles."""
+    return (all(x.dtype == np.float32 for x in arrays) and M * N * K >= MIN_WORK
+            and tiles_enabled())
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` for 2-d ``a[M, K]`` (C-contiguous), ``b[K, N]``
+    (C-contiguous or the transpose of one) and a C-contiguous ``out[M, N]``
+    (a row block of a larger array is fine); ``np.matmul(a, b, out=out)``
+    when the tiles do not apply."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm = None
+    if (N >= PAD_COLS and a.flags.c_contiguous and out.flags.c_contiguous
+            and _tiles_for(M, K, N, a, b, out)):
+        bm = _c_operand(b)
+    if bm is None:
+        np.matmul(a, b, out=out)
+        return
+    ar = _readonly(a)
+    bounds = _row_bounds(M)
+    par.run_region(lambda st: KG.matmul_region(ar, bm, out, bounds, st), len(bounds) - 1)
+
+
+def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
+    """``out += x[:, :M].T @ g`` for C-contiguous ``x[R, Mx]`` (``Mx >= M``,
+    the rows of ``out``), ``g[R, N]`` (C-contiguous or the transpose of
+    one) and a C-contiguous ``out[M, N]``: the weight-gradient form, summed
+    into ``out`` over successive row blocks of ``x`` and ``g``."""
+    M, N = out.shape
+    R = x.shape[0]
+    gm = None
+    if x.flags.c_contiguous and out.flags.c_contiguous and _tiles_for(M, R, N, x, g, out):
+        gm = _c_operand(g)
+    if gm is None:
+        out += np.dot(x[:, :M].T, g)
+        return
+    xr = _readonly(x)
+    bounds = _row_bounds(M)
+    par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
-    if not (a.dtype == b.dtype == np.float32 and a.ndim == 2 and b.ndim == 2):
+    if not (a.ndim == 2 and b.ndim == 2):
         return np.dot(a, b)
     M, K = a.shape
     N = b.shape[1]
-    if N < MIN_COLS or M * N * K < MIN_WORK or not tiles_enabled():
+    if not _tiles_for(M, K, N, a, b):
         return np.dot(a, b)
     if N < PAD_COLS:                   # a narrow result: pad b to one vector of columns
         bp = np.zeros((K, PAD_COLS), dtype=np.float32)
         bp[:, :N] = b
         return dot(a, bp)[:, :N].copy()
     if a.flags.c_contiguous:
-        bm = _c_operand(b)
-        if bm is None:
-            return np.dot(a, b)
-        ar = _readonly(a)
         c = np.empty((M, N), dtype=np.float32)
-        bounds = _row_bounds(M)
-        par.run_region(lambda st: KG.matmul_region(ar, bm, c, bounds, st), len(bounds) - 1)
+        matmul_into(a, b, c)
         return c
     if a.T.flags.c_contiguous:        # a = x.T: the weight-gradient form x.T @ g
-        bm = _c_operand(b)
-        if bm is None:
-            return np.dot(a, b)
-        x = _readonly(a.T)
         c = np.zeros((M, N), dtype=np.float32)
-        bounds = _row_bounds(M)
-        par.run_region(lambda st: KG.matmul_tn_region(x, bm, c, bounds, st), len(bounds) - 1)
+        matmul_tn_add(a.T, b, c)
         return c
     return np.dot(a, b)
