@@ -35,16 +35,23 @@ from .recurrent import (gru_cell_backward, gru_cell_forward, lstm_cell_backward,
 
 
 # -------------------------------------------------------------- forwards
+@jit(inline="always")
+def _step_products(x, w_ih, w_hh, h0, has_h0, out_ro, t, dest, b0, b1):
+    """Rows ``[b0, b1)`` of ``dest = x_t @ w_ih + h_{t-1} @ w_hh`` (the
+    recurrent term from ``out_ro[t-1]``, or ``h0`` at step 0 when there is one)."""
+    matmul_rows(x[t], w_ih, dest, b0, b1)
+    if t > 0:
+        matmul_add_rows(out_ro[t - 1], w_hh, dest, b0, b1)
+    elif has_h0:
+        matmul_add_rows(h0, w_hh, dest, b0, b1)
+
+
 @jit
 def rnn_forward_rows(x, w_ih, w_hh, bias, h0, has_h0, relu, out, out_ro, b0, b1):
     """Rows ``[b0, b1)`` of ``out[t] = act(x_t w_ih + bias + h_{t-1} w_hh)``."""
     for t in range(x.shape[0]):
         ot = out[t]
-        matmul_rows(x[t], w_ih, ot, b0, b1)
-        if t > 0:
-            matmul_add_rows(out_ro[t - 1], w_hh, ot, b0, b1)
-        elif has_h0:
-            matmul_add_rows(h0, w_hh, ot, b0, b1)
+        _step_products(x, w_ih, w_hh, h0, has_h0, out_ro, t, ot, b0, b1)
         for b in range(b0, b1):
             rnn_cell_forward(ot[b], bias, relu)
 
@@ -56,11 +63,7 @@ def lstm_forward_rows(x, w_ih, w_hh, bias, h0, has_h0, gates, cells, out, out_ro
     states ``cells[1:]`` and the hidden states ``out``."""
     for t in range(x.shape[0]):
         gt = gates[t]
-        matmul_rows(x[t], w_ih, gt, b0, b1)
-        if t > 0:
-            matmul_add_rows(out_ro[t - 1], w_hh, gt, b0, b1)
-        elif has_h0:
-            matmul_add_rows(h0, w_hh, gt, b0, b1)
+        _step_products(x, w_ih, w_hh, h0, has_h0, out_ro, t, gt, b0, b1)
         ct, cn, ot = cells[t], cells[t + 1], out[t]
         for b in range(b0, b1):
             lstm_cell_forward(gt[b], bias, ct[b], cn[b], ot[b])
