@@ -938,3 +938,16 @@ def test_yscv_num_threads_one_runs_chunks_on_the_caller():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+def test_region_pool_closes_its_helpers(monkeypatch):
+    """The atexit hook stops the helpers (none may run compiled code while
+    the interpreter tears Numba down)."""
+    monkeypatch.setattr(par, "WORKERS", 1)
+    pool = par._Pool(1)
+    seen = []
+    monkeypatch.setattr(par, "_pool", pool)
+    par.run_region(_python_region(3, seen), 3)
+    assert sorted(c for c, _ in seen) == [0, 1, 2]
+    pool.close()
+    assert not any(t.is_alive() for t in pool.threads)

@@ -21,6 +21,8 @@ consistent atomics.
 - ``BUSY``: helpers that left :func:`helper_wait` for a region and have not
   come back (they are in Python or in the kernel).
 - ``NEXT``: the next chunk to claim in the current region.
+- ``EXIT``: set at interpreter exit: helpers stop waiting (they must not be
+  running compiled code when the interpreter tears Numba down).
 - ``DONE``, ``NEXT2``, ``TOKEN``, ``READY``: for regions with two phases
   (yscv/kernels/norm_regions.py): chunks of the first phase done, the next
   chunk of the second phase, the one-participant step between them
@@ -42,9 +44,10 @@ from numba.extending import intrinsic
 
 from ._jit import jit
 
-SIG, OPEN, IN_KERNEL, BUSY, NEXT, DONE, NEXT2, TOKEN, READY = 0, 8, 16, 24, 32, 40, 48, 56, 64
+SIG, OPEN, IN_KERNEL, BUSY, NEXT, DONE, NEXT2, TOKEN, READY, EXIT = (
+    0, 8, 16, 24, 32, 40, 48, 56, 64, 72)
 #: int64 elements of a state array
-STATE_LEN = 72
+STATE_LEN = 80
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _I64 = ir.IntType(64)
@@ -229,7 +232,7 @@ def helper_wait(st, last, was_busy, rounds):
     if was_busy:
         atomic_add(st, BUSY, -1)
     n = 0
-    while n < rounds:
+    while n < rounds and atomic_load(st, EXIT) == 0:
         sig = atomic_load(st, SIG)
         if sig != last and atomic_load(st, IN_KERNEL) == sig:
             atomic_add(st, BUSY, 1)

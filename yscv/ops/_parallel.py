@@ -36,6 +36,7 @@ copied) and makes a new one on first use.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 
@@ -88,6 +89,7 @@ class _Pool:
         self.sleeping = 0
         self.call = None
         self.errors = []
+        self.closing = False
         self.threads = []
         for n in range(helpers):
             t = threading.Thread(target=self._helper, name=f"yscv-helper-{n}", daemon=True)
@@ -97,7 +99,7 @@ class _Pool:
     def _helper(self) -> None:
         st = self.state
         last, joined = 0, False
-        while True:
+        while not self.closing:
             last, joined = S.helper_wait(st, last, joined, SPIN_ROUNDS)
             if joined:
                 try:
@@ -107,9 +109,19 @@ class _Pool:
                 continue
             with self.cond:                 # nothing for a while: sleep until a newer region
                 self.sleeping += 1
-                while self.sig <= last:
+                while self.sig <= last and not self.closing:
                     self.cond.wait()
                 self.sleeping -= 1
+
+    def close(self) -> None:
+        """Stop the helpers (at interpreter exit): none may still be running
+        compiled code when the interpreter tears Numba down."""
+        with self.cond:
+            self.closing = True
+            self.state[S.EXIT] = 1
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join(timeout=1.0)
 
     def run(self, call) -> None:
         st = self.state
@@ -150,6 +162,7 @@ def _get_pool():
         with _pool_lock:
             if _pool is None:
                 _pool = _Pool(WORKERS)
+                atexit.register(_pool.close)
     return _pool
 
 
