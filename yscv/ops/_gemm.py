@@ -34,6 +34,7 @@ import numpy as np
 
 from ..kernels import lazy
 from . import _parallel as par
+from ._common import readonly
 
 KG = lazy("gemm")
 
@@ -63,13 +64,6 @@ def tiles_enabled() -> bool:
     return _use_tiles
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
 def _row_bounds(rows: int) -> np.ndarray:
     """:data:`BLOCKS` blocks of rows, each a multiple of 4 but the last."""
     tiles = rows // 4
@@ -82,11 +76,11 @@ def _c_operand(m: np.ndarray):
     """``m`` as a C-contiguous array: itself, or a copy of its transpose made
     with the in-register transpose; None if neither layout applies."""
     if m.flags.c_contiguous:
-        return _readonly(m)
+        return readonly(m)
     if m.T.flags.c_contiguous:
         out = np.empty(m.shape, dtype=m.dtype)
-        KG.transpose_into(_readonly(m.T), out)
-        return _readonly(out)
+        KG.transpose_into(readonly(m.T), out)
+        return readonly(out)
     return None
 
 
@@ -110,7 +104,7 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if bm is None:
         np.matmul(a, b, out=out)
         return
-    ar = _readonly(a)
+    ar = readonly(a)
     bounds = _row_bounds(M)
     par.run_region(lambda st: KG.matmul_region(ar, bm, out, bounds, st), len(bounds) - 1)
 
@@ -128,7 +122,7 @@ def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
     if gm is None:
         out += np.dot(x[:, :M].T, g)
         return
-    xr = _readonly(x)
+    xr = readonly(x)
     bounds = _row_bounds(M)
     par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
 

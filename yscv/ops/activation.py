@@ -33,6 +33,7 @@ from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
 from ._common import normalize_axis, shape_error
+from ._common import readonly as ro
 
 K = lazy("activation")
 KS = lazy("softmax")
@@ -84,13 +85,6 @@ def ro_flat(a: np.ndarray) -> np.ndarray:
     one specialisation per dtype whatever the caller's writeable flags."""
     v = a.ravel()  # a view when a is C-contiguous, else a C-ordered copy
     v.setflags(write=False)  # ~0.3 us cheaper than assigning flags.writeable
-    return v
-
-
-def ro(a: np.ndarray) -> np.ndarray:
-    """A read-only, C-contiguous view of ``a`` with its shape."""
-    v = np.ascontiguousarray(a).view()
-    v.flags.writeable = False
     return v
 
 

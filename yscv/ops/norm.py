@@ -33,7 +33,7 @@ from ..kernels import lazy
 from ..node import NodeId, Op
 from ..registry import register_forward
 from . import _parallel as par
-from ._common import check_ndim, shape_error
+from ._common import check_ndim, readonly, shape_error
 
 KR = lazy("norm_regions")
 _LEAF = int(Op.LEAF)
@@ -82,16 +82,6 @@ def packed_layout(shape: tuple, per_sample: bool) -> tuple:
     while r % p:
         p -= 1
     return n, r // p, p * c
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only C-contiguous view (or copy) of ``a``.
-
-    Every array handed to a kernel is read-only: Numba compiles a separate
-    specialisation per writeable flag, and graph values are read-only."""
-    v = np.ascontiguousarray(a).view()
-    v.flags.writeable = False
-    return v
 
 
 def as_rows3(a: np.ndarray, layout: tuple) -> np.ndarray:

@@ -25,7 +25,7 @@ from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
 from . import _parallel as par
-from ._common import shape_error
+from ._common import readonly, shape_error
 
 KS = lazy("recurrent_seq")
 
@@ -49,17 +49,6 @@ def row_blocks(B: int, work: int) -> list:
     ranges = [(4 * lo, 4 * hi) for lo, hi in par.split(tiles, k)]
     ranges[-1] = (ranges[-1][0], B)
     return ranges
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous read-only array (a view; a copy only when it is
-    not C-contiguous): the kernels then see one array type for every input,
-    whichever flags the graph's values have, and compile once per dtype."""
-    a = np.ascontiguousarray(a)
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
 
 
 def seq3(x, batched):
