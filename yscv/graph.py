@@ -91,7 +91,7 @@ class _GraphCore:
         self._hooks: dict = {}          # index -> [fn(grad) -> grad | None]
         self._post_hooks: dict = {}     # leaf index -> [fn(graph, leaf)]
         self._retained: set = set()     # non-leaf indices whose grads are kept
-        self._params: dict = {}         # id(Parameter) -> (NodeId, Parameter)
+        self._params: dict = {}         # id(Parameter) -> (index, uid, Parameter)
         self._param_of: dict = {}       # leaf index -> Parameter
 
     # ------------------------------------------------------------------ ids
@@ -157,9 +157,9 @@ class _GraphCore:
         key = id(p)
         entry = self._params.get(key)
         if entry is not None:
-            nid, bound = entry
-            if bound is p and nid.index < len(self._uids) and self._uids[nid.index] == nid.uid:
-                return nid
+            i, uid, bound = entry
+            if bound is p and i < len(self._uids) and self._uids[i] == uid:
+                return make_node_id(self, i, uid)
         data = p.data
         if not isinstance(data, _ndarray):
             raise TypeError(f"param: Parameter.data must be a numpy array, got {type(data).__name__}")
@@ -169,7 +169,7 @@ class _GraphCore:
                 f"{self.dtype}; create the Graph with dtype={data.dtype} or convert the model"
             )
         nid = self._leaf(data.view(), True)
-        self._params[key] = (nid, p)
+        self._params[key] = (nid.index, nid.uid, p)  # no NodeId: no graph<->node cycle
         self._param_of[nid.index] = p
         return nid
 
@@ -441,7 +441,7 @@ class _GraphCore:
             for i in [i for i in d if i >= k]:
                 del d[i]
         self._retained = {i for i in self._retained if i < k}
-        self._params = {key: e for key, e in self._params.items() if e[0].index < k}
+        self._params = {key: e for key, e in self._params.items() if e[0] < k}
         self._released_shape = {i: s for i, s in self._released_shape.items() if i < k}
         segs = []
         for seg in self._segments:
