@@ -539,6 +539,9 @@ class _GraphCore:
         if nodes is None:
             raise TypeError("gradients: inputs must be a NodeId or a tuple/list of NodeIds, "
                             f"got {type(inputs).__name__}")
+        for k, n in enumerate(nodes):
+            if type(n) is not NodeId:
+                raise TypeError(f"gradients: inputs[{k}] must be a NodeId, got {type(n).__name__}")
         idx = [self._index(n) for n in nodes]
         seed, borrowed = self._seed(t, grad, "gradients")
         capture = {i: None for i in idx if i <= t}
