@@ -29,7 +29,8 @@ def total_grad_norm(grads, norm_type: float) -> float:
     if not grads:
         return 0.0
     if norm_type == float("inf"):
-        return max(float(np.max(np.abs(gr), initial=0.0)) for gr in grads)
+        peaks = [float(np.max(np.abs(gr), initial=0.0)) for gr in grads]
+        return float("nan") if any(v != v for v in peaks) else max(peaks)  # NaN wins
     if norm_type == 2.0:
         acc = sum(float(np.dot(r, r)) for r in (gr.ravel().astype(np.float64) for gr in grads))
         return acc ** 0.5

@@ -610,3 +610,19 @@ def test_graph_clip_grad_norm_on_bound_parameters_clips_p_grad():
     after = np.sqrt(sum(float(np.sum(q.grad.astype(np.float64) ** 2)) for q in params))
     assert total == pytest.approx(before, rel=1e-6) and before > 0.1
     assert after == pytest.approx(0.1, rel=1e-4)
+
+
+def test_clip_grad_norm_inf_with_nan_matches_torch():
+    torch = pytest.importorskip("torch")
+    grads = [np.array([5.0, 1.0], np.float32), np.array([np.nan, 1.0], np.float32)]
+    ps = [nn.Parameter(np.zeros(2)) for _ in grads]
+    ts = [torch.zeros(2, requires_grad=True) for _ in grads]
+    for p, t, gr in zip(ps, ts, grads):
+        p.grad = gr.copy()
+        t.grad = torch.tensor(gr)
+    with np.errstate(invalid="ignore"):
+        total = nn.utils.clip_grad_norm_(ps, 1.0, norm_type=float("inf"))
+    ref = torch.nn.utils.clip_grad_norm_(ts, 1.0, norm_type=float("inf"))
+    assert np.isnan(total) and np.isnan(ref.item())
+    for p, t in zip(ps, ts):
+        np.testing.assert_array_equal(p.grad, t.grad.numpy())
