@@ -371,3 +371,235 @@ def test_backward_borrows_the_cotangent_without_aliasing_stored_grads(build):
     assert g.grad(x).flags.writeable
     g.backward(t, grad=np.ones(g.value(t).shape))   # accumulates into an owned array
     np.testing.assert_array_equal(g.grad(x), np.full((2, 3), 3.0))
+
+
+# ------------------------------------------------ NodeId.shape / dtype / iter
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_node_shape_and_dtype(dtype):
+    g = Graph(dtype)
+    x = g.variable(np.ones((2, 3)))
+    y = g.sum(x * 2.0, axis=1)
+    assert x.shape == (2, 3) and isinstance(x.shape, tuple)
+    assert y.shape == (2,)
+    assert x.dtype == np.dtype(dtype) and y.dtype == np.dtype(dtype)
+    assert isinstance(y.dtype, np.dtype)
+    k = len(g)
+    g.truncate(k - 1)
+    with pytest.raises(yscv.NodeNotFoundError):
+        y.shape
+    with pytest.raises(yscv.NodeNotFoundError):
+        y.dtype
+
+
+def test_node_is_not_iterable_and_appends_nothing():
+    g = Graph()
+    x = g.variable(np.ones((2, 3)))
+    n = len(g)
+    with pytest.raises(TypeError, match="not iterable"):
+        iter(x)
+    with pytest.raises(TypeError, match="not iterable"):
+        list(x)
+    with pytest.raises(TypeError, match="not iterable"):
+        a, b = x
+    with pytest.raises(TypeError):
+        [v for v in x]
+    assert len(g) == n
+    assert g.value(x[0]).shape == (3,)  # explicit indexing still works
+
+
+# ----------------------------------------------------------- g.gradients
+def _torch_pair(dtype):
+    torch = pytest.importorskip("torch")
+    return torch, (torch.float32 if dtype == np.float32 else torch.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradients_match_torch_autograd_grad_without_touching_grads(dtype):
+    torch, tdt = _torch_pair(dtype)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    g = Graph(dtype)
+    x = g.variable(a)
+    w = g.variable(b)
+    h = g.tanh(g.matmul(x, w))  # an intermediate input
+    loss = g.sum(h * h) + g.mean(x)
+    g.retain_grad(h)
+    g.set_grad(w, np.full((3, 2), 7.0))
+    before = len(g)
+    dx, dw, dh, dw2 = g.gradients(loss, [x, w, h, w])  # w twice
+    assert len(g) == before
+    assert g.grad(x) is None and g.grad(h) is None  # nothing stored
+    np.testing.assert_array_equal(g.grad(w), np.full((3, 2), 7.0))  # untouched
+
+    tx = torch.tensor(a, dtype=tdt, requires_grad=True)
+    tw = torch.tensor(b, dtype=tdt, requires_grad=True)
+    th = torch.tanh(tx @ tw)
+    tl = (th * th).sum() + tx.mean()
+    rx, rw, rh, rw2 = torch.autograd.grad(tl, [tx, tw, th, tw])
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    for ours, ref in ((dx, rx), (dw, rw), (dh, rh), (dw2, rw2)):
+        assert ours.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(ours, ref.numpy(), **tol)
+    assert not np.shares_memory(dw, dw2)
+    # the same result as backward gives, and backward still works afterwards
+    g.set_grad(w, None)
+    g.backward(loss)
+    np.testing.assert_allclose(g.grad(x), dx, rtol=1e-6)
+    np.testing.assert_allclose(g.grad(w), dw, rtol=1e-6)
+
+
+def test_gradients_vjp_unused_input_zeros_and_hooks():
+    torch, tdt = _torch_pair(np.float64)
+    g = Graph(np.float64)
+    x = g.variable(np.array([1.0, 2.0]))
+    unused = g.variable(np.ones((2, 2)))
+    const = g.constant(np.array([3.0, 4.0]))
+    y = x * 3.0
+    z = y * y
+    g.register_hook(y, lambda gr: gr * 10.0)
+    g.register_hook(x, lambda gr: gr * 100.0)
+    post = []
+    g.register_post_accumulate_hook(x, lambda graph, leaf: post.append(1))
+    ends = []
+    g.register_backward_end_hook(lambda graph: ends.append(1))
+    seed = np.array([1.0, -1.0])
+    dy, dx, du, dc, dlater = g.gradients(z, (y, x, unused, const, z), grad=seed)
+
+    tx = torch.tensor([1.0, 2.0], dtype=tdt, requires_grad=True)
+    ty = tx * 3.0
+    ty.register_hook(lambda gr: gr * 10.0)
+    tx.register_hook(lambda gr: gr * 100.0)
+    tz = ty * ty
+    ry, rx = torch.autograd.grad(tz, [ty, tx], grad_outputs=torch.tensor([1.0, -1.0], dtype=tdt))
+    np.testing.assert_allclose(dy, ry.numpy())  # before y's hook, as torch
+    np.testing.assert_allclose(dx, rx.numpy())  # y's and x's hooks applied, as torch
+    np.testing.assert_array_equal(du, np.zeros((2, 2)))  # unused: zeros (torch raises)
+    np.testing.assert_array_equal(dc, np.zeros(2))  # does not require grad: zeros
+    np.testing.assert_array_equal(dlater, seed)  # the target itself: the seed, a copy
+    assert not np.shares_memory(dlater, seed)
+    assert post == [] and ends == [] and g.grad(x) is None
+    # a single NodeId gives a one-tuple
+    (only,) = g.gradients(z, x, grad=seed)
+    np.testing.assert_allclose(only, dx)
+
+
+def test_gradients_errors_leave_graph_unchanged():
+    g = Graph()
+    x = g.variable(np.ones(3))
+    y = x * 2.0
+    c = g.constant(np.ones(1))
+    s = g.sum(y)
+    other = Graph().variable(np.ones(3))
+    n = len(g)
+    with pytest.raises(yscv.NonScalarTargetError, match="gradients"):
+        g.gradients(y, [x])
+    with pytest.raises(yscv.ShapeError, match="gradients"):
+        g.gradients(y, [x], grad=np.ones(2))
+    with pytest.raises(yscv.BackwardError, match="gradients"):
+        g.gradients(c, [x])
+    with pytest.raises(yscv.NodeNotFoundError):
+        g.gradients(s, [other])
+    with pytest.raises(TypeError, match="gradients"):
+        g.gradients(s, 3)
+    with pytest.raises(TypeError, match=r"gradients: inputs\[1\]"):
+        g.gradients(s, [x, np.ones(3)])
+    assert len(g) == n and g.grad(x) is None
+
+
+def test_gradients_leave_parameter_grads_alone():
+    p = yscv.nn.Parameter(np.array([1.0, 2.0]))
+    p.grad = np.array([5.0, 5.0], dtype=np.float32)
+    g = Graph()
+    w = g.param(p)
+    (dw,) = g.gradients(g.sum(w * w), [w])
+    np.testing.assert_allclose(dw, [2.0, 4.0])
+    np.testing.assert_array_equal(p.grad, [5.0, 5.0])
+
+
+# --------------------------------------------------- backward-end hook
+def test_backward_end_hook_runs_once_after_accumulation():
+    p = yscv.nn.Parameter(np.array([1.0, 2.0]))
+    g = Graph()
+    w = g.param(p)
+    order = []
+    g.register_post_accumulate_hook(w, lambda graph, leaf: order.append("post"))
+
+    def end(graph):
+        assert graph is g
+        order.append(("end", p.grad.copy()))
+
+    handle = g.register_backward_end_hook(end)
+    loss = g.sum(w * w)
+    g.backward(loss)
+    assert order[0] == "post" and order[1][0] == "end" and len(order) == 2
+    np.testing.assert_allclose(order[1][1], [2.0, 4.0])  # p.grad complete when it ran
+    g.gradients(loss, [w])
+    assert len(order) == 2  # not for functional gradients
+    g.backward(loss)
+    assert len(order) == 4
+    handle.remove()
+    handle.remove()  # removing twice is harmless
+    g.backward(loss)
+    assert len(order) == 5 and order[-1] == "post"
+
+
+def test_backward_end_hook_not_run_after_a_failed_backward():
+    g = Graph()
+    x = g.variable(np.ones(2))
+    y = x * 2.0
+    ends = []
+    g.register_backward_end_hook(lambda graph: ends.append(1))
+    g.register_hook(y, lambda gr: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        g.backward(y, grad=np.ones(2))
+    with pytest.raises(yscv.NonScalarTargetError):
+        g.backward(y)
+    assert ends == []
+    with pytest.raises(TypeError, match="register_backward_end_hook"):
+        g.register_backward_end_hook(3)
+
+
+# ------------------------------------------ clipping parameter-bound nodes
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_graph_clip_grad_norm_clips_parameter_grads(dtype, norm_type):
+    torch, tdt = _torch_pair(dtype)
+    rng = np.random.default_rng(5)
+    ps = [yscv.nn.Parameter(rng.standard_normal(s), dtype=dtype) for s in ((3, 2), (4,))]
+    xs = rng.standard_normal((5, 3))
+    g = Graph(dtype)
+    w, b = (g.param(p) for p in ps)
+    loss = g.sum(g.tanh(g.matmul(g.constant(xs), w)) * 4.0) + g.sum(b * b * 3.0)
+    g.backward(loss)
+    total = g.clip_grad_norm([w, b], 0.5, norm_type)
+
+    tw, tb = (torch.tensor(p.data, requires_grad=True) for p in ps)
+    tl = (torch.tanh(torch.tensor(xs, dtype=tdt) @ tw) * 4.0).sum() + (tb * tb * 3.0).sum()
+    tl.backward()
+    ref = torch.nn.utils.clip_grad_norm_([tw, tb], 0.5, norm_type)
+    tol = dict(rtol=1e-5, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    assert total == pytest.approx(ref.item(), rel=tol["rtol"])
+    for p, node, t in zip(ps, (w, b), (tw, tb)):
+        np.testing.assert_allclose(p.grad, t.grad.numpy(), **tol)
+        np.testing.assert_allclose(g.grad(node), t.grad.numpy(), **tol)
+        assert p.grad.dtype == np.dtype(dtype)
+
+
+def test_graph_clip_grad_value_clips_parameter_grads_and_checks_args():
+    p = yscv.nn.Parameter(np.array([1.0, -3.0, 0.25]))
+    g = Graph()
+    w = g.param(p)
+    g.backward(g.sum(w * w))
+    g.clip_grad_value(w, 1.0)  # a single NodeId is accepted
+    np.testing.assert_allclose(p.grad, [1.0, -1.0, 0.5])
+    np.testing.assert_allclose(g.grad(w), [1.0, -1.0, 0.5])
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="clip_grad_value"):
+            g.clip_grad_value([w], bad)
+        with pytest.raises(ValueError, match="clip_grad_norm"):
+            g.clip_grad_norm([w], bad)
+    with pytest.raises(ValueError, match="norm_type"):
+        g.clip_grad_norm([w], 1.0, norm_type=0.0)
+    with pytest.raises(TypeError, match="max_norm"):
+        g.clip_grad_norm([w], "1")
+    np.testing.assert_allclose(p.grad, [1.0, -1.0, 0.5])

@@ -33,6 +33,7 @@ from .errors import (
     ShapeError,
 )
 from .checkpoint import CheckpointMixin
+from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .node import NodeId, Op, make_node_id, next_uid
 from .node import _NodeIdBuilder, _new_object, _next_uid
@@ -91,8 +92,9 @@ class _GraphCore:
         self._hooks: dict = {}          # index -> [fn(grad) -> grad | None]
         self._post_hooks: dict = {}     # leaf index -> [fn(graph, leaf)]
         self._retained: set = set()     # non-leaf indices whose grads are kept
-        self._params: dict = {}         # id(Parameter) -> (NodeId, Parameter)
+        self._params: dict = {}         # id(Parameter) -> (index, uid, Parameter)
         self._param_of: dict = {}       # leaf index -> Parameter
+        self._end_hooks: list = []      # fn(graph) after each successful backward
 
     # ------------------------------------------------------------------ ids
     def _index(self, nid) -> int:
@@ -157,9 +159,9 @@ class _GraphCore:
         key = id(p)
         entry = self._params.get(key)
         if entry is not None:
-            nid, bound = entry
-            if bound is p and nid.index < len(self._uids) and self._uids[nid.index] == nid.uid:
-                return nid
+            i, uid, bound = entry
+            if bound is p and i < len(self._uids) and self._uids[i] == uid:
+                return make_node_id(self, i, uid)
         data = p.data
         if not isinstance(data, _ndarray):
             raise TypeError(f"param: Parameter.data must be a numpy array, got {type(data).__name__}")
@@ -169,7 +171,7 @@ class _GraphCore:
                 f"{self.dtype}; create the Graph with dtype={data.dtype} or convert the model"
             )
         nid = self._leaf(data.view(), True)
-        self._params[key] = (nid, p)
+        self._params[key] = (nid.index, nid.uid, p)  # no NodeId: no graph<->node cycle
         self._param_of[nid.index] = p
         return nid
 
@@ -423,7 +425,10 @@ class _GraphCore:
 
     def _shape(self, i: int) -> tuple:
         v = self._values[i]
-        if v is None:
+        if v is None:  # released by checkpointing: its shape was recorded
+            shape = self._released_shape.get(i)
+            if shape is not None:
+                return shape
             v = self._recompute_value(i)
         return v.shape
 
@@ -441,7 +446,7 @@ class _GraphCore:
             for i in [i for i in d if i >= k]:
                 del d[i]
         self._retained = {i for i in self._retained if i < k}
-        self._params = {key: e for key, e in self._params.items() if e[0].index < k}
+        self._params = {key: e for key, e in self._params.items() if e[0] < k}
         self._released_shape = {i: s for i, s in self._released_shape.items() if i < k}
         segs = []
         for seg in self._segments:
@@ -485,6 +490,18 @@ class _GraphCore:
         hooks.append(fn)
         return _HookHandle(hooks, fn)
 
+    def register_backward_end_hook(self, fn) -> _HookHandle:
+        """``fn(graph)`` runs once after each successful :meth:`backward` on
+        this graph, when every leaf and parameter gradient was accumulated and
+        every post-accumulate hook ran (not after a failed backward, not for
+        :meth:`gradients`). The graph holds ``fn``: to let the graph be freed
+        by reference counting, ``fn`` should not hold the graph itself (it
+        gets it as its argument)."""
+        if not callable(fn):
+            raise TypeError("register_backward_end_hook: fn must be callable")
+        self._end_hooks.append(fn)
+        return _HookHandle(self._end_hooks, fn)
+
     # ------------------------------------------------------------- backward
     def backward(self, target: NodeId, grad=None, retain_graph: bool = True) -> None:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
@@ -494,12 +511,57 @@ class _GraphCore:
         of a vector-Jacobian product. With ``retain_graph=False`` the values and
         saved data of the non-leaf nodes the walk went through are released as
         soon as they are consumed (reading or differentiating them again
-        recomputes them from the leaves).
+        recomputes them from the leaves). Once the walk has finished, the
+        backward-end hooks run (:meth:`register_backward_end_hook`).
         """
         t = self._index(target)
+        seed, borrowed = self._seed(t, grad, "backward")
+        self._walk(t, seed, retain_graph, borrowed)
+        if self._end_hooks:
+            for fn in list(self._end_hooks):
+                fn(self)
+
+    def gradients(self, target: NodeId, inputs, grad=None) -> tuple:
+        """d(target)/d(input) for each NodeId of ``inputs`` (a NodeId or a
+        sequence), as a tuple of new arrays of the inputs' shapes.
+
+        Functional (``torch.autograd.grad``): no stored gradient changes (leaf
+        and retained grads, ``Parameter.grad``), post-accumulate and
+        backward-end hooks do not run; ``register_hook`` hooks do. Inputs may
+        be leaves or intermediate nodes; one the target does not depend on
+        (or that does not require grad) gets zeros. Seeding and errors as
+        :meth:`backward`; the values are kept (``retain_graph=True``).
+        """
+        t = self._index(target)
+        single = type(inputs) is NodeId
+        nodes = (inputs,) if single else tuple(inputs) if isinstance(inputs, (tuple, list)) \
+            else None
+        if nodes is None:
+            raise TypeError("gradients: inputs must be a NodeId or a tuple/list of NodeIds, "
+                            f"got {type(inputs).__name__}")
+        for k, n in enumerate(nodes):
+            if type(n) is not NodeId:
+                raise TypeError(f"gradients: inputs[{k}] must be a NodeId, got {type(n).__name__}")
+        idx = [self._index(n) for n in nodes]
+        seed, borrowed = self._seed(t, grad, "gradients")
+        capture = {i: None for i in idx if i <= t}
+        if capture:
+            self._walk(t, seed, True, borrowed, capture)
+        out = []
+        for i in idx:
+            gi = capture.get(i)
+            if gi is None:
+                gi = np.zeros(self._shape(i), dtype=self.dtype)
+            elif not gi.flags.writeable or any(np.may_share_memory(gi, o) for o in out):
+                gi = gi.copy()  # never alias the caller's seed or another result
+            out.append(gi)
+        return tuple(out)
+
+    def _seed(self, t: int, grad, fname: str):
+        """The walk's seed for target t: ``(array, borrowed)`` (see _walk)."""
         if not self._rg[t]:
             raise BackwardError(
-                f"backward: target node {t} ({Op(self._ops[t]).name.lower()}) does not "
+                f"{fname}: target node {t} ({Op(self._ops[t]).name.lower()}) does not "
                 "require grad; it depends on no variable, or was built under no_grad()",
                 node=t,
             )
@@ -507,40 +569,46 @@ class _GraphCore:
         if grad is None:
             if int(np.prod(shape)) != 1:
                 raise NonScalarTargetError(
-                    f"backward: target node {t} has shape {shape}; pass grad= of that "
+                    f"{fname}: target node {t} has shape {shape}; pass grad= of that "
                     "shape for a vector-Jacobian product, or reduce it to one element",
                     node=t,
                     got=shape,
                 )
-            seed = np.ones(shape, dtype=self.dtype)
-            borrowed = False
-        else:
-            # no copy (a large cotangent's copy cost ~1 ms per 8 MB): backward
-            # rules never write to g, and the walk copies a borrowed (read-only)
-            # gradient before storing it as a leaf's or retained node's grad
-            seed = as_graph_array(grad, self.dtype, "backward", "grad", copy=False)
-            borrowed = not isinstance(grad, np.ndarray) or np.may_share_memory(seed, grad)
-            if borrowed:
-                seed = seed.view()
-                seed.flags.writeable = False
-            if seed.shape != shape:
-                raise ShapeError(
-                    f"backward: grad has shape {seed.shape}, target node {t} has {shape}",
-                    op="backward",
-                    node=t,
-                    expected=shape,
-                    got=seed.shape,
-                )
-        self._walk(t, seed, retain_graph, borrowed)
+            return np.ones(shape, dtype=self.dtype), False
+        # no copy (a large cotangent's copy cost ~1 ms per 8 MB): backward
+        # rules never write to g, and the walk copies a borrowed (read-only)
+        # gradient before storing it as a leaf's or retained node's grad
+        seed = as_graph_array(grad, self.dtype, fname, "grad", copy=False)
+        borrowed = not isinstance(grad, np.ndarray) or np.may_share_memory(seed, grad)
+        if borrowed:
+            seed = seed.view()
+            seed.flags.writeable = False
+        if seed.shape != shape:
+            raise ShapeError(
+                f"{fname}: grad has shape {seed.shape}, target node {t} has {shape}",
+                op=fname,
+                node=t,
+                expected=shape,
+                got=seed.shape,
+            )
+        return seed, borrowed
 
     def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True,
-              borrowed: bool = False) -> None:
+              borrowed: bool = False, capture=None) -> None:
         """Reverse index walk from ``t`` to 0 (arena order is a topological order).
 
         ``borrowed``: ``seed`` is a read-only view of the caller's array; any
         read-only gradient (it, or a view of it passed through by a backward)
         is copied before it is stored as a grad, so stored grads never alias
-        the caller's data."""
+        the caller's data.
+
+        ``capture`` (functional mode, :meth:`gradients`): a dict whose keys are
+        the indices to differentiate; each gets its complete gradient (a leaf's
+        after its hooks, another node's before them) and nothing is stored or
+        accumulated. The walk stops below the lowest key."""
+        stop = -1
+        if capture is not None:
+            stop = min(capture) - 1
         pending = [None] * (t + 1)
         pending[t] = seed
         values, ops, inputs, attrs, saved, rg, needs = (
@@ -550,14 +618,14 @@ class _GraphCore:
         stored = self._grads
         param_of = self._param_of
         post_hooks = self._post_hooks
-        retained = self._retained
+        retained = self._retained if capture is None else ()
         anomaly = self.detect_anomaly
         dtype = self.dtype
         seg_starts = self._segment_starts
         released = self._has_released
         backward = _BACKWARD
         ndarray = _ndarray
-        for i in range(t, -1, -1):
+        for i in range(t, stop, -1):
             if seg_starts and i + 1 in seg_starts:
                 for seg in seg_starts[i + 1]:  # the walk has left these segments
                     self._release_segment(seg)
@@ -567,13 +635,19 @@ class _GraphCore:
             pending[i] = None
             if type(gi) is not ndarray:  # 0-d arithmetic yields NumPy scalars
                 gi = np.asarray(gi)
+            ins = inputs[i]
+            if capture is not None and ins and i in capture:
+                capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
             if hooks and i in hooks:
                 gi = self._run_hooks(i, gi)
-            ins = inputs[i]
             if borrowed and (not ins or (retained and i in retained)) \
                     and not gi.flags.writeable:
                 gi = gi.copy()
             if not ins:
+                if capture is not None:  # a leaf input: after its hooks, as torch
+                    if i in capture:
+                        capture[i] = gi
+                    continue
                 if rg[i] and not (param_of or post_hooks):  # plain leaf: store or add
                     cur = stored.get(i)
                     stored[i] = gi if cur is None else np.asarray(cur + gi)
@@ -628,8 +702,8 @@ class _GraphCore:
                     pending[j] = gj if cur is None else cur + gj
             if not retain_graph:
                 self._release(i)
-        if seg_starts and 0 in seg_starts:
-            for seg in seg_starts[0]:
+        if seg_starts:  # segments the loop did not leave (all of them if it stopped early)
+            for seg in seg_starts.get(0, ()) if stop < 0 else self._segments:
                 self._release_segment(seg)
 
     def _conform_grad(self, gj, shape: tuple, op: int, i: int, j: int) -> np.ndarray:
@@ -684,39 +758,6 @@ class _GraphCore:
             for fn in list(post):
                 fn(self, nid)
 
-    # ------------------------------------------------------- grad clipping
-    def clip_grad_norm(self, nodes, max_norm: float, norm_type: float = 2.0) -> float:
-        """Scale the grads of ``nodes`` so their joint norm is at most ``max_norm``.
-
-        Returns the total norm before clipping (as torch.nn.utils.clip_grad_norm_).
-        """
-        if max_norm < 0:
-            raise ValueError(f"clip_grad_norm: max_norm must be >= 0, got {max_norm}")
-        idx = [self._index(n) for n in nodes]
-        grads = [self._grads[i] for i in idx if self._grads.get(i) is not None]
-        if not grads:
-            return 0.0
-        if norm_type == float("inf"):
-            total = max(float(np.max(np.abs(g))) for g in grads)
-        else:
-            total = float(sum(float(np.sum(np.abs(g.astype(np.float64)) ** norm_type))
-                              for g in grads) ** (1.0 / norm_type))
-        coef = max_norm / (total + 1e-6)
-        if coef < 1.0:
-            for i in idx:
-                if self._grads.get(i) is not None:
-                    self._grads[i] = self._grads[i] * self.dtype.type(coef)
-        return total
-
-    def clip_grad_value(self, nodes, max_value: float) -> None:
-        """Clamp the grads of ``nodes`` to [-max_value, max_value]."""
-        if max_value < 0:
-            raise ValueError(f"clip_grad_value: max_value must be >= 0, got {max_value}")
-        for n in nodes:
-            i = self._index(n)
-            if self._grads.get(i) is not None:
-                self._grads[i] = np.clip(self._grads[i], -max_value, max_value).astype(self.dtype)
-
 
 def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -> np.ndarray:
     """Sum ``grad`` over broadcast axes so it has ``shape``; ShapeError if impossible."""
@@ -738,7 +779,7 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -
     return grad.reshape(shape)
 
 
-class Graph(_GraphCore, IntrospectionMixin, CheckpointMixin, *OP_MIXINS):
+class Graph(_GraphCore, IntrospectionMixin, CheckpointMixin, ClipGradMixin, *OP_MIXINS):
     """An append-only arena of nodes with eager forward and reverse-walk backward.
 
     Args:

@@ -144,6 +144,10 @@ class NodeId(_NodeIdFields):
 
     Supports ``+ - * / ** @``, unary ``-`` and ``x[key]`` (basic slicing),
     which record nodes on the owning graph. Comparisons are not overloaded.
+    ``shape`` and ``dtype`` describe the node's value (read without
+    recomputing a released value). A NodeId is not a sequence: ``iter``,
+    ``list(n)`` and unpacking raise ``TypeError`` (otherwise Python would
+    fall back to ``n[0], n[1], ...`` and append getitem nodes).
     """
 
     __slots__ = ()
@@ -168,6 +172,24 @@ class NodeId(_NodeIdFields):
 
     def __reduce__(self):
         raise TypeError("NodeId cannot be pickled: it is only meaningful inside its Graph")
+
+    @property
+    def shape(self) -> tuple:
+        """The shape of the node's value (a tuple)."""
+        g = self.graph
+        return g._shape(g._index(self))
+
+    @property
+    def dtype(self):
+        """The dtype of the node's value (``np.dtype``; the graph's dtype)."""
+        g = self.graph
+        v = g._values[g._index(self)]
+        return g.dtype if v is None else v.dtype
+
+    def __iter__(self):
+        raise TypeError(
+            f"NodeId({self.index}) is not iterable: a node is not a sequence; index it "
+            "explicitly (n[0]) or use g.value(n) for the array")
 
     # arithmetic records nodes on the owning graph; the binary dunders call
     # the graph's two-operand fast path directly (the per-node hot path)

@@ -482,3 +482,147 @@ def test_bad_layer_arguments():
         nn.LayerNorm((3, 4))
     with pytest.raises(TypeError, match="not a Module"):
         nn.Sequential(nn.ReLU(), "relu")
+
+
+# --------------------------------------------- nn.utils gradient clipping
+def _clip_setup(dtype, torch, scale=3.0):
+    """Parameters with grads (one without) and their PyTorch twins."""
+    rng = np.random.default_rng(11)
+    shapes = [(3, 4), (5,), (2, 2, 2), (6,)]
+    grads = [rng.standard_normal(s) * scale for s in shapes]
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    ps, ts = [], []
+    for k, (s, gr) in enumerate(zip(shapes, grads)):
+        p = nn.Parameter(np.zeros(s), dtype=dtype)
+        t = torch.zeros(s, dtype=tdt, requires_grad=True)
+        if k != 1:  # params[1] has no grad: skipped, as PyTorch
+            p.grad = gr.astype(dtype)
+            t.grad = torch.tensor(gr, dtype=tdt)
+        ps.append(p)
+        ts.append(t)
+    return ps, ts
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+@pytest.mark.parametrize("max_norm", [0.5, 1e4])  # clipped, and left alone
+def test_clip_grad_norm_matches_torch(dtype, norm_type, max_norm):
+    torch = pytest.importorskip("torch")
+    ps, ts = _clip_setup(dtype, torch)
+    arrays = [p.grad for p in ps]
+    total = nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
+    ref = torch.nn.utils.clip_grad_norm_(ts, max_norm, norm_type=norm_type)
+    assert isinstance(total, float)
+    tol = dict(rtol=2e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-15)
+    assert total == pytest.approx(ref.item(), rel=tol["rtol"])
+    assert ps[1].grad is None
+    for p, t, a in zip(ps, ts, arrays):
+        if p.grad is not None:
+            assert p.grad is a and p.grad.dtype == np.dtype(dtype)  # in place
+            np.testing.assert_allclose(p.grad, t.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_clip_grad_value_matches_torch(dtype):
+    torch = pytest.importorskip("torch")
+    ps, ts = _clip_setup(dtype, torch)
+    arrays = [p.grad for p in ps]
+    assert nn.utils.clip_grad_value_(ps, 1.25) is None
+    torch.nn.utils.clip_grad_value_(ts, 1.25)
+    for p, t, a in zip(ps, ts, arrays):
+        if p.grad is not None:
+            assert p.grad is a and p.grad.dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(p.grad, t.grad.numpy())
+
+
+def test_clip_grad_norm_single_parameter_generator_and_no_grads():
+    torch = pytest.importorskip("torch")
+    p = nn.Parameter(np.array([3.0, 4.0]))
+    p.grad = np.array([3.0, 4.0], dtype=np.float32)
+    t = torch.tensor([3.0, 4.0], requires_grad=True)
+    t.grad = torch.tensor([3.0, 4.0])
+    assert nn.utils.clip_grad_norm_(p, 1.0) == pytest.approx(
+        torch.nn.utils.clip_grad_norm_(t, 1.0).item())
+    np.testing.assert_allclose(p.grad, t.grad.numpy(), rtol=1e-6)
+    model = _model()
+    assert nn.utils.clip_grad_norm_(model.parameters(), 1.0) == 0.0  # no grads yet
+    # a generator of parameters, after a real backward
+    g = yscv.Graph()
+    g.backward(g.sum(model(g, g.constant(_x(5, 4) * 50.0))))
+    total = nn.utils.clip_grad_norm_((q for q in model.parameters()), 0.1)
+    after = np.sqrt(sum(float(np.sum(q.grad.astype(np.float64) ** 2))
+                        for q in model.parameters() if q.grad is not None))
+    assert total > 0.1 and after == pytest.approx(0.1, rel=1e-4)
+
+
+def test_clip_grad_norm_nonfinite():
+    torch = pytest.importorskip("torch")
+    p = nn.Parameter(np.zeros(3))
+    p.grad = np.array([1.0, np.inf, 2.0], dtype=np.float32)
+    with pytest.raises(ValueError, match="clip_grad_norm_.*inf"):
+        nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    np.testing.assert_array_equal(p.grad, [1.0, np.inf, 2.0])  # unchanged
+    t = torch.zeros(3, requires_grad=True)
+    t.grad = torch.tensor([1.0, np.inf, 2.0])
+    with np.errstate(invalid="ignore"):
+        total = nn.utils.clip_grad_norm_([p], 1.0)
+    ref = torch.nn.utils.clip_grad_norm_([t], 1.0)
+    assert total == ref.item() == float("inf")
+    np.testing.assert_array_equal(p.grad, t.grad.numpy())  # as PyTorch: 0 and NaN
+
+
+def test_clip_grad_bad_arguments():
+    p = nn.Parameter(np.zeros(2))
+    p.grad = np.array([5.0, -5.0], dtype=np.float32)
+    with pytest.raises(ValueError, match="max_norm"):
+        nn.utils.clip_grad_norm_([p], -1.0)
+    with pytest.raises(TypeError, match="max_norm"):
+        nn.utils.clip_grad_norm_([p], None)
+    with pytest.raises(ValueError, match="norm_type"):
+        nn.utils.clip_grad_norm_([p], 1.0, norm_type=-2.0)
+    with pytest.raises(TypeError, match="norm_type"):
+        nn.utils.clip_grad_norm_([p], 1.0, norm_type="fro")
+    with pytest.raises(TypeError, match=r"params\[1\]"):
+        nn.utils.clip_grad_norm_([p, np.ones(2)], 1.0)
+    with pytest.raises(TypeError, match="params"):
+        nn.utils.clip_grad_value_(3, 1.0)
+    with pytest.raises(ValueError, match="clip_value"):
+        nn.utils.clip_grad_value_([p], -0.5)
+    with pytest.raises(TypeError, match="clip_value"):
+        nn.utils.clip_grad_value_([p], "1")
+    ro = nn.Parameter(np.zeros(2))
+    ro.grad = np.ones(2, dtype=np.float32)
+    ro.grad.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        nn.utils.clip_grad_norm_([p, ro], 0.1)
+    np.testing.assert_array_equal(p.grad, [5.0, -5.0])  # nothing changed before the error
+
+
+def test_graph_clip_grad_norm_on_bound_parameters_clips_p_grad():
+    # issue 12 item 2: g.clip_grad_norm on g.param nodes left every p.grad untouched
+    yscv.manual_seed(4)
+    model = _model()
+    g = yscv.Graph()
+    g.backward(g.sum(model(g, g.constant(_x(5, 4) * 50.0))))
+    params = [q for q in model.parameters() if q.grad is not None]
+    before = np.sqrt(sum(float(np.sum(q.grad.astype(np.float64) ** 2)) for q in params))
+    total = g.clip_grad_norm([g.param(q) for q in params], 0.1)
+    after = np.sqrt(sum(float(np.sum(q.grad.astype(np.float64) ** 2)) for q in params))
+    assert total == pytest.approx(before, rel=1e-6) and before > 0.1
+    assert after == pytest.approx(0.1, rel=1e-4)
+
+
+def test_clip_grad_norm_inf_with_nan_matches_torch():
+    torch = pytest.importorskip("torch")
+    grads = [np.array([5.0, 1.0], np.float32), np.array([np.nan, 1.0], np.float32)]
+    ps = [nn.Parameter(np.zeros(2)) for _ in grads]
+    ts = [torch.zeros(2, requires_grad=True) for _ in grads]
+    for p, t, gr in zip(ps, ts, grads):
+        p.grad = gr.copy()
+        t.grad = torch.tensor(gr)
+    with np.errstate(invalid="ignore"):
+        total = nn.utils.clip_grad_norm_(ps, 1.0, norm_type=float("inf"))
+    ref = torch.nn.utils.clip_grad_norm_(ts, 1.0, norm_type=float("inf"))
+    assert np.isnan(total) and np.isnan(ref.item())
+    for p, t in zip(ps, ts):
+        np.testing.assert_array_equal(p.grad, t.grad.numpy())

@@ -8,7 +8,7 @@ Weights are input-major and activations channel-last, like the ops.
 Initialisation follows PyTorch's defaults and draws from the library
 generator (``yscv.manual_seed``).
 """
-from . import init
+from . import init, utils
 from ._binding import bind_buffer, bind_param
 from .activation import (GELU, Flatten, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, SiLU, Sigmoid,
                          Softmax, Softplus, Tanh)
@@ -26,7 +26,7 @@ from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgP
 from .recurrent import GRU, LSTM, RNN
 
 __all__ = [
-    "Parameter", "Module", "StateDictError", "IncompatibleKeys", "init",
+    "Parameter", "Module", "StateDictError", "IncompatibleKeys", "init", "utils",
     "Sequential", "ModuleList", "ModuleDict",
     "Linear", "Identity", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "DepthwiseConv2d",
     "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",

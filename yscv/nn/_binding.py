@@ -11,20 +11,24 @@ are needed by layers and live here until the engine grows an equivalent:
   frozen ones (``requires_grad=False``) like a buffer, so no gradient flows.
 
 Both use Graph internals (``_leaf``, ``_uids``) and keep their per-graph
-cache in ``g._nn_bound`` (id(array) -> (NodeId, array)); a cached entry is
+cache in ``g._nn_bound`` (id(array) -> (index, uid, array)); a cached entry is
 reused only while its node still exists (``truncate`` may have removed it).
+The cache holds the index and uid, never a NodeId: a NodeId references its
+graph, so storing one in the graph would make a reference cycle and keep a
+finished graph alive until the cycle collector runs.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..node import make_node_id
+
 __all__ = ["bind_buffer", "bind_param"]
 
 
-def _alive(g, nid) -> bool:
-    i = nid.index
+def _alive(g, i: int, uid: int) -> bool:
     uids = g._uids
-    return i < len(uids) and uids[i] == nid.uid
+    return i < len(uids) and uids[i] == uid
 
 
 def bind_buffer(g, arr: np.ndarray, name: str = "buffer"):
@@ -33,8 +37,8 @@ def bind_buffer(g, arr: np.ndarray, name: str = "buffer"):
     if cache is None:
         cache = g._nn_bound = {}
     entry = cache.get(id(arr))
-    if entry is not None and entry[1] is arr and _alive(g, entry[0]):
-        return entry[0]
+    if entry is not None and entry[2] is arr and _alive(g, entry[0], entry[1]):
+        return make_node_id(g, entry[0], entry[1])
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"{name}: expected a numpy array, got {type(arr).__name__}")
     if arr.dtype != g.dtype:
@@ -43,7 +47,7 @@ def bind_buffer(g, arr: np.ndarray, name: str = "buffer"):
             f"create the Graph with dtype={arr.dtype} or convert the model with "
             f"model.to({g.dtype})")
     nid = g._leaf(arr.view(), False)
-    cache[id(arr)] = (nid, arr)
+    cache[id(arr)] = (nid.index, nid.uid, arr)
     return nid
 
 
