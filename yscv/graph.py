@@ -25,6 +25,7 @@ import contextlib
 import numpy as np
 
 from . import _malloc, registry
+from . import walk_parallel as _walk_parallel
 from .errors import (
     AnomalyError,
     BackwardError,
@@ -486,7 +487,8 @@ class _GraphCore:
         return _HookHandle(hooks, fn)
 
     # ------------------------------------------------------------- backward
-    def backward(self, target: NodeId, grad=None, retain_graph: bool = True) -> None:
+    def backward(self, target: NodeId, grad=None, retain_graph: bool = True,
+                 workers=1) -> None:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
 
         With ``grad=None`` the target must hold exactly one element and is
@@ -495,7 +497,12 @@ class _GraphCore:
         saved data of the non-leaf nodes the walk went through are released as
         soon as they are consumed (reading or differentiating them again
         recomputes them from the leaves).
+
+        ``workers=n > 1`` runs the backward rules of independent branches on up
+        to n threads, bit-identical to ``workers=1`` (yscv/walk_parallel.py);
+        ``workers=None`` picks serial for chains and small graphs.
         """
+        _walk_parallel.check_workers(workers)
         t = self._index(target)
         if not self._rg[t]:
             raise BackwardError(
@@ -531,7 +538,12 @@ class _GraphCore:
                     expected=shape,
                     got=seed.shape,
                 )
-        self._walk(t, seed, retain_graph, borrowed)
+        if workers is None:
+            workers = _walk_parallel.choose_workers(self, t)
+        if workers > 1 and self._inputs[t]:
+            _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
+        else:
+            self._walk(t, seed, retain_graph, borrowed)
 
     def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True,
               borrowed: bool = False) -> None:
