@@ -237,3 +237,45 @@ def test_leaf_target_and_workers_on_a_leaf():
     x = g.variable(np.array([3.0]))
     g.backward(x, workers=2)
     np.testing.assert_array_equal(g.grad(x), np.array([1.0], np.float32))
+
+
+def test_region_kernels_and_gemm_from_two_threads_under_load():
+    """Two threads running region kernels (layer norm, batch norm, LSTM) and
+    the GEMM dispatch at once get the bits of a lone run, call after call."""
+    rng = _rng(7)
+    xs = rng.standard_normal((1024, 128)).astype(np.float32)
+    ws = rng.standard_normal((128, 256)).astype(np.float32)
+    xb = rng.standard_normal((8, 16, 16, 32)).astype(np.float32)
+    seq = rng.standard_normal((8, 8, 16)).astype(np.float32)
+    wih = rng.standard_normal((16, 128)).astype(np.float32) * 0.3
+    whh = rng.standard_normal((32, 128)).astype(np.float32) * 0.3
+
+    def once():
+        g = yscv.Graph()
+        x = g.variable(xs)
+        w = g.variable(ws)
+        b = g.variable(xb)
+        s = g.variable(seq)
+        y = g.layer_norm(g.matmul(x, w))
+        z = g.batch_norm(b, g.constant(np.ones(32)), g.constant(np.zeros(32)),
+                         g.constant(np.zeros(32)), g.constant(np.ones(32)), training=True)
+        h = g.lstm(s, g.constant(wih), g.constant(whh), g.constant(np.zeros(128)))
+        loss = g.mean(y * y) + g.mean(z * z) + g.mean(h)
+        g.backward(loss)
+        return [g.grad(n).copy() for n in (x, w, b, s)]
+
+    ref = once()
+    bad = []
+
+    def worker():
+        for _ in range(15):
+            got = once()
+            if not all(np.array_equal(a, r) for a, r in zip(got, ref)):
+                bad.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
