@@ -25,6 +25,7 @@ import contextlib
 import numpy as np
 
 from . import _malloc, registry
+from . import walk_parallel as _walk_parallel
 from .errors import (
     AnomalyError,
     BackwardError,
@@ -503,7 +504,8 @@ class _GraphCore:
         return _HookHandle(self._end_hooks, fn)
 
     # ------------------------------------------------------------- backward
-    def backward(self, target: NodeId, grad=None, retain_graph: bool = True) -> None:
+    def backward(self, target: NodeId, grad=None, retain_graph: bool = True,
+                 workers=1) -> None:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
 
         With ``grad=None`` the target must hold exactly one element and is
@@ -513,10 +515,20 @@ class _GraphCore:
         soon as they are consumed (reading or differentiating them again
         recomputes them from the leaves). Once the walk has finished, the
         backward-end hooks run (:meth:`register_backward_end_hook`).
+
+        ``workers=n > 1`` runs the backward rules of independent branches on up
+        to n threads, bit-identical to ``workers=1`` (yscv/walk_parallel.py);
+        ``workers=None`` picks serial for chains and small graphs.
         """
+        _walk_parallel.check_workers(workers)
         t = self._index(target)
         seed, borrowed = self._seed(t, grad, "backward")
-        self._walk(t, seed, retain_graph, borrowed)
+        if workers is None:
+            workers = _walk_parallel.choose_workers(self, t)
+        if workers > 1 and self._inputs[t]:
+            _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
+        else:
+            self._walk(t, seed, retain_graph, borrowed)
         if self._end_hooks:
             for fn in list(self._end_hooks):
                 fn(self)

@@ -1,0 +1,74 @@
+"""Parallel backward (``g.backward(loss, workers=2)``) against the serial walk.
+
+Both sides are yscv; the reference is ``workers=1`` on the same graph, so the
+ratio is (time with two workers) / (serial time): below 1 means the second
+thread pays. Only the backward pass is timed (the graph is built once and
+back-propagated again and again, gradients zeroed in between).
+
+- towers: 8 independent branches of 3 x (linear 256 + tanh) on batch 64 plus
+  4 branches of conv3x3 16->16 + relu on 8x16x16x16, summed. Target: at
+  least 1.4x faster with two workers (ratio <= 0.71).
+- chain24: 24 x (linear 256 + tanh) on batch 64, one chain: nothing to run
+  in parallel; the scheduling must not show (ratio <= 1.05).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import yscv
+from common import Bench
+
+
+def _linear(g, rng, h, n_in, n_out):
+    w = g.variable(rng.standard_normal((n_in, n_out)).astype(np.float32) / np.sqrt(n_in))
+    b = g.variable(np.zeros(n_out, np.float32))
+    return g.tanh(g.matmul(h, w) + b)
+
+
+def towers_graph(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    g = yscv.Graph()
+    x = g.constant(rng.standard_normal((64, 256)).astype(np.float32))
+    xc = g.constant(rng.standard_normal((8, 16, 16, 16)).astype(np.float32))
+    outs = []
+    for _ in range(8):
+        h = x
+        for _ in range(3):
+            h = _linear(g, rng, h, 256, 256)
+        outs.append(g.mean(h))
+    for _ in range(4):
+        w = g.variable(rng.standard_normal((3, 3, 16, 16)).astype(np.float32) * 0.1)
+        b = g.variable(np.zeros(16, np.float32))
+        outs.append(g.mean(g.relu(g.conv2d(xc, w, b, padding=1))))
+    total = outs[0]
+    for o in outs[1:]:
+        total = total + o
+    return g, total
+
+
+def chain_graph(layers: int = 24, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    g = yscv.Graph()
+    h = g.constant(rng.standard_normal((64, 256)).astype(np.float32))
+    for _ in range(layers):
+        h = _linear(g, rng, h, 256, 256)
+    return g, g.mean(h)
+
+
+def _step(build, workers):
+    g, loss = build()
+
+    def step():
+        g.zero_grads()
+        g.backward(loss, workers=workers)
+
+    return step
+
+
+def benches(torch):
+    return [
+        Bench("backward towers, workers=2 vs 1", _step(towers_graph, 2),
+              _step(towers_graph, 1), reference_name="yscv workers=1", target=1 / 1.4),
+        Bench("backward chain24, workers=2 vs 1", _step(chain_graph, 2),
+              _step(chain_graph, 1), reference_name="yscv workers=1", target=1.05),
+    ]

@@ -1,0 +1,337 @@
+"""Parallel backward: the backward rules of independent branches on threads.
+
+``g.backward(target, workers=n)`` with ``n > 1`` comes here. The result is
+the serial walk's (``Graph._walk``) to the bit, in float32 and float64:
+
+* Plan. One pass from the target down marks the nodes the serial walk would
+  visit (reachable through inputs that require grad) and counts, for each,
+  its pending contributions: one per (consumer, input slot).
+* Run. A node is *ready* once every consumer has run. Ready non-leaf nodes
+  wait in a heap, highest index first (the serial order, which also keeps
+  memory alike); up to ``n`` threads (the caller and ``n - 1`` helpers,
+  started only once two nodes are ready at the same time, so a chain never
+  starts one) take a node, add its contributions up, run its hooks and its
+  backward rule, and hand the input gradients to the node's inputs.
+  NumPy's BLAS and the Numba kernels (``nogil``) release the GIL, so
+  branches overlap where the work is.
+* Fixed order. A node's contributions are added in the serial walk's order
+  (consumers by decreasing index, then input slot), never in arrival order,
+  so the sums are the serial sums.
+* Leaves last. Leaf gradients, retained gradients, parameters' ``.grad``
+  and post-accumulate hooks are applied by the caller after the threads are
+  done, in decreasing index order, exactly as the serial walk does.
+* Errors. The first exception in walk order wins: after node ``e`` fails,
+  the threads still run the nodes above ``e`` (the serial walk would have
+  run them before ``e``) and drop the ones below; the caller re-raises the
+  failure of the highest node once every thread has stopped, and applies
+  only the stores the serial walk would have made before failing.
+* Checkpointing. Rebuilding released values takes one lock per graph;
+  segments are released again once the walk is over.
+
+No thread outlives the call: helpers are joined before it returns or raises.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+
+import numpy as np
+
+from . import registry
+from .node import Op
+
+_LEAF = int(Op.LEAF)
+_ndarray = np.ndarray
+
+#: ``workers=None`` stays serial below this many gradient elements in the
+#: visited non-leaf nodes (a thread hand-off costs tens of microseconds)
+AUTO_MIN_ELEMENTS = 1 << 16
+#: ``workers=None`` never uses more threads than this
+AUTO_MAX_WORKERS = 4
+
+
+def check_workers(workers) -> None:
+    """``workers`` is None or a positive int, else ValueError (before any work)."""
+    if workers is None:
+        return
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"backward: workers must be a positive int or None, got {workers!r}")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class _Plan:
+    """Which nodes the walk visits and how many contributions each awaits."""
+
+    __slots__ = ("remaining", "leaves", "branchy", "elements")
+
+    def __init__(self, graph, t: int):
+        inputs, rg, ops, values = graph._inputs, graph._rg, graph._ops, graph._values
+        remaining = {t: 0}
+        leaves = []
+        branchy = False
+        elements = 0
+        for i in range(t, -1, -1):
+            if i not in remaining:
+                continue
+            ins = inputs[i]
+            if not ins:
+                leaves.append(i)
+                continue
+            v = values[i]
+            if v is not None:
+                elements += v.size
+            nonleaf = 0
+            for j in ins:
+                if rg[j]:
+                    c = remaining.get(j)
+                    if c is None:
+                        remaining[j] = 1
+                    else:
+                        remaining[j] = c + 1
+                        if ops[j] != _LEAF:
+                            branchy = True   # a non-leaf consumed twice: a fork
+                    if ops[j] != _LEAF:
+                        nonleaf += 1
+            if nonleaf > 1:
+                branchy = True               # two non-leaf inputs: a join
+        self.remaining = remaining
+        self.leaves = leaves
+        self.branchy = branchy
+        self.elements = elements
+
+
+def choose_workers(graph, t: int) -> int:
+    """``workers=None``: 1 for chains and small graphs, else up to the cores."""
+    cores = min(_cores(), AUTO_MAX_WORKERS)
+    if cores < 2:
+        return 1
+    plan = _Plan(graph, t)
+    if not plan.branchy or plan.elements < AUTO_MIN_ELEMENTS:
+        return 1
+    return cores
+
+
+def _fold(parts):
+    """Sum contributions in the serial walk's order: ((g1 + g2) + g3) ..."""
+    if len(parts) > 1:
+        parts.sort(key=_order)
+    acc = parts[0][2]
+    for p in parts[1:]:
+        acc = acc + p[2]
+    return acc
+
+
+def _order(part):
+    return part[0], part[1]
+
+
+class _Walk:
+    """One parallel backward call: shared state guarded by ``cond``."""
+
+    def __init__(self, graph, t, seed, retain_graph, borrowed, workers, plan):
+        self.g = graph
+        self.t = t
+        self.retain_graph = retain_graph
+        self.borrowed = borrowed
+        self.workers = workers
+        self.remaining = plan.remaining
+        self.leaves = plan.leaves
+        # contributions per node: [(-consumer, slot, grad), ...]
+        self.parts = {t: [(0, 0, seed)]}
+        self.heap = [-t]
+        self.cond = threading.Condition(threading.Lock())
+        self.recompute_lock = threading.Lock()
+        self.active = 0
+        self.idle = 0
+        self.threads = []
+        self.done = False
+        self.err_index = -1        # highest failed node so far
+        self.errors = {}           # node -> exception
+        self.stores = {}           # retained non-leaf node -> its complete grad
+
+    # ------------------------------------------------------------- threads
+    def run(self) -> None:
+        try:
+            self._work()
+        finally:
+            with self.cond:
+                self.done = True
+                self.cond.notify_all()
+            for th in self.threads:
+                th.join()
+
+    def _start_helper(self) -> None:
+        th = threading.Thread(target=self._helper, name="yscv-backward", daemon=True)
+        self.threads.append(th)
+        th.start()
+
+    def _helper(self) -> None:
+        try:
+            self._work()
+        except BaseException as exc:  # never lose an error of a helper's own code
+            with self.cond:
+                self.errors.setdefault(self.t + 1, exc)
+                self.err_index = self.t + 1
+                self.done = True
+                self.cond.notify_all()
+
+    def _take(self):
+        """Next node to run (under the lock), or None when the walk is over."""
+        heap = self.heap
+        while True:
+            if self.done:
+                return None
+            while heap and -heap[0] < self.err_index:
+                heapq.heappop(heap)  # below a failed node: the serial walk never got there
+            if heap:
+                i = -heapq.heappop(heap)
+                self.active += 1
+                if heap:
+                    if self.idle:
+                        self.cond.notify()
+                    elif len(self.threads) < self.workers - 1:
+                        self._start_helper()
+                return i
+            if self.active == 0:
+                self.done = True
+                self.cond.notify_all()
+                return None
+            self.idle += 1
+            self.cond.wait()
+            self.idle -= 1
+
+    def _work(self) -> None:
+        cond = self.cond
+        while True:
+            with cond:
+                i = self._take()
+            if i is None:
+                return
+            try:
+                out = self._node(i)
+                failed = None
+            except BaseException as exc:
+                out = ()
+                failed = exc
+            with cond:
+                self.active -= 1
+                if failed is not None:
+                    self.errors[i] = failed
+                    if i > self.err_index:
+                        self.err_index = i
+                else:
+                    self._hand_on(i, out)
+
+    def _hand_on(self, i: int, out) -> None:
+        """Record node i's input gradients; push inputs that became ready."""
+        remaining, parts, ops, heap = self.remaining, self.parts, self.g._ops, self.heap
+        for j, slot, gj in out:
+            if gj is not None:
+                lst = parts.get(j)
+                if lst is None:
+                    parts[j] = [(-i, slot, gj)]
+                else:
+                    lst.append((-i, slot, gj))
+            left = remaining[j] - 1
+            remaining[j] = left
+            if left == 0 and ops[j] != _LEAF:
+                heapq.heappush(heap, -j)
+
+    # ---------------------------------------------------------------- a node
+    def _node(self, i: int):
+        """Run node i's hooks and backward rule; its inputs' (j, slot, grad)."""
+        g = self.g
+        parts = self.parts.pop(i, None)
+        ins = g._inputs[i]
+        rg = g._rg
+        if parts is None:  # every consumer returned None for it: nothing flows
+            return [(j, s, None) for s, j in enumerate(ins) if rg[j]]
+        gi = _fold(parts)
+        if type(gi) is not _ndarray:
+            gi = np.asarray(gi)
+        if g._hooks and i in g._hooks:
+            gi = g._run_hooks(i, gi)
+        retained = g._retained and i in g._retained
+        if retained:
+            if self.borrowed and not gi.flags.writeable:
+                gi = gi.copy()
+            self.stores[i] = gi
+        if g._has_released:
+            with self.recompute_lock:
+                g._prepare_node_for_backward(i)
+        values = g._values
+        in_vals = tuple([values[j] for j in ins])
+        op = g._ops[i]
+        grads = registry.BACKWARD[op](gi, in_vals, values[i], g._attrs[i], g._saved[i],
+                                      g._needs[i])
+        dtype = g.dtype
+        anomaly = g.detect_anomaly
+        out = []
+        for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):
+            if not rg[j]:
+                continue
+            if gj is not None and (type(gj) is not _ndarray or gj.dtype != dtype
+                                   or gj.shape != vj.shape or anomaly):
+                gj = g._conform_grad(gj, vj.shape, op, i, j)
+            out.append((j, s, gj))
+        if not self.retain_graph:
+            g._release(i)
+        return out
+
+    # ---------------------------------------------------------- the stores
+    def finish(self) -> None:
+        """Leaves, retained grads and segment releases, in serial order; then
+        the error of the highest failed node, if any."""
+        g = self.g
+        err = self.err_index
+        stores = self.stores
+        order = sorted(set(self.leaves) | set(stores), reverse=True)
+        hooks = g._hooks
+        try:
+            for i in order:
+                if i < err:
+                    break
+                if i in stores:  # a retained node: its grad was complete before its rule ran
+                    g._accumulate_stored(i, stores[i])
+                    continue
+                parts = self.parts.get(i)
+                if not parts:
+                    continue
+                gi = _fold(parts)
+                if type(gi) is not _ndarray:
+                    gi = np.asarray(gi)
+                if hooks and i in hooks:
+                    gi = g._run_hooks(i, gi)
+                if self.borrowed and not gi.flags.writeable:
+                    gi = gi.copy()
+                g._accumulate_leaf(i, gi)
+        finally:
+            seg_starts = g._segment_starts
+            if seg_starts:
+                low = err + 1 if err >= 0 else 0
+                for start in sorted(seg_starts):
+                    if low <= start <= self.t + 1:
+                        for seg in seg_starts[start]:
+                            g._release_segment(seg)
+        if err >= 0:
+            raise self.errors[err]
+
+
+def parallel_walk(graph, t: int, seed, retain_graph: bool, borrowed: bool,
+                  workers: int) -> None:
+    """Backward from node ``t`` seeded with ``seed`` on up to ``workers``
+    threads; bit-identical to ``graph._walk`` (see the module docstring)."""
+    plan = _Plan(graph, t)
+    if not plan.branchy:  # one path: never two nodes ready at once
+        graph._walk(t, seed, retain_graph, borrowed)
+        return
+    walk = _Walk(graph, t, seed, retain_graph, borrowed, workers, plan)
+    walk.run()
+    walk.finish()
