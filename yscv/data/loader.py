@@ -82,10 +82,11 @@ class DataLoader:
             "forkserver") or a context; None is the platform's default.
             With "spawn"/"forkserver" the dataset and collate_fn must pickle.
 
-    Iterating the loader runs one epoch. A new iteration starts the next
+    Iterating the loader runs one epoch. ``iter(loader)`` starts the next
     epoch, also when the previous one was abandoned part-way (as PyTorch,
     whose sampler draws a new order per iteration) — except right after
     :meth:`load_state_dict`, whose position the next iteration continues.
+    Run one iteration at a time: the loader keeps one position.
     Workers are stopped when the iteration ends, raises or is abandoned
     (the iterator closed or garbage-collected); a worker's exception is
     re-raised in the main process (same type when it can be rebuilt) with
@@ -203,9 +204,8 @@ class DataLoader:
 
     # ------------------------------------------------------------ iteration
     def __iter__(self):
-        return self._iterate()
-
-    def _iterate(self):
+        # the epoch starts here (its order is drawn now, as PyTorch draws the
+        # sampler's iterator in iter()); workers start on the first next()
         if not self._fresh:  # the previous iteration was begun: next epoch
             self._epoch += 1
             self._consumed = 0
@@ -214,7 +214,9 @@ class DataLoader:
         batches = self._epoch_batches(self._epoch)
         self._epoch_len = len(batches)
         start = min(self._consumed, len(batches))
-        todo = batches[start:]
+        return self._generate(batches[start:], start, self._epoch)
+
+    def _generate(self, todo: list, start: int, epoch: int):
         fetch = functools.partial(_fetch_batch, collate_fn=self.collate_fn)
         if self.num_workers == 0 or not todo:
             for k, indices in enumerate(todo):
@@ -230,9 +232,10 @@ class DataLoader:
                     yield batch
             finally:
                 pool.shutdown()
-        self._epoch += 1
-        self._consumed = 0
-        self._fresh = True
+        if self._epoch == epoch and not self._fresh:  # not overtaken by a newer iteration
+            self._epoch += 1
+            self._consumed = 0
+            self._fresh = True
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict:
