@@ -403,3 +403,33 @@ def test_bad_dataset_and_len_without_sampler_len():
     loader = DataLoader(SquareDataset(5), sampler=iter([0, 1, 2]))
     with pytest.raises(TypeError, match="__len__"):
         len(loader)
+
+
+def test_spawned_workers_give_the_same_batches():
+    ds = TensorDataset(X, Y)
+    serial = list(DataLoader(ds, batch_size=4, shuffle=True, seed=3))
+    spawned = list(DataLoader(ds, batch_size=4, shuffle=True, seed=3, num_workers=2,
+                              multiprocessing_context="spawn"))
+    assert len(serial) == len(spawned) == 6
+    for a, b in zip(serial, spawned):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    assert _no_children()
+
+
+def test_lazy_module():
+    import subprocess
+    import sys
+    code = ("import sys, yscv; print('yscv.data' in sys.modules); "
+            "from yscv.data import DataLoader; print(yscv.data.DataLoader is DataLoader)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True"]
+
+
+def test_unpicklable_collate_under_spawn_raises_and_leaves_no_worker():
+    loader = DataLoader(TensorDataset(X, Y), batch_size=4, num_workers=2,
+                        collate_fn=lambda samples: samples, multiprocessing_context="spawn")
+    with pytest.raises(Exception, match="(?i)pickle"):
+        list(loader)
+    assert _no_children()

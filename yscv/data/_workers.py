@@ -83,8 +83,12 @@ class WorkerPool:
             p = ctx.Process(target=_worker_loop, daemon=True, name=f"yscv-data-worker-{w}",
                             args=(w, dataset, fetch, self.task_q, self.result_q, parent))
             self.workers.append(p)
-        for p in self.workers:
-            p.start()
+        try:
+            for p in self.workers:
+                p.start()
+        except BaseException:  # e.g. an unpicklable dataset under "spawn"
+            self.shutdown()
+            raise
 
     def _check_alive(self, b):
         for w, p in enumerate(self.workers):
@@ -139,6 +143,8 @@ class WorkerPool:
             except (queue.Empty, OSError, EOFError, ValueError):
                 pass
         for p in workers:
+            if p.pid is None:  # never started
+                continue
             if p.is_alive():
                 p.terminate()
             p.join(timeout=5)
