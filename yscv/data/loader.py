@@ -173,8 +173,9 @@ class DataLoader:
 
     @property
     def epoch(self) -> int:
-        """The loader's epoch counter: the epoch the next (or current)
-        iteration runs."""
+        """The loader's epoch counter, as :meth:`state_dict` records it: the
+        epoch being iterated (or abandoned part-way), or the next one once an
+        epoch is complete."""
         return self._epoch if self._fresh or not self._epoch_done() else self._epoch + 1
 
     def _epoch_done(self) -> bool:
