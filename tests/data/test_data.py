@@ -253,7 +253,7 @@ def test_worker_exception_is_reraised_naming_the_batch():
     loader = DataLoader(SquareDataset(20, fail_at=7), batch_size=3, num_workers=2)
     got = []
     t0 = time.monotonic()
-    with pytest.raises(KeyError, match="batch 2") as info:
+    with pytest.raises(KeyError, match=r"batch 2 \(samples \[6, 7, 8\]\)") as info:
         for xb, _ in loader:
             got.append(xb[:, 0].tolist())
     assert "sample 7 is broken" in str(info.value) and "Traceback" in str(info.value)

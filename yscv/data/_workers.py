@@ -47,10 +47,11 @@ class WorkerError(RuntimeError):
     """A worker's exception whose own type could not be rebuilt."""
 
 
-def _reraise(b, worker_id, payload):
+def _reraise(b, indices, worker_id, payload):
     exc_type, text, tb = payload
-    msg = (f"DataLoader: worker {worker_id} raised while loading batch {b}: {text}\n"
-           f"Original traceback in the worker:\n{tb}")
+    shown = list(indices[:8]) + (["..."] if len(indices) > 8 else [])
+    msg = (f"DataLoader: worker {worker_id} raised while loading batch {b} (samples "
+           f"{shown}): {text}\nOriginal traceback in the worker:\n{tb}")
     exc = None
     if exc_type is not None:
         try:
@@ -114,7 +115,7 @@ class WorkerPool:
                 ready[rb] = (w, ok, payload)
             w, ok, payload = ready.pop(b)
             if not ok:  # raised when due, so earlier batches are handed out first
-                _reraise(b, w, payload)
+                _reraise(b, self.batches[k], w, payload)
             yield payload
 
     def shutdown(self):
