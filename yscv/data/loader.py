@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import functools
 import multiprocessing
-import numbers
 
 import numpy as np
 
