@@ -17,6 +17,8 @@ import os
 import queue
 import traceback
 
+import numpy as np
+
 __all__ = ["WorkerPool"]
 
 _POLL = 0.1
@@ -49,7 +51,8 @@ class WorkerError(RuntimeError):
 
 def _reraise(b, indices, worker_id, payload):
     exc_type, text, tb = payload
-    shown = list(indices[:8]) + (["..."] if len(indices) > 8 else [])
+    shown = [int(i) if isinstance(i, (int, np.integer)) else i for i in list(indices)[:8]]
+    shown += ["..."] if len(indices) > 8 else []
     msg = (f"DataLoader: worker {worker_id} raised while loading batch {b} (samples "
            f"{shown}): {text}\nOriginal traceback in the worker:\n{tb}")
     exc = None

@@ -44,8 +44,10 @@ def _fetch_batch(dataset, indices, collate_fn):
             idx = np.asarray(indices)
             if idx.dtype.kind in "iu":
                 return dataset.get_batch(idx)
-        return default_collate([dataset[i] for i in indices])
-    return collate_fn([dataset[i] for i in indices])
+    if isinstance(indices, np.ndarray):  # keys as Python ints, as PyTorch passes them
+        indices = indices.tolist()
+    samples = [dataset[i] for i in indices]
+    return default_collate(samples) if collate_fn is None else collate_fn(samples)
 
 
 class DataLoader:
@@ -191,9 +193,9 @@ class DataLoader:
             if hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(epoch)
             order = list(self.sampler)
-        else:
+        else:  # batches are views of one index array (no per-sample Python ints)
             n = len(self.dataset)
-            order = (self._permutation(epoch, n) if self.shuffle else np.arange(n)).tolist()
+            order = self._permutation(epoch, n) if self.shuffle else np.arange(n)
         bs = self.batch_size
         stop = self._num_batches(len(order)) * bs
         return [order[s:s + bs] for s in range(0, min(stop, len(order)), bs)]
