@@ -28,6 +28,8 @@ def _parts(seed=0, sched="onecycle"):
     opt = optim.Adam(model.parameters(), lr=1e-2)
     if sched == "onecycle":
         s = optim.OneCycleLR(opt, max_lr=0.03, epochs=4, steps_per_epoch=8)
+        if not hasattr(s, "interval"):  # the class attribute lands with the optim branch
+            s.interval = "step"
     elif sched == "step":
         s = optim.StepLR(opt, step_size=1, gamma=0.7)
     else:
@@ -238,3 +240,234 @@ def test_bad_arguments():
         fit(model, "cross_entropy", opt, (X, Y[:3]), progress=False)
     with pytest.raises(ValueError, match="batch_size"):
         fit(model, "cross_entropy", opt, (X, Y), batch_size=0, progress=False)
+
+
+# ------------------------------------------------------------------ DataLoader input
+from yscv.data import DataLoader, TensorDataset  # noqa: E402
+import yscv.train.trainer as trainer_mod  # noqa: E402
+
+
+class Crash(Callback):
+    """Simulates a killed process: raises right after step ``k``."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def on_step_end(self, trainer, step, logs):
+        if step == self.k:
+            raise RuntimeError(f"crash at step {step}")
+
+
+def test_loader_gives_the_same_run_as_arrays():
+    model, opt, s = _parts()
+    h_arr = Trainer(model, "cross_entropy", opt, s, progress=False).fit(
+        (X, Y), epochs=2, batch_size=16, shuffle=False, val_data=(XV, YV))
+    model, opt, s = _parts()
+    loader = DataLoader(TensorDataset(X, Y), batch_size=16)
+    tr = Trainer(model, "cross_entropy", opt, s, progress=False)
+    h_dl = tr.fit(loader, epochs=2, val_data=DataLoader(TensorDataset(XV, YV), batch_size=256))
+    assert h_dl.step_losses == h_arr.step_losses and len(h_dl.steps) == 16
+    assert h_dl["val_loss"] == h_arr["val_loss"] and h_dl["accuracy"] == h_arr["accuracy"]
+    assert tr.evaluate(DataLoader(TensorDataset(XV, YV), batch_size=7)) == \
+        tr.evaluate((XV, YV), batch_size=7)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("every,crash_at", [(5, 13), (None, 19), (8, 17)])
+def test_loader_resume_after_a_crash_reproduces_the_run(tmp_path, num_workers, every, crash_at):
+    def loaders():
+        train = DataLoader(TensorDataset(X, Y), batch_size=15, shuffle=True,
+                           num_workers=num_workers)  # seed drawn from the library generator
+        val = DataLoader(TensorDataset(XV, YV), batch_size=16, shuffle=True, seed=5)
+        return train, val
+
+    model, opt, s = _parts(sched="step")
+    train, val = loaders()
+    full = Trainer(model, "cross_entropy", opt, s, progress=False,
+                   checkpoint_dir=tmp_path / "a", checkpoint_every=every)
+    h_full = full.fit(train, epochs=4, val_data=val)
+    w_full = model.state_dict()
+    assert len(h_full.steps) == 32
+
+    model, opt, s = _parts(sched="step")
+    train, val = loaders()
+    t1 = Trainer(model, "cross_entropy", opt, s, progress=False, callbacks=[Crash(crash_at)],
+                 checkpoint_dir=tmp_path / "b", checkpoint_every=every)
+    with pytest.raises(RuntimeError, match=f"crash at step {crash_at}"):
+        t1.fit(train, epochs=4, val_data=val)
+    assert multiprocessing_children() == []  # the crash stopped the loader's workers
+
+    model2, opt2, s2 = _parts(seed=42, sched="step")  # a new process: other init and RNG
+    train2, val2 = loaders()
+    t2 = Trainer(model2, "cross_entropy", opt2, s2, progress=False, callbacks=[Crash(-1)],
+                 checkpoint_dir=tmp_path / "b", checkpoint_every=every)
+    h = t2.fit(train2, epochs=4, val_data=val2, resume=True)
+    assert t2.global_step == 32
+    assert h.step_losses == h_full.step_losses  # equality, not closeness
+    strip = [{k: v for k, v in r.items() if k != "time"} for r in h_full.epochs]
+    assert [{k: v for k, v in r.items() if k != "time"} for r in h.epochs] == strip
+    for k, v in model2.state_dict().items():
+        np.testing.assert_array_equal(v, w_full[k])
+
+
+def multiprocessing_children():
+    import multiprocessing
+    import time
+    deadline = time.monotonic() + 5
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return multiprocessing.active_children()
+
+
+def test_loader_checkpoint_extra_is_json_and_arrays_round_trip(tmp_path):
+    class ArraySampler:
+        """A sampler whose state holds a NumPy array (encoded into the JSON extra)."""
+
+        def __init__(self):
+            self.order = np.arange(120)[::-1].copy()
+
+        def __iter__(self):
+            return iter(self.order.tolist())
+
+        def __len__(self):
+            return 120
+
+        def state_dict(self):
+            return {"order": self.order.copy()}
+
+        def load_state_dict(self, st):
+            assert isinstance(st["order"], np.ndarray) and st["order"].dtype == np.int64
+            self.order = st["order"].copy()
+
+    model, opt, _ = _parts(sched=None)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=40, sampler=ArraySampler())
+    tr = Trainer(model, "cross_entropy", opt, progress=False, callbacks=[StopAt(2)],
+                 checkpoint_dir=tmp_path, checkpoint_every=1)
+    tr.fit(loader, epochs=1)
+    meta = yscv.checkpoint_io.read_checkpoint_metadata(list_checkpoints(tmp_path)[-1][1])
+    saved = meta["extra"]["fit"]["loader"]
+    assert saved["batches_consumed"] == 2 and saved["sampler"]["order"]["__ndarray__"] == "<i8"
+    json.dumps(meta["extra"])
+    model, opt, _ = _parts(sched=None)
+    sampler = ArraySampler()
+    sampler.order = np.arange(120)
+    loader2 = DataLoader(TensorDataset(X, Y), batch_size=40, sampler=sampler)
+    tr2 = Trainer(model, "cross_entropy", opt, progress=False, callbacks=[StopAt(-1)],
+                  checkpoint_dir=tmp_path, checkpoint_every=1)
+    tr2.fit(loader2, epochs=1, resume=True)
+    np.testing.assert_array_equal(sampler.order, np.arange(120)[::-1])
+    assert tr2.global_step == 3
+
+
+def test_loader_resume_refuses_another_loader_and_changes_nothing(tmp_path):
+    model, opt, _ = _parts(sched=None)
+    fit(model, "cross_entropy", opt, DataLoader(TensorDataset(X, Y), batch_size=16), epochs=1,
+        checkpoint_dir=tmp_path, progress=False)
+    model, opt, _ = _parts(seed=5, sched=None)
+    before = model.state_dict()
+    with pytest.raises(ValueError, match="batch_size"):
+        fit(model, "cross_entropy", opt, DataLoader(TensorDataset(X, Y), batch_size=8),
+            epochs=2, checkpoint_dir=tmp_path, resume=True, progress=False)
+    with pytest.raises(ValueError, match="written for"):  # arrays where a loader was used
+        fit(model, "cross_entropy", opt, (X, Y), epochs=2, batch_size=16,
+            checkpoint_dir=tmp_path, resume=True, progress=False)
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(v, before[k])
+
+
+def test_loader_bad_arguments():
+    model, opt, _ = _parts(sched=None)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=16)
+    with pytest.raises(ValueError, match="batch_size given with a DataLoader"):
+        fit(model, "cross_entropy", opt, loader, batch_size=16, progress=False)
+    with pytest.raises(ValueError, match="shuffle, drop_last given"):
+        Trainer(model, "cross_entropy", opt, progress=False).fit(loader, shuffle=True,
+                                                                  drop_last=False)
+    triples = DataLoader(TensorDataset(X, Y, Y), batch_size=16)
+    with pytest.raises(TypeError, match="pairs, got tuple of 3"):
+        fit(model, "cross_entropy", opt, triples, progress=False)
+    with pytest.raises(ValueError, match="no batch"):
+        fit(model, "cross_entropy", opt, DataLoader(TensorDataset(X[:5], Y[:5]), batch_size=8,
+                                                    drop_last=True), progress=False)
+
+
+# ------------------------------------------------------------------ schedulers
+class FakeScheduler:
+    """Records how the trainer steps it (the interval / takes_metric protocol)."""
+
+    def __init__(self, interval=None, takes_metric=None):
+        if interval is not None:
+            self.interval = interval
+        if takes_metric is not None:
+            self.takes_metric = takes_metric
+        self.calls = []
+
+    def step(self, *args):
+        self.calls.append(args)
+
+
+@pytest.mark.parametrize("interval,expected", [(None, 3), ("epoch", 3), ("step", 12)])
+def test_scheduler_interval_attribute(interval, expected):
+    model, opt, _ = _parts(sched=None)
+    sched = FakeScheduler(interval=interval)
+    tr = Trainer(model, "cross_entropy", opt, sched, progress=False)
+    assert tr.scheduler_interval == (interval or "epoch")
+    tr.fit((X, Y), epochs=3, batch_size=30)
+    assert sched.calls == [()] * expected
+    over = FakeScheduler(interval="step")
+    Trainer(model, "cross_entropy", opt, over, scheduler_interval="epoch",
+            progress=False).fit((X, Y), epochs=2, batch_size=30)
+    assert over.calls == [()] * 2
+
+
+@pytest.mark.parametrize("with_val", [True, False])
+def test_metric_scheduler_steps_per_epoch_with_the_monitored_loss(with_val):
+    model, opt, _ = _parts(sched=None)
+    sched = FakeScheduler(interval="epoch", takes_metric=True)
+    hist = fit(model, "cross_entropy", opt, (X, Y), epochs=3, batch_size=30, scheduler=sched,
+               val_data=(XV, YV) if with_val else None, progress=False)
+    expected = hist["val_loss"] if with_val else hist["loss"]
+    assert sched.calls == [(v,) for v in expected] and len(expected) == 3
+    with pytest.raises(ValueError, match="takes a metric"):
+        Trainer(model, "cross_entropy", opt, FakeScheduler(takes_metric=True),
+                scheduler_interval="step")
+    with pytest.raises(ValueError, match="takes a metric"):
+        Trainer(model, "cross_entropy", opt, FakeScheduler(interval="step", takes_metric=True))
+
+
+# ------------------------------------------------------------------ progress modes
+def test_progress_modes(capsys, monkeypatch):
+    def run(progress):
+        model, opt, _ = _parts(sched=None)
+        fit(model, "cross_entropy", opt, (X, Y), epochs=2, batch_size=30, progress=progress)
+        return capsys.readouterr()
+
+    auto = run(None)  # capsys: stdout is not a terminal, and no notebook
+    assert len(auto.out.strip().splitlines()) == 2 and "epoch 2/2" not in auto.err
+    forced = run(True)
+    assert len(forced.out.strip().splitlines()) == 2
+    assert "epoch 1/2" in forced.err and "epoch 2/2" in forced.err and "4/4" in forced.err
+    assert run(False) == ("", "")
+    monkeypatch.setattr(trainer_mod, "_in_notebook", lambda: True)
+    notebook = run(None)
+    assert "epoch 2/2" in notebook.err and "4/4" in notebook.err
+    assert len(notebook.out.strip().splitlines()) == 2
+    assert run(False) == ("", "")
+    model, opt, _ = _parts(sched=None)
+    with pytest.raises(TypeError, match="progress"):
+        Trainer(model, "cross_entropy", opt, progress="yes")
+
+
+def test_notebook_detection(monkeypatch):
+    import sys
+    import types
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)
+    assert trainer_mod._in_notebook() is False
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: None  # plain python
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    assert trainer_mod._in_notebook() is False
+    fake.get_ipython = lambda: types.SimpleNamespace()  # terminal IPython: no kernel
+    assert trainer_mod._in_notebook() is False
+    fake.get_ipython = lambda: types.SimpleNamespace(kernel=object())  # Jupyter kernel
+    assert trainer_mod._in_notebook() is True

@@ -1,0 +1,435 @@
+"""yscv.data: datasets, default_collate, DataLoader (PyTorch's DataLoader as the
+oracle for batch contents and order), worker processes, exact mid-epoch resume."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+
+import numpy as np
+import pytest
+
+import yscv
+from yscv.data import DataLoader, Dataset, TensorDataset, default_collate
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((23, 3, 2)).astype(np.float32)
+Y = RNG.integers(0, 5, size=23)
+
+
+class DictDataset(Dataset):
+    """Samples of mixed kinds: dict of an array, an int, a float, a bool and a tuple."""
+
+    def __len__(self):
+        return 11
+
+    def __getitem__(self, i):
+        return {"x": np.full((2, 3), i, dtype=np.float32), "label": int(i) % 3,
+                "weight": 0.5 * i, "flag": bool(i % 2),
+                "pair": (np.arange(i, i + 2, dtype=np.int32), np.float64(i) / 7)}
+
+
+class SquareDataset(Dataset):
+    """Plain map-style dataset (not a TensorDataset: the per-sample path)."""
+
+    def __init__(self, n=37, fail_at=None, exit_at=None):
+        self.n, self.fail_at, self.exit_at = n, fail_at, exit_at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.fail_at:
+            raise KeyError(f"sample {i} is broken")
+        if i == self.exit_at:
+            os._exit(3)
+        return np.array([i, i * i], dtype=np.float64), i % 4
+
+
+class SeededSampler:
+    """A sampler with its own generator, set_epoch and a state dict: each
+    epoch draws a random subset order from the generator (its state advances)."""
+
+    def __init__(self, n, seed):
+        self.n = n
+        self.rng = np.random.default_rng(seed)
+        self.epochs = []
+
+    def set_epoch(self, e):
+        self.epochs.append(e)
+
+    def __iter__(self):
+        return iter(self.rng.permutation(self.n)[: self.n - 2].tolist())
+
+    def __len__(self):
+        return self.n - 2
+
+    def state_dict(self):
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, st):
+        self.rng.bit_generator.state = st["rng"]
+
+
+def _as_np(batch):
+    """Torch batch -> same structure with NumPy arrays (for comparison)."""
+    import torch
+    if isinstance(batch, torch.Tensor):
+        return batch.numpy()
+    if isinstance(batch, dict):
+        return {k: _as_np(v) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return [_as_np(v) for v in batch]
+    return batch
+
+
+def _assert_same(ours, ref):
+    if isinstance(ref, dict):
+        assert isinstance(ours, dict) and list(ours) == list(ref)
+        for k in ref:
+            _assert_same(ours[k], ref[k])
+    elif isinstance(ref, list):
+        assert isinstance(ours, (list, tuple)) and len(ours) == len(ref)
+        for a, b in zip(ours, ref):
+            _assert_same(a, b)
+    else:
+        assert isinstance(ours, np.ndarray)
+        assert ours.dtype == ref.dtype, (ours.dtype, ref.dtype)
+        np.testing.assert_array_equal(ours, ref)
+
+
+def _ys(loader):
+    return [np.asarray(b[1]).tolist() for b in loader]
+
+
+def _no_children():
+    deadline = time.monotonic() + 5
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return multiprocessing.active_children() == []
+
+
+# ------------------------------------------------------------------ datasets
+def test_tensor_dataset():
+    ds = TensorDataset(X, Y)
+    assert len(ds) == 23
+    x5, y5 = ds[5]
+    np.testing.assert_array_equal(x5, X[5])
+    assert y5 == Y[5]
+    assert ds.arrays[0] is X  # no copy
+    with pytest.raises(ValueError, match=r"lengths \[23, 22\]"):
+        TensorDataset(X, Y[:22])
+    with pytest.raises(ValueError, match="at least one"):
+        TensorDataset()
+    with pytest.raises(ValueError, match="0-d"):
+        TensorDataset(np.float32(1.0))
+
+
+def test_default_collate_matches_torch():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate as torch_collate
+    ds = DictDataset()
+    samples = [ds[i] for i in (3, 0, 7)]
+    _assert_same(default_collate(samples), _as_np(torch_collate(samples)))
+    tuples = [(np.ones(2, np.float32) * i, i, 1.5 * i) for i in range(4)]
+    ours = default_collate(tuples)
+    assert isinstance(ours, tuple)
+    _assert_same(list(ours), _as_np(torch_collate(tuples)))
+    assert default_collate(["a", "b"]) == ["a", "b"] == torch_collate(["a", "b"])
+    with pytest.raises(ValueError, match=r"different shapes \[\(2,\), \(3,\)\]"):
+        default_collate([np.zeros(2), np.zeros(3)])
+    with pytest.raises(ValueError, match="numbers of fields"):
+        default_collate([(1, 2), (1,)])
+    with pytest.raises(ValueError, match="non-empty"):
+        default_collate([])
+    assert torch is not None
+
+
+# ------------------------------------------------- batches vs torch's loader
+@pytest.mark.parametrize("batch_size,drop_last", [(1, False), (4, False), (4, True), (23, True),
+                                                  (30, False)])
+def test_batches_equal_torch_dataloader(batch_size, drop_last):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader as TorchLoader
+    from torch.utils.data import TensorDataset as TorchTensorDataset
+    ours = list(DataLoader(TensorDataset(X, Y), batch_size=batch_size, drop_last=drop_last))
+    ref = list(TorchLoader(TorchTensorDataset(torch.from_numpy(X), torch.from_numpy(Y)),
+                           batch_size=batch_size, drop_last=drop_last))
+    assert len(ours) == len(ref) == len(DataLoader(TensorDataset(X, Y), batch_size=batch_size,
+                                                   drop_last=drop_last))
+    for a, b in zip(ours, ref):
+        assert isinstance(a, tuple) and len(a) == 2
+        _assert_same(list(a), _as_np(b))
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_sampler_list_and_mixed_samples_equal_torch(drop_last):
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader as TorchLoader
+    ds = DictDataset()
+    order = [4, 9, 0, 3, 3, 10, 1, 7]
+    ours = list(DataLoader(ds, batch_size=3, sampler=order, drop_last=drop_last))
+    ref = list(TorchLoader(ds, batch_size=3, sampler=order, drop_last=drop_last))
+    assert len(ours) == len(ref) == (2 if drop_last else 3)
+    for a, b in zip(ours, ref):
+        _assert_same(a, _as_np(b))
+
+
+def test_custom_collate_equals_torch():
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader as TorchLoader
+
+    def collate(samples):
+        return {"sum": float(sum(s[0].sum() for s in samples)), "n": len(samples),
+                "labels": [int(s[1]) for s in samples]}
+
+    ds = SquareDataset(13)
+    ours = list(DataLoader(ds, batch_size=5, collate_fn=collate))
+    ref = list(TorchLoader(ds, batch_size=5, collate_fn=collate))
+    assert ours == ref and [b["n"] for b in ours] == [5, 5, 3]
+
+
+# ------------------------------------------------------------ shuffling
+def test_shuffle_is_a_permutation_per_epoch_and_reproducible():
+    ds = TensorDataset(X, Y)
+    loader = DataLoader(ds, batch_size=5, shuffle=True, seed=7)
+    seen = []
+    for _ in range(3):
+        xs = np.concatenate([xb for xb, _ in loader])
+        order = [int(np.flatnonzero((X == row).all(axis=(1, 2)))[0]) for row in xs]
+        assert sorted(order) == list(range(23))
+        seen.append(order)
+    assert seen[0] != seen[1] != seen[2]
+    again = DataLoader(ds, batch_size=5, shuffle=True, seed=7)
+    assert [_ys(again) for _ in range(3)] == [[Y[o[s:s + 5]].tolist() for s in range(0, 23, 5)]
+                                              for o in seen]
+    assert _ys(DataLoader(ds, batch_size=5, shuffle=True, seed=8)) != _ys(
+        DataLoader(ds, batch_size=5, shuffle=True, seed=7))
+
+
+def test_seed_none_draws_from_the_library_generator():
+    ds = TensorDataset(X, Y)
+    yscv.manual_seed(3)
+    a = DataLoader(ds, batch_size=4, shuffle=True)
+    yscv.manual_seed(3)
+    b = DataLoader(ds, batch_size=4, shuffle=True)
+    yscv.manual_seed(4)
+    c = DataLoader(ds, batch_size=4, shuffle=True)
+    assert a.seed == b.seed != c.seed
+    assert _ys(a) == _ys(b)
+
+
+def test_abandoned_iteration_starts_the_next_epoch():
+    ds = TensorDataset(X, Y)
+    ref = DataLoader(ds, batch_size=4, shuffle=True, seed=1)
+    epochs = [_ys(ref) for _ in range(2)]
+    loader = DataLoader(ds, batch_size=4, shuffle=True, seed=1)
+    first = next(iter(loader))
+    assert first[1].tolist() == epochs[0][0]
+    assert _ys(loader) == epochs[1]  # as PyTorch: a new iteration is a new epoch
+    assert loader.epoch == 2
+
+
+# ------------------------------------------------------------ workers
+@pytest.mark.parametrize("num_workers", [1, 2, 3])
+@pytest.mark.parametrize("tensor_dataset", [True, False])
+def test_workers_give_the_same_batches_in_order(num_workers, tensor_dataset):
+    ds = TensorDataset(X, Y) if tensor_dataset else SquareDataset(37)
+    kw = dict(batch_size=3, shuffle=True, seed=5)
+    serial = DataLoader(ds, **kw)
+    parallel = DataLoader(ds, num_workers=num_workers, **kw)
+    for _ in range(2):
+        a, b = list(serial), list(parallel)
+        assert len(a) == len(b) == len(serial)
+        for ba, bb in zip(a, b):
+            for fa, fb in zip(ba, bb):
+                assert fa.dtype == fb.dtype
+                np.testing.assert_array_equal(fa, fb)
+    assert _no_children()
+
+
+def test_worker_exception_is_reraised_naming_the_batch():
+    loader = DataLoader(SquareDataset(20, fail_at=7), batch_size=3, num_workers=2)
+    got = []
+    t0 = time.monotonic()
+    with pytest.raises(KeyError, match=r"batch 2 \(samples \[6, 7, 8\]\)") as info:
+        for xb, _ in loader:
+            got.append(xb[:, 0].tolist())
+    assert "sample 7 is broken" in str(info.value) and "Traceback" in str(info.value)
+    assert got == [[0, 1, 2], [3, 4, 5]]  # the batches before the failing one, as serially
+    assert time.monotonic() - t0 < 30
+    assert _no_children()
+    with pytest.raises(KeyError, match="sample 7"):  # serially: the dataset's own error
+        list(DataLoader(SquareDataset(20, fail_at=7), batch_size=3))
+
+
+def test_dead_worker_raises_instead_of_hanging():
+    loader = DataLoader(SquareDataset(20, exit_at=10), batch_size=3, num_workers=2)
+    with pytest.raises(RuntimeError, match="exited unexpectedly with exit code 3"):
+        list(loader)
+    assert _no_children()
+
+
+def test_workers_are_cleaned_up_when_iteration_is_abandoned():
+    loader = DataLoader(SquareDataset(60), batch_size=2, num_workers=2)
+    for k, _ in enumerate(loader):
+        if k == 3:
+            break  # the for loop drops the generator: closed by reference counting
+    assert _no_children()
+    it = iter(loader)
+    next(it)
+    assert len(multiprocessing.active_children()) == 2
+    it.close()
+    assert _no_children()
+    it = iter(loader)
+    next(it)
+    del it, loader
+    assert _no_children()
+
+
+# ------------------------------------------------------------ state_dict
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("stop_after", [0, 3, 5, 6, 14])
+def test_resume_mid_epoch_sees_the_uninterrupted_batches(shuffle, num_workers, stop_after):
+    ds = TensorDataset(X, Y)
+    kw = dict(batch_size=4, shuffle=shuffle, num_workers=num_workers)
+    full = DataLoader(ds, seed=11 if shuffle else None, **kw)
+    ref = [y for _ in range(3) for y in _ys(full)]  # 3 epochs of 6 batches
+    first = DataLoader(ds, seed=11 if shuffle else None, **kw)
+    got, taken = [], 0
+    while taken < stop_after:
+        for xb, yb in first:
+            got.append(yb.tolist())
+            taken += 1
+            if taken == stop_after:
+                break
+    state = json.loads(json.dumps(first.state_dict()))  # JSON round trip
+    assert state["epoch"] == stop_after // 6 and state["batches_consumed"] == stop_after % 6
+    resumed = DataLoader(ds, seed=None, **kw)  # another process: another seed
+    resumed.load_state_dict(state)
+    while len(got) < len(ref):
+        got.extend(_ys(resumed))
+    assert got == ref
+    assert _no_children()
+
+
+def test_resume_restores_sampler_state_and_set_epoch():
+    ds = SquareDataset(12)
+    full = DataLoader(ds, batch_size=3, sampler=SeededSampler(12, 0))
+    ref = [y for _ in range(3) for y in _ys(full)]
+    assert full.sampler.epochs == [0, 1, 2]
+    first = DataLoader(ds, batch_size=3, sampler=SeededSampler(12, 0))
+    got = _ys(first)
+    it = iter(first)
+    got.append(next(it)[1].tolist())
+    state = json.loads(json.dumps(first.state_dict()))
+    it.close()
+    sampler = SeededSampler(12, 99)
+    resumed = DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2)
+    resumed.load_state_dict(state)
+    got += _ys(resumed) + _ys(resumed)
+    assert got == ref
+    assert sampler.epochs == [1, 2]
+
+
+def test_state_at_an_epoch_boundary_and_before_iterating():
+    ds = TensorDataset(X, Y)
+    loader = DataLoader(ds, batch_size=5, shuffle=True, seed=2)
+    assert loader.state_dict()["epoch"] == 0 and loader.state_dict()["batches_consumed"] == 0
+    it = iter(loader)
+    for _ in range(5):  # every batch handed out, the generator not yet finished
+        next(it)
+    st = loader.state_dict()
+    assert (st["epoch"], st["batches_consumed"]) == (1, 0)
+    rest = list(it)
+    assert rest == []
+    other = DataLoader(ds, batch_size=5, shuffle=True, seed=0)
+    other.load_state_dict(st)
+    assert _ys(other) == _ys(loader)
+
+
+def test_load_state_dict_refuses_a_mismatch_and_changes_nothing():
+    ds = TensorDataset(X, Y)
+    st = DataLoader(ds, batch_size=4, shuffle=True, seed=1).state_dict()
+    loader = DataLoader(ds, batch_size=5, shuffle=True, seed=3)
+    with pytest.raises(ValueError, match=r"batch_size=4 \(this loader: 5\)"):
+        loader.load_state_dict(st)
+    assert loader.seed == 3
+    with pytest.raises(ValueError, match="dataset_len=23"):
+        DataLoader(TensorDataset(X[:20], Y[:20]), batch_size=4, shuffle=True).load_state_dict(st)
+    with pytest.raises(ValueError, match="lacks"):
+        DataLoader(ds, batch_size=4).load_state_dict({"epoch": 0})
+    bad = dict(st, batches_consumed=-1)
+    with pytest.raises(ValueError, match="batches_consumed"):
+        DataLoader(ds, batch_size=4, shuffle=True).load_state_dict(bad)
+    with pytest.raises(ValueError, match="exceeds"):
+        DataLoader(ds, batch_size=4, shuffle=True).load_state_dict(dict(st, batches_consumed=7))
+    with pytest.raises(ValueError, match="sampler"):
+        DataLoader(ds, batch_size=4, sampler=list(range(23))).load_state_dict(
+            dict(st, shuffle=False, sampler={"rng": 1}))
+    with pytest.raises(TypeError, match="dict"):
+        loader.load_state_dict([1])
+
+
+# ------------------------------------------------------------ bad arguments
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(batch_size=0), ValueError, "batch_size"),
+    (dict(batch_size=-2), ValueError, "batch_size"),
+    (dict(batch_size=2.0), TypeError, "batch_size"),
+    (dict(batch_size=True), TypeError, "batch_size"),
+    (dict(shuffle=1), TypeError, "shuffle"),
+    (dict(drop_last="no"), TypeError, "drop_last"),
+    (dict(shuffle=True, sampler=[0, 1]), ValueError, "mutually exclusive"),
+    (dict(sampler=5), TypeError, "sampler"),
+    (dict(collate_fn=3), TypeError, "collate_fn"),
+    (dict(num_workers=-1), ValueError, "num_workers"),
+    (dict(num_workers=1.5), TypeError, "num_workers"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(seed="a"), ValueError, "seed"),
+    (dict(prefetch_factor=0), ValueError, "prefetch_factor"),
+    (dict(multiprocessing_context="thread"), ValueError, "multiprocessing_context"),
+    (dict(multiprocessing_context=3), TypeError, "multiprocessing_context"),
+])
+def test_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        DataLoader(TensorDataset(X, Y), **kwargs)
+
+
+def test_bad_dataset_and_len_without_sampler_len():
+    with pytest.raises(TypeError, match="__len__ and __getitem__"):
+        DataLoader([1, 2, 3].__iter__())
+    loader = DataLoader(SquareDataset(5), sampler=iter([0, 1, 2]))
+    with pytest.raises(TypeError, match="__len__"):
+        len(loader)
+
+
+def test_spawned_workers_give_the_same_batches():
+    ds = TensorDataset(X, Y)
+    serial = list(DataLoader(ds, batch_size=4, shuffle=True, seed=3))
+    spawned = list(DataLoader(ds, batch_size=4, shuffle=True, seed=3, num_workers=2,
+                              multiprocessing_context="spawn"))
+    assert len(serial) == len(spawned) == 6
+    for a, b in zip(serial, spawned):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    assert _no_children()
+
+
+def test_lazy_module():
+    import subprocess
+    import sys
+    code = ("import sys, yscv; print('yscv.data' in sys.modules); "
+            "from yscv.data import DataLoader; print(yscv.data.DataLoader is DataLoader)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True"]
+
+
+def test_unpicklable_collate_under_spawn_raises_and_leaves_no_worker():
+    loader = DataLoader(TensorDataset(X, Y), batch_size=4, num_workers=2,
+                        collate_fn=lambda samples: samples, multiprocessing_context="spawn")
+    with pytest.raises(Exception, match="(?i)pickle"):
+        list(loader)
+    assert _no_children()
