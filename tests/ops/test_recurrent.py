@@ -613,3 +613,18 @@ def test_lstm_two_chunk_truncated_bptt_matches_pytorch():
     np.testing.assert_allclose(grads[0], m.weight_ih_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(grads[1], m.weight_hh_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(grads[2], m.bias_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_lstm_return_cell_inside_checkpoint_gives_the_same_gradients():
+    arrs = _inputs(4, states=2)(np.random.default_rng(25))
+
+    def run(ckpt):
+        g = yscv.Graph(np.float64)
+        nodes = [g.variable(a) for a in arrs]
+        fn = lambda g, *n: g.lstm(*n, return_cell=True)  # noqa: E731
+        hs, c_n = g.checkpoint(fn, *nodes) if ckpt else fn(g, *nodes)
+        g.backward(_both_loss(g, hs, c_n))
+        return [g.grad(n) for n in nodes]
+
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(a, b)
