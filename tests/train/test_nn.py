@@ -510,6 +510,50 @@ def test_shared_parameters_are_listed_once():
     assert lin.weight.grad.shape == (3, 3)
 
 
+def _tied(lib):
+    """Two Linear layers sharing one weight, plus a Linear registered twice."""
+    a, b, c = lib.Linear(3, 3), lib.Linear(3, 3), lib.Linear(3, 3)
+    b.weight = a.weight
+    return lib.Sequential(a, b, c, lib.ReLU(), c)
+
+
+def test_shared_parameters_state_dict_keys_match_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    m, tm = _tied(nn), _tied(torch.nn)
+    sd, tsd = m.state_dict(), tm.state_dict()
+    assert list(sd) == list(tsd) == ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight",
+                                     "2.bias", "4.weight", "4.bias"]
+    assert sd["0.weight"] is sd["1.weight"] and sd["2.bias"] is sd["4.bias"]  # one copy each
+    assert sd["0.weight"] is not m[0].weight.data
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    assert [n for n, _ in m.named_parameters(remove_duplicate=False)] == \
+        [n for n, _ in tm.named_parameters(remove_duplicate=False)]
+    assert len(list(m.parameters())) == 5
+
+    # loading: every key is copied in module order, the last one wins (PyTorch)
+    vals = {k: np.full(v.shape, float(i), np.float32) for i, (k, v) in enumerate(sd.items())}
+    m.load_state_dict(vals)
+    tm.load_state_dict({k: torch.from_numpy(v) for k, v in vals.items()})
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v, tm.state_dict()[k].numpy(), err_msg=k)
+    np.testing.assert_array_equal(m[0].weight.data, 2.0)  # from '1.weight'
+    # strict loading needs both keys of a shared parameter, as PyTorch does
+    del vals["1.weight"]
+    with pytest.raises(nn.StateDictError, match="missing key.*'1.weight'"):
+        m.load_state_dict(vals)
+    with pytest.raises(RuntimeError, match="1.weight"):
+        tm.load_state_dict({k: torch.from_numpy(v) for k, v in vals.items()})
+
+    # a training checkpoint of a tied model round-trips
+    path = str(tmp_path / "tied.safetensors")
+    yscv.save_checkpoint(path, model=m, step=3)
+    m2 = _tied(nn)
+    assert yscv.load_checkpoint(path, model=m2)["step"] == 3
+    assert m2[1].weight is m2[0].weight
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(m2.state_dict()[k], v, err_msg=k)
+
+
 def test_call_without_graph_is_a_clear_error():
     with pytest.raises(TypeError, match=r"layer\(g, x\)"):
         nn.Linear(2, 2)(np.ones((1, 2)))
