@@ -570,10 +570,9 @@ def test_lstm_final_cell_matches_pytorch(batched):
     ((tout * torch.from_numpy(cot_h)).sum() + (tc[0] * torch.from_numpy(cot_c)).sum()).backward()
     np.testing.assert_allclose(g.value(c_n), tc[0].detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(g.value(hs), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(g.grad(nodes[0]), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(g.grad(nodes[1]), m.weight_ih_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(g.grad(nodes[2]), m.weight_hh_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(g.grad(nodes[3]), m.bias_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for n, want in [(nodes[0], xt.grad), (nodes[1], m.weight_ih_l0.grad.T),
+                    (nodes[2], m.weight_hh_l0.grad.T), (nodes[3], m.bias_ih_l0.grad)]:
+        np.testing.assert_allclose(g.grad(n), want.numpy(), rtol=1e-9, atol=1e-12)
     for n, s in zip(nodes[4:], states):
         np.testing.assert_allclose(g.grad(n), s.grad.numpy()[0], rtol=1e-9, atol=1e-12)
 

@@ -291,7 +291,8 @@ def test_recurrent_layer_bad_states():
         lstm(g, x, np.zeros((2, 2, 4), np.float32))
     with pytest.raises(TypeError, match="GRU: hx is the initial hidden state"):
         gru(g, x, (np.zeros((1, 2, 4)), np.zeros((1, 2, 4))))
-    with pytest.raises(ValueError, match=r"LSTM: c0 must have shape .* = \(2, 2, 4\), got \(1, 2, 4\)"):
+    with pytest.raises(ValueError,
+                       match=r"LSTM: c0 must have shape .* = \(2, 2, 4\), got \(1, 2, 4\)"):
         lstm(g, x, (np.zeros((2, 2, 4)), np.zeros((1, 2, 4))))
     with pytest.raises(ValueError, match=r"GRU: h0 must have shape .*unbatched.* = \(1, 4\)"):
         gru(g, x[:, 0], np.zeros((1, 2, 4)))
