@@ -468,3 +468,162 @@ def test_blocks_give_the_same_bits_on_one_thread_or_two(op, dtype, monkeypatch):
     for _ in range(3):
         for a, b in zip(one, run()):
             np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------ LSTM final cell state
+def ref_lstm_cell(x, w_ih, w_hh, b, h0=None, c0=None):
+    """The final cell state c_{T-1} of :func:`ref_lstm` ([B, H] or [H])."""
+    x, h0, unb = _batch(x, h0)
+    if c0 is not None and c0.ndim == 1:
+        c0 = c0[None, :]
+    n = w_hh.shape[0]
+    h = np.zeros((x.shape[1], n)) if h0 is None else h0
+    c = np.zeros((x.shape[1], n)) if c0 is None else c0
+    for t in range(x.shape[0]):
+        z = x[t] @ w_ih + b + h @ w_hh
+        i, f = _sigmoid(z[:, :n]), _sigmoid(z[:, n:2 * n])
+        gg, o = np.tanh(z[:, 2 * n:3 * n]), _sigmoid(z[:, 3 * n:])
+        c = f * c + i * gg
+        h = o * np.tanh(c)
+    return c[0] if unb else c
+
+
+def _both_loss(g, hs, c_n):
+    """A loss on both outputs with unequal weights per element."""
+    wh = np.linspace(-1.0, 2.0, int(np.prod(g.value(hs).shape))).reshape(g.value(hs).shape)
+    wc = np.linspace(1.5, -0.5, int(np.prod(g.value(c_n).shape))).reshape(g.value(c_n).shape)
+    return g.add(g.sum(g.mul(g.mul(hs, hs), wh)), g.sum(g.mul(g.tanh(c_n), wc)))
+
+
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("states", [0, 1, 2])
+def test_lstm_return_cell_values_and_gradcheck(batched, states):
+    arrs = _inputs(4, batched=batched, states=states)(np.random.default_rng(20 + states))
+    for dt in (np.float32, np.float64):
+        g = yscv.Graph(dt)
+        hs, c_n = g.lstm(*[g.constant(a) for a in arrs], return_cell=True)
+        tol = 1e-5 if dt == np.float32 else 1e-12
+        np.testing.assert_allclose(g.value(hs), ref_lstm(*arrs), rtol=tol, atol=tol)
+        np.testing.assert_allclose(g.value(c_n), ref_lstm_cell(*arrs), rtol=tol, atol=tol)
+        assert g.value(c_n).dtype == dt and g.value(c_n).shape == ((B, H) if batched else (H,))
+    assert yscv.gradcheck(lambda g, *n: _both_loss(g, *g.lstm(*n, return_cell=True)), arrs)
+    # a gradient reaching c_n alone (hs unused) flows to every input as well
+    def cell_only(g, *n):
+        c_n = g.lstm(*n, return_cell=True)[1]
+        return g.sum(g.mul(c_n, c_n))
+    assert yscv.gradcheck(cell_only, arrs)
+
+
+def test_lstm_return_cell_false_is_unchanged():
+    arrs = _inputs(4, states=2)(np.random.default_rng(21))
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in arrs]
+    n = len(g)
+    hs = g.lstm(*nodes)
+    assert len(g) == n + 1 and g.op(hs) == Op.LSTM and g.value(hs).shape == (T, B, H)
+    hs2, c_n = g.lstm(*nodes, return_cell=True)
+    assert len(g) == n + 4  # the packed LSTM node and the two selections
+    packed = g.inputs(hs2)[0]
+    assert g.op(packed) == Op.LSTM and g.inputs(c_n) == (packed,)
+    assert g.value(packed).shape == (T + 1, B, H)
+    np.testing.assert_array_equal(g.value(hs2), g.value(hs))
+    hs3, c3 = g.lstm_forward(*nodes, return_cell=True)  # the alias takes it too
+    np.testing.assert_array_equal(g.value(c3), g.value(c_n))
+
+
+def test_lstm_return_cell_several_blocks(small_blocks):
+    arrs = _block_case("lstm", 13, 21, 2)
+    assert len(_rec.row_blocks(13, 10**6)) == 3
+    g = yscv.Graph(np.float64)
+    hs, c_n = g.lstm(*[g.constant(a) for a in arrs], return_cell=True)
+    np.testing.assert_allclose(g.value(c_n), ref_lstm_cell(*arrs), rtol=1e-12, atol=1e-13)
+    small = _block_case("lstm", 9, 5, 2, seed=13)
+    assert yscv.gradcheck(lambda g, *n: _both_loss(g, *g.lstm(*n, return_cell=True)), small)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_lstm_return_cell_bad_argument(bad):
+    g = yscv.Graph()
+    nodes = [g.variable(np.zeros(s)) for s in LSTM_OK]
+    n = len(g)
+    with pytest.raises(TypeError, match="lstm: return_cell must be a bool"):
+        g.lstm(*nodes, return_cell=bad)
+    assert len(g) == n
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_lstm_final_cell_matches_pytorch(batched):
+    torch = pytest.importorskip("torch")
+    arrs = _inputs(4, batched=batched, states=2)(np.random.default_rng(22))
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in arrs]
+    hs, c_n = g.lstm(*nodes, return_cell=True)
+    rng = np.random.default_rng(23)
+    cot_h = rng.standard_normal(g.value(hs).shape)
+    cot_c = rng.standard_normal(g.value(c_n).shape)
+    g.backward(g.add(g.sum(g.mul(hs, cot_h)), g.sum(g.mul(c_n, cot_c))))
+
+    m = _torch_module(torch, "lstm", arrs)
+    xt = torch.from_numpy(arrs[0].copy()).requires_grad_(True)
+    states = [torch.from_numpy(s[None].copy()).requires_grad_(True) for s in arrs[4:]]
+    tout, (_, tc) = m(xt, tuple(states))
+    ((tout * torch.from_numpy(cot_h)).sum() + (tc[0] * torch.from_numpy(cot_c)).sum()).backward()
+    np.testing.assert_allclose(g.value(c_n), tc[0].detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g.value(hs), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
+    for n, want in [(nodes[0], xt.grad), (nodes[1], m.weight_ih_l0.grad.T),
+                    (nodes[2], m.weight_hh_l0.grad.T), (nodes[3], m.bias_ih_l0.grad)]:
+        np.testing.assert_allclose(g.grad(n), want.numpy(), rtol=1e-9, atol=1e-12)
+    for n, s in zip(nodes[4:], states):
+        np.testing.assert_allclose(g.grad(n), s.grad.numpy()[0], rtol=1e-9, atol=1e-12)
+
+
+def test_lstm_two_chunk_truncated_bptt_matches_pytorch():
+    """Chunk 2 starts from chunk 1's (h_n, c_n) as detached values; the
+    weight gradients accumulate over both chunks, as in PyTorch."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(24)
+    arrs = _inputs(4)(rng)
+    chunks = [rng.uniform(-1.5, 1.5, (T, B, I)) for _ in range(2)]
+    grads = [np.zeros_like(a) for a in arrs[1:]]
+    state, losses = None, []
+    for xc in chunks:  # a fresh graph per chunk: the state arrives as values
+        g = yscv.Graph(np.float64)
+        w = [g.variable(a) for a in arrs[1:]]
+        h0, c0 = (None, None) if state is None else (g.constant(state[0]), g.constant(state[1]))
+        hs, c_n = g.lstm(g.constant(xc), *w, h0, c0, return_cell=True)
+        h_n = g.select(hs, 0, T - 1)
+        loss = g.add(g.mean(g.mul(hs, hs)), g.mean(c_n))
+        g.backward(loss)
+        losses.append(float(g.value(loss)))
+        for acc, n in zip(grads, w):
+            acc += g.grad(n)
+        state = (g.value(h_n).copy(), g.value(c_n).copy())
+
+    m = _torch_module(torch, "lstm", (None,) + tuple(arrs[1:]))
+    tstate, tlosses = None, []
+    for xc in chunks:
+        out, (th, tc) = m(torch.from_numpy(xc), tstate)
+        loss = (out * out).mean() + tc.mean()
+        loss.backward()
+        tlosses.append(loss.item())
+        tstate = (th.detach(), tc.detach())
+    np.testing.assert_allclose(losses, tlosses, rtol=1e-12)
+    np.testing.assert_allclose(state[1], tstate[1][0].numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grads[0], m.weight_ih_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grads[1], m.weight_hh_l0.grad.numpy().T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grads[2], m.bias_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_lstm_return_cell_inside_checkpoint_gives_the_same_gradients():
+    arrs = _inputs(4, states=2)(np.random.default_rng(25))
+
+    def run(ckpt):
+        g = yscv.Graph(np.float64)
+        nodes = [g.variable(a) for a in arrs]
+        fn = lambda g, *n: g.lstm(*n, return_cell=True)  # noqa: E731
+        hs, c_n = g.checkpoint(fn, *nodes) if ckpt else fn(g, *nodes)
+        g.backward(_both_loss(g, hs, c_n))
+        return [g.grad(n) for n in nodes]
+
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(a, b)

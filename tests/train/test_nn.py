@@ -168,11 +168,16 @@ def test_recurrent_layers_match_torch(cls, kw):
             getattr(tl, name).copy_(torch.tensor(p.data.T))  # ours are input-major
     x = _x(2, 5, 3) if kw.get("batch_first") else _x(5, 2, 3)
     g = yscv.Graph()
-    out, h_n = layer(g, g.constant(x))
-    tout, th = tl(torch.tensor(x))
-    th = th[0] if cls == "LSTM" else th
+    out, state = layer(g, g.constant(x))
+    tout, tstate = tl(torch.tensor(x))
     np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(g.value(h_n), th.detach().numpy(), rtol=1e-4, atol=1e-5)
+    if cls == "LSTM":  # (output, (h_n, c_n)) as PyTorch
+        assert isinstance(state, tuple) and len(state) == 2
+        for ours, theirs in zip(state, tstate):
+            np.testing.assert_allclose(g.value(ours), theirs.detach().numpy(), rtol=1e-4,
+                                       atol=1e-5)
+    else:  # (output, h_n)
+        np.testing.assert_allclose(g.value(state), tstate.detach().numpy(), rtol=1e-4, atol=1e-5)
     # gradients reach every parameter
     g.backward(out, np.ones(g.value(out).shape, np.float32))
     assert all(p.grad is not None for p in layer.parameters())
@@ -187,10 +192,111 @@ def test_recurrent_initial_state_and_unbatched():
             getattr(tl, name).copy_(torch.tensor(p.data.T))
     x, h0, c0 = _x(6, 3), _x(1, 4), _x(1, 4)
     g = yscv.Graph()
-    out, h_n = layer(g, g.constant(x), (h0, c0))
-    tout, (th, _) = tl(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
+    out, (h_n, c_n) = layer(g, g.constant(x), (h0, c0))
+    tout, (th, tc) = tl(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
     np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(g.value(h_n), th.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(g.value(c_n), tc.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _torch_twin(torch, layer, cls, **kw):
+    """The PyTorch layer with ``layer``'s weights (ours are input-major), float64."""
+    tl = getattr(torch.nn, cls)(layer.input_size, layer.hidden_size, **kw).double()
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            getattr(tl, name).copy_(torch.tensor(p.data.T))
+    return tl
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_lstm_layer_state_in_and_out_with_gradients_match_torch(batched):
+    torch = pytest.importorskip("torch")
+    yscv.manual_seed(3)
+    kw = dict(num_layers=2, bidirectional=True, batch_first=True)
+    layer = nn.LSTM(3, 4, **kw).to(np.float64)
+    tl = _torch_twin(torch, layer, "LSTM", **kw)
+    x = _x(2, 5, 3, dtype=np.float64) if batched else _x(5, 3, dtype=np.float64)
+    sshape = (4, 2, 4) if batched else (4, 4)
+    h0, c0 = _x(*sshape, dtype=np.float64), _x(*sshape, dtype=np.float64)
+    g = yscv.Graph(np.float64)
+    hn0, cn0 = g.variable(h0), g.variable(c0)
+    out, (h_n, c_n) = layer(g, g.constant(x), (hn0, cn0))
+    assert g.value(h_n).shape == sshape and g.value(c_n).shape == sshape
+    wo, wc = _x(*g.value(out).shape, dtype=np.float64), _x(*sshape, dtype=np.float64)
+    g.backward(g.add(g.sum(g.mul(out, wo)), g.add(g.sum(g.mul(c_n, wc)), g.sum(h_n))))
+    th0 = torch.tensor(h0, requires_grad=True)
+    tc0 = torch.tensor(c0, requires_grad=True)
+    tout, (th, tc) = tl(torch.tensor(x), (th0, tc0))
+    ((tout * torch.tensor(wo)).sum() + (tc * torch.tensor(wc)).sum() + th.sum()).backward()
+    for ours, theirs in [(out, tout), (h_n, th), (c_n, tc)]:
+        np.testing.assert_allclose(g.value(ours), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g.grad(hn0), th0.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g.grad(cn0), tc0.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for name, p in layer.named_parameters():
+        np.testing.assert_allclose(p.grad, getattr(tl, name).grad.numpy().T, rtol=1e-9,
+                                   atol=1e-12, err_msg=name)
+
+
+def test_lstm_layer_truncated_bptt_matches_torch():
+    """Two chunks, one fresh graph each; chunk 2 starts from chunk 1's
+    (h_n, c_n) values (detached), gradients accumulate in the parameters."""
+    torch = pytest.importorskip("torch")
+    yscv.manual_seed(4)
+    layer = nn.LSTM(3, 5, num_layers=2).to(np.float64)
+    tl = _torch_twin(torch, layer, "LSTM", num_layers=2)
+    chunks = [_x(4, 2, 3, dtype=np.float64) for _ in range(2)]
+    state, tstate, losses, tlosses = None, None, [], []
+    for xc in chunks:
+        g = yscv.Graph(np.float64)
+        out, (h_n, c_n) = layer(g, g.constant(xc), state)
+        loss = g.add(g.mean(g.mul(out, out)), g.mean(c_n))
+        g.backward(loss)
+        losses.append(float(g.value(loss)))
+        state = (g.value(h_n), g.value(c_n))
+        tout, (th, tc) = tl(torch.tensor(xc), tstate)
+        tloss = (tout * tout).mean() + tc.mean()
+        tloss.backward()
+        tlosses.append(tloss.item())
+        tstate = (th.detach(), tc.detach())
+    np.testing.assert_allclose(losses, tlosses, rtol=1e-12)
+    for name, p in layer.named_parameters():
+        np.testing.assert_allclose(p.grad, getattr(tl, name).grad.numpy().T, rtol=1e-9,
+                                   atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("cls", ["RNN", "GRU"])
+def test_rnn_gru_layers_take_h0_and_return_h_n_like_torch(cls):
+    torch = pytest.importorskip("torch")
+    yscv.manual_seed(5)
+    layer = getattr(nn, cls)(3, 4, num_layers=2).to(np.float64)
+    tl = _torch_twin(torch, layer, cls, num_layers=2)
+    x, h0 = _x(5, 2, 3, dtype=np.float64), _x(2, 2, 4, dtype=np.float64)
+    g = yscv.Graph(np.float64)
+    hn0 = g.variable(h0)
+    out, h_n = layer(g, g.constant(x), hn0)
+    g.backward(g.add(g.sum(out), g.sum(g.mul(h_n, h_n))))
+    th0 = torch.tensor(h0, requires_grad=True)
+    tout, th = tl(torch.tensor(x), th0)
+    (tout.sum() + (th * th).sum()).backward()
+    np.testing.assert_allclose(g.value(h_n), th.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g.grad(hn0), th0.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_recurrent_layer_bad_states():
+    lstm, gru = nn.LSTM(3, 4, num_layers=2), nn.GRU(3, 4)
+    x = _x(5, 2, 3)
+    g = yscv.Graph()
+    n = len(g)
+    with pytest.raises(TypeError, match=r"LSTM: hx must be a pair \(h0, c0\)"):
+        lstm(g, x, np.zeros((2, 2, 4), np.float32))
+    with pytest.raises(TypeError, match="GRU: hx is the initial hidden state"):
+        gru(g, x, (np.zeros((1, 2, 4)), np.zeros((1, 2, 4))))
+    with pytest.raises(ValueError,
+                       match=r"LSTM: c0 must have shape .* = \(2, 2, 4\), got \(1, 2, 4\)"):
+        lstm(g, x, (np.zeros((2, 2, 4)), np.zeros((1, 2, 4))))
+    with pytest.raises(ValueError, match=r"GRU: h0 must have shape .*unbatched.* = \(1, 4\)"):
+        gru(g, x[:, 0], np.zeros((1, 2, 4)))
+    assert len(g) == n  # raised before appending anything
 
 
 def test_multihead_attention_matches_torch():
@@ -403,6 +509,50 @@ def test_shared_parameters_are_listed_once():
     y = m(g, g.constant(_x(2, 3)))
     g.backward(g.sum(y))
     assert lin.weight.grad.shape == (3, 3)
+
+
+def _tied(lib):
+    """Two Linear layers sharing one weight, plus a Linear registered twice."""
+    a, b, c = lib.Linear(3, 3), lib.Linear(3, 3), lib.Linear(3, 3)
+    b.weight = a.weight
+    return lib.Sequential(a, b, c, lib.ReLU(), c)
+
+
+def test_shared_parameters_state_dict_keys_match_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    m, tm = _tied(nn), _tied(torch.nn)
+    sd, tsd = m.state_dict(), tm.state_dict()
+    assert list(sd) == list(tsd) == ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight",
+                                     "2.bias", "4.weight", "4.bias"]
+    assert sd["0.weight"] is sd["1.weight"] and sd["2.bias"] is sd["4.bias"]  # one copy each
+    assert sd["0.weight"] is not m[0].weight.data
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    assert [n for n, _ in m.named_parameters(remove_duplicate=False)] == \
+        [n for n, _ in tm.named_parameters(remove_duplicate=False)]
+    assert len(list(m.parameters())) == 5
+
+    # loading: every key is copied in module order, the last one wins (PyTorch)
+    vals = {k: np.full(v.shape, float(i), np.float32) for i, (k, v) in enumerate(sd.items())}
+    m.load_state_dict(vals)
+    tm.load_state_dict({k: torch.from_numpy(v) for k, v in vals.items()})
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v, tm.state_dict()[k].numpy(), err_msg=k)
+    np.testing.assert_array_equal(m[0].weight.data, 2.0)  # from '1.weight'
+    # strict loading needs both keys of a shared parameter, as PyTorch does
+    del vals["1.weight"]
+    with pytest.raises(nn.StateDictError, match="missing key.*'1.weight'"):
+        m.load_state_dict(vals)
+    with pytest.raises(RuntimeError, match="1.weight"):
+        tm.load_state_dict({k: torch.from_numpy(v) for k, v in vals.items()})
+
+    # a training checkpoint of a tied model round-trips
+    path = str(tmp_path / "tied.safetensors")
+    yscv.save_checkpoint(path, model=m, step=3)
+    m2 = _tied(nn)
+    assert yscv.load_checkpoint(path, model=m2)["step"] == 3
+    assert m2[1].weight is m2[0].weight
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(m2.state_dict()[k], v, err_msg=k)
 
 
 def test_call_without_graph_is_a_clear_error():

@@ -4,10 +4,12 @@ The batch is split into the same row blocks as the forward
 (``yscv.ops.recurrent.row_blocks``); each block runs, in one call on its own
 thread, the whole backward loop from T-1 down to 0 (per step the carried
 hidden-state gradient ``g[t] + dG[t+1] @ w_hh.T``, then the fused gate
-backward into ``dG[t]``), then its share of the input and parameter
-gradients: its rows of ``dx = dG @ w_ih.T`` and its partial sums of
-``dW_ih = X^T dG``, ``dW_hh = H_prev^T dG`` (H_prev = [h0, h_0, ...,
-h_{T-2}]) and ``dbias = sum(dG)``. The partials are added in block order
+backward into ``dG[t]``; an LSTM whose final cell state is an output
+starts the carried cell gradient from that output's gradient instead of
+zeros), then its share of the input and parameter gradients: its rows of
+``dx = dG @ w_ih.T`` and its partial sums of ``dW_ih = X^T dG``,
+``dW_hh = H_prev^T dG`` (H_prev = [h0, h_0, ..., h_{T-2}]) and
+``dbias = sum(dG)``. The partials are added in block order
 (yscv/kernels/recurrent_seq.py).
 """
 from __future__ import annotations
@@ -136,15 +138,20 @@ def rnn_op_backward(g, inputs, out, attrs, saved, needs):
 
 @register_backward(Op.LSTM)
 def lstm_op_backward(g, inputs, out, attrs, saved, needs):
-    batched, has_h0, has_c0 = attrs
+    batched, has_h0, has_c0, with_cell = attrs
     x, w_ih, w_hh, bias = inputs[:4]
     h0, c0 = _optional_states((has_h0, has_c0), inputs[4:])
     gates, cells = saved
+    steps = x.shape[0]
+    if with_cell:  # value [T+1, (B,) H]: row T is c_n, its gradient seeds dc
+        dc = g[steps].reshape(-1, out.shape[-1]).copy()  # carried in place by the kernel
+        g, out = g[:steps], out[:steps]
     T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 4)
+    if not with_cell:
+        dc = np.zeros((B, H), dtype=out.dtype)
     need_h0 = has_h0 and needs[4]
     dg = scratch("lstm_dgates", (T, B, 4 * H), out.dtype)
     dh = np.empty((B, H), dtype=out.dtype)
-    dc = np.zeros((B, H), dtype=out.dtype)
     tc = np.empty((B, H), dtype=out.dtype)
     w_hh_t = _transposed(w_hh)
     w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)

@@ -139,9 +139,13 @@ def rnn_backward_rows(out, gout, w_hh_t, relu, dpre, dpre_ro, dh, b0, b1, need_d
 def lstm_backward_rows(gates, cells, gout, w_hh_t, dgates, dgates_ro, dh, dc, tc, b0, b1,
                        need_dh0):
     """Rows ``[b0, b1)`` of the LSTM's BPTT: writes the pre-activation gate
-    gradients ``dgates[T, B, 4H]`` (``dgates_ro`` a read-only view of it). ``dc[B, H]`` must be zero on entry and
-    holds dL/dc0 on return; with ``need_dh0``, ``dh`` holds dL/dh0 (else it
-    is scratch); ``tc[B, H]`` is scratch. ``w_hh_t`` is ``w_hh.T`` ([4H, H])."""
+    gradients ``dgates[T, B, 4H]`` (``dgates_ro`` a read-only view of it).
+    ``dc[B, H]`` holds on entry the gradient that reaches the final cell
+    state c_{T-1} from outside the op (zeros unless the final cell is an
+    output, ``g.lstm(..., return_cell=True)``): the last step adds it to the
+    cell gradient coming through h_{T-1}. On return ``dc`` holds dL/dc0.
+    With ``need_dh0``, ``dh`` holds dL/dh0 (else it is scratch); ``tc[B, H]``
+    is scratch. ``w_hh_t`` is ``w_hh.T`` ([4H, H])."""
     T = gates.shape[0]
     for t in range(T - 1, -1, -1):
         _seed_dh(gout[t], dh, b0, b1)

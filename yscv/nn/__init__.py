@@ -24,6 +24,7 @@ from .norm import (BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, 
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import GRU, LSTM, RNN
+from . import torch_layout  # PyTorch weights: load_state_dict(sd, layout="torch")
 
 __all__ = [
     "Parameter", "Module", "StateDictError", "IncompatibleKeys", "init", "utils",
@@ -35,3 +36,4 @@ __all__ = [
     "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Mish", "Softplus", "PReLU",
     "Softmax", "LogSoftmax", "Flatten", "bind_buffer", "bind_param",
 ]
+__all__ += ["torch_layout"]

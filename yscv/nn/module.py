@@ -48,6 +48,13 @@ def _check_graph(module, g) -> None:
             f"first, got {type(g).__name__} as the graph")
 
 
+def _check_layout(layout, fn: str, flatten_from) -> None:
+    if layout != "yscv":
+        raise ValueError(f"{fn}: layout must be 'yscv' or 'torch', got {layout!r}")
+    if flatten_from is not None:
+        raise ValueError(f"{fn}: flatten_from applies to layout='torch' only")
+
+
 class Module:
     """Base class: subclasses define ``__init__`` (create parameters) and
     ``forward(g, *inputs) -> NodeId``.
@@ -200,8 +207,32 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True):
-        """(dotted name, Parameter), each parameter once (shared ones by first name)."""
+    def _module_paths(self, prefix: str = "", _ancestors=None):
+        """(path, module) for EVERY path that reaches a module: one shared by
+        two parents appears under both (PyTorch's state-dict traversal);
+        a module that contains itself is not followed into again."""
+        if _ancestors is None:
+            _ancestors = set()
+        _ancestors.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in _ancestors:
+                yield from child._module_paths(f"{prefix}.{name}" if prefix else name,
+                                               _ancestors)
+        _ancestors.discard(id(self))
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True):
+        """(dotted name, Parameter), each parameter once (a shared one under
+        its first name), as PyTorch; ``remove_duplicate=False`` yields every
+        name, like the keys of :meth:`state_dict`."""
+        if not remove_duplicate:
+            mods = self._module_paths(prefix) if recurse else [(prefix, self)]
+            for mname, m in mods:
+                for name, p in m._parameters.items():
+                    if p is not None:
+                        yield (f"{mname}.{name}" if mname else name), p
+            return
         seen = set()
         mods = self.named_modules(prefix) if recurse else [(prefix, self)]
         for mname, m in mods:
@@ -285,22 +316,39 @@ class Module:
 
     # ---------------------------------------------------------- state dicts
     def _state_items(self):
-        """(key, array) for parameters then persistent buffers, module by module."""
-        seen = set()
-        for mname, m in self.named_modules():
+        """(key, array) for parameters then persistent buffers, module by
+        module, one key per path: a parameter (or module) shared by two
+        parents appears under both paths, as in PyTorch."""
+        for mname, m in self._module_paths():
             pre = f"{mname}." if mname else ""
             for name, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
+                if p is not None:
                     yield pre + name, p.data
             for name, b in m._buffers.items():
-                if b is not None and name not in m._non_persistent and id(b) not in seen:
-                    seen.add(id(b))
+                if b is not None and name not in m._non_persistent:
                     yield pre + name, b
 
-    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
-        """Name -> COPY of every parameter and persistent buffer (PyTorch key names)."""
-        return OrderedDict((k, v.copy()) for k, v in self._state_items())
+    def state_dict(self, layout: str = "yscv", flatten_from=None) -> "OrderedDict[str, np.ndarray]":
+        """Name -> COPY of every parameter and persistent buffer (PyTorch key names).
+
+        A parameter shared by two modules appears under both paths, and both
+        keys hold the same copy (PyTorch's keys; its tensors share storage).
+        ``layout="torch"`` gives PyTorch's layouts instead (the state dict of
+        the equivalent torch module, NumPy arrays; see
+        :mod:`yscv.nn.torch_layout`, which also explains ``flatten_from``).
+        """
+        if layout == "torch":
+            from . import torch_layout
+            return torch_layout.to_torch(self, flatten_from)
+        _check_layout(layout, "state_dict", flatten_from)
+        copies = {}
+        out = OrderedDict()
+        for k, v in self._state_items():
+            c = copies.get(id(v))
+            if c is None:
+                c = copies[id(v)] = v.copy()
+            out[k] = c
+        return out
 
     def check_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
         """Validate ``state_dict`` against this module without changing anything.
@@ -349,13 +397,26 @@ class Module:
                 missing, unexpected, mismatched, bad)
         return IncompatibleKeys(missing, unexpected)
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(self, state_dict, strict: bool = True, layout: str = "yscv",
+                        flatten_from=None) -> IncompatibleKeys:
         """Copy arrays from ``state_dict`` into the parameters and buffers IN PLACE.
 
         Everything is validated first (:meth:`check_state_dict`): on any error
         nothing is modified. Values are cast to each target's dtype. With
         ``strict=False`` missing and unexpected keys are allowed and returned.
+        A parameter shared by two modules has a key per path; each is copied
+        in module order, so the last one wins (as in PyTorch).
+
+        ``layout="torch"`` reads a state dict in PyTorch's names and layouts
+        (the equivalent torch module's ``state_dict()``, tensors or arrays;
+        e.g. loaded with ``safetensors.numpy.load_file``); see
+        :mod:`yscv.nn.torch_layout` and ``flatten_from`` there.
         """
+        if layout == "torch":
+            from . import torch_layout
+            state_dict = torch_layout.from_torch(self, state_dict, strict, flatten_from)
+        else:
+            _check_layout(layout, "load_state_dict", flatten_from)
         result = self.check_state_dict(state_dict, strict)
         for k, target in self._state_items():
             if k in state_dict:

@@ -5,7 +5,9 @@ input-major, the transpose of PyTorch's (``w_ih`` [I, G*H], ``w_hh``
 [H, G*H], G = 1, 4, 3 gates); every op returns all hidden states [T, B, H]
 (or [T, H]). ``h0`` / ``c0`` are optional inputs ([B, H] or [H]; zeros when
 None): the node's inputs are ``(x, w_ih, w_hh, bias..., [h0], [c0])`` and
-the attributes record which of the optional ones are present.
+the attributes record which of the optional ones are present. The LSTM can
+also return its final cell state: its node's value is then [T+1, B, H],
+the hidden states and c_n packed (``lstm(return_cell=True)``).
 
 Algorithm (all three ops): the batch is split into blocks of rows (batch
 rows never interact), and each block runs the whole sequence in ONE Numba
@@ -109,14 +111,20 @@ def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
 
 @register_forward(Op.LSTM)
 def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
-    """LSTM, gates (i, f, g, o). Saves (gates [T,B,4H], cells [T+1,B,H])."""
-    batched, has_h0, has_c0 = attrs
+    """LSTM, gates (i, f, g, o). Saves (gates [T,B,4H], cells [T+1,B,H]).
+
+    With ``with_cell`` (``g.lstm(..., return_cell=True)``) the value is
+    [T+1, B, H] (or [T+1, H]): the T hidden states, then the final cell
+    state c_{T-1} as row T; otherwise the hidden states [T, B, H] alone.
+    """
+    batched, has_h0, has_c0, with_cell = attrs
     h0, c0 = _optional_states((has_h0, has_c0), rest)
     x3 = seq3(x, batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     gates = np.empty((T, B, 4 * H), dtype=x.dtype)
-    out = np.empty((T, B, H), dtype=x.dtype)
+    value = np.empty((T + 1 if with_cell else T, B, H), dtype=x.dtype)
+    out = value[:T] if with_cell else value  # a leading-axis slice stays C-contiguous
     cells = np.empty((T + 1, B, H), dtype=x.dtype)
     if c0 is None:
         cells[0] = 0
@@ -125,7 +133,9 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
             state2(h0, batched, B, H, x.dtype), has_h0, gates, cells, out, readonly(out))
     run_blocks(KS.lstm_forward_region, args, _blocks_for(x3, 4, H))
-    return (out if batched else out.reshape(T, H)), (gates, cells)
+    if with_cell:
+        value[T] = cells[T]
+    return (value if batched else value.reshape(value.shape[0], H)), (gates, cells)
 
 
 @register_forward(Op.GRU)
@@ -211,7 +221,7 @@ class RecurrentOps:
         ins = (x, w_ih, w_hh, bias) + ((h0,) if has_h0 else ())
         return self._apply(Op.RNN, ins, (batched, has_h0, nonlinearity == "relu"))
 
-    def lstm(self, x, w_ih, w_hh, bias, h0=None, c0=None):
+    def lstm(self, x, w_ih, w_hh, bias, h0=None, c0=None, return_cell=False):
         """LSTM, gate columns (i, f, g, o) as PyTorch:
         ``c_t = f*c_{t-1} + i*g``, ``h_t = o*tanh(c_t)``.
 
@@ -219,13 +229,29 @@ class RecurrentOps:
             x: [T, B, I] or unbatched [T, I], time-major.
             w_ih: [I, 4H]; w_hh: [H, 4H]; bias: [4H] (PyTorch's b_ih + b_hh).
             h0, c0: [B, H] (or [H]); zeros when None.
-        Returns all hidden states [T, B, H] (or [T, H]). Saves the gate
-        activations [T, B, 4H] and the cell states [T+1, B, H].
+            return_cell: also return the final cell state.
+        Returns all hidden states [T, B, H] (or [T, H]); with
+        ``return_cell=True`` the pair ``(hs, c_n)``, c_n the final cell
+        state [B, H] (or [H]), differentiable: a gradient reaching c_n (a
+        loss on it, or the next truncated-BPTT chunk's c0) flows back to x,
+        the weights, the bias, h0 and c0. Saves the gate activations
+        [T, B, 4H] and the cell states [T+1, B, H].
+
+        With ``return_cell=True`` the LSTM node's value packs both outputs,
+        [T+1, B, H] (hidden states, then c_n as row T), and two cheap nodes
+        select them (``narrow`` for hs, ``select`` for c_n): three nodes in
+        all. Without it the op appends one node whose value is hs.
         """
+        if not isinstance(return_cell, (bool, np.bool_)):
+            raise TypeError(f"lstm: return_cell must be a bool, got {return_cell!r}")
         batched, has_h0, has_c0 = _check_recurrent(self, "lstm", 4, x, w_ih, w_hh,
                                                    [("bias", bias)], h0, c0)
         ins = (x, w_ih, w_hh, bias) + ((h0,) if has_h0 else ()) + ((c0,) if has_c0 else ())
-        return self._apply(Op.LSTM, ins, (batched, has_h0, has_c0))
+        if not return_cell:
+            return self._apply(Op.LSTM, ins, (batched, has_h0, has_c0, False))
+        packed = self._apply(Op.LSTM, ins, (batched, has_h0, has_c0, True))
+        steps = self.value(packed).shape[0] - 1
+        return self.narrow(packed, 0, 0, steps), self.select(packed, 0, steps)
 
     def gru(self, x, w_ih, w_hh, bias_ih, bias_hh, h0=None):
         """GRU, gate columns (r, z, n) as PyTorch:
@@ -248,9 +274,9 @@ class RecurrentOps:
         """Seed alias of :meth:`rnn`."""
         return self.rnn(x, w_ih, w_hh, bias, h0, nonlinearity)
 
-    def lstm_forward(self, x, w_ih, w_hh, bias, h0=None, c0=None):
+    def lstm_forward(self, x, w_ih, w_hh, bias, h0=None, c0=None, return_cell=False):
         """Seed alias of :meth:`lstm`."""
-        return self.lstm(x, w_ih, w_hh, bias, h0, c0)
+        return self.lstm(x, w_ih, w_hh, bias, h0, c0, return_cell)
 
     def gru_forward(self, x, w_ih, w_hh, bias_ih, bias_hh, h0=None):
         """Seed alias of :meth:`gru`."""
