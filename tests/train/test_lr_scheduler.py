@@ -168,7 +168,7 @@ def test_load_state_dict_rejects_other_scheduler_and_changes_nothing():
         s.load_state_dict(other)
     broken = dict(before)
     broken["base_lrs"] = [0.1, 0.2]
-    with pytest.raises(ValueError, match="one rate per parameter group"):
+    with pytest.raises(ValueError, match="base_lrs must list one value per parameter group"):
         s.load_state_dict(broken)
     assert s.state_dict() == before
 
