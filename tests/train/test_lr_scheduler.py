@@ -497,7 +497,12 @@ def _chained(L, o):
     return L.ChainedScheduler([L.ExponentialLR(o, 0.9), L.StepLR(o, 2)])
 
 
-_DELETE = object()
+class _Delete:
+    def __repr__(self):
+        return "<deleted>"
+
+
+_DELETE = _Delete()
 BAD_STATES = [
     (TORCH_CASES["StepLR"], "step_size", 0, "step_size must be an int >= 1, got 0"),
     (TORCH_CASES["StepLR"], "step_size", "3", "step_size must be an int, got '3'"),
