@@ -76,8 +76,10 @@ def test_one_cycle_by_hand_and_momentum():
     assert moms[0] == pytest.approx(0.95) and moms[2] == pytest.approx(0.85)
     assert moms[9] == pytest.approx(0.95)
     s.step()  # step 10 == total_steps is allowed (PyTorch), 11 is not
+    before = s.state_dict(), dict(opt.param_groups[0])
     with pytest.raises(ValueError, match="total_steps"):
         s.step()
+    assert (s.state_dict(), opt.param_groups[0]) == before   # the failed step changed nothing
 
 
 def test_one_cycle_cycles_adam_beta1_and_linear_three_phase():

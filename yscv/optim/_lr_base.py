@@ -164,9 +164,14 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self) -> None:
-        """Advance one step (or epoch) and set each group's ``lr``."""
+        """Advance one step (or epoch) and set each group's ``lr``; a step
+        that raises (OneCycleLR past ``total_steps``) changes nothing."""
         self._step_count += 1
-        self._update_lr()
+        try:
+            self._update_lr()
+        except BaseException:
+            self._step_count -= 1
+            raise
 
     def _update_lr(self, epoch: int = None) -> None:
         """Set the rates for ``last_epoch + 1`` (chainable ``get_lr``) or, with

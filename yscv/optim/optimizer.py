@@ -254,7 +254,8 @@ class Optimizer:
             ids = saved.get("params", ())
             if not isinstance(ids, (list, tuple)) or not all(
                     isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
-                problems.append(f"group {k}: params must be a list of parameter indices, got {ids!r}")
+                problems.append(f"group {k}: params must be a list of parameter indices, "
+                                f"got {ids!r}")
             elif len(ids) != len(mine["params"]):
                 problems.append(f"group {k} has {len(ids)} parameter(s) in the state dict, "
                                 f"{len(mine['params'])} in the optimizer")
