@@ -588,3 +588,27 @@ def test_load_state_dict_checks_nested_scheduler_settings():
     with pytest.raises(ValueError, match=r"_schedulers\[0\] \(ExponentialLR\): gamma"):
         c.load_state_dict(sd)
     assert c.state_dict() == before
+
+
+@pytest.mark.parametrize("case", ["SequentialLR Linear->Cosine", "ChainedScheduler",
+                                  "LambdaLR-per-group", "ReduceLROnPlateau"])
+@pytest.mark.parametrize("at", [0, 4])
+def test_checkpoint_round_trip_of_new_schedulers(tmp_path, case, at):
+    """save_checkpoint / load_checkpoint carry the new schedulers' states
+    (nested dicts, +-inf best) and the run continues identically."""
+    from yscv.checkpoint_io import load_checkpoint, save_checkpoint
+
+    build = RESUME_CASES[case]
+    a = _opt("SGD", lr=0.1, groups=2, momentum=0.9)
+    sa = build(lr_scheduler, a)
+    for t in range(at):
+        _drive(a, [sa], t)
+    path = save_checkpoint(tmp_path / "c.safetensors", optimizer=a, scheduler=sa, step=at)
+    b = _opt("SGD", lr=0.1, groups=2, momentum=0.9)
+    sb = build(lr_scheduler, b)
+    load_checkpoint(path, optimizer=b, scheduler=sb)
+    assert sb.state_dict() == sa.state_dict()
+    for t in range(at, at + 20):
+        _drive(a, [sa], t)
+        _drive(b, [sb], t)
+        assert _group_values(a, "SGD") == _group_values(b, "SGD"), t
