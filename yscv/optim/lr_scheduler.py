@@ -31,7 +31,7 @@ import bisect
 import math
 import types
 
-from ._lr_base import LRScheduler, check_optimizer, checked, int_at_least, real_in
+from ._lr_base import LRScheduler, _copy, check_optimizer, checked, int_at_least, real_in
 from ._lr_compose import ChainedScheduler, SequentialLR
 from ._lr_onecycle import OneCycleLR
 from ._lr_plateau import ReduceLROnPlateau
@@ -98,7 +98,7 @@ class LambdaLR(LRScheduler):
         super()._restore(values)
         for fn, attrs in zip(self.lr_lambdas, saved):
             if attrs is not None:
-                fn.__dict__.update(attrs)
+                fn.__dict__.update(_copy(attrs))
 
 
 class StepLR(LRScheduler):
