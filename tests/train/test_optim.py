@@ -381,3 +381,209 @@ def test_add_param_group():
     b.grad = np.ones(3, np.float32)
     opt.step()
     np.testing.assert_allclose(b.data, np.full(3, 0.9), rtol=1e-6)
+
+
+# ------------------------------------------- restored settings are checked like new ones
+OPT_KW = {"SGD": dict(lr=0.1, momentum=0.9), "Adam": dict(lr=0.01), "AdamW": dict(lr=0.01),
+          "RMSprop": dict(lr=0.01, momentum=0.5), "Adagrad": dict(lr=0.1)}
+
+BAD_GROUP_SETTINGS = [
+    ("Adam", "betas", ["a", "b"], TypeError, "beta parameter at index 0: 'a'"),
+    ("Adam", "betas", [0.9], ValueError, "betas must be a pair"),
+    ("Adam", "betas", [0.9, 1.5], ValueError, "beta parameter at index 1"),
+    ("Adam", "eps", -1e-8, ValueError, "invalid eps"),
+    ("Adam", "amsgrad", "yes", TypeError, "invalid amsgrad='yes'"),
+    ("AdamW", "weight_decay", "0.01", TypeError, "invalid weight_decay='0.01'"),
+    ("AdamW", "maximize", 1, TypeError, "invalid maximize=1"),
+    ("SGD", "lr", "fast", TypeError, "invalid lr='fast'"),
+    ("SGD", "lr", float("nan"), ValueError, "invalid lr=nan"),
+    ("SGD", "momentum", -0.9, ValueError, "invalid momentum"),
+    ("SGD", "nesterov", "no", TypeError, "invalid nesterov='no'"),
+    ("SGD", "dampening", None, TypeError, "invalid dampening=None"),
+    ("RMSprop", "alpha", float("inf"), ValueError, "invalid alpha=inf"),
+    ("RMSprop", "centered", 0, TypeError, "invalid centered=0"),
+    ("Adagrad", "lr_decay", -1.0, ValueError, "invalid lr_decay"),
+    ("Adagrad", "initial_accumulator_value", [0.1], TypeError, "initial_accumulator_value"),
+    ("Adagrad", "initial_lr", "x", TypeError, "invalid initial_lr='x'"),
+]
+
+
+def _trained(name, n=2):
+    params = [Parameter(p) for p in _init(dtype=np.float32)]
+    opt = getattr(optim, name)(params, **OPT_KW[name])
+    for step_grads in _grads(dtype=np.float32, steps=n):
+        for p, g in zip(params, step_grads):
+            p.grad = g
+        opt.step()
+    return opt
+
+
+def _opt_snapshot(opt):
+    sd = opt.state_dict()
+    return sd["param_groups"], {i: {k: np.array(v, copy=True) for k, v in st.items()}
+                                for i, st in sd["state"].items()}
+
+
+def _assert_opt_unchanged(opt, snap):
+    groups, state = _opt_snapshot(opt)
+    assert groups == snap[0]
+    assert state.keys() == snap[1].keys()
+    for i in state:
+        for k in state[i]:
+            np.testing.assert_array_equal(state[i][k], snap[1][i][k])
+
+
+@pytest.mark.parametrize("name,key,value,exc,match", BAD_GROUP_SETTINGS,
+                         ids=[f"{n}-{k}={v!r}" for n, k, v, _, _ in BAD_GROUP_SETTINGS])
+def test_bad_setting_refused_by_constructor_and_load_state_dict(name, key, value, exc, match):
+    params = [Parameter(p) for p in _init()]
+    with pytest.raises(exc, match=match):   # a new group with that setting is refused ...
+        getattr(optim, name)([{"params": params, key: value}], **OPT_KW[name])
+    opt = _trained(name)
+    snap = _opt_snapshot(opt)
+    sd = opt.state_dict()
+    sd["param_groups"][0][key] = value
+    with pytest.raises(ValueError, match=f"group 0: .*{match}"):  # ... and so is a restored one
+        opt.load_state_dict(sd)
+    _assert_opt_unchanged(opt, snap)
+
+
+@pytest.mark.parametrize("name", list(OPT_KW))
+def test_load_state_dict_refuses_unknown_group_keys_and_bad_counts(name):
+    opt = _trained(name)
+    snap = _opt_snapshot(opt)
+    sd = opt.state_dict()
+    sd["param_groups"][0]["foo"] = 1
+    with pytest.raises(ValueError, match=r"group 0: unknown option\(s\) \['foo'\]"):
+        opt.load_state_dict(sd)
+    sd = opt.state_dict()
+    sd["param_groups"][0]["params"] = ["a", "b", "c"]
+    with pytest.raises(ValueError, match="params must be a list of parameter indices"):
+        opt.load_state_dict(sd)
+    sd = opt.state_dict()
+    sd["param_groups"] = ["lr"]
+    with pytest.raises(ValueError, match="group 0 is a str, not a dict"):
+        opt.load_state_dict(sd)
+    if name != "SGD":
+        sd = opt.state_dict()
+        sd["state"][0]["step"] = float("inf")
+        with pytest.raises(ValueError, match="step=inf is not a count"):
+            opt.load_state_dict(sd)
+    _assert_opt_unchanged(opt, snap)
+
+
+def test_restored_settings_are_normalised():
+    opt = _trained("Adam")
+    sd = opt.state_dict()
+    sd["param_groups"][0]["betas"] = [0.8, 0.99]      # JSON gives a list
+    sd["param_groups"][0]["amsgrad"] = np.bool_(True)
+    opt.load_state_dict(sd)
+    assert opt.param_groups[0]["betas"] == (0.8, 0.99)
+    assert opt.param_groups[0]["amsgrad"] is True
+
+
+# ------------------------------------------------ crafted checkpoints (edited metadata)
+def _craft(src, dst, edit):
+    """Rewrite a checkpoint with ``edit(meta)`` applied to its JSON metadata and
+    the checksum recomputed: a file that passes the integrity check."""
+    import json
+    import struct
+
+    from safetensors.numpy import load_file, save
+
+    from yscv.checkpoint_io import _checksum
+
+    with open(src, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))["__metadata__"]
+    meta = json.loads(header["yscv.meta"])
+    edit(meta)
+    meta_json = json.dumps(meta, sort_keys=True, separators=(",", ":"))
+    arrays = load_file(src)
+    header["yscv.meta"] = meta_json
+    header["yscv.sha256"] = _checksum(meta_json, arrays)
+    with open(dst, "wb") as f:
+        f.write(save(arrays, metadata=header))
+    return dst
+
+
+def _objects(name, sched):
+    import yscv
+    import yscv.nn as nn
+
+    yscv.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = getattr(optim, name)(model.parameters(), **OPT_KW[name])
+    s = sched(opt)
+    for _ in range(3):
+        for p in model.parameters():
+            p.grad = np.ones_like(p.data)
+        opt.step()
+        s.step()
+    return model, opt, s
+
+
+def _set_group(key, value):
+    def edit(meta):
+        meta["optimizer"]["param_groups"][0][key] = value
+    return edit
+
+
+def _set_sched(key, value):
+    def edit(meta):
+        meta["scheduler"][key] = value
+    return edit
+
+
+def _set_step(value):
+    def edit(meta):
+        meta["optimizer"]["state_scalars"]["0"]["step"] = value
+    return edit
+
+
+_STEP = lambda o: optim.StepLR(o, step_size=2, gamma=0.5)                      # noqa: E731
+_CYCLE = lambda o: optim.OneCycleLR(o, max_lr=0.1, total_steps=20)             # noqa: E731
+_LINEAR = lambda o: optim.LinearLR(o, start_factor=0.5, total_iters=4)        # noqa: E731
+CRAFTED = [
+    ("Adam", _STEP, _set_group("betas", ["a", "b"]), "beta parameter at index 0"),
+    ("Adam", _STEP, _set_group("betas", [0.9, 0.999, 0.1]), "betas must be a pair"),
+    ("Adam", _STEP, _set_group("foo", 1), r"unknown option\(s\) \['foo'\]"),
+    ("Adam", _STEP, _set_group("amsgrad", "false"), "invalid amsgrad"),
+    ("AdamW", _STEP, _set_group("lr", -0.1), "invalid lr=-0.1"),
+    ("SGD", _STEP, _set_group("momentum", "0.9"), "invalid momentum='0.9'"),
+    ("SGD", _STEP, _set_group("nesterov", "yes"), "invalid nesterov"),
+    ("RMSprop", _STEP, _set_group("alpha", None), "invalid alpha=None"),
+    ("Adagrad", _STEP, _set_group("eps", -1.0), "invalid eps"),
+    ("Adagrad", _STEP, _set_step("many"), "step='many' is not a count"),
+    ("SGD", _STEP, _set_sched("step_size", 0), "step_size must be an int >= 1, got 0"),
+    ("SGD", _STEP, _set_sched("gamma", "x"), "gamma must be a real number, got 'x'"),
+    ("SGD", _STEP, _set_sched("last_epoch", "3"), "last_epoch must be an int"),
+    ("SGD", _STEP, _set_sched("extra_key", 1), r"unexpected key\(s\) \['extra_key'\]"),
+    ("SGD", _CYCLE, _set_sched("anneal_strategy", "exp"), "anneal_strategy must be one of"),
+    ("Adam", _CYCLE, _set_sched("total_steps", -5), "total_steps must be an int >= 1"),
+    ("Adam", _CYCLE, _set_group("max_lr", "high"), "invalid max_lr='high'"),
+    ("SGD", _LINEAR, _set_sched("start_factor", 5.0), "start_factor must be <= 1.0"),
+]
+
+
+@pytest.mark.parametrize("name,sched,edit,match", CRAFTED,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CRAFTED)])
+def test_crafted_checkpoint_setting_raises_checkpoint_error_and_loads_nothing(
+        tmp_path, name, sched, edit, match):
+    import yscv
+    from yscv import random as yrandom
+    from yscv.checkpoint_io import load_checkpoint, save_checkpoint
+
+    model, opt, s = _objects(name, sched)
+    good = save_checkpoint(tmp_path / "good.safetensors", model, opt, s, step=3)
+    bad = _craft(good, tmp_path / "bad.safetensors", edit)
+    m2, o2, s2 = _objects(name, sched)
+    load_checkpoint(good, m2, o2, s2)             # the untouched file loads
+    yscv.manual_seed(7)
+    before = (m2.state_dict(), _opt_snapshot(o2), s2.state_dict(), yrandom.get_rng_state())
+    with pytest.raises(yscv.CheckpointError, match=match):
+        load_checkpoint(bad, m2, o2, s2)
+    for k, v in m2.state_dict().items():
+        np.testing.assert_array_equal(v, before[0][k])
+    _assert_opt_unchanged(o2, before[1])
+    assert s2.state_dict() == before[2] and yrandom.get_rng_state() == before[3]

@@ -8,12 +8,14 @@
 from . import lr_scheduler
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
-from .lr_scheduler import (CosineAnnealingLR, ExponentialLR, LinearLR, LRScheduler, MultiStepLR,
-                           OneCycleLR, StepLR)
+from .lr_scheduler import (ChainedScheduler, CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR,
+                           LRScheduler, MultiStepLR, OneCycleLR, ReduceLROnPlateau, SequentialLR,
+                           StepLR)
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler",
-           "LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-           "LinearLR", "OneCycleLR"]
+           "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
+           "CosineAnnealingLR", "LinearLR", "OneCycleLR", "SequentialLR", "ChainedScheduler",
+           "ReduceLROnPlateau"]

@@ -1,7 +1,7 @@
 """Adagrad."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_nonneg, flat
+from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 
 __all__ = ["Adagrad"]
 
@@ -30,6 +30,7 @@ class Adagrad(Optimizer):
     def _validate_group(self, group):
         for key in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
             _check_nonneg("Adagrad", group, key)
+        _check_flag("Adagrad", group, "maximize")
 
     def _update(self, K, group, p, data, grad, state):
         dt = data.dtype.type

@@ -1,7 +1,9 @@
 """Adam and AdamW."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_nonneg, flat
+import numbers
+
+from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 from .sgd import _empty
 
 __all__ = ["Adam", "AdamW"]
@@ -33,13 +35,18 @@ class Adam(Optimizer):
         name = type(self).__name__
         for key in ("lr", "eps", "weight_decay"):
             _check_nonneg(name, group, key)
+        for key in ("amsgrad", "maximize"):
+            _check_flag(name, group, key)
         betas = group["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"{name}: betas must be a pair, got {betas!r}")
-        group["betas"] = tuple(betas)
         for k, b in enumerate(betas):
+            if isinstance(b, bool) or not isinstance(b, numbers.Real):
+                raise TypeError(f"{name}: invalid beta parameter at index {k}: {b!r} (betas "
+                                "must be two numbers in [0, 1))")
             if not 0.0 <= b < 1.0:
                 raise ValueError(f"{name}: invalid beta parameter at index {k}: {b}")
+        group["betas"] = tuple(float(b) for b in betas)
 
     def _update(self, K, group, p, data, grad, state):
         dt = data.dtype.type

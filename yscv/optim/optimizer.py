@@ -105,12 +105,19 @@ class Optimizer:
             raise ValueError(f"{name}: unknown option(s) {sorted(unknown)}; known: "
                              f"{sorted(self.defaults)}")
         group["params"] = params
-        self._validate_group(group)
+        self._check_group(group)
         self.param_groups.append(group)
 
     def _extra_group_keys(self) -> set:
         # keys schedulers put in groups (OneCycleLR, LRScheduler)
         return {"initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum"}
+
+    def _check_group(self, group: dict) -> None:
+        """Check (and normalise in place) every option of a group: the
+        optimizer's own (``_validate_group``) and the schedulers' rates."""
+        self._validate_group(group)
+        for key in sorted(self._extra_group_keys().intersection(group)):
+            _check_nonneg(type(self).__name__, group, key)
 
     def _validate_group(self, group: dict) -> None:
         _check_nonneg(type(self).__name__, group, "lr")
@@ -188,16 +195,16 @@ class Optimizer:
             raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
                              "'param_groups'")
         groups = state_dict["param_groups"]
+        if not isinstance(groups, (list, tuple)):
+            raise ValueError(f"{name}.load_state_dict: param_groups must be a list, got "
+                             f"{type(groups).__name__}")
+        if not isinstance(state_dict["state"], dict):
+            raise ValueError(f"{name}.load_state_dict: state must be a dict, got "
+                             f"{type(state_dict['state']).__name__}")
         if len(groups) != len(self.param_groups):
             raise ValueError(f"{name}.load_state_dict: the state dict has {len(groups)} "
                              f"parameter group(s), the optimizer has {len(self.param_groups)}")
-        for k, (saved, mine) in enumerate(zip(groups, self.param_groups)):
-            if len(saved.get("params", ())) != len(mine["params"]):
-                problems.append(f"group {k} has {len(saved.get('params', ()))} parameter(s) in "
-                                f"the state dict, {len(mine['params'])} in the optimizer")
-            for key, val in saved.items():
-                if key != "params" and key in mine and not _same_kind(val, mine[key]):
-                    problems.append(f"group {k} option {key!r}: {val!r} is not like {mine[key]!r}")
+        self._checked_groups(groups, problems)
         params = self._params()
         allowed = set(self._state_arrays) | ({"step"} if self._counts_steps else set())
         for key, st in state_dict["state"].items():
@@ -217,8 +224,8 @@ class Optimizer:
                     problems.append(f"state for parameter {i}: unknown entry {sk!r} "
                                     f"(expected some of {sorted(allowed)})")
                 elif sk == "step":
-                    if isinstance(sv, bool) or not isinstance(sv, numbers.Real) or sv < 0 \
-                            or sv != int(sv):
+                    if isinstance(sv, bool) or not isinstance(sv, numbers.Real) \
+                            or not 0 <= sv < float("inf") or sv != int(sv):
                         problems.append(f"state for parameter {i}: step={sv!r} is not a count")
                 else:
                     arr = np.asarray(sv) if not isinstance(sv, np.ndarray) else sv
@@ -233,18 +240,50 @@ class Optimizer:
             raise ValueError(f"{name}.load_state_dict: state dict does not match the optimizer "
                              "(nothing was loaded):\n  " + "\n  ".join(problems))
 
+    def _checked_groups(self, groups, problems: list) -> list:
+        """The saved groups merged over the current ones and checked as
+        ``add_param_group`` checks a new group (types, ranges, unknown
+        options); problems are appended, the normalised candidates returned."""
+        name = type(self).__name__
+        known = set(self.defaults) | self._extra_group_keys() | {"params"}
+        candidates = []
+        for k, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            if not isinstance(saved, dict):
+                problems.append(f"group {k} is a {type(saved).__name__}, not a dict")
+                continue
+            ids = saved.get("params", ())
+            if not isinstance(ids, (list, tuple)) or not all(
+                    isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
+                problems.append(f"group {k}: params must be a list of parameter indices, "
+                                f"got {ids!r}")
+            elif len(ids) != len(mine["params"]):
+                problems.append(f"group {k} has {len(ids)} parameter(s) in the state dict, "
+                                f"{len(mine['params'])} in the optimizer")
+            unknown = sorted(str(key) for key in saved if key not in known)
+            if unknown:
+                problems.append(f"group {k}: unknown option(s) {unknown}; known: "
+                                f"{sorted(self.defaults)}")
+                continue
+            cand = {key: copy.deepcopy(val) for key, val in mine.items() if key != "params"}
+            cand.update({key: copy.deepcopy(val) for key, val in saved.items() if key != "params"})
+            try:
+                self._check_group(cand)
+            except (TypeError, ValueError) as exc:
+                problems.append(f"group {k}: {exc}")
+                continue
+            candidates.append(cand)
+        return candidates
+
     def load_state_dict(self, state_dict) -> None:
         """Restore options and state (validated first; arrays copied and cast
         to each parameter's dtype)."""
         self.check_state_dict(state_dict)
         params = self._params()
-        for saved, mine in zip(state_dict["param_groups"], self.param_groups):
-            for key, val in saved.items():
-                if key == "params":
-                    continue
-                cur = mine.get(key)
-                mine[key] = tuple(val) if isinstance(cur, tuple) and isinstance(val, list) \
-                    else copy.deepcopy(val)
+        candidates = self._checked_groups(state_dict["param_groups"], [])
+        for saved, cand, mine in zip(state_dict["param_groups"], candidates, self.param_groups):
+            for key in saved:
+                if key != "params":
+                    mine[key] = cand[key]
         new_state = {}
         for key, st in state_dict["state"].items():
             p = params[int(key)]
@@ -264,19 +303,21 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def _same_kind(a, b) -> bool:
-    """Loose type compatibility of a saved option with the current one."""
-    if isinstance(b, bool) or isinstance(a, bool):
-        return isinstance(a, bool) == isinstance(b, bool) or a is None or b is None
-    if isinstance(b, numbers.Real):
-        return isinstance(a, numbers.Real)
-    if isinstance(b, (tuple, list)):
-        return isinstance(a, (tuple, list)) and len(a) == len(b)
-    return True
-
-
 def _check_nonneg(name: str, group: dict, key: str) -> None:
+    """``group[key]`` must be a finite real number >= 0 (TypeError / ValueError
+    naming the option otherwise)."""
     v = group[key]
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name}: invalid {key}={v!r} (must be a number >= 0)")
+    if not 0 <= v < float("inf"):
         raise ValueError(f"{name}: invalid {key}={v!r} (must be a number >= 0)")
+
+
+def _check_flag(name: str, group: dict, key: str) -> None:
+    """``group[key]`` must be a bool (a NumPy bool is converted)."""
+    v = group[key]
+    if isinstance(v, np.bool_):
+        group[key] = v = bool(v)
+    if not isinstance(v, bool):
+        raise TypeError(f"{name}: invalid {key}={v!r} (must be True or False)")
 

@@ -1,7 +1,7 @@
 """RMSprop."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_nonneg, flat
+from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 from .sgd import _empty
 
 __all__ = ["RMSprop"]
@@ -32,6 +32,8 @@ class RMSprop(Optimizer):
     def _validate_group(self, group):
         for key in ("lr", "alpha", "eps", "weight_decay", "momentum"):
             _check_nonneg("RMSprop", group, key)
+        for key in ("centered", "maximize"):
+            _check_flag("RMSprop", group, key)
 
     def _update(self, K, group, p, data, grad, state):
         dt = data.dtype.type

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer, _check_nonneg, flat
+from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 
 __all__ = ["SGD"]
 
@@ -38,8 +38,10 @@ class SGD(Optimizer):
                                       maximize=maximize))
 
     def _validate_group(self, group):
-        for key in ("lr", "momentum", "weight_decay"):
+        for key in ("lr", "momentum", "dampening", "weight_decay"):
             _check_nonneg("SGD", group, key)
+        for key in ("nesterov", "maximize"):
+            _check_flag("SGD", group, key)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov momentum requires a momentum > 0 and zero dampening")
 
