@@ -512,7 +512,9 @@ def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
     Raises:
         CheckpointError: truncated or corrupt file (checksum), another
             format version, or a state that does not fit the given objects
-            (missing/unexpected keys, wrong shapes, other optimizer type ...).
+            (missing/unexpected keys, wrong shapes, other optimizer type,
+            no data-loader state ...), or a data loader that refused its state.
+        TypeError: ``data`` without ``load_state_dict``.
         FileNotFoundError: no such file.
     """
     path = os.fspath(path)
@@ -549,8 +551,8 @@ def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
         try:
             data.load_state_dict(data_sd)
         except Exception as exc:
-            raise CheckpointError(f"{where}: the data loader refused its state (nothing was "
-                                  f"loaded): {exc}") from None
+            raise CheckpointError(f"{where}: the data loader refused its state (nothing else "
+                                  f"was loaded): {exc}") from None
     if model_sd is not None:
         model.load_state_dict(model_sd, strict=True)
     if opt_sd is not None:

@@ -572,3 +572,21 @@ def test_a_live_save_is_not_disturbed_by_another(tmp_path):
     assert info["step"] == 9
     np.testing.assert_array_equal(info["extra"]["x"], np.zeros(3))
     assert _temps(tmp_path) == []
+
+
+@pytest.mark.parametrize("flock", [True, False])
+def test_a_stale_temporary_file_is_replaced(tmp_path, monkeypatch, flock):
+    """A killed save's temporary file (here: junk, read-only) is removed by
+    the next save to that target, with flock and without it (Windows)."""
+    import yscv.checkpoint_io as cio
+
+    if not flock:
+        monkeypatch.setattr(cio, "_fcntl", None)
+    stale = tmp_path / ".c.safetensors.yscv.tmp"
+    stale.write_bytes(b"junk from a killed save" * 100)
+    os.chmod(stale, 0o444)
+    path = save_checkpoint(tmp_path / "c.safetensors", step=3, extra={"a": np.arange(4)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]
+    info = load_checkpoint(path)
+    assert info["step"] == 3
+    np.testing.assert_array_equal(info["extra"]["a"], np.arange(4))
