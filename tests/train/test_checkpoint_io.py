@@ -282,3 +282,311 @@ def test_extra_must_be_json(tmp_path):
 def test_missing_file_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "nope.safetensors")
+
+
+# ------------------------------------------------ NumPy arrays in extra
+def _same_array(a, b):
+    assert isinstance(b, np.ndarray)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert np.ascontiguousarray(a).tobytes() == b.tobytes()
+
+
+def test_extra_arrays_round_trip_bit_exact(tmp_path):
+    rng = np.random.default_rng(1)
+    arrays = {
+        "f32": rng.standard_normal((3, 4)).astype(np.float32),
+        "f64_0d": np.array(np.pi),
+        "i64_0d": np.array(-7, dtype=np.int64),
+        "f16": np.array([1.5, -np.inf, np.nan], dtype=np.float16),
+        "u8": np.arange(7, dtype=np.uint8),
+        "i32_empty": np.zeros((0, 3), dtype=np.int32),
+        "bool": np.array([[True, False], [False, True]]),
+        "c64": np.array([1 + 2j, -3.5j], dtype=np.complex64),
+        "u64": np.array([2**64 - 1, 0], dtype=np.uint64),
+        "strided": rng.standard_normal((4, 6))[:, ::2].T,     # not contiguous
+        "nan_bits": np.array([np.nan, -0.0], dtype=np.float64),
+    }
+    extra = {"epoch": 3, "arrays": arrays, "nested": [1, (np.arange(3), {"deep": np.ones(2)})],
+             "__yscv_tensor__": "not a marker (two keys here)",
+             "marker_lookalike": {"__yscv_tensor__": "extra.0"},
+             "dict_lookalike": {"__yscv_dict__": {"__yscv_tensor__": 5}}}
+    path = save_checkpoint(tmp_path / "x.safetensors", extra=extra)
+    got = load_checkpoint(path)["extra"]
+    for k, a in arrays.items():
+        _same_array(a, got["arrays"][k])
+        assert got["arrays"][k].flags.writeable and got["arrays"][k].flags.owndata
+    assert got["epoch"] == 3
+    assert got["nested"][0] == 1
+    _same_array(np.arange(3), got["nested"][1][0])       # the tuple comes back as a list
+    _same_array(np.ones(2), got["nested"][1][1]["deep"])
+    assert got["__yscv_tensor__"] == "not a marker (two keys here)"
+    assert got["marker_lookalike"] == {"__yscv_tensor__": "extra.0"}
+    assert got["dict_lookalike"] == {"__yscv_dict__": {"__yscv_tensor__": 5}}
+
+
+def test_extra_arrays_are_tensors_not_json_and_checksummed(tmp_path):
+    from safetensors.numpy import load_file, save
+
+    big = np.arange(1000, dtype=np.float32)
+    path = save_checkpoint(tmp_path / "x.safetensors", extra={"w": big, "s": np.array(2.5)})
+    tensors = load_file(path)
+    assert sorted(k for k in tensors if k.startswith("extra.")) == ["extra.0", "extra.1"]
+    np.testing.assert_array_equal(tensors["extra.0"], big)
+    meta = read_checkpoint_metadata(path)             # the raw document: markers
+    assert meta["extra"] == {"s": {"__yscv_tensor__": "extra.1"},
+                             "w": {"__yscv_tensor__": "extra.0"}}
+    assert len(json.dumps(meta)) < 2000               # the values are not in the JSON
+    # an edited extra tensor (header metadata kept) fails the checksum
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))["__metadata__"]
+    tensors["extra.0"] = tensors["extra.0"].copy()
+    tensors["extra.0"][5] += 1
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(save(tensors, metadata=header))
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_checkpoint(bad)
+    # a marker naming a tensor the file lacks
+    inner = json.loads(header["yscv.meta"])
+    inner["extra"]["w"] = {"__yscv_tensor__": "extra.9"}
+    header["yscv.meta"] = json.dumps(inner)
+    del tensors["extra.0"]
+    from yscv.checkpoint_io import _checksum
+    header["yscv.sha256"] = _checksum(header["yscv.meta"], tensors)
+    bad.write_bytes(save(tensors, metadata=header))
+    with pytest.raises(CheckpointError, match="refers to a tensor 'extra.9'"):
+        load_checkpoint(bad)
+
+
+def test_extra_big_endian_array_keeps_its_values(tmp_path):
+    a = np.arange(5, dtype=">f4") / 3
+    got = load_checkpoint(save_checkpoint(tmp_path / "x.safetensors", extra=[a]))["extra"][0]
+    assert got.dtype == np.float32 and got.dtype.byteorder in "=<"
+    np.testing.assert_array_equal(got, a)
+
+
+@pytest.mark.parametrize("bad", [np.array(["a", "b"]), np.array([object()], dtype=object),
+                                 np.zeros(2, dtype=np.complex128)])
+def test_extra_array_of_unstorable_dtype_is_refused(tmp_path, bad):
+    with pytest.raises(TypeError, match=r"extra\['x'\]\[1\] is a numpy array of dtype"):
+        save_checkpoint(tmp_path / "x.safetensors", extra={"x": [0, bad]})
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------ permissions
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_new_file_gets_the_umask_permissions(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        path = save_checkpoint(tmp_path / "p.safetensors", step=1)
+    finally:
+        os.umask(old)
+    assert os.stat(path).st_mode & 0o777 == mode
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_existing_file_keeps_its_mode(tmp_path):
+    path = save_checkpoint(tmp_path / "p.safetensors", step=1)
+    os.chmod(path, 0o640)
+    old = os.umask(0o022)
+    try:
+        save_checkpoint(path, step=2)
+    finally:
+        os.umask(old)
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert read_checkpoint_metadata(path)["step"] == 2
+
+
+# ------------------------------------------------------- data-loader state
+class _FakeLoader:
+    """Any object with state_dict/load_state_dict (check_state_dict optional)."""
+
+    def __init__(self, epoch=0, order=None, fail_check=False, fail_load=False):
+        self.epoch, self.order = epoch, order
+        self.fail_check, self.fail_load = fail_check, fail_load
+        self.loaded = None
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "position": 5, "order": self.order,
+                "rng": {"seed": 12, "counts": [np.array(3, dtype=np.int64)]}}
+
+    def load_state_dict(self, state):
+        if self.fail_load:
+            raise ValueError("wrong dataset length")
+        self.loaded = state
+        self.epoch, self.order = state["epoch"], state["order"]
+
+
+class _CheckingLoader(_FakeLoader):
+    def check_state_dict(self, state):
+        if self.fail_check:
+            raise ValueError(f"order has {len(state['order'])} entries, the dataset 9")
+
+
+def test_data_state_round_trip(tmp_path):
+    order = np.random.default_rng(0).permutation(10)
+    model, opt, sched = _setup()
+    path = save_checkpoint(tmp_path / "d.safetensors", model, opt, sched, step=4,
+                           data=_FakeLoader(epoch=2, order=order))
+    from safetensors.numpy import load_file
+    assert sorted(k for k in load_file(path) if k.startswith("data.")) == ["data.0", "data.1"]
+    loader = _FakeLoader()
+    info = load_checkpoint(path, *_setup(seed=4), data=loader)
+    assert info["step"] == 4 and loader.epoch == 2
+    _same_array(order, loader.order)
+    assert loader.loaded["position"] == 5 and loader.loaded["rng"]["seed"] == 12
+    _same_array(np.array(3, dtype=np.int64), loader.loaded["rng"]["counts"][0])
+    load_checkpoint(path, data=_CheckingLoader())     # data alone, with a check
+    # a file without data state: no data-loader state stored
+    assert read_checkpoint_metadata(save_checkpoint(tmp_path / "n.safetensors"))["data"] is None
+
+
+def test_data_state_mismatch_loads_nothing(tmp_path):
+    model, opt, sched = _setup()
+    _train(model, opt, sched, 2)
+    path = save_checkpoint(tmp_path / "d.safetensors", model, opt, sched, step=2,
+                           data=_FakeLoader(order=np.arange(10)))
+    plain = save_checkpoint(tmp_path / "plain.safetensors", model, opt, sched, step=2)
+    for bad_path, loader, match in [
+            (path, _CheckingLoader(fail_check=True), "order has 10 entries"),
+            (path, _FakeLoader(fail_load=True), "refused its state.*wrong dataset length"),
+            (plain, _FakeLoader(), "no data-loader state")]:
+        m2, o2, s2 = _setup(seed=3)
+        _train(m2, o2, s2, 1)
+        before = _snapshot(m2, o2, s2)
+        with pytest.raises(CheckpointError, match=match):
+            load_checkpoint(bad_path, m2, o2, s2, data=loader)
+        _assert_same(_snapshot(m2, o2, s2), before)
+        assert loader.loaded is None
+
+
+def test_data_bad_arguments(tmp_path):
+    with pytest.raises(TypeError, match="save_checkpoint: data must have a state_dict"):
+        save_checkpoint(tmp_path / "d.safetensors", data=object())
+
+    class NotADict:
+        def state_dict(self):
+            return [1, 2]
+
+    with pytest.raises(TypeError, match="must return a dict, got list"):
+        save_checkpoint(tmp_path / "d.safetensors", data=NotADict())
+
+    class Unstorable:
+        def state_dict(self):
+            return {"f": object()}
+
+    with pytest.raises(TypeError, match="JSON"):
+        save_checkpoint(tmp_path / "d.safetensors", data=Unstorable())
+    assert list(tmp_path.iterdir()) == []
+    path = save_checkpoint(tmp_path / "d.safetensors", data=_FakeLoader())
+    with pytest.raises(TypeError, match="load_checkpoint: data must have a load_state_dict"):
+        load_checkpoint(path, data=object())
+
+
+# ------------------------------------------ saves killed or run side by side
+# A child process saving a checkpoint; its first os.fsync (the temporary
+# file's, after the whole file is written and before the rename) announces
+# itself on stdout and then sleeps ("hang": until killed; "slow": 2 s).
+_SAVER = """
+import os, sys, time
+import numpy as np
+from yscv.checkpoint_io import save_checkpoint
+
+path, step, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+real, calls = os.fsync, []
+
+def fsync(fd):
+    calls.append(fd)
+    if len(calls) == 1:
+        print("in fsync", flush=True)
+        time.sleep(600 if how == "hang" else 2.0)
+    real(fd)
+
+os.fsync = fsync
+save_checkpoint(path, step=step, extra={"w": np.arange(200_000, dtype=np.float64)})
+print("saved", flush=True)
+"""
+
+
+def _saver(path, step, how):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
+        + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    proc = subprocess.Popen([sys.executable, "-c", _SAVER, str(path), str(step), how],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    assert line.strip() == "in fsync", line
+    return proc
+
+
+def _temps(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX signals")
+def test_saves_killed_mid_write_leave_one_temp_file_then_none(tmp_path):
+    import signal
+
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, step=1, extra={"w": np.arange(3.0)})
+    old = path.read_bytes()
+    for k in range(4):                       # killed saves to the same target
+        proc = _saver(path, 10 + k, "hang")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert _temps(tmp_path) == [".c.safetensors.yscv.tmp"]   # at most one, reused
+        assert path.read_bytes() == old
+    for k in range(3):                       # killed saves to other targets (new names)
+        proc = _saver(tmp_path / f"ckpt-{k}.safetensors", 20 + k, "hang")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert len(_temps(tmp_path)) == 4
+    info = load_checkpoint(path)             # the previous checkpoint still loads
+    assert info["step"] == 1
+    np.testing.assert_array_equal(info["extra"]["w"], np.arange(3.0))
+    save_checkpoint(path, step=2)            # the next save removes every dead save's file
+    assert _temps(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]
+    assert load_checkpoint(path)["step"] == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX processes")
+def test_a_live_save_is_not_disturbed_by_another(tmp_path):
+    # another target in the same folder: its temporary file is left alone
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    proc = _saver(a, 7, "slow")
+    save_checkpoint(b, step=1)               # must not remove a's temporary file
+    assert proc.stdout.readline().strip() == "saved"
+    assert proc.wait() == 0
+    assert load_checkpoint(a)["step"] == 7 and load_checkpoint(b)["step"] == 1
+    # the same target: the second save waits for the first, then replaces it
+    proc = _saver(a, 8, "slow")
+    save_checkpoint(a, step=9, extra={"x": np.zeros(3)})
+    assert proc.stdout.readline().strip() == "saved"
+    assert proc.wait() == 0
+    info = load_checkpoint(a)
+    assert info["step"] == 9
+    np.testing.assert_array_equal(info["extra"]["x"], np.zeros(3))
+    assert _temps(tmp_path) == []
+
+
+@pytest.mark.parametrize("flock", [True, False])
+def test_a_stale_temporary_file_is_replaced(tmp_path, monkeypatch, flock):
+    """A killed save's temporary file (here: junk, read-only) is removed by
+    the next save to that target, with flock and without it (Windows)."""
+    import yscv.checkpoint_io as cio
+
+    if not flock:
+        monkeypatch.setattr(cio, "_fcntl", None)
+    stale = tmp_path / ".c.safetensors.yscv.tmp"
+    stale.write_bytes(b"junk from a killed save" * 100)
+    os.chmod(stale, 0o444)
+    path = save_checkpoint(tmp_path / "c.safetensors", step=3, extra={"a": np.arange(4)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]
+    info = load_checkpoint(path)
+    assert info["step"] == 3
+    np.testing.assert_array_equal(info["extra"]["a"], np.arange(4))

@@ -31,8 +31,17 @@ regions run on the caller alone, with bit-identical results.
 Thread safety. One region runs in the pool at a time; a second Python
 thread that starts a region meanwhile runs all of its chunks itself (with
 its own state array). Kernels must not start regions themselves (they do
-not). After ``fork`` the child starts with no pool (its threads are not
-copied) and makes a new one on first use.
+not).
+
+Fork. The child starts with no pool (its threads are not copied) and makes
+a new one on first use. Another thread of the parent may have held one of
+the pool's locks at the moment of the fork (every region takes the
+condition briefly); the child inherits that lock held, with no thread to
+release it. So the child replaces every lock of the module and of the
+parent's pool (:func:`_reset_after_fork`), drops the parent's pool from its
+exit hooks, and :meth:`_Pool.close` returns at once in a process other than
+the one that made the pool, and otherwise waits for the condition at most
+:data:`CLOSE_TIMEOUT` seconds: exit never blocks forever on a lock.
 """
 from __future__ import annotations
 
@@ -50,6 +59,9 @@ S = lazy("sync")
 MAX_CHUNKS = 4
 #: spin rounds of an idle helper before it sleeps (~1 ms; yscv/kernels/sync.py)
 SPIN_ROUNDS = 20_000
+#: seconds the exit hook waits for the pool's condition (another thread may
+#: hold it) and for each helper to stop; then it gives up (they are daemons)
+CLOSE_TIMEOUT = 1.0
 
 
 def _threads() -> int:
@@ -82,6 +94,7 @@ class _Pool:
     """Helper threads sharing one region state array (see yscv/kernels/sync.py)."""
 
     def __init__(self, helpers: int):
+        self.pid = os.getpid()              # the process whose threads these are
         self.state = np.zeros(S.STATE_LEN, dtype=np.int64)
         self.lock = threading.Lock()        # one region at a time
         self.cond = threading.Condition()   # sleeping helpers wait here for a region
@@ -115,13 +128,28 @@ class _Pool:
 
     def close(self) -> None:
         """Stop the helpers (at interpreter exit): none may still be running
-        compiled code when the interpreter tears Numba down."""
-        with self.cond:
-            self.closing = True
-            self.state[S.EXIT] = 1
-            self.cond.notify_all()
+        compiled code when the interpreter tears Numba down.
+
+        Never blocks forever: in a forked child (another pid) the helpers do
+        not exist and there is nothing to do; otherwise the condition is
+        waited for at most :data:`CLOSE_TIMEOUT` seconds, and each helper as
+        long. The flags are set before the condition is taken, so a helper
+        that checks them under the condition either sees them or is already
+        waiting when ``notify_all`` comes; if the condition cannot be had,
+        ``EXIT`` still ends every spin, and a helper asleep in ``wait`` runs
+        no compiled code."""
+        if self.pid != os.getpid():
+            return
+        self.closing = True
+        self.state[S.EXIT] = 1
+        if self.cond.acquire(timeout=CLOSE_TIMEOUT):
+            try:
+                self.cond.notify_all()
+            finally:
+                self.cond.release()
         for t in self.threads:
-            t.join(timeout=1.0)
+            if t is not threading.current_thread():
+                t.join(timeout=CLOSE_TIMEOUT)
 
     def run(self, call) -> None:
         st = self.state
@@ -147,9 +175,21 @@ _pool_lock = threading.Lock()
 
 
 def _reset_after_fork() -> None:
+    """In a forked child: forget the parent's pool (its threads do not
+    exist here) and replace every lock the child may have inherited held by
+    a thread of the parent that is not copied."""
     global _pool, _pool_lock
-    _pool = None                      # the parent's threads do not exist in the child
+    old, _pool = _pool, None
     _pool_lock = threading.Lock()
+    if old is not None:
+        old.lock = threading.Lock()
+        old.cond = threading.Condition()
+        old.closing = True
+        old.threads = []
+        try:
+            atexit.unregister(old.close)  # the child's own pool registers its own hook
+        except Exception:  # noqa: BLE001 -- a fork hook must not fail
+            pass
 
 
 if hasattr(os, "register_at_fork"):
