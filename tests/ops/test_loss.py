@@ -156,7 +156,8 @@ BAD = [
             lambda g, x: g.cross_entropy(x, [0, 1], label_smoothing=-0.1), ValueError,
             "label_smoothing"),
     BadCase(Op.CROSS_ENTROPY, "ce_logits_1d", _leaves((4,)),
-            lambda g, x: g.cross_entropy(x, [0]), yscv.ShapeError, r"cross_entropy: logits must be 2-d"),
+            lambda g, x: g.cross_entropy(x, [0]), yscv.ShapeError,
+            r"cross_entropy: logits must be \[N, C\] or \[N, d1, ..., C\]"),
     BadCase(Op.CROSS_ENTROPY, "ce_labels_wrong_length", _leaves((3, 4)),
             lambda g, x: g.cross_entropy(x, [0, 1]), yscv.ShapeError, r"cross_entropy: labels must have shape \(3,\)"),
     BadCase(Op.CROSS_ENTROPY, "ce_zero_classes", _leaves((3, 0)),
@@ -167,6 +168,232 @@ BAD = [
             lambda g, x: g.nll_loss(x, [[0], [1]]), yscv.ShapeError, "nll_loss: labels"),
     BadCase(Op.NLL_LOSS, "nll_float_labels", _leaves((2, 3)),
             lambda g, x: g.nll_loss(x, [0.5, 1.0]), TypeError, "nll_loss: labels"),
+]
+
+
+# ------------------------------------------------------------ options (SPEC §8)
+def np_class_loss(labels, weight=None, ignore_index=-100, eps=0.0, reduction="mean",
+                  log_probs=False):
+    """PyTorch's cross_entropy (or nll_loss with log_probs=True) over the LAST axis."""
+    def f(x):
+        c = x.shape[-1]
+        x2 = x.reshape(-1, c)
+        lab = np.asarray(labels).reshape(-1)
+        lp = x2 if log_probs else np_log_softmax(x2)
+        w = np.ones(c) if weight is None else np.asarray(weight, dtype=float)
+        keep = lab != ignore_index
+        safe = np.where(keep, lab, 0)
+        per = -w[safe] * lp[np.arange(lab.size), safe]
+        if eps:
+            per = (1 - eps) * per + eps / c * -(lp * w).sum(axis=1)
+        per = np.where(keep, per, 0.0)
+        if reduction == "none":
+            return per.reshape(np.shape(labels))
+        if reduction == "sum":
+            return np.asarray(per.sum())
+        return np.asarray(per.sum() / w[safe][keep].sum())
+    return f
+
+
+def np_reduce(reduction):
+    return {"mean": lambda a: np.asarray(np.mean(a)), "sum": lambda a: np.asarray(np.sum(a)),
+            "none": lambda a: a}[reduction]
+
+
+def np_bce_full(weight=None, pos_weight=None, reduction="mean"):
+    def f(x, t):
+        pw = 1.0 if pos_weight is None else pos_weight
+        lw = 1 + (pw - 1) * t
+        terms = (1 - t) * x + lw * np.log1p(np.exp(-x))
+        if weight is not None:
+            terms = terms * weight
+        return np_reduce(reduction)(terms)
+    return f
+
+
+W5 = np.array([0.5, 2.0, 1.0, 0.25, 3.0])
+LAB5_IGN = np.array([0, -100, 4, 1])               # one ignored target
+LAB5_IGN2 = np.array([0, 2, 4, 2])                 # ignore_index=2: a class index
+LAB235 = np.array([[0, 4, 2], [1, -100, 3]])       # N-d labels [2, 3] for logits [2, 3, 5]
+W4 = np.array([1.5, 0.5, 2.0, 1.0])                # BCE weight over the last axis
+PW4 = np.array([3.0, 0.5, 1.0, 2.0])               # BCE pos_weight [C]
+W34 = np.random.default_rng(9).uniform(0.2, 2.0, size=(3, 1))
+
+
+def _ce(labels, **kw):
+    return lambda g, x: g.cross_entropy(x, labels, **kw)
+
+
+def _nll(labels, **kw):
+    return lambda g, x: g.nll_loss(x, labels, **kw)
+
+
+CASES += [
+    OpCase(Op.MSE_LOSS, lambda g, p, t, r=r: g.mse_loss(p, t, reduction=r), [(3, 4), (3, 4)],
+           lambda p, t, r=r: np_reduce(r)((p - t) ** 2), name=f"mse_{r}") for r in ("sum", "none")
+] + [
+    OpCase(Op.L1_LOSS, lambda g, p, t, r=r: g.l1_loss(p, t, reduction=r), (),
+           lambda p, t, r=r: np_reduce(r)(np.abs(p - t)), name=f"l1_{r}",
+           inputs=_pair_away((4, 5))) for r in ("sum", "none")
+] + [
+    OpCase(Op.HUBER_LOSS, lambda g, p, t, r=r: g.huber_loss(p, t, delta=0.5, reduction=r), (),
+           lambda p, t, r=r: np_reduce(r)(np.where(np.abs(p - t) < 0.5, 0.5 * (p - t) ** 2,
+                                                   0.5 * (np.abs(p - t) - 0.25))),
+           name=f"huber_{r}", inputs=_huber_pair((3, 6), 0.5)) for r in ("sum", "none")
+] + [
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t, r=r: g.binary_cross_entropy_with_logits(x, t, reduction=r), (),
+           np_bce_full(reduction=r), name=f"bce_with_logits_{r}", inputs=_bce_pair((3, 4)))
+    for r in ("sum", "none")
+] + [
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W4), (),
+           np_bce_full(weight=W4), name="bce_with_logits_weight_last_axis",
+           inputs=_bce_pair((3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W34, reduction="sum"),
+           (), np_bce_full(weight=W34, reduction="sum"), name="bce_with_logits_weight_per_row_sum",
+           inputs=_bce_pair((3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, pos_weight=PW4), (),
+           np_bce_full(pos_weight=PW4), name="bce_with_logits_pos_weight",
+           inputs=_bce_pair((2, 3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W34, pos_weight=PW4,
+                                                              reduction="none"),
+           (), np_bce_full(weight=W34, pos_weight=PW4, reduction="none"),
+           name="bce_with_logits_weight_pos_weight_none", inputs=_bce_pair((3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x: g.binary_cross_entropy_with_logits(x, T34, pos_weight=PW4), [(3, 4)],
+           lambda x: np_bce_full(pos_weight=PW4)(x, T34), name="bce_with_logits_pos_weight_array_target",
+           low=-4, high=4),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5, weight=W5), [(4, 5)], np_class_loss(LAB5, W5),
+           name="cross_entropy_weight", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN), [(4, 5)], np_class_loss(LAB5_IGN),
+           name="cross_entropy_ignore_index", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN2, ignore_index=2), [(4, 5)],
+           np_class_loss(LAB5_IGN2, ignore_index=2), name="cross_entropy_ignore_index_is_a_class",
+           low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN, weight=W5, label_smoothing=0.2), [(4, 5)],
+           np_class_loss(LAB5_IGN, W5, eps=0.2), name="cross_entropy_weight_ignore_smoothing",
+           low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5, weight=W5, label_smoothing=0.3, reduction="sum"), [(4, 5)],
+           np_class_loss(LAB5, W5, eps=0.3, reduction="sum"),
+           name="cross_entropy_weight_smoothing_sum", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN, label_smoothing=0.1, reduction="none"), [(4, 5)],
+           np_class_loss(LAB5_IGN, eps=0.1, reduction="none"),
+           name="cross_entropy_smoothing_ignore_none", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB235), [(2, 3, 5)], np_class_loss(LAB235),
+           name="cross_entropy_nd", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB235, weight=W5, label_smoothing=0.1, reduction="none"),
+           [(2, 3, 5)], np_class_loss(LAB235, W5, eps=0.1, reduction="none"),
+           name="cross_entropy_nd_weight_smoothing_none", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB235[..., None] % 5, weight=W5, reduction="sum"),
+           [(2, 3, 1, 5)], np_class_loss(LAB235[..., None] % 5, W5, reduction="sum"),
+           name="cross_entropy_4d_weight_sum", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB64, weight=np.linspace(0.1, 2.0, LONG), label_smoothing=0.1),
+           [(2, LONG)], np_class_loss(LAB64, np.linspace(0.1, 2.0, LONG), eps=0.1),
+           name="cross_entropy_many_classes_weight_smoothing", low=-3, high=3),
+    OpCase(Op.NLL_LOSS, _nll(LAB5, weight=W5), [(4, 5)], np_class_loss(LAB5, W5, log_probs=True),
+           name="nll_loss_weight", low=-4, high=0),
+    OpCase(Op.NLL_LOSS, _nll(LAB5_IGN2, weight=W5, ignore_index=2), [(4, 5)],
+           np_class_loss(LAB5_IGN2, W5, ignore_index=2, log_probs=True),
+           name="nll_loss_weight_ignore_index", low=-4, high=0),
+    OpCase(Op.NLL_LOSS, _nll(LAB235, reduction="none"), [(2, 3, 5)],
+           np_class_loss(LAB235, reduction="none", log_probs=True), name="nll_loss_nd_none",
+           low=-4, high=0),
+    OpCase(Op.NLL_LOSS, _nll(LAB235, weight=W5, reduction="sum"), [(2, 3, 5)],
+           np_class_loss(LAB235, W5, reduction="sum", log_probs=True),
+           name="nll_loss_nd_weight_sum", low=-4, high=0),
+]
+
+
+def _reduction_rows(op, name, setup, call):
+    return [BadCase(op, f"{name}_reduction_bad_string", setup, lambda g, *a: call(g, *a, "avg"),
+                    ValueError, rf"{name}: reduction must be 'mean', 'sum' or 'none', got 'avg'"),
+            BadCase(op, f"{name}_reduction_not_str", setup, lambda g, *a: call(g, *a, None),
+                    TypeError, rf"{name}: reduction must be a str")]
+
+
+BAD += (
+    _reduction_rows(Op.MSE_LOSS, "mse_loss", _leaves((2,), (2,)),
+                    lambda g, p, t, r: g.mse_loss(p, t, reduction=r))
+    + _reduction_rows(Op.L1_LOSS, "l1_loss", _leaves((2,), (2,)),
+                      lambda g, p, t, r: g.l1_loss(p, t, reduction=r))
+    + _reduction_rows(Op.HUBER_LOSS, "huber_loss", _leaves((2,), (2,)),
+                      lambda g, p, t, r: g.huber_loss(p, t, reduction=r))
+    + _reduction_rows(Op.BCE_WITH_LOGITS, "binary_cross_entropy_with_logits", _leaves((2,), (2,)),
+                      lambda g, p, t, r: g.binary_cross_entropy_with_logits(p, t, reduction=r))
+    + _reduction_rows(Op.CROSS_ENTROPY, "cross_entropy", _leaves((2, 3)),
+                      lambda g, x, r: g.cross_entropy(x, [0, 1], reduction=r))
+    + _reduction_rows(Op.NLL_LOSS, "nll_loss", _leaves((2, 3)),
+                      lambda g, x, r: g.nll_loss(x, [0, 1], reduction=r))
+) + [
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_wrong_length", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], weight=np.ones(4)), ValueError,
+            r"cross_entropy: weight must have shape \(3,\), one weight per class"),
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_2d", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], weight=np.ones((1, 3))), yscv.ShapeError,
+            r"cross_entropy: weight must have shape \(3,\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_node", _leaves((2, 3), (3,)),
+            lambda g, x, w: g.cross_entropy(x, [0, 1], weight=w), TypeError,
+            "cross_entropy: weight must be an array, not a NodeId"),
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_complex", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], weight=np.ones(3) * 1j), TypeError,
+            "cross_entropy: weight has dtype complex128"),
+    BadCase(Op.CROSS_ENTROPY, "ce_ignore_index_float", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], ignore_index=-1.0), TypeError,
+            "cross_entropy: ignore_index must be an int"),
+    BadCase(Op.CROSS_ENTROPY, "ce_label_out_of_range_not_ignored", _leaves((3, 4)),
+            lambda g, x: g.cross_entropy(x, [0, -100, -1]), IndexError,
+            r"cross_entropy: labels\[2\]=-1 is out of range for 4 classes \(valid labels are "
+            r"0..3, or ignore_index=-100\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_nd_label_out_of_range", _leaves((2, 3, 4)),
+            lambda g, x: g.cross_entropy(x, [[0, 1, 2], [3, 4, 0]]), IndexError,
+            r"cross_entropy: labels\[1, 1\]=4 is out of range"),
+    BadCase(Op.CROSS_ENTROPY, "ce_ignore_index_is_not_minus_100", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, -100], ignore_index=-1), IndexError,
+            r"labels\[1\]=-100 is out of range .* ignore_index=-1\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_nd_labels_shape", _leaves((2, 3, 4)),
+            lambda g, x: g.cross_entropy(x, np.zeros((2, 4), dtype=int)), yscv.ShapeError,
+            r"cross_entropy: labels must have shape \(2, 3\) to match input of shape \(2, 3, 4\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_torch_layout_labels_hint", _leaves((2, 4, 3)),
+            lambda g, x: g.cross_entropy(x, np.zeros((2, 3), dtype=int)), yscv.ShapeError,
+            r"labels must have shape \(2, 4\).*class axis is the LAST axis"),
+    BadCase(Op.CROSS_ENTROPY, "ce_nd_float_labels", _leaves((2, 3, 4)),
+            lambda g, x: g.cross_entropy(x, np.zeros((2, 3))), TypeError,
+            "cross_entropy: labels must be an integer array"),
+    BadCase(Op.CROSS_ENTROPY, "ce_positional_smoothing_is_weight", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], 0.1), TypeError,
+            r"cross_entropy: weight must be an array of 3 class weights, got 0.1 \(the third "
+            r"positional argument is weight"),
+    BadCase(Op.NLL_LOSS, "nll_weight_wrong_length", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1], weight=[1.0, 2.0]), ValueError,
+            r"nll_loss: weight must have shape \(3,\)"),
+    BadCase(Op.NLL_LOSS, "nll_ignore_index_bool", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1], ignore_index=True), TypeError,
+            "nll_loss: ignore_index must be an int"),
+    BadCase(Op.NLL_LOSS, "nll_nd_label_out_of_range", _leaves((1, 2, 3)),
+            lambda g, x: g.nll_loss(x, [[0, 7]]), IndexError, r"nll_loss: labels\[0, 1\]=7"),
+    BadCase(Op.NLL_LOSS, "nll_nd_labels_shape", _leaves((1, 2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1]), yscv.ShapeError,
+            r"nll_loss: labels must have shape \(1, 2\)"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_weight_not_broadcastable", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=np.ones(3)),
+            yscv.ShapeError, r"binary_cross_entropy_with_logits: weight of shape \(3,\) does "
+            r"not broadcast to the input's shape \(3, 4\)"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_weight_broadcasts_larger", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=np.ones((2, 3, 4))),
+            ValueError, "weight of shape"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_pos_weight_wrong_length", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, pos_weight=np.ones(5)),
+            ValueError, r"binary_cross_entropy_with_logits: pos_weight of shape \(5,\)"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_pos_weight_node", _leaves((3, 4), (3, 4), (4,)),
+            lambda g, x, t, w: g.binary_cross_entropy_with_logits(x, t, pos_weight=w), TypeError,
+            "binary_cross_entropy_with_logits: pos_weight must be an array, not a NodeId"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_weight_str", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight="1"), TypeError,
+            "binary_cross_entropy_with_logits: weight"),
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
@@ -265,7 +492,7 @@ def test_labels_are_copied_and_kept_as_integers():
     g = yscv.Graph()
     loss = g.cross_entropy(g.variable(np.zeros((2, 3))), lab)
     lab[0] = 2
-    stored, _ = g._attrs[loss.index]
+    stored = g._attrs[loss.index].labels
     assert stored.dtype.kind == "i" and not stored.flags.writeable
     np.testing.assert_array_equal(stored, [0, 1])
 
@@ -296,7 +523,7 @@ def test_losses_keep_float32():
     for loss in (g.mse_loss(p, np.zeros((2, 3))), g.l1_loss(p, np.zeros((2, 3))),
                  g.huber_loss(p, np.zeros((2, 3)), 0.5),
                  g.binary_cross_entropy_with_logits(p, np.zeros((2, 3))),
-                 g.cross_entropy(p, [0, 2], 0.1), g.nll_loss(p, [1, 1])):
+                 g.cross_entropy(p, [0, 2], label_smoothing=0.1), g.nll_loss(p, [1, 1])):
         assert g.value(loss).dtype == np.float32 and g.value(loss).shape == ()
         g.zero_grads()
         g.backward(loss)
