@@ -550,11 +550,11 @@ def test_cross_entropy_matches_pytorch(eps, dtype, classes):
 
 
 TORCH_PAIR = {
-    "mse": (lambda g, a, b: g.mse_loss(a, b), "mse_loss", {}),
-    "l1": (lambda g, a, b: g.l1_loss(a, b), "l1_loss", {}),
-    "huber": (lambda g, a, b: g.huber_loss(a, b), "huber_loss", {}),
-    "huber_delta0.4": (lambda g, a, b: g.huber_loss(a, b, delta=0.4), "huber_loss", {"delta": 0.4}),
-    "bce_with_logits": (lambda g, a, b: g.binary_cross_entropy_with_logits(a, b),
+    "mse": (lambda g, a, b, **r: g.mse_loss(a, b, **r), "mse_loss", {}),
+    "l1": (lambda g, a, b, **r: g.l1_loss(a, b, **r), "l1_loss", {}),
+    "huber": (lambda g, a, b, **r: g.huber_loss(a, b, **r), "huber_loss", {}),
+    "huber_delta0.4": (lambda g, a, b, **r: g.huber_loss(a, b, delta=0.4, **r), "huber_loss", {"delta": 0.4}),
+    "bce_with_logits": (lambda g, a, b, **r: g.binary_cross_entropy_with_logits(a, b, **r),
                         "binary_cross_entropy_with_logits", {}),
 }
 
@@ -590,3 +590,284 @@ def test_nll_loss_matches_pytorch():
     lt.backward()
     np.testing.assert_allclose(v, lt.item(), rtol=1e-14)
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-14)
+
+
+# ------------------------------------------------------------ options against PyTorch
+def _tdt(torch, dtype):
+    return torch.float32 if dtype == np.float32 else torch.float64
+
+
+def _tols(dtype):
+    """(rtol, grad rtol, atol) for float32 / float64 against PyTorch. The float32
+    atol covers one rounding of O(1) terms that cancel (softplus(x) - x t near
+    t = 1, sigmoid(x) - t): the two libraries round them in different orders."""
+    return (3e-6, 2e-5, 1e-6) if dtype == np.float32 else (1e-12, 1e-11, 1e-14)
+
+
+def _run_yscv(build, arrays, cot, dtype):
+    """Value and gradients of build(g, *variables) with upstream ``cot`` (None: 1)."""
+    g = yscv.Graph(dtype)
+    nodes = [g.variable(a) for a in arrays]
+    out = build(g, *nodes)
+    g.backward(out, grad=None if cot is None else cot.astype(dtype))
+    return g.value(out), [g.grad(n) for n in nodes]
+
+
+def _run_torch(torch, fn, arrays, cot, dtype):
+    ts = [torch.tensor(a, dtype=_tdt(torch, dtype), requires_grad=True) for a in arrays]
+    out = fn(*ts)
+    out.backward(None if cot is None else torch.tensor(cot, dtype=_tdt(torch, dtype)))
+    return out.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def _cotangent(reduction, shape, seed=11):
+    return np.random.default_rng(seed).standard_normal(shape) if reduction == "none" else None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nd", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.3])
+@pytest.mark.parametrize("ignore", [None, -100, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_options_match_pytorch(reduction, weighted, ignore, eps, nd, dtype):
+    """Values and gradients for reduction x weight x ignore_index x label_smoothing x
+    N-d (classes last here, on axis 1 in PyTorch)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    shape = (4, 3, 2, 7) if nd else (24, 7)
+    x = rng.standard_normal(shape) * 3
+    lab = rng.integers(0, 7, shape[:-1])
+    kw = {}
+    if ignore is not None:
+        lab.flat[::4] = ignore
+        kw["ignore_index"] = ignore
+    w = rng.uniform(0.1, 3.0, 7) if weighted else None
+    cot = _cotangent(reduction, lab.shape)
+    v, (gx,) = _run_yscv(lambda g, n: g.cross_entropy(n, lab, weight=w, label_smoothing=eps,
+                                                      reduction=reduction, **kw), [x], cot, dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv, (tgx,) = _run_torch(
+        torch, lambda t: torch.nn.functional.cross_entropy(
+            t.movedim(-1, 1), torch.tensor(lab), weight=tw, label_smoothing=eps,
+            reduction=reduction, **kw), [x], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype and gx.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+    if ignore is not None:
+        assert not gx.reshape(-1, 7)[lab.reshape(-1) == ignore].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nd", [False, True])
+@pytest.mark.parametrize("ignore", [None, -100, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_options_match_pytorch(reduction, weighted, ignore, nd, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    shape = (3, 4, 5) if nd else (12, 5)
+    lp = np_log_softmax(rng.standard_normal(shape).reshape(-1, 5)).reshape(shape)
+    lab = rng.integers(0, 5, shape[:-1])
+    kw = {}
+    if ignore is not None:
+        lab.flat[1::3] = ignore
+        kw["ignore_index"] = ignore
+    w = rng.uniform(0.1, 3.0, 5) if weighted else None
+    cot = _cotangent(reduction, lab.shape)
+    v, (gx,) = _run_yscv(lambda g, n: g.nll_loss(n, lab, weight=w, reduction=reduction, **kw),
+                         [lp], cot, dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv, (tgx,) = _run_torch(
+        torch, lambda t: torch.nn.functional.nll_loss(
+            t.movedim(-1, 1), torch.tensor(lab), weight=tw, reduction=reduction, **kw),
+        [lp], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+
+
+BCE_WEIGHTS = {
+    None: None,
+    "last_axis": lambda rng: rng.uniform(0.2, 2.0, 6),
+    "per_row": lambda rng: rng.uniform(0.2, 2.0, (4, 1, 1)),
+    "full": lambda rng: rng.uniform(0.2, 2.0, (4, 3, 6)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pos_weight", [None, "last_axis", "per_row"])
+@pytest.mark.parametrize("weight", [None, "last_axis", "full"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_options_match_pytorch(reduction, weight, pos_weight, dtype):
+    """weight and pos_weight broadcast to the input as PyTorch; gradients to the
+    logits AND the target."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((4, 3, 6)) * 3
+    t = rng.uniform(0, 1, (4, 3, 6))
+    w = None if weight is None else BCE_WEIGHTS[weight](rng)
+    pw = None if pos_weight is None else BCE_WEIGHTS[pos_weight](rng) * 2
+    cot = _cotangent(reduction, x.shape)
+    v, (gx, gt) = _run_yscv(lambda g, a, b: g.binary_cross_entropy_with_logits(
+        a, b, weight=w, pos_weight=pw, reduction=reduction), [x, t], cot, dtype)
+    conv = (lambda a: None if a is None else torch.tensor(a, dtype=_tdt(torch, dtype)))
+    tv, (tgx, tgt) = _run_torch(torch, lambda a, b: torch.nn.functional.binary_cross_entropy_with_logits(
+        a, b, weight=conv(w), pos_weight=conv(pw), reduction=reduction), [x, t], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+    np.testing.assert_allclose(gt, tgt, rtol=rg, atol=ag)
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_PAIR))
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pair_loss_reductions_match_pytorch(name, reduction, dtype):
+    torch = pytest.importorskip("torch")
+    build, fname, kw = TORCH_PAIR[name]
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 2, 3)) * 2
+    b = rng.uniform(0, 1, size=a.shape) if name.startswith("bce") else rng.standard_normal(a.shape)
+    cot = _cotangent(reduction, a.shape)
+    v, (ga, gb) = _run_yscv(lambda g, p, q: build(g, p, q, reduction=reduction), [a, b], cot, dtype)
+    tv, (tga, tgb) = _run_torch(torch, lambda p, q: getattr(torch.nn.functional, fname)(
+        p, q, reduction=reduction, **kw), [a, b], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(ga, tga, rtol=rg, atol=1e-9)
+    np.testing.assert_allclose(gb, tgb, rtol=rg, atol=1e-9)
+
+
+INF = float("inf")
+X_INF = np.array([[0.0, -INF, 1.0, 2.0],
+                  [-INF, 2.0, 0.0, -INF],
+                  [1.0, 2.0, 3.0, 4.0],
+                  [-INF, 0.5, 0.0, -1.0]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("labels", [[0, 1, 2, 3], [0, 1, 2, 0]], ids=["finite_targets",
+                                                                      "a_minus_inf_target"])
+def test_cross_entropy_with_minus_inf_logits_matches_pytorch(labels, reduction, weighted, eps,
+                                                             dtype):
+    """Issue 12.3: a -inf logit gave NaN (0 * -inf in the smoothing term even
+    without smoothing). PyTorch: finite where the target's logit is finite and
+    there is no smoothing, inf otherwise; gradients finite (compared where
+    PyTorch's are finite, which is everywhere here)."""
+    torch = pytest.importorskip("torch")
+    lab = np.array(labels)
+    w = np.array([0.5, 2.0, 1.0, 1.5]) if weighted else None
+    cot = _cotangent(reduction, lab.shape)
+    v, (gx,) = _run_yscv(lambda g, n: g.cross_entropy(n, lab, weight=w, label_smoothing=eps,
+                                                      reduction=reduction), [X_INF], cot, dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv, (tgx,) = _run_torch(torch, lambda t: torch.nn.functional.cross_entropy(
+        t, torch.tensor(lab), weight=tw, label_smoothing=eps, reduction=reduction),
+        [X_INF], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert not np.isnan(tv).any() and not np.isnan(v).any()
+    np.testing.assert_allclose(v, tv, rtol=rv)          # inf where PyTorch has inf
+    if eps == 0.0 and labels[3] == 3:
+        assert np.all(np.isfinite(v))
+    finite = np.isfinite(tgx)
+    assert finite.all()
+    np.testing.assert_allclose(gx[finite], tgx[finite], rtol=rg, atol=ag)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("eps", [0.0, 1.0])
+def test_cross_entropy_nan_cases_follow_pytorch(eps, dtype):
+    """Where PyTorch itself gives NaN we do too: label_smoothing=1 with a -inf
+    target logit ((1 - eps) * inf) and a zero class weight on a -inf target
+    logit (0 * inf)."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[-INF, 0.0, 1.0], [0.0, 1.0, 2.0]])
+    lab = np.array([0, 1])
+    w = np.array([0.0, 1.0, 1.0]) if eps == 0.0 else None
+    v, _ = _run_yscv(lambda g, n: g.cross_entropy(n, lab, weight=w, label_smoothing=eps,
+                                                  reduction="none"), [x], np.ones(2), dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv = torch.nn.functional.cross_entropy(torch.tensor(x, dtype=_tdt(torch, dtype)),
+                                           torch.tensor(lab), weight=tw, label_smoothing=eps,
+                                           reduction="none").numpy()
+    assert np.isnan(tv[0]) and np.isnan(v[0])
+    np.testing.assert_allclose(v[1], tv[1], rtol=_tols(dtype)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_all_targets_ignored_match_pytorch(weighted, op, dtype):
+    """mean: 0/0 = NaN as PyTorch; sum: 0; none: zeros; gradients zero."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(12).standard_normal((3, 2, 4))
+    lab = np.full((3, 2), -100)
+    w = np.array([1.0, 2.0, 3.0, 4.0]) if weighted else None
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    for reduction in ("mean", "sum", "none"):
+        cot = _cotangent(reduction, lab.shape)
+        v, (gx,) = _run_yscv(lambda g, n: getattr(g, op)(n, lab, weight=w, reduction=reduction),
+                             [x], cot, dtype)
+        tv, (tgx,) = _run_torch(torch, lambda t: getattr(torch.nn.functional, op)(
+            t.movedim(-1, 1), torch.tensor(lab), weight=tw, reduction=reduction), [x], cot, dtype)
+        np.testing.assert_array_equal(v, tv)              # NaN == NaN here
+        np.testing.assert_array_equal(gx, tgx)
+        assert not gx.any()
+        assert np.isnan(v) if reduction == "mean" else not v.any()
+
+
+def test_two_positional_arguments_keep_the_defaults():
+    """The Trainer calls every loss by name with two arguments: mean reduction,
+    no weight, nothing ignored but -100."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 4))
+    lab = np.array([0, 1, 2, 3, 0, 1])
+    g = yscv.Graph(np.float64)
+    n = g.variable(x)
+    np.testing.assert_allclose(g.value(g.cross_entropy(n, lab)), np_cross_entropy(lab)(x),
+                               rtol=1e-13)
+    np.testing.assert_allclose(g.value(g.nll_loss(n, lab)), np_nll(lab)(x), rtol=1e-13)
+    t = rng.uniform(0, 1, (6, 4))
+    for name, ref in (("mse_loss", lambda: np.mean((x - t) ** 2)),
+                      ("l1_loss", lambda: np.mean(np.abs(x - t))),
+                      ("binary_cross_entropy_with_logits", lambda: np_bce_logits(x, t))):
+        out = getattr(g, name)(n, t)
+        assert g.value(out).shape == ()
+        np.testing.assert_allclose(g.value(out), ref(), rtol=1e-12)
+
+
+def test_cross_entropy_saves_only_the_row_logsumexp_for_nd_and_options():
+    g = yscv.Graph()
+    x = g.variable(np.random.default_rng(0).standard_normal((4, 8, 10)))
+    before = g.memory()["saved"]
+    g.cross_entropy(x, np.arange(32).reshape(4, 8) % 10, weight=np.ones(10), label_smoothing=0.1,
+                    reduction="none")
+    assert g.memory()["saved"] - before == 32 * 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("classes", [4, LONG])
+def test_cross_entropy_minus_inf_logit_regression(classes, dtype):
+    """Issue 12.3 with the default arguments: a -inf logit (masked class) made
+    the mean loss NaN; PyTorch gives the finite loss, and a gradient of exactly
+    0 on the masked logits."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(14).standard_normal((3, classes))
+    x[0, 1] = x[1, 0] = x[2, classes - 1] = -INF
+    lab = np.array([0, 1, 2])
+    v, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab), x, dtype=dtype)
+    xt = torch.tensor(x, dtype=_tdt(torch, dtype), requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(lab))
+    lt.backward()
+    assert np.isfinite(v)
+    np.testing.assert_allclose(v, lt.item(), rtol=_tols(dtype)[0])
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=_tols(dtype)[1], atol=_tols(dtype)[2])
+    assert gx[0, 1] == 0 and gx[1, 0] == 0 and gx[2, classes - 1] == 0

@@ -65,9 +65,10 @@ def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
         gx = sigmoid_values(x)
         if pos_weight is None:            # sigmoid(x) - t
             gx -= t
-        else:                              # (1 + (pw - 1) t) sigmoid(x) - pw t
-            gx *= (pos_weight - 1) * t + 1
-            gx -= pos_weight * t
+        else:   # (1 + (pw - 1) t) sigmoid(x) - pw t, rounded in PyTorch's order
+            pt = pos_weight * t
+            gx *= pt + 1 - t
+            gx -= pt
         gx *= s
     if needs[1]:
         if pos_weight is None:            # -x
