@@ -11,21 +11,22 @@ import numpy as np
 from ..node import Op
 from ..ops._common import readonly
 from ..ops.activation import sigmoid_values
-from ..ops.loss import K, rows_of, softplus_exact
+from ..ops.loss import K, no_weight, rows_of, softplus_exact
 from ..registry import register_backward
 
 
 def upstream(g: np.ndarray, reduction: str, denominator, factor: float = 1.0):
     """``factor * dL/d(term)`` for each unreduced term: a scalar of g's dtype
     for "mean" (``factor * g / denominator``) and "sum", an array for "none".
-    A zero denominator gives inf/NaN, as the 0/0 forward (PyTorch too)."""
+    A zero denominator (every target ignored or weighted 0) gives NaN."""
     dt = g.dtype.type
     if reduction == "none":
         return g * dt(factor) if factor != 1.0 else g
     if reduction == "sum":
         return dt(factor * float(g))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return dt(factor * float(g)) / dt(denominator)
+    if denominator == 0:   # the forward was 0/0 or x/0
+        return dt(np.nan)
+    return dt(factor * float(g) / denominator)
 
 
 def _pair(gp, needs):
@@ -85,12 +86,11 @@ def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
 def cross_entropy_backward(g, inputs, out, attrs, lse, needs):
     x = inputs[0]
     c = x.shape[-1]
-    r = x.size // c
     if attrs.reduction == "none":
         up = g.reshape(-1)
-    else:
-        up = np.full(r, upstream(g, attrs.reduction, attrs.total_weight), dtype=x.dtype)
-    weight = attrs.weight if attrs.weight is not None else readonly(np.empty(0, x.dtype))
+    else:   # one value for every row
+        up = np.full(1, upstream(g, attrs.reduction, attrs.total_weight), dtype=x.dtype)
+    weight = attrs.weight if attrs.weight is not None else no_weight(x.dtype)
     gx = K.cross_entropy_backward(readonly(x.reshape(-1, c)), attrs.labels.reshape(-1), lse,
                                   weight, attrs.ignore_index, attrs.label_smoothing, readonly(up))
     return (gx.reshape(x.shape),)

@@ -96,7 +96,8 @@ def cross_entropy_forward(x, labels, weight, ignore_index, eps):
 @jit
 def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
     """Gradient of the per-row losses of :func:`cross_entropy_forward` w.r.t.
-    x [R, C], each row scaled by ``up[i]`` (x's dtype, [R]); 0 on ignored rows."""
+    x [R, C], row i scaled by ``up[i]`` (``up`` [R] of x's dtype), or every
+    row by ``up[0]`` when ``up`` has one element; 0 on ignored rows."""
     r_, c_ = x.shape
     dt = x.dtype.type
     zero = dt(0.0)
@@ -105,6 +106,7 @@ def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
     hit = one - dt(eps)
     off = dt(eps) / dt(c_)
     w_all = row_sum(weight, c_) if has_w else dt(c_)
+    per_row = up.shape[0] == r_
     out = np.empty((r_, c_), dtype=x.dtype)
     for i in range(r_):
         orow = out[i]
@@ -115,7 +117,7 @@ def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
             continue
         xr = x[i]
         li = lse[i]
-        u = up[i]
+        u = up[i] if per_row else up[0]
         if has_w:
             wy = weight[y]
             a = hit * wy + off * w_all

@@ -86,8 +86,20 @@ def reduce_loss(terms: np.ndarray, reduction: str, denominator=None) -> np.ndarr
     if reduction == "sum":
         return np.asarray(total)
     d = terms.size if denominator is None else denominator
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(total / terms.dtype.type(d))
+    if d == 0:   # 0/0 = NaN (all targets ignored, empty input); x/0 = +-inf
+        return np.asarray(total * terms.dtype.type(np.inf) if total else
+                          terms.dtype.type(np.nan))
+    return np.asarray(total / terms.dtype.type(d))
+
+
+def no_weight(dtype) -> np.ndarray:
+    """The kernels' "no class weight": a read-only empty array of ``dtype``."""
+    return _NO_WEIGHT[np.dtype(dtype)]
+
+
+_NO_WEIGHT = {np.dtype(t): np.empty(0, dtype=t) for t in (np.float32, np.float64)}
+for _a in _NO_WEIGHT.values():
+    _a.flags.writeable = False
 
 
 def rows_of(labels: np.ndarray, ignore_index: int):
@@ -145,11 +157,12 @@ def bce_with_logits_forward(attrs, logits, target):
 @register_forward(Op.CROSS_ENTROPY)
 def cross_entropy_forward(attrs, logits):
     c = logits.shape[-1]
-    weight = attrs.weight if attrs.weight is not None else readonly(np.empty(0, logits.dtype))
+    weight = attrs.weight if attrs.weight is not None else no_weight(logits.dtype)
     loss, lse = K.cross_entropy_forward(readonly(logits.reshape(-1, c)), attrs.labels.reshape(-1),
                                         weight, attrs.ignore_index, attrs.label_smoothing)
-    value = reduce_loss(loss.reshape(attrs.labels.shape), attrs.reduction, attrs.total_weight)
-    return value, lse
+    if attrs.reduction == "none":
+        return loss.reshape(attrs.labels.shape), lse
+    return reduce_loss(loss, attrs.reduction, attrs.total_weight), lse
 
 
 @register_forward(Op.NLL_LOSS)
@@ -186,8 +199,9 @@ def _constant_array(a, dtype, op: str, arg: str) -> np.ndarray:
     return arr
 
 
-def _labels(labels, logits_shape: tuple, ignore_index: int, op: str, arg: str) -> np.ndarray:
-    """Validated read-only C-contiguous int64 labels of shape ``logits_shape[:-1]``."""
+def _labels(labels, logits_shape: tuple, ignore_index: int, op: str, arg: str):
+    """Validated read-only C-contiguous int64 labels of shape ``logits_shape[:-1]``,
+    and whether any of them equals ``ignore_index``."""
     if type(labels) is NodeId:
         raise TypeError(f"{op}: {arg} must be an integer array of class indices, not a "
                         "NodeId (labels are not differentiable)")
@@ -202,21 +216,27 @@ def _labels(labels, logits_shape: tuple, ignore_index: int, op: str, arg: str) -
         raise shape_error(op, f"{arg} must have shape {want} to match input of shape "
                           f"{tuple(logits_shape)}, got {lab.shape}{hint}",
                           expected=want, got=lab.shape)
-    if lab.size and (lab.min() < 0 or lab.max() >= c):   # two reductions; locate only on failure
-        bad = (lab != ignore_index) & ((lab < 0) | (lab >= c))
-        if bad.any():
-            k = np.unravel_index(int(np.flatnonzero(bad)[0]), lab.shape)
-            where = ", ".join(str(int(j)) for j in k)
-            raise IndexError(f"{op}: {arg}[{where}]={int(lab[k])} is out of range for {c} "
-                             f"classes (valid labels are 0..{c - 1}, or "
-                             f"ignore_index={ignore_index})")
+    ignored = False
+    if lab.size:
+        if lab.min() < 0 or lab.max() >= c:   # two reductions; locate only on failure
+            hit = lab == ignore_index
+            bad = ~hit & ((lab < 0) | (lab >= c))
+            if bad.any():
+                k = np.unravel_index(int(np.flatnonzero(bad)[0]), lab.shape)
+                where = ", ".join(str(int(j)) for j in k)
+                raise IndexError(f"{op}: {arg}[{where}]={int(lab[k])} is out of range for {c} "
+                                 f"classes (valid labels are 0..{c - 1}, or "
+                                 f"ignore_index={ignore_index})")
+            ignored = bool(hit.any())
+        elif 0 <= ignore_index < c:
+            ignored = bool((lab == ignore_index).any())
     lab.flags.writeable = False
-    return lab
+    return lab, ignored
 
 
-def _total_weight(labels: np.ndarray, weight, ignore_index: int, dtype) -> float:
+def _total_weight(labels: np.ndarray, ignored: bool, weight, ignore_index: int, dtype) -> float:
     """Sum of weight[y] (1 without a weight) over the non-ignored labels."""
-    _, cols = rows_of(labels, ignore_index)
+    cols = rows_of(labels, ignore_index)[1] if ignored else labels.reshape(-1)
     if weight is None:
         return float(cols.size)
     return float(np.sum(weight[cols], dtype=dtype))
@@ -264,8 +284,8 @@ class LossOps:
                 raise shape_error(op, f"weight must have shape ({c},), one weight per class "
                                   f"of the input's last axis, got {w.shape}",
                                   expected=(c,), got=w.shape)
-        lab = _labels(labels, xv.shape, ignore_index, op, "labels")
-        total = _total_weight(lab, w, ignore_index, self.dtype)
+        lab, ignored = _labels(labels, xv.shape, ignore_index, op, "labels")
+        total = _total_weight(lab, ignored, w, ignore_index, self.dtype)
         return ClassLossAttrs(lab, w, ignore_index, smoothing, reduction, total)
 
     def mse_loss(self, pred, target, reduction="mean"):
