@@ -367,6 +367,9 @@ BAD += (
             lambda g, x: g.cross_entropy(x, [0, 1], 0.1), TypeError,
             r"cross_entropy: weight must be an array of 3 class weights, got 0.1 \(the third "
             r"positional argument is weight"),
+    BadCase(Op.NLL_LOSS, "nll_ignore_index_beyond_int64", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1], ignore_index=2**64), ValueError,
+            "nll_loss: ignore_index=18446744073709551616 does not fit in int64"),
     BadCase(Op.NLL_LOSS, "nll_weight_wrong_length", _leaves((2, 3)),
             lambda g, x: g.nll_loss(x, [0, 1], weight=[1.0, 2.0]), ValueError,
             r"nll_loss: weight must have shape \(3,\)"),

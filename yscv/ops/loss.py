@@ -270,6 +270,8 @@ class LossOps:
         if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
             raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}")
         ignore_index = int(ignore_index)
+        if not -2**63 <= ignore_index < 2**63:   # labels are int64
+            raise ValueError(f"{op}: ignore_index={ignore_index} does not fit in int64")
         xv = self._class_input(x, op, arg)
         c = xv.shape[-1]
         w = None
