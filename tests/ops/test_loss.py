@@ -874,3 +874,22 @@ def test_cross_entropy_minus_inf_logit_regression(classes, dtype):
     np.testing.assert_allclose(v, lt.item(), rtol=_tols(dtype)[0])
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=_tols(dtype)[1], atol=_tols(dtype)[2])
     assert gx[0, 1] == 0 and gx[1, 0] == 0 and gx[2, classes - 1] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bce_with_logits_pos_weight_is_stable_for_huge_logits(dtype):
+    torch = pytest.importorskip("torch")
+    x = np.array([[1e4, -1e4, 800.0, -800.0], [-1e4, 1e4, -30.0, 30.0]])
+    t = np.array([[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.25, 0.75]])
+    pw = np.array([2.0, 0.5, 3.0, 1.5])
+    w = np.array([[1.0], [2.0]])
+    v, (gx, gt) = _run_yscv(lambda g, a, b: g.binary_cross_entropy_with_logits(
+        a, b, weight=w, pos_weight=pw, reduction="none"), [x, t], np.ones(x.shape), dtype)
+    conv = (lambda a: torch.tensor(a, dtype=_tdt(torch, dtype)))
+    tv, (tgx, tgt) = _run_torch(torch, lambda a, b: torch.nn.functional.binary_cross_entropy_with_logits(
+        a, b, weight=conv(w), pos_weight=conv(pw), reduction="none"), [x, t], np.ones(x.shape), dtype)
+    assert np.all(np.isfinite(v)) and np.all(np.isfinite(gx)) and np.all(np.isfinite(gt))
+    rv, rg, ag = _tols(dtype)
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+    np.testing.assert_allclose(gt, tgt, rtol=rg, atol=ag)
