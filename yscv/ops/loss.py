@@ -82,7 +82,7 @@ def reduce_loss(terms: np.ndarray, reduction: str, denominator=None) -> np.ndarr
     NaN (0/0) as PyTorch, without NumPy's warning."""
     if reduction == "none":
         return terms
-    total = np.sum(terms, dtype=terms.dtype)
+    total = terms.sum(dtype=terms.dtype)
     if reduction == "sum":
         return np.asarray(total)
     d = terms.size if denominator is None else denominator
