@@ -156,7 +156,8 @@ BAD = [
             lambda g, x: g.cross_entropy(x, [0, 1], label_smoothing=-0.1), ValueError,
             "label_smoothing"),
     BadCase(Op.CROSS_ENTROPY, "ce_logits_1d", _leaves((4,)),
-            lambda g, x: g.cross_entropy(x, [0]), yscv.ShapeError, r"cross_entropy: logits must be 2-d"),
+            lambda g, x: g.cross_entropy(x, [0]), yscv.ShapeError,
+            r"cross_entropy: logits must be \[N, C\] or \[N, d1, ..., C\]"),
     BadCase(Op.CROSS_ENTROPY, "ce_labels_wrong_length", _leaves((3, 4)),
             lambda g, x: g.cross_entropy(x, [0, 1]), yscv.ShapeError, r"cross_entropy: labels must have shape \(3,\)"),
     BadCase(Op.CROSS_ENTROPY, "ce_zero_classes", _leaves((3, 0)),
@@ -167,6 +168,235 @@ BAD = [
             lambda g, x: g.nll_loss(x, [[0], [1]]), yscv.ShapeError, "nll_loss: labels"),
     BadCase(Op.NLL_LOSS, "nll_float_labels", _leaves((2, 3)),
             lambda g, x: g.nll_loss(x, [0.5, 1.0]), TypeError, "nll_loss: labels"),
+]
+
+
+# ------------------------------------------------------------ options (SPEC §8)
+def np_class_loss(labels, weight=None, ignore_index=-100, eps=0.0, reduction="mean",
+                  log_probs=False):
+    """PyTorch's cross_entropy (or nll_loss with log_probs=True) over the LAST axis."""
+    def f(x):
+        c = x.shape[-1]
+        x2 = x.reshape(-1, c)
+        lab = np.asarray(labels).reshape(-1)
+        lp = x2 if log_probs else np_log_softmax(x2)
+        w = np.ones(c) if weight is None else np.asarray(weight, dtype=float)
+        keep = lab != ignore_index
+        safe = np.where(keep, lab, 0)
+        per = -w[safe] * lp[np.arange(lab.size), safe]
+        if eps:
+            per = (1 - eps) * per + eps / c * -(lp * w).sum(axis=1)
+        per = np.where(keep, per, 0.0)
+        if reduction == "none":
+            return per.reshape(np.shape(labels))
+        if reduction == "sum":
+            return np.asarray(per.sum())
+        return np.asarray(per.sum() / w[safe][keep].sum())
+    return f
+
+
+def np_reduce(reduction):
+    return {"mean": lambda a: np.asarray(np.mean(a)), "sum": lambda a: np.asarray(np.sum(a)),
+            "none": lambda a: a}[reduction]
+
+
+def np_bce_full(weight=None, pos_weight=None, reduction="mean"):
+    def f(x, t):
+        pw = 1.0 if pos_weight is None else pos_weight
+        lw = 1 + (pw - 1) * t
+        terms = (1 - t) * x + lw * np.log1p(np.exp(-x))
+        if weight is not None:
+            terms = terms * weight
+        return np_reduce(reduction)(terms)
+    return f
+
+
+W5 = np.array([0.5, 2.0, 1.0, 0.25, 3.0])
+LAB5_IGN = np.array([0, -100, 4, 1])               # one ignored target
+LAB5_IGN2 = np.array([0, 2, 4, 2])                 # ignore_index=2: a class index
+LAB235 = np.array([[0, 4, 2], [1, -100, 3]])       # N-d labels [2, 3] for logits [2, 3, 5]
+W4 = np.array([1.5, 0.5, 2.0, 1.0])                # BCE weight over the last axis
+PW4 = np.array([3.0, 0.5, 1.0, 2.0])               # BCE pos_weight [C]
+W34 = np.random.default_rng(9).uniform(0.2, 2.0, size=(3, 1))
+
+
+def _ce(labels, **kw):
+    return lambda g, x: g.cross_entropy(x, labels, **kw)
+
+
+def _nll(labels, **kw):
+    return lambda g, x: g.nll_loss(x, labels, **kw)
+
+
+CASES += [
+    OpCase(Op.MSE_LOSS, lambda g, p, t, r=r: g.mse_loss(p, t, reduction=r), [(3, 4), (3, 4)],
+           lambda p, t, r=r: np_reduce(r)((p - t) ** 2), name=f"mse_{r}") for r in ("sum", "none")
+] + [
+    OpCase(Op.L1_LOSS, lambda g, p, t, r=r: g.l1_loss(p, t, reduction=r), (),
+           lambda p, t, r=r: np_reduce(r)(np.abs(p - t)), name=f"l1_{r}",
+           inputs=_pair_away((4, 5))) for r in ("sum", "none")
+] + [
+    OpCase(Op.HUBER_LOSS, lambda g, p, t, r=r: g.huber_loss(p, t, delta=0.5, reduction=r), (),
+           lambda p, t, r=r: np_reduce(r)(np.where(np.abs(p - t) < 0.5, 0.5 * (p - t) ** 2,
+                                                   0.5 * (np.abs(p - t) - 0.25))),
+           name=f"huber_{r}", inputs=_huber_pair((3, 6), 0.5)) for r in ("sum", "none")
+] + [
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t, r=r: g.binary_cross_entropy_with_logits(x, t, reduction=r), (),
+           np_bce_full(reduction=r), name=f"bce_with_logits_{r}", inputs=_bce_pair((3, 4)))
+    for r in ("sum", "none")
+] + [
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W4), (),
+           np_bce_full(weight=W4), name="bce_with_logits_weight_last_axis",
+           inputs=_bce_pair((3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W34, reduction="sum"),
+           (), np_bce_full(weight=W34, reduction="sum"), name="bce_with_logits_weight_per_row_sum",
+           inputs=_bce_pair((3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, pos_weight=PW4), (),
+           np_bce_full(pos_weight=PW4), name="bce_with_logits_pos_weight",
+           inputs=_bce_pair((2, 3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W34, pos_weight=PW4,
+                                                              reduction="none"),
+           (), np_bce_full(weight=W34, pos_weight=PW4, reduction="none"),
+           name="bce_with_logits_weight_pos_weight_none", inputs=_bce_pair((3, 4))),
+    OpCase(Op.BCE_WITH_LOGITS,
+           lambda g, x: g.binary_cross_entropy_with_logits(x, T34, pos_weight=PW4), [(3, 4)],
+           lambda x: np_bce_full(pos_weight=PW4)(x, T34), name="bce_with_logits_pos_weight_array_target",
+           low=-4, high=4),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5, weight=W5), [(4, 5)], np_class_loss(LAB5, W5),
+           name="cross_entropy_weight", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN), [(4, 5)], np_class_loss(LAB5_IGN),
+           name="cross_entropy_ignore_index", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN2, ignore_index=2), [(4, 5)],
+           np_class_loss(LAB5_IGN2, ignore_index=2), name="cross_entropy_ignore_index_is_a_class",
+           low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN, weight=W5, label_smoothing=0.2), [(4, 5)],
+           np_class_loss(LAB5_IGN, W5, eps=0.2), name="cross_entropy_weight_ignore_smoothing",
+           low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5, weight=W5, label_smoothing=0.3, reduction="sum"), [(4, 5)],
+           np_class_loss(LAB5, W5, eps=0.3, reduction="sum"),
+           name="cross_entropy_weight_smoothing_sum", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN, label_smoothing=0.1, reduction="none"), [(4, 5)],
+           np_class_loss(LAB5_IGN, eps=0.1, reduction="none"),
+           name="cross_entropy_smoothing_ignore_none", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB235), [(2, 3, 5)], np_class_loss(LAB235),
+           name="cross_entropy_nd", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB235, weight=W5, label_smoothing=0.1, reduction="none"),
+           [(2, 3, 5)], np_class_loss(LAB235, W5, eps=0.1, reduction="none"),
+           name="cross_entropy_nd_weight_smoothing_none", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB235[..., None] % 5, weight=W5, reduction="sum"),
+           [(2, 3, 1, 5)], np_class_loss(LAB235[..., None] % 5, W5, reduction="sum"),
+           name="cross_entropy_4d_weight_sum", low=-3, high=3),
+    OpCase(Op.CROSS_ENTROPY, _ce(LAB64, weight=np.linspace(0.1, 2.0, LONG), label_smoothing=0.1),
+           [(2, LONG)], np_class_loss(LAB64, np.linspace(0.1, 2.0, LONG), eps=0.1),
+           name="cross_entropy_many_classes_weight_smoothing", low=-3, high=3),
+    OpCase(Op.NLL_LOSS, _nll(LAB5, weight=W5), [(4, 5)], np_class_loss(LAB5, W5, log_probs=True),
+           name="nll_loss_weight", low=-4, high=0),
+    OpCase(Op.NLL_LOSS, _nll(LAB5_IGN2, weight=W5, ignore_index=2), [(4, 5)],
+           np_class_loss(LAB5_IGN2, W5, ignore_index=2, log_probs=True),
+           name="nll_loss_weight_ignore_index", low=-4, high=0),
+    OpCase(Op.NLL_LOSS, _nll(LAB235, reduction="none"), [(2, 3, 5)],
+           np_class_loss(LAB235, reduction="none", log_probs=True), name="nll_loss_nd_none",
+           low=-4, high=0),
+    OpCase(Op.NLL_LOSS, _nll(LAB235, weight=W5, reduction="sum"), [(2, 3, 5)],
+           np_class_loss(LAB235, W5, reduction="sum", log_probs=True),
+           name="nll_loss_nd_weight_sum", low=-4, high=0),
+]
+
+
+def _reduction_rows(op, name, setup, call):
+    return [BadCase(op, f"{name}_reduction_bad_string", setup, lambda g, *a: call(g, *a, "avg"),
+                    ValueError, rf"{name}: reduction must be 'mean', 'sum' or 'none', got 'avg'"),
+            BadCase(op, f"{name}_reduction_not_str", setup, lambda g, *a: call(g, *a, None),
+                    TypeError, rf"{name}: reduction must be a str")]
+
+
+BAD += (
+    _reduction_rows(Op.MSE_LOSS, "mse_loss", _leaves((2,), (2,)),
+                    lambda g, p, t, r: g.mse_loss(p, t, reduction=r))
+    + _reduction_rows(Op.L1_LOSS, "l1_loss", _leaves((2,), (2,)),
+                      lambda g, p, t, r: g.l1_loss(p, t, reduction=r))
+    + _reduction_rows(Op.HUBER_LOSS, "huber_loss", _leaves((2,), (2,)),
+                      lambda g, p, t, r: g.huber_loss(p, t, reduction=r))
+    + _reduction_rows(Op.BCE_WITH_LOGITS, "binary_cross_entropy_with_logits", _leaves((2,), (2,)),
+                      lambda g, p, t, r: g.binary_cross_entropy_with_logits(p, t, reduction=r))
+    + _reduction_rows(Op.CROSS_ENTROPY, "cross_entropy", _leaves((2, 3)),
+                      lambda g, x, r: g.cross_entropy(x, [0, 1], reduction=r))
+    + _reduction_rows(Op.NLL_LOSS, "nll_loss", _leaves((2, 3)),
+                      lambda g, x, r: g.nll_loss(x, [0, 1], reduction=r))
+) + [
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_wrong_length", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], weight=np.ones(4)), ValueError,
+            r"cross_entropy: weight must have shape \(3,\), one weight per class"),
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_2d", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], weight=np.ones((1, 3))), yscv.ShapeError,
+            r"cross_entropy: weight must have shape \(3,\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_node", _leaves((2, 3), (3,)),
+            lambda g, x, w: g.cross_entropy(x, [0, 1], weight=w), TypeError,
+            "cross_entropy: weight must be an array, not a NodeId"),
+    BadCase(Op.CROSS_ENTROPY, "ce_weight_complex", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], weight=np.ones(3) * 1j), TypeError,
+            "cross_entropy: weight has dtype complex128"),
+    BadCase(Op.CROSS_ENTROPY, "ce_ignore_index_float", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], ignore_index=-1.0), TypeError,
+            "cross_entropy: ignore_index must be an int"),
+    BadCase(Op.CROSS_ENTROPY, "ce_label_out_of_range_not_ignored", _leaves((3, 4)),
+            lambda g, x: g.cross_entropy(x, [0, -100, -1]), IndexError,
+            r"cross_entropy: labels\[2\]=-1 is out of range for 4 classes \(valid labels are "
+            r"0..3, or ignore_index=-100\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_nd_label_out_of_range", _leaves((2, 3, 4)),
+            lambda g, x: g.cross_entropy(x, [[0, 1, 2], [3, 4, 0]]), IndexError,
+            r"cross_entropy: labels\[1, 1\]=4 is out of range"),
+    BadCase(Op.CROSS_ENTROPY, "ce_ignore_index_is_not_minus_100", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, -100], ignore_index=-1), IndexError,
+            r"labels\[1\]=-100 is out of range .* ignore_index=-1\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_nd_labels_shape", _leaves((2, 3, 4)),
+            lambda g, x: g.cross_entropy(x, np.zeros((2, 4), dtype=int)), yscv.ShapeError,
+            r"cross_entropy: labels must have shape \(2, 3\) to match input of shape \(2, 3, 4\)"),
+    BadCase(Op.CROSS_ENTROPY, "ce_torch_layout_labels_hint", _leaves((2, 4, 3)),
+            lambda g, x: g.cross_entropy(x, np.zeros((2, 3), dtype=int)), yscv.ShapeError,
+            r"labels must have shape \(2, 4\).*class axis is the LAST axis"),
+    BadCase(Op.CROSS_ENTROPY, "ce_nd_float_labels", _leaves((2, 3, 4)),
+            lambda g, x: g.cross_entropy(x, np.zeros((2, 3))), TypeError,
+            "cross_entropy: labels must be an integer array"),
+    BadCase(Op.CROSS_ENTROPY, "ce_positional_smoothing_is_weight", _leaves((2, 3)),
+            lambda g, x: g.cross_entropy(x, [0, 1], 0.1), TypeError,
+            r"cross_entropy: weight must be an array of 3 class weights, got 0.1 \(the third "
+            r"positional argument is weight"),
+    BadCase(Op.NLL_LOSS, "nll_ignore_index_beyond_int64", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1], ignore_index=2**64), ValueError,
+            "nll_loss: ignore_index=18446744073709551616 does not fit in int64"),
+    BadCase(Op.NLL_LOSS, "nll_weight_wrong_length", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1], weight=[1.0, 2.0]), ValueError,
+            r"nll_loss: weight must have shape \(3,\)"),
+    BadCase(Op.NLL_LOSS, "nll_ignore_index_bool", _leaves((2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1], ignore_index=True), TypeError,
+            "nll_loss: ignore_index must be an int"),
+    BadCase(Op.NLL_LOSS, "nll_nd_label_out_of_range", _leaves((1, 2, 3)),
+            lambda g, x: g.nll_loss(x, [[0, 7]]), IndexError, r"nll_loss: labels\[0, 1\]=7"),
+    BadCase(Op.NLL_LOSS, "nll_nd_labels_shape", _leaves((1, 2, 3)),
+            lambda g, x: g.nll_loss(x, [0, 1]), yscv.ShapeError,
+            r"nll_loss: labels must have shape \(1, 2\)"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_weight_not_broadcastable", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=np.ones(3)),
+            yscv.ShapeError, r"binary_cross_entropy_with_logits: weight of shape \(3,\) does "
+            r"not broadcast to the input's shape \(3, 4\)"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_weight_broadcasts_larger", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=np.ones((2, 3, 4))),
+            ValueError, "weight of shape"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_pos_weight_wrong_length", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, pos_weight=np.ones(5)),
+            ValueError, r"binary_cross_entropy_with_logits: pos_weight of shape \(5,\)"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_pos_weight_node", _leaves((3, 4), (3, 4), (4,)),
+            lambda g, x, t, w: g.binary_cross_entropy_with_logits(x, t, pos_weight=w), TypeError,
+            "binary_cross_entropy_with_logits: pos_weight must be an array, not a NodeId"),
+    BadCase(Op.BCE_WITH_LOGITS, "bce_weight_str", _leaves((3, 4), (3, 4)),
+            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight="1"), TypeError,
+            "binary_cross_entropy_with_logits: weight"),
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
@@ -265,7 +495,7 @@ def test_labels_are_copied_and_kept_as_integers():
     g = yscv.Graph()
     loss = g.cross_entropy(g.variable(np.zeros((2, 3))), lab)
     lab[0] = 2
-    stored, _ = g._attrs[loss.index]
+    stored = g._attrs[loss.index].labels
     assert stored.dtype.kind == "i" and not stored.flags.writeable
     np.testing.assert_array_equal(stored, [0, 1])
 
@@ -296,7 +526,7 @@ def test_losses_keep_float32():
     for loss in (g.mse_loss(p, np.zeros((2, 3))), g.l1_loss(p, np.zeros((2, 3))),
                  g.huber_loss(p, np.zeros((2, 3)), 0.5),
                  g.binary_cross_entropy_with_logits(p, np.zeros((2, 3))),
-                 g.cross_entropy(p, [0, 2], 0.1), g.nll_loss(p, [1, 1])):
+                 g.cross_entropy(p, [0, 2], label_smoothing=0.1), g.nll_loss(p, [1, 1])):
         assert g.value(loss).dtype == np.float32 and g.value(loss).shape == ()
         g.zero_grads()
         g.backward(loss)
@@ -323,11 +553,11 @@ def test_cross_entropy_matches_pytorch(eps, dtype, classes):
 
 
 TORCH_PAIR = {
-    "mse": (lambda g, a, b: g.mse_loss(a, b), "mse_loss", {}),
-    "l1": (lambda g, a, b: g.l1_loss(a, b), "l1_loss", {}),
-    "huber": (lambda g, a, b: g.huber_loss(a, b), "huber_loss", {}),
-    "huber_delta0.4": (lambda g, a, b: g.huber_loss(a, b, delta=0.4), "huber_loss", {"delta": 0.4}),
-    "bce_with_logits": (lambda g, a, b: g.binary_cross_entropy_with_logits(a, b),
+    "mse": (lambda g, a, b, **r: g.mse_loss(a, b, **r), "mse_loss", {}),
+    "l1": (lambda g, a, b, **r: g.l1_loss(a, b, **r), "l1_loss", {}),
+    "huber": (lambda g, a, b, **r: g.huber_loss(a, b, **r), "huber_loss", {}),
+    "huber_delta0.4": (lambda g, a, b, **r: g.huber_loss(a, b, delta=0.4, **r), "huber_loss", {"delta": 0.4}),
+    "bce_with_logits": (lambda g, a, b, **r: g.binary_cross_entropy_with_logits(a, b, **r),
                         "binary_cross_entropy_with_logits", {}),
 }
 
@@ -363,3 +593,303 @@ def test_nll_loss_matches_pytorch():
     lt.backward()
     np.testing.assert_allclose(v, lt.item(), rtol=1e-14)
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-14)
+
+
+# ------------------------------------------------------------ options against PyTorch
+def _tdt(torch, dtype):
+    return torch.float32 if dtype == np.float32 else torch.float64
+
+
+def _tols(dtype):
+    """(rtol, grad rtol, atol) for float32 / float64 against PyTorch. The float32
+    atol covers one rounding of O(1) terms that cancel (softplus(x) - x t near
+    t = 1, sigmoid(x) - t): the two libraries round them in different orders."""
+    return (3e-6, 2e-5, 1e-6) if dtype == np.float32 else (1e-12, 1e-11, 1e-14)
+
+
+def _run_yscv(build, arrays, cot, dtype):
+    """Value and gradients of build(g, *variables) with upstream ``cot`` (None: 1)."""
+    g = yscv.Graph(dtype)
+    nodes = [g.variable(a) for a in arrays]
+    out = build(g, *nodes)
+    g.backward(out, grad=None if cot is None else cot.astype(dtype))
+    return g.value(out), [g.grad(n) for n in nodes]
+
+
+def _run_torch(torch, fn, arrays, cot, dtype):
+    ts = [torch.tensor(a, dtype=_tdt(torch, dtype), requires_grad=True) for a in arrays]
+    out = fn(*ts)
+    out.backward(None if cot is None else torch.tensor(cot, dtype=_tdt(torch, dtype)))
+    return out.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def _cotangent(reduction, shape, seed=11):
+    return np.random.default_rng(seed).standard_normal(shape) if reduction == "none" else None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nd", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.3])
+@pytest.mark.parametrize("ignore", [None, -100, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_options_match_pytorch(reduction, weighted, ignore, eps, nd, dtype):
+    """Values and gradients for reduction x weight x ignore_index x label_smoothing x
+    N-d (classes last here, on axis 1 in PyTorch)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    shape = (4, 3, 2, 7) if nd else (24, 7)
+    x = rng.standard_normal(shape) * 3
+    lab = rng.integers(0, 7, shape[:-1])
+    kw = {}
+    if ignore is not None:
+        lab.flat[::4] = ignore
+        kw["ignore_index"] = ignore
+    w = rng.uniform(0.1, 3.0, 7) if weighted else None
+    cot = _cotangent(reduction, lab.shape)
+    v, (gx,) = _run_yscv(lambda g, n: g.cross_entropy(n, lab, weight=w, label_smoothing=eps,
+                                                      reduction=reduction, **kw), [x], cot, dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv, (tgx,) = _run_torch(
+        torch, lambda t: torch.nn.functional.cross_entropy(
+            t.movedim(-1, 1), torch.tensor(lab), weight=tw, label_smoothing=eps,
+            reduction=reduction, **kw), [x], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype and gx.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+    if ignore is not None:
+        assert not gx.reshape(-1, 7)[lab.reshape(-1) == ignore].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nd", [False, True])
+@pytest.mark.parametrize("ignore", [None, -100, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_options_match_pytorch(reduction, weighted, ignore, nd, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    shape = (3, 4, 5) if nd else (12, 5)
+    lp = np_log_softmax(rng.standard_normal(shape).reshape(-1, 5)).reshape(shape)
+    lab = rng.integers(0, 5, shape[:-1])
+    kw = {}
+    if ignore is not None:
+        lab.flat[1::3] = ignore
+        kw["ignore_index"] = ignore
+    w = rng.uniform(0.1, 3.0, 5) if weighted else None
+    cot = _cotangent(reduction, lab.shape)
+    v, (gx,) = _run_yscv(lambda g, n: g.nll_loss(n, lab, weight=w, reduction=reduction, **kw),
+                         [lp], cot, dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv, (tgx,) = _run_torch(
+        torch, lambda t: torch.nn.functional.nll_loss(
+            t.movedim(-1, 1), torch.tensor(lab), weight=tw, reduction=reduction, **kw),
+        [lp], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+
+
+BCE_WEIGHTS = {
+    None: None,
+    "last_axis": lambda rng: rng.uniform(0.2, 2.0, 6),
+    "per_row": lambda rng: rng.uniform(0.2, 2.0, (4, 1, 1)),
+    "full": lambda rng: rng.uniform(0.2, 2.0, (4, 3, 6)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pos_weight", [None, "last_axis", "per_row"])
+@pytest.mark.parametrize("weight", [None, "last_axis", "full"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_options_match_pytorch(reduction, weight, pos_weight, dtype):
+    """weight and pos_weight broadcast to the input as PyTorch; gradients to the
+    logits AND the target."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((4, 3, 6)) * 3
+    t = rng.uniform(0, 1, (4, 3, 6))
+    w = None if weight is None else BCE_WEIGHTS[weight](rng)
+    pw = None if pos_weight is None else BCE_WEIGHTS[pos_weight](rng) * 2
+    cot = _cotangent(reduction, x.shape)
+    v, (gx, gt) = _run_yscv(lambda g, a, b: g.binary_cross_entropy_with_logits(
+        a, b, weight=w, pos_weight=pw, reduction=reduction), [x, t], cot, dtype)
+    conv = (lambda a: None if a is None else torch.tensor(a, dtype=_tdt(torch, dtype)))
+    tv, (tgx, tgt) = _run_torch(torch, lambda a, b: torch.nn.functional.binary_cross_entropy_with_logits(
+        a, b, weight=conv(w), pos_weight=conv(pw), reduction=reduction), [x, t], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+    np.testing.assert_allclose(gt, tgt, rtol=rg, atol=ag)
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_PAIR))
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pair_loss_reductions_match_pytorch(name, reduction, dtype):
+    torch = pytest.importorskip("torch")
+    build, fname, kw = TORCH_PAIR[name]
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 2, 3)) * 2
+    b = rng.uniform(0, 1, size=a.shape) if name.startswith("bce") else rng.standard_normal(a.shape)
+    cot = _cotangent(reduction, a.shape)
+    v, (ga, gb) = _run_yscv(lambda g, p, q: build(g, p, q, reduction=reduction), [a, b], cot, dtype)
+    tv, (tga, tgb) = _run_torch(torch, lambda p, q: getattr(torch.nn.functional, fname)(
+        p, q, reduction=reduction, **kw), [a, b], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert v.shape == tv.shape and v.dtype == dtype
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(ga, tga, rtol=rg, atol=1e-9)
+    np.testing.assert_allclose(gb, tgb, rtol=rg, atol=1e-9)
+
+
+INF = float("inf")
+X_INF = np.array([[0.0, -INF, 1.0, 2.0],
+                  [-INF, 2.0, 0.0, -INF],
+                  [1.0, 2.0, 3.0, 4.0],
+                  [-INF, 0.5, 0.0, -1.0]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("labels", [[0, 1, 2, 3], [0, 1, 2, 0]], ids=["finite_targets",
+                                                                      "a_minus_inf_target"])
+def test_cross_entropy_with_minus_inf_logits_matches_pytorch(labels, reduction, weighted, eps,
+                                                             dtype):
+    """Issue 12.3: a -inf logit gave NaN (0 * -inf in the smoothing term even
+    without smoothing). PyTorch: finite where the target's logit is finite and
+    there is no smoothing, inf otherwise; gradients finite (compared where
+    PyTorch's are finite, which is everywhere here)."""
+    torch = pytest.importorskip("torch")
+    lab = np.array(labels)
+    w = np.array([0.5, 2.0, 1.0, 1.5]) if weighted else None
+    cot = _cotangent(reduction, lab.shape)
+    v, (gx,) = _run_yscv(lambda g, n: g.cross_entropy(n, lab, weight=w, label_smoothing=eps,
+                                                      reduction=reduction), [X_INF], cot, dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv, (tgx,) = _run_torch(torch, lambda t: torch.nn.functional.cross_entropy(
+        t, torch.tensor(lab), weight=tw, label_smoothing=eps, reduction=reduction),
+        [X_INF], cot, dtype)
+    rv, rg, ag = _tols(dtype)
+    assert not np.isnan(tv).any() and not np.isnan(v).any()
+    np.testing.assert_allclose(v, tv, rtol=rv)          # inf where PyTorch has inf
+    if eps == 0.0 and labels[3] == 3:
+        assert np.all(np.isfinite(v))
+    finite = np.isfinite(tgx)
+    assert finite.all()
+    np.testing.assert_allclose(gx[finite], tgx[finite], rtol=rg, atol=ag)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("eps", [0.0, 1.0])
+def test_cross_entropy_nan_cases_follow_pytorch(eps, dtype):
+    """Where PyTorch itself gives NaN we do too: label_smoothing=1 with a -inf
+    target logit ((1 - eps) * inf) and a zero class weight on a -inf target
+    logit (0 * inf)."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[-INF, 0.0, 1.0], [0.0, 1.0, 2.0]])
+    lab = np.array([0, 1])
+    w = np.array([0.0, 1.0, 1.0]) if eps == 0.0 else None
+    v, _ = _run_yscv(lambda g, n: g.cross_entropy(n, lab, weight=w, label_smoothing=eps,
+                                                  reduction="none"), [x], np.ones(2), dtype)
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    tv = torch.nn.functional.cross_entropy(torch.tensor(x, dtype=_tdt(torch, dtype)),
+                                           torch.tensor(lab), weight=tw, label_smoothing=eps,
+                                           reduction="none").numpy()
+    assert np.isnan(tv[0]) and np.isnan(v[0])
+    np.testing.assert_allclose(v[1], tv[1], rtol=_tols(dtype)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_all_targets_ignored_match_pytorch(weighted, op, dtype):
+    """mean: 0/0 = NaN as PyTorch; sum: 0; none: zeros; gradients zero."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(12).standard_normal((3, 2, 4))
+    lab = np.full((3, 2), -100)
+    w = np.array([1.0, 2.0, 3.0, 4.0]) if weighted else None
+    tw = None if w is None else torch.tensor(w, dtype=_tdt(torch, dtype))
+    for reduction in ("mean", "sum", "none"):
+        cot = _cotangent(reduction, lab.shape)
+        v, (gx,) = _run_yscv(lambda g, n: getattr(g, op)(n, lab, weight=w, reduction=reduction),
+                             [x], cot, dtype)
+        tv, (tgx,) = _run_torch(torch, lambda t: getattr(torch.nn.functional, op)(
+            t.movedim(-1, 1), torch.tensor(lab), weight=tw, reduction=reduction), [x], cot, dtype)
+        np.testing.assert_array_equal(v, tv)              # NaN == NaN here
+        np.testing.assert_array_equal(gx, tgx)
+        assert not gx.any()
+        assert np.isnan(v) if reduction == "mean" else not v.any()
+
+
+def test_two_positional_arguments_keep_the_defaults():
+    """The Trainer calls every loss by name with two arguments: mean reduction,
+    no weight, nothing ignored but -100."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 4))
+    lab = np.array([0, 1, 2, 3, 0, 1])
+    g = yscv.Graph(np.float64)
+    n = g.variable(x)
+    np.testing.assert_allclose(g.value(g.cross_entropy(n, lab)), np_cross_entropy(lab)(x),
+                               rtol=1e-13)
+    np.testing.assert_allclose(g.value(g.nll_loss(n, lab)), np_nll(lab)(x), rtol=1e-13)
+    t = rng.uniform(0, 1, (6, 4))
+    for name, ref in (("mse_loss", lambda: np.mean((x - t) ** 2)),
+                      ("l1_loss", lambda: np.mean(np.abs(x - t))),
+                      ("binary_cross_entropy_with_logits", lambda: np_bce_logits(x, t))):
+        out = getattr(g, name)(n, t)
+        assert g.value(out).shape == ()
+        np.testing.assert_allclose(g.value(out), ref(), rtol=1e-12)
+
+
+def test_cross_entropy_saves_only_the_row_logsumexp_for_nd_and_options():
+    g = yscv.Graph()
+    x = g.variable(np.random.default_rng(0).standard_normal((4, 8, 10)))
+    before = g.memory()["saved"]
+    g.cross_entropy(x, np.arange(32).reshape(4, 8) % 10, weight=np.ones(10), label_smoothing=0.1,
+                    reduction="none")
+    assert g.memory()["saved"] - before == 32 * 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("classes", [4, LONG])
+def test_cross_entropy_minus_inf_logit_regression(classes, dtype):
+    """Issue 12.3 with the default arguments: a -inf logit (masked class) made
+    the mean loss NaN; PyTorch gives the finite loss, and a gradient of exactly
+    0 on the masked logits."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(14).standard_normal((3, classes))
+    x[0, 1] = x[1, 0] = x[2, classes - 1] = -INF
+    lab = np.array([0, 1, 2])
+    v, (gx,) = _grads(lambda g, n: g.cross_entropy(n, lab), x, dtype=dtype)
+    xt = torch.tensor(x, dtype=_tdt(torch, dtype), requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(lab))
+    lt.backward()
+    assert np.isfinite(v)
+    np.testing.assert_allclose(v, lt.item(), rtol=_tols(dtype)[0])
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=_tols(dtype)[1], atol=_tols(dtype)[2])
+    assert gx[0, 1] == 0 and gx[1, 0] == 0 and gx[2, classes - 1] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bce_with_logits_pos_weight_is_stable_for_huge_logits(dtype):
+    torch = pytest.importorskip("torch")
+    x = np.array([[1e4, -1e4, 800.0, -800.0], [-1e4, 1e4, -30.0, 30.0]])
+    t = np.array([[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.25, 0.75]])
+    pw = np.array([2.0, 0.5, 3.0, 1.5])
+    w = np.array([[1.0], [2.0]])
+    v, (gx, gt) = _run_yscv(lambda g, a, b: g.binary_cross_entropy_with_logits(
+        a, b, weight=w, pos_weight=pw, reduction="none"), [x, t], np.ones(x.shape), dtype)
+    conv = (lambda a: torch.tensor(a, dtype=_tdt(torch, dtype)))
+    tv, (tgx, tgt) = _run_torch(torch, lambda a, b: torch.nn.functional.binary_cross_entropy_with_logits(
+        a, b, weight=conv(w), pos_weight=conv(pw), reduction="none"), [x, t], np.ones(x.shape), dtype)
+    assert np.all(np.isfinite(v)) and np.all(np.isfinite(gx)) and np.all(np.isfinite(gt))
+    rv, rg, ag = _tols(dtype)
+    np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
+    np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
+    np.testing.assert_allclose(gt, tgt, rtol=rg, atol=ag)

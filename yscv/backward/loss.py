@@ -1,21 +1,32 @@
 """Loss ops (backward). See yscv/registry.py for the op contract.
 
-``g`` is the 0-d upstream gradient; every rule scales by ``g / n`` (mean
-reduction) as a scalar of the graph dtype.
+``g`` is the upstream gradient: 0-d for the "mean" and "sum" reductions
+(turned into one scalar of the graph dtype, divided by the mean's
+denominator), the output's shape for "none" (multiplied elementwise).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..node import Op
+from ..ops._common import readonly
 from ..ops.activation import sigmoid_values
-from ..ops.loss import K, ro
+from ..ops.loss import K, no_weight, rows_of, softplus_exact
 from ..registry import register_backward
 
 
-def _scale(g: np.ndarray, n: int, factor: float = 1.0):
-    """``factor * g / n`` as a scalar of g's dtype."""
-    return g.dtype.type(factor * float(g) / n) if n else g.dtype.type(0.0)
+def upstream(g: np.ndarray, reduction: str, denominator, factor: float = 1.0):
+    """``factor * dL/d(term)`` for each unreduced term: a scalar of g's dtype
+    for "mean" (``factor * g / denominator``) and "sum", an array for "none".
+    A zero denominator (every target ignored or weighted 0) gives NaN."""
+    dt = g.dtype.type
+    if reduction == "none":
+        return g * dt(factor) if factor != 1.0 else g
+    if reduction == "sum":
+        return dt(factor * float(g))
+    if denominator == 0:   # the forward was 0/0 or x/0
+        return dt(np.nan)
+    return dt(factor * float(g) / denominator)
 
 
 def _pair(gp, needs):
@@ -24,52 +35,78 @@ def _pair(gp, needs):
 
 
 @register_backward(Op.MSE_LOSS)
-def mse_loss_backward(g, inputs, out, attrs, saved, needs):
+def mse_loss_backward(g, inputs, out, reduction, saved, needs):
     pred, target = inputs
-    return _pair((pred - target) * _scale(g, pred.size, 2.0), needs)
+    return _pair((pred - target) * upstream(g, reduction, pred.size, 2.0), needs)
 
 
 @register_backward(Op.L1_LOSS)
-def l1_loss_backward(g, inputs, out, attrs, saved, needs):
+def l1_loss_backward(g, inputs, out, reduction, saved, needs):
     pred, target = inputs
-    return _pair(np.sign(pred - target) * _scale(g, pred.size), needs)
+    return _pair(np.sign(pred - target) * upstream(g, reduction, pred.size), needs)
 
 
 @register_backward(Op.HUBER_LOSS)
-def huber_loss_backward(g, inputs, out, delta, saved, needs):
+def huber_loss_backward(g, inputs, out, attrs, saved, needs):
+    delta, reduction = attrs
     pred, target = inputs
     d = np.clip(pred - target, -delta, delta).astype(pred.dtype, copy=False)
-    return _pair(d * _scale(g, pred.size), needs)
+    return _pair(d * upstream(g, reduction, pred.size), needs)
 
 
 @register_backward(Op.BCE_WITH_LOGITS)
 def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
+    weight, pos_weight, reduction = attrs
     x, t = inputs
-    s = _scale(g, x.size)
+    s = upstream(g, reduction, x.size)
+    if weight is not None:
+        s = s * weight   # broadcasts to x's shape (checked by the op)
     gx = gt = None
     if needs[0]:
         gx = sigmoid_values(x)
-        gx -= t
+        if pos_weight is None:            # sigmoid(x) - t
+            gx -= t
+        else:   # (1 + (pw - 1) t) sigmoid(x) - pw t, rounded in PyTorch's order
+            pt = pos_weight * t
+            gx *= pt + 1 - t
+            gx -= pt
         gx *= s
     if needs[1]:
-        gt = x * -s
+        if pos_weight is None:            # -x
+            gt = x * -s
+        else:                              # -x + (pw - 1) softplus(-x)
+            gt = softplus_exact(-x)
+            gt *= pos_weight - 1
+            gt -= x
+            gt *= s
     return gx, gt
 
 
 @register_backward(Op.CROSS_ENTROPY)
 def cross_entropy_backward(g, inputs, out, attrs, lse, needs):
-    labels, smoothing = attrs
     x = inputs[0]
-    n = x.shape[0]
-    scale = float(g) / n if n else 0.0
-    return (K.cross_entropy_backward(ro(x), labels, lse, smoothing, scale),)
+    c = x.shape[-1]
+    if attrs.reduction == "none":
+        up = g.reshape(-1)
+    else:   # one value for every row
+        up = np.full(1, upstream(g, attrs.reduction, attrs.total_weight), dtype=x.dtype)
+    weight = attrs.weight if attrs.weight is not None else no_weight(x.dtype)
+    gx = K.cross_entropy_backward(readonly(x.reshape(-1, c)), attrs.labels.reshape(-1), lse,
+                                  weight, attrs.ignore_index, attrs.label_smoothing, readonly(up))
+    return (gx.reshape(x.shape),)
 
 
 @register_backward(Op.NLL_LOSS)
-def nll_loss_backward(g, inputs, out, labels, saved, needs):
+def nll_loss_backward(g, inputs, out, attrs, saved, needs):
     lp = inputs[0]
-    n = lp.shape[0]
-    gx = np.zeros_like(lp)
-    if n:
-        gx[np.arange(n), labels] = -float(g) / n
-    return (gx,)
+    c = lp.shape[-1]
+    gx = np.zeros((lp.size // c, c), dtype=lp.dtype)
+    rows, cols = rows_of(attrs.labels, attrs.ignore_index)
+    if attrs.reduction == "none":
+        u = -g.reshape(-1)[rows]
+    else:
+        u = -upstream(g, attrs.reduction, attrs.total_weight)
+    if attrs.weight is not None:
+        u = u * attrs.weight[cols]
+    gx[rows, cols] = u
+    return (gx.reshape(lp.shape),)

@@ -1,18 +1,29 @@
-"""Fused cross-entropy kernels: log-softmax + NLL + label smoothing in one pass.
+"""Fused cross-entropy kernels: log-softmax + weighted NLL + label smoothing
+in one pass per row.
 
-For row i with logits x[i, :], label y_i, C classes and smoothing eps:
+Rows are the logits reshaped to x [R, C] (classes on the last axis). For row
+i with label y, class weights w (all ones when there is no weight), C
+classes and smoothing eps:
 
-    m   = max_c x[i, c],  d_c = x[i, c] - m,  s = sum_c exp(d_c)
-    loss_i = log(s) - (1 - eps) * d_{y_i} - eps * mean_c d_c
+    m = max_c x[i, c],  d_c = x[i, c] - m,  ls = log(sum_c exp(d_c))
+    -logp_c = ls - d_c
+    loss_i = (1 - eps) * w_y * (ls - d_y) + (eps / C) * (W * ls - sum_c w_c d_c)
 
-which equals -(1 - eps) * logp[y_i] - (eps / C) * sum_c logp[c] with
-logp = log_softmax(x): PyTorch's cross_entropy with label_smoothing. Only the
-per-row log-sum-exp ``lse_i = m + log(s)`` is saved for backward, which
-rebuilds the softmax in the same pass that writes the gradient:
+with ``W = sum_c w_c``: PyTorch's cross_entropy with weight and
+label_smoothing, term for term. With ``eps == 0`` the smoothing term is not
+evaluated at all (as PyTorch), so a ``-inf`` logit gives a finite loss (or
+``inf`` when it is the target's) instead of ``0 * -inf = NaN``. A row whose
+label equals ``ignore_index`` has loss 0 and gradient 0. Only the per-row
+log-sum-exp ``lse_i = m + ls`` is saved for backward, which rebuilds the
+softmax ``p`` in the same pass that writes the gradient:
 
-    dL/dx[i, c] = scale * (exp(x[i, c] - lse_i) - eps / C - (1 - eps) * [c == y_i])
+    dL/dx[i, c] = up_i * (A_i * p_c - (eps / C) * w_c - (1 - eps) * w_y * [c == y])
+    A_i = (1 - eps) * w_y + (eps / C) * W
 
-with ``scale = upstream / N``. Labels are validated by the op (0 <= y < C).
+where ``up_i`` is the upstream gradient of row i's loss (divided by the
+mean's denominator by the caller). Without a weight ``A_i = 1``. Labels are
+validated by the op (0 <= y < C or y == ignore_index). A weight of length 0
+means "no weight" (one specialisation per dtype, no Optional arguments).
 """
 from __future__ import annotations
 
@@ -25,53 +36,96 @@ from .softmax import fast_exp, row_max, row_sum
 
 
 @jit
-def cross_entropy_forward(x, labels, eps):
-    """Mean smoothed cross-entropy of x [N, C] (C >= 1) against int labels [N].
+def cross_entropy_forward(x, labels, weight, ignore_index, eps):
+    """Per-row smoothed, weighted cross-entropy of x [R, C] (C >= 1).
+
+    Args:
+        x: logits [R, C], float32 or float64.
+        labels: int64 [R].
+        weight: class weights [C] of x's dtype, or [0] for none.
+        ignore_index: rows with this label get loss 0.
+        eps: label smoothing in [0, 1].
 
     Returns:
-        (mean loss as a scalar of x's dtype, lse [N] of x's dtype).
+        (loss [R], lse [R]) of x's dtype; both 0 on ignored rows.
     """
-    n_, c_ = x.shape
+    r_, c_ = x.shape
     dt = x.dtype.type
     zero = dt(0.0)
     one = dt(1.0)
-    e = dt(eps)
-    inv_c = one / dt(c_)
-    lse = np.empty(n_, dtype=x.dtype)
+    smooth = eps > 0.0
+    has_w = weight.shape[0] > 0
+    hit = one - dt(eps)
+    off = dt(eps) / dt(c_)
+    w_all = row_sum(weight, c_) if has_w else dt(c_)
+    loss = np.empty(r_, dtype=x.dtype)
+    lse = np.empty(r_, dtype=x.dtype)
     buf = np.empty(c_, dtype=x.dtype)
-    total = zero
-    for i in range(n_):
+    wbuf = np.empty(c_ if has_w else 0, dtype=x.dtype)
+    for i in range(r_):
+        y = labels[i]
+        if y == ignore_index:
+            loss[i] = zero
+            lse[i] = zero
+            continue
         xr = x[i]
         m = row_max(xr, c_)
         for c in range(c_):
             buf[c] = xr[c] - m
-        t = row_sum(buf, c_)
-        dy = buf[labels[i]]
+        dy = buf[y]
+        t = zero
+        if smooth:
+            if has_w:
+                for c in range(c_):
+                    wbuf[c] = weight[c] * buf[c]
+                t = row_sum(wbuf, c_)
+            else:
+                t = row_sum(buf, c_)
         for c in range(c_):
             buf[c] = fast_exp(buf[c])
         ls = math.log(row_sum(buf, c_))
         lse[i] = m + ls
-        total += ls - (one - e) * dy - e * (t * inv_c)
-    return total / dt(n_), lse
+        wy = weight[y] if has_w else one
+        li = wy * (ls - dy)
+        if smooth:
+            li = hit * li + off * (w_all * ls - t)
+        loss[i] = li
+    return loss, lse
 
 
 @jit
-def cross_entropy_backward(x, labels, lse, eps, scale):
-    """Gradient of the mean smoothed cross-entropy w.r.t. x [N, C]; ``scale``
-    is the upstream gradient divided by N (a scalar of x's dtype)."""
-    n_, c_ = x.shape
+def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
+    """Gradient of the per-row losses of :func:`cross_entropy_forward` w.r.t.
+    x [R, C], row i scaled by ``up[i]`` (``up`` [R] of x's dtype), or every
+    row by ``up[0]`` when ``up`` has one element; 0 on ignored rows."""
+    r_, c_ = x.shape
     dt = x.dtype.type
+    zero = dt(0.0)
     one = dt(1.0)
-    e = dt(eps)
-    sc = dt(scale)
-    off = e / dt(c_)
-    hit = one - e
-    out = np.empty((n_, c_), dtype=x.dtype)
-    for i in range(n_):
-        xr = x[i]
+    has_w = weight.shape[0] > 0
+    hit = one - dt(eps)
+    off = dt(eps) / dt(c_)
+    w_all = row_sum(weight, c_) if has_w else dt(c_)
+    per_row = up.shape[0] == r_
+    out = np.empty((r_, c_), dtype=x.dtype)
+    for i in range(r_):
         orow = out[i]
+        y = labels[i]
+        if y == ignore_index:
+            for c in range(c_):
+                orow[c] = zero
+            continue
+        xr = x[i]
         li = lse[i]
-        for c in range(c_):
-            orow[c] = sc * (fast_exp(xr[c] - li) - off)
-        orow[labels[i]] -= sc * hit
+        u = up[i] if per_row else up[0]
+        if has_w:
+            wy = weight[y]
+            a = hit * wy + off * w_all
+            for c in range(c_):
+                orow[c] = u * (a * fast_exp(xr[c] - li) - off * weight[c])
+        else:
+            wy = one
+            for c in range(c_):
+                orow[c] = u * (fast_exp(xr[c] - li) - off)
+        orow[y] -= u * (hit * wy)
     return out
