@@ -383,6 +383,39 @@ def test_deformable_samples_fully_outside_give_zero_and_no_offset_grad():
     assert np.all(y == 0) and np.all(gx == 0) and np.all(gw == 0) and np.all(go == 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_deformable_non_finite_offset_is_outside(dtype, bad):
+    """Issue 12.11: a NaN (or +-inf) offset is a sample outside the image:
+    zero contribution, zero gradients for it (x, w and that offset), and
+    everything else as with a far-outside finite offset. NaN used to pass
+    the bounds test and index with int(floor(NaN)) = INT64_MIN."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 4, 3))
+    w = rng.standard_normal((3, 3, 3, 2))
+    off = _offsets((2, 5, 4, 18), spread=1)(rng)
+    sel = rng.random(off.shape) < 0.3
+    sel[0, 1, 1, 8] = True               # dy of the centre tap: a sample that would be inside
+    far = off.copy()
+    far[sel] = 1e6                       # a finite position far outside the image
+    off[sel] = bad
+    y, (gx, gw, go) = _grads(lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=1),
+                             [x, w, off], dtype)
+    yf, (gxf, gwf, gof) = _grads(lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=1),
+                                 [x, w, far], dtype)
+    for a in (y, gx, gw, go):
+        assert np.all(np.isfinite(a))
+    np.testing.assert_array_equal(y, yf)
+    np.testing.assert_array_equal(gx, gxf)
+    np.testing.assert_array_equal(gw, gwf)
+    np.testing.assert_array_equal(go, gof)
+    pair = sel.reshape(2, 5, 4, 9, 2).any(-1, keepdims=True)   # a tap with either coordinate bad
+    pair = np.broadcast_to(pair, (2, 5, 4, 9, 2)).reshape(off.shape)
+    np.testing.assert_array_equal(go[pair], 0.0)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(y, ref_deform(x, w, far, padding=1), rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("name", ["conv2d_3x3_pad1_bias", "conv3d_stride_dilation_groups",
                                   "conv2d_rgb_3x3_padded_rows", "conv1d_k15_padded_rows",
                                   "conv_transpose2d_stride2_outpad1_bias",
