@@ -92,8 +92,11 @@ def _minmax_backward(g, a, b, a_loses, b_loses, needs):
     so BOTH operands get the whole g there (as torch.maximum/minimum)."""
     tie = a == b
     half = g * np.asarray(0.5, dtype=g.dtype)
-    ga = np.where(tie, half, np.where(a_loses, 0, g)).astype(g.dtype, copy=False) if needs[0] else None
-    gb = np.where(tie, half, np.where(b_loses, 0, g)).astype(g.dtype, copy=False) if needs[1] else None
+    ga = gb = None
+    if needs[0]:
+        ga = np.where(tie, half, np.where(a_loses, 0, g)).astype(g.dtype, copy=False)
+    if needs[1]:
+        gb = np.where(tie, half, np.where(b_loses, 0, g)).astype(g.dtype, copy=False)
     return ga, gb
 
 

@@ -9,8 +9,9 @@ sample with y <= -1, y >= H, x <= -1 or x >= W is zero, and inside that
 range each of the four bilinear corners contributes only when it lies in the
 image. A non-finite sample position (a NaN or +-inf offset) is outside:
 zero contribution, and zero gradients to x and to its offsets (torchvision
-leaves NaN undefined: its bounds test lets NaN through to an integer cast). The offset gradient uses the cell containing the sample (the
-derivative from the right at integer coordinates, as torchvision).
+leaves NaN undefined: its bounds test lets NaN through to an integer cast).
+The offset gradient uses the cell containing the sample (the derivative
+from the right at integer coordinates, as torchvision).
 
 Float constants enter as arguments of the array dtype (``one``, and the
 integer window origins ``ybase``/``xbase`` pre-converted), so float32 data is
