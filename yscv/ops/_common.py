@@ -5,6 +5,7 @@ message naming the op and the argument, before anything is appended.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -12,6 +13,12 @@ import numpy as np
 from ..errors import ShapeError
 
 _FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
+
+#: the largest index, dimension, element count or byte count an array can
+#: have (np.intp: 2**63 - 1 on 64-bit platforms). Int arguments above it
+#: cannot reach the Numba kernels (which type them as int64), and NumPy
+#: refuses arrays whose byte count exceeds it.
+MAX_INTP = int(np.iinfo(np.intp).max)
 
 
 def as_graph_array(a, dtype, op: str, arg: str, copy: bool = True) -> np.ndarray:
@@ -84,7 +91,41 @@ def int_tuple(v, n: int, op: str, arg: str, minimum: int = 0) -> tuple:
     for e in out:
         if e < minimum:
             raise ValueError(f"{op}: {arg}={v!r} must be >= {minimum}")
+        check_int_bound(e, op, arg, v)
     return out
+
+
+def check_int_bound(e: int, op: str, arg: str, given=None) -> int:
+    """``e`` itself if it is at most :data:`MAX_INTP` in magnitude, else a
+    ValueError naming the op and the argument (``given``: the argument as
+    the user wrote it, when ``e`` is one entry of it)."""
+    if -MAX_INTP <= e <= MAX_INTP:
+        return e
+    limit = f"(at most {MAX_INTP} = 2**{MAX_INTP.bit_length()} - 1)"
+    if given is None or given == e:
+        raise ValueError(f"{op}: {arg}={e!r} is too large for an array index {limit}")
+    raise ValueError(f"{op}: {arg}={given!r} is too large: {e} does not fit in an array index "
+                     f"{limit}")
+
+
+def check_array_size(op: str, shape, itemsize: int, cause: str, what: str = "output"):
+    """ValueError unless an array of ``shape`` with ``itemsize``-byte elements
+    can exist in principle: every dimension and the byte count at most
+    :data:`MAX_INTP` (NumPy's own limit; a smaller array may still not fit
+    in memory, which NumPy reports as a MemoryError when it allocates).
+
+    ``cause`` names the argument(s) that produced the shape, e.g.
+    ``"padding=(10**9, 0)"``; ``what`` the array ("output", "result").
+    Arithmetic is on Python ints, so nothing overflows on the way.
+    """
+    shape = tuple(int(d) for d in shape)
+    count = math.prod(shape)
+    nbytes = count * int(itemsize)
+    if max(shape, default=0) <= MAX_INTP and nbytes <= MAX_INTP:
+        return shape
+    raise ValueError(f"{op}: {cause} gives an {what} of shape {shape} ({count} elements, "
+                     f"{nbytes} bytes), larger than any array can be (at most {MAX_INTP} "
+                     f"bytes and elements per axis)")
 
 
 def check_ndim(shape: tuple, ndims, op: str, arg: str, layout: str = "") -> None:
