@@ -434,14 +434,15 @@ def test_check_array_size_limits():
     from yscv.ops._common import MAX_INTP, check_array_size
 
     assert MAX_INTP == np.iinfo(np.intp).max
-    assert check_array_size("op", (MAX_INTP // 8, 1), 8, "x=1") == (MAX_INTP // 8, 1)
-    assert check_array_size("op", (0, MAX_INTP), 8, "x=1") == (0, MAX_INTP)
-    with pytest.raises(ValueError, match=r"op: x=2 gives an output of shape \(1, 9223372036854775807\)"):
-        check_array_size("op", (1, MAX_INTP), 2, "x=2")
-    with pytest.raises(ValueError, match="op: x=3 gives an output of shape"):
-        check_array_size("op", (0, MAX_INTP + 1), 1, "x=3")     # empty, but one axis too long
+    assert check_array_size("op", (MAX_INTP // 8, 1), 8, x=1) == (MAX_INTP // 8, 1)
+    assert check_array_size("op", (0, MAX_INTP), 8, x=1) == (0, MAX_INTP)
+    with pytest.raises(ValueError, match=r"op: x=2, y=\(3, 4\) gives an output of shape "
+                                         r"\(1, 9223372036854775807\)"):
+        check_array_size("op", (1, MAX_INTP), 2, x=2, y=(3, 4))
+    with pytest.raises(ValueError, match="op: x=3 gives a result of shape"):
+        check_array_size("op", (0, MAX_INTP + 1), 1, "a result", x=3)  # empty, one axis too long
     for shape in ((2 ** 32, 2 ** 32), (3, 2 ** 62)):
         with pytest.raises(ValueError):
             np.empty(shape, np.uint8)                           # NumPy refuses these as well
         with pytest.raises(ValueError, match="larger than any array can be"):
-            check_array_size("op", shape, 1, "x=4")
+            check_array_size("op", shape, 1, x=4)

@@ -91,7 +91,8 @@ def int_tuple(v, n: int, op: str, arg: str, minimum: int = 0) -> tuple:
     for e in out:
         if e < minimum:
             raise ValueError(f"{op}: {arg}={v!r} must be >= {minimum}")
-        check_int_bound(e, op, arg, v)
+        if e > MAX_INTP:
+            check_int_bound(e, op, arg, v)
     return out
 
 
@@ -108,24 +109,23 @@ def check_int_bound(e: int, op: str, arg: str, given=None) -> int:
                      f"{limit}")
 
 
-def check_array_size(op: str, shape, itemsize: int, cause: str, what: str = "output"):
-    """ValueError unless an array of ``shape`` with ``itemsize``-byte elements
-    can exist in principle: every dimension and the byte count at most
-    :data:`MAX_INTP` (NumPy's own limit; a smaller array may still not fit
-    in memory, which NumPy reports as a MemoryError when it allocates).
-
-    ``cause`` names the argument(s) that produced the shape, e.g.
-    ``"padding=(10**9, 0)"``; ``what`` the array ("output", "result").
-    Arithmetic is on Python ints, so nothing overflows on the way.
+def check_array_size(op: str, shape: tuple, itemsize: int, what: str = "an output", /,
+                     **args):
+    """ValueError unless an array of ``shape`` (a tuple of Python ints) with
+    ``itemsize``-byte elements can exist in principle: every dimension and
+    the byte count at most :data:`MAX_INTP` (NumPy's own limits; a smaller
+    array may still not fit in memory, which NumPy reports as a MemoryError
+    when it allocates). ``args`` are the arguments that produced the shape,
+    named in the message (formatted only on failure); ``what`` names the
+    array. Python-int arithmetic, so nothing overflows on the way.
     """
-    shape = tuple(int(d) for d in shape)
     count = math.prod(shape)
-    nbytes = count * int(itemsize)
-    if max(shape, default=0) <= MAX_INTP and nbytes <= MAX_INTP:
+    if count * itemsize <= MAX_INTP and max(shape, default=0) <= MAX_INTP:
         return shape
-    raise ValueError(f"{op}: {cause} gives an {what} of shape {shape} ({count} elements, "
-                     f"{nbytes} bytes), larger than any array can be (at most {MAX_INTP} "
-                     f"bytes and elements per axis)")
+    cause = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    raise ValueError(f"{op}: {cause} gives {what} of shape {tuple(shape)} ({count} elements, "
+                     f"{count * itemsize} bytes), larger than any array can be (at most "
+                     f"{MAX_INTP} bytes and elements per axis)")
 
 
 def check_ndim(shape: tuple, ndims, op: str, arg: str, layout: str = "") -> None:

@@ -187,8 +187,7 @@ class ConvOps:
     def _check_conv_output(self, op, shape, **args):
         """ValueError naming ``args`` (the arguments that set the output
         extents) unless the output [N, *spatial, C] can exist as an array."""
-        cause = ", ".join(f"{k}={v!r}" for k, v in args.items())
-        check_array_size(op, shape, self.dtype.itemsize, cause)
+        check_array_size(op, shape, self.dtype.itemsize, **args)
 
     @staticmethod
     def _check_bias(op, bv, cout, what="Cout"):

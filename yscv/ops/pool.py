@@ -143,13 +143,13 @@ class PoolOps:
                                   f"{v.shape} (NHWC)", expected="H >= 1 and W >= 1", got=v.shape)
         return (x if type(x) is NodeId else v), v
 
-    def _check_pool_output(self, op: str, shape, out_hw, cause: str) -> None:
-        """ValueError naming ``cause`` unless the output [N, OH, OW, C] (and,
+    def _check_pool_output(self, op: str, shape, out_hw, **args) -> None:
+        """ValueError naming ``args`` unless the output [N, OH, OW, C] (and,
         for max pools, its argmax indices) can exist as an array."""
         itemsize = self.dtype.itemsize
         if op.endswith("max_pool2d"):
             itemsize = max(itemsize, np.dtype(index_dtype(shape[1], shape[2])).itemsize)
-        check_array_size(op, (shape[0], *out_hw, shape[3]), itemsize, cause)
+        check_array_size(op, (shape[0], *out_hw, shape[3]), itemsize, **args)
 
     @staticmethod
     def _window_args(op: str, shape, kernel, stride, padding) -> tuple:
@@ -179,8 +179,7 @@ class PoolOps:
     def _check_window_output(self, op, shape, attrs, kernel, stride, padding) -> None:
         kh, kw, sh, sw, ph, pw = attrs[:6]
         out_hw = ((shape[1] + 2 * ph - kh) // sh + 1, (shape[2] + 2 * pw - kw) // sw + 1)
-        self._check_pool_output(op, shape, out_hw,
-                           f"kernel={kernel!r}, stride={stride!r}, padding={padding!r}")
+        self._check_pool_output(op, shape, out_hw, kernel=kernel, stride=stride, padding=padding)
 
     @staticmethod
     def _output_size(op: str, output_size, shape) -> tuple:
@@ -207,9 +206,9 @@ class PoolOps:
         return tuple(out)
 
     def _check_adaptive_output(self, op, shape, out_hw, output_size) -> None:
-        cause = f"output_size={output_size!r}"
-        self._check_pool_output(op, shape, out_hw, cause)
-        check_array_size(op, (max(out_hw),), 8, cause, "int64 bin-bounds vector")
+        self._check_pool_output(op, shape, out_hw, output_size=output_size)
+        check_array_size(op, (max(out_hw),), 8, "an int64 bin-bounds vector",
+                         output_size=output_size)
 
     # ------------------------------------------------------------------ ops
     def max_pool2d(self, x, kernel, stride=None, padding=0):

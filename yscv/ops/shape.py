@@ -23,8 +23,8 @@ import numpy as np
 
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import (as_graph_array, check_array_size, check_int_bound, int_tuple, is_scalar,
-                      normalize_axes, normalize_axis, shape_error)
+from ._common import (MAX_INTP, as_graph_array, check_array_size, check_int_bound, int_tuple,
+                      is_scalar, normalize_axes, normalize_axis, shape_error)
 
 
 # --------------------------------------------------------------- helpers
@@ -61,7 +61,8 @@ def _shape_arg(shape, op: str, arg: str = "shape") -> tuple:
     else:
         raise TypeError(f"{op}: {arg} must be an int or a sequence of ints, got {shape!r}")
     for e in out:
-        check_int_bound(e, op, arg, shape)
+        if not -MAX_INTP <= e <= MAX_INTP:
+            check_int_bound(e, op, arg, shape)
     return out
 
 
@@ -374,7 +375,7 @@ class ShapeOps:
                                             f"can be expanded", expected=new, got=in_shape)
         # a broadcast view, but NumPy cannot form it (nor backward the
         # gradient of that shape) beyond the array limits
-        check_array_size("expand", out, self.dtype.itemsize, f"shape={shape!r}")
+        check_array_size("expand", out, self.dtype.itemsize, shape=shape)
         return self._apply1(Op.EXPAND, x, tuple(out))
 
     def cat(self, nodes, axis=0):
@@ -473,7 +474,7 @@ class ShapeOps:
             raise TypeError(f"pad: value must be a real number, got {value!r}")
         widths = _pad_widths(pad_width, in_shape)
         check_array_size("pad", tuple(n + b + a for n, (b, a) in zip(in_shape, widths)),
-                         self.dtype.itemsize, f"pad_width={pad_width!r}")
+                         self.dtype.itemsize, pad_width=pad_width)
         return self._apply1(Op.PAD, x, (widths, float(value)))
 
     def repeat(self, x, repeats):
@@ -488,7 +489,7 @@ class ShapeOps:
         reps = (1,) * (d - len(reps)) + reps
         full = (1,) * (d - len(in_shape)) + tuple(in_shape)
         check_array_size("repeat", tuple(n * r for n, r in zip(full, reps)), self.dtype.itemsize,
-                         f"repeats={repeats!r}")
+                         repeats=repeats)
         return self._apply1(Op.REPEAT, x, reps)
 
     def pixel_shuffle(self, x, r):
@@ -516,5 +517,5 @@ class ShapeOps:
                                                   f"(NDHWC), got shape {in_shape}", got=in_shape)
         scales = int_tuple(r, len(in_shape) - 2, "upsample_nearest", "r", minimum=1)
         out = (in_shape[0], *(n * k for n, k in zip(in_shape[1:-1], scales)), in_shape[-1])
-        check_array_size("upsample_nearest", out, self.dtype.itemsize, f"r={r!r}")
+        check_array_size("upsample_nearest", out, self.dtype.itemsize, r=r)
         return self._apply1(Op.UPSAMPLE_NEAREST, x, scales)
