@@ -277,8 +277,14 @@ def test_multihead_attention_float_mask_is_additive_not_cast():
     ]
     for ours, theirs in cases:
         np.testing.assert_allclose(g.value(ours), theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
-    with pytest.raises(TypeError, match="scaled_dot_product_attention: mask must be"):
-        mha(g, q, mask=np.ones((5, 5), np.int64))
+    n = len(g)
+    with pytest.raises(TypeError, match="MultiHeadAttention: mask must be a boolean .* int64"):
+        mha(g, q, mask=np.ones((5, 5), np.int64))     # never cast to bool
+    with pytest.raises(TypeError, match="MultiHeadAttention: key_padding_mask must be a boolean"):
+        mha(g, q, kv, kv, key_padding_mask=pad.astype(np.int64))
+    with pytest.raises(ValueError, match=r"MultiHeadAttention: key_padding_mask must be \[B, Sk\]"):
+        mha(g, q, kv, kv, key_padding_mask=pad[0])
+    assert len(g) == n  # masks are checked before any node is added
 
 
 def test_embedding_padding_idx_gets_no_gradient():

@@ -81,13 +81,14 @@ class MultiHeadAttention(Module):
 
     def forward(self, g, query, key=None, value=None, mask=None, causal: bool = False,
                 key_padding_mask=None):
-        if not hasattr(query, "index"):
-            query = g.constant(query)
-        qshape = g.value(query).shape
+        qshape = g.value(query).shape if hasattr(query, "index") else np.shape(query)
         if len(qshape) not in (2, 3) or qshape[-1] != self.embed_dim:
             raise ValueError(f"MultiHeadAttention: query must be [B, S, {self.embed_dim}] or "
                              f"[S, {self.embed_dim}], got {qshape}")
         batched = len(qshape) == 3
+        attend = _combine_masks(mask, key_padding_mask, batched)  # before any node is added
+        if not hasattr(query, "index"):
+            query = g.constant(query)
         w = self.param(g, "in_proj_weight")
         b = self.param(g, "in_proj_bias") if self.in_proj_bias is not None else None
         self_attn = key is None and value is None
@@ -106,7 +107,6 @@ class MultiHeadAttention(Module):
             k = self._project(g, key, w, b, 1)
             v = self._project(g, value, w, b, 2)
         q, k, v = (self._heads(g, t, batched) for t in (q, k, v))
-        attend = _combine_masks(mask, key_padding_mask, batched)
         o = g.scaled_dot_product_attention(q, k, v, mask=attend, causal=causal)
         sq = qshape[-2]
         if batched:
@@ -121,12 +121,16 @@ class MultiHeadAttention(Module):
 
 def _combine_masks(mask, key_padding_mask, batched):
     """The op's mask from the layer's two. ``mask`` passes through unchanged
-    (bool, True = attend, or floating, added; never cast: the op checks its
-    dtype and shape). ``key_padding_mask`` [B, Sk] ([Sk] unbatched) is bool,
+    (bool, True = attend, or floating, added; never cast; the op checks its
+    shape). ``key_padding_mask`` [B, Sk] ([Sk] unbatched) is bool,
     True = padding key, or floating, added (PyTorch's conventions); it is
     broadcast as [B, 1, 1, Sk]. Two boolean masks combine by AND; otherwise
     both become additive (a boolean one as 0 where attended, -inf where
     blocked) and are summed, as nn.MultiheadAttention merges them."""
+    m = None if mask is None else np.asarray(mask)
+    if m is not None and m.dtype != np.bool_ and m.dtype.kind != "f":
+        raise TypeError("MultiHeadAttention: mask must be a boolean array (True = attend) or a "
+                        f"floating one added to the scores (-inf blocks), got dtype {m.dtype}")
     if key_padding_mask is None:
         return mask
     pad = np.asarray(key_padding_mask)
@@ -137,11 +141,8 @@ def _combine_masks(mask, key_padding_mask, batched):
         raise ValueError("MultiHeadAttention: key_padding_mask must be [B, Sk] (or [Sk] "
                          f"unbatched), got shape {pad.shape}")
     pad = pad[:, None, None, :] if batched else pad[None, None, :]
-    if mask is None:
+    if m is None:
         return ~pad if pad.dtype == np.bool_ else pad
-    m = np.asarray(mask)
-    if m.dtype != np.bool_ and m.dtype.kind != "f":
-        return m  # the op raises its TypeError naming the dtype
     if m.dtype == np.bool_ and pad.dtype == np.bool_:
         return np.logical_and(m, ~pad)
     ft = np.result_type(*(a.dtype for a in (m, pad) if a.dtype.kind == "f"))
