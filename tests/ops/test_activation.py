@@ -655,3 +655,42 @@ def test_prelu_matches_pytorch():
     np.testing.assert_allclose(g.value(y), yt.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.grad(xn), xt.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.grad(an), at.grad.numpy(), rtol=1e-12)
+
+
+# ------------------------------------------------- NaN inputs (issue 12.10)
+NAN_ACTIVATIONS = {
+    "relu": (lambda g, n: g.relu(n), lambda t, x: t.relu(x)),
+    "leaky_relu": (lambda g, n: g.leaky_relu(n, 0.2),
+                   lambda t, x: t.nn.functional.leaky_relu(x, 0.2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_ACTIVATIONS))
+@pytest.mark.parametrize("x", [[np.nan], [[np.nan, -1.0, 0.0, 2.0, -0.0, np.inf, -np.inf, np.nan]]],
+                         ids=["size1", "array"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_input_gradient_matches_pytorch(name, x, dtype):
+    """relu's backward at NaN passes the gradient on as PyTorch's
+    threshold_backward does (it gave 0, hiding the NaN); leaky_relu uses the
+    slope there. Values (NaN included) and gradients equal torch's."""
+    x = np.asarray(x, dtype=np.float64)
+    y, yt, gx, gt = _torch_pair(*NAN_ACTIVATIONS[name], x, dtype)
+    np.testing.assert_array_equal(y, yt)
+    np.testing.assert_array_equal(gx, gt)
+    if name == "relu":
+        assert np.all(gx[np.isnan(x)] != 0)
+
+
+def test_prelu_nan_input_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[np.nan, -1.0, 0.0, 2.0], [1.0, np.nan, -3.0, 0.5]])
+    a = np.array([0.25, 0.1, 0.3, 0.2])
+    cot = np.arange(1.0, 9.0).reshape(2, 4)
+    g = yscv.Graph(np.float64)
+    xn, an = g.variable(x), g.variable(a)
+    g.backward(g.prelu(xn, an), grad=cot)
+    xt = torch.tensor(x, requires_grad=True)
+    at = torch.tensor(a, requires_grad=True)
+    torch.nn.functional.prelu(xt, at).backward(torch.tensor(cot))  # 2-d: channel axis is 1 = last
+    np.testing.assert_array_equal(g.grad(xn), xt.grad.numpy())
+    np.testing.assert_array_equal(g.grad(an), at.grad.numpy())

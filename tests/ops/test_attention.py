@@ -9,14 +9,18 @@ from yscv.testing import BadCase, OpCase, make_op_tests
 
 
 def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
-    """Plain NumPy: masked scores set to -inf, rows with nothing allowed -> 0."""
+    """Plain NumPy: masked scores set to -inf, rows with nothing allowed -> 0.
+    A floating mask is added to the scaled scores; its -inf entries block."""
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     s = np.broadcast_to(s, lead + s.shape[-2:])
     sq, sk = s.shape[-2:]
     allow = np.ones(s.shape, dtype=bool)
-    if mask is not None:
+    if mask is not None and np.asarray(mask).dtype.kind == "f":
+        s = s + mask
+        allow &= np.asarray(mask) != -np.inf
+    elif mask is not None:
         allow &= mask
     if causal:
         allow &= np.arange(sk)[None, :] <= np.arange(sq)[:, None]
@@ -44,6 +48,10 @@ MASK_ROW_EMPTY = MASK.copy()
 MASK_ROW_EMPTY[1, 2, :] = False                  # query 2 of batch 1 attends nothing
 MASK_KEYS = np.array([True, True, False, True, False])   # [Sk], broadcast over queries
 MASK_HEADS = np.random.default_rng(12).random((2, 1, 3, 3)) > 0.3  # broadcast over heads
+# floating (additive) masks: finite values and -inf (blocks), PyTorch's attn_mask semantics
+FMASK = np.where(MASK, np.random.default_rng(13).standard_normal(MASK.shape), -np.inf)
+FMASK_ROW_EMPTY = np.where(MASK_ROW_EMPTY, FMASK, -np.inf)   # query 2 of batch 1: all -inf
+FMASK_KEYS = np.array([0.5, -1.0, -np.inf, 2.0, 0.0])        # [Sk], broadcast over queries
 
 
 def _case(name, build, shapes, ref, **kw):
@@ -86,6 +94,21 @@ CASES = [
           ((2, 2, 3, 2), (2, 1, 4, 2), (1, 4, 3)), ref_sdpa),
     _case("sdpa_2d_no_lead", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
           ((4, 3), (6, 3), (6, 5)), ref_sdpa),
+    _case("sdpa_float_mask",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK)),
+    _case("sdpa_float_mask_broadcast_keys",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK_KEYS),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK_KEYS)),
+    _case("sdpa_float_mask_and_causal",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK, causal=True),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK, causal=True)),
+    _case("sdpa_float_mask_fully_masked_row",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK_ROW_EMPTY),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK_ROW_EMPTY)),
+    _case("sdpa_float_mask_explicit_scale",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK, scale=0.4),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK, scale=0.4)),
     _case("sdpa_fully_masked_row",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_ROW_EMPTY),
           S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_ROW_EMPTY)),
@@ -108,9 +131,15 @@ BAD = [
             lambda g, *a: g.scaled_dot_product_attention(*a), yscv.ShapeError, "same length Sk"),
     BadCase(_SDPA, "sdpa_lead_not_broadcastable", _leaves((2, 4, 3), (3, 5, 3), (3, 5, 2)),
             lambda g, *a: g.scaled_dot_product_attention(*a), yscv.ShapeError, "do not broadcast"),
-    BadCase(_SDPA, "sdpa_mask_not_bool", _leaves(*OK),
-            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.ones((4, 5))), TypeError,
-            f"{_NAME}: mask must be a boolean"),
+    BadCase(_SDPA, "sdpa_mask_int", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.ones((4, 5), np.int64)),
+            TypeError, f"{_NAME}: mask must be a boolean array .* or a floating array .* int64"),
+    BadCase(_SDPA, "sdpa_mask_complex", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.zeros((4, 5), complex)),
+            TypeError, f"{_NAME}: mask must be .*complex128"),
+    BadCase(_SDPA, "sdpa_float_mask_not_broadcastable", _leaves(*OK),
+            lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.zeros((5, 4))),
+            yscv.ShapeError, f"{_NAME}: mask of shape"),
     BadCase(_SDPA, "sdpa_mask_not_broadcastable", _leaves(*OK),
             lambda g, *a: g.scaled_dot_product_attention(*a, mask=np.ones((5, 4), bool)),
             yscv.ShapeError, f"{_NAME}: mask of shape"),
@@ -295,3 +324,118 @@ def test_row_max_finds_the_peak_at_every_position_and_row_length(dtype):
         assert np.all(np.isfinite(out))
         np.testing.assert_allclose(out, ref_sdpa(q, k, v, causal=True, scale=1.0),
                                    rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------ floating (additive) masks
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_mask_all_minus_inf_row_gives_zeros_and_zero_gradients(dtype):
+    rng = np.random.default_rng(30)
+    q, k, v = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 2))
+    g = yscv.Graph(dtype)
+    qn, kn, vn = g.variable(q), g.variable(k), g.variable(v)
+    out = g.scaled_dot_product_attention(qn, kn, vn, mask=FMASK_ROW_EMPTY)
+    val = g.value(out)
+    assert val.dtype == dtype and np.all(np.isfinite(val))
+    np.testing.assert_array_equal(val[1, 2], 0.0)
+    cot = np.zeros(val.shape)
+    cot[1, 2] = 1.0  # only the all -inf row receives gradient
+    g.backward(out, grad=cot)
+    for n in (qn, kn, vn):
+        np.testing.assert_array_equal(g.grad(n), 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sq", [3, 5, 7])
+def test_float_triu_minus_inf_mask_equals_causal(dtype, sq):
+    """PyTorch's additive causal mask (-inf above the diagonal) gives what
+    causal=True gives: it is not inverted (the issue-12 defect)."""
+    rng = np.random.default_rng(31)
+    q, k, v = rng.standard_normal((2, sq, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 3))
+    cot = rng.standard_normal((2, sq, 3))
+    tri = np.triu(np.full((sq, 5), -np.inf), 1)
+    res = []
+    for kw in ({"mask": tri}, {"causal": True}):
+        g = yscv.Graph(dtype)
+        nodes = [g.variable(a) for a in (q, k, v)]
+        out = g.scaled_dot_product_attention(*nodes, **kw)
+        g.backward(out, grad=cot)
+        res.append([g.value(out)] + [g.grad(n) for n in nodes])
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_float_minus_inf_blocks_a_nan_score_like_false():
+    """-inf in a floating mask blocks the key whatever its score, exactly as
+    a False boolean entry (which also hides a NaN score)."""
+    k = np.ones((4, 2))
+    k[2] = np.nan
+    v = np.arange(8.0).reshape(4, 2)
+    q = np.ones((3, 2))
+    fm = np.array([0.0, 0.0, -np.inf, 0.0])
+    g = yscv.Graph(np.float64)
+    a = g.value(g.scaled_dot_product_attention(g.constant(q), g.constant(k), g.constant(v), mask=fm))
+    b = g.value(g.scaled_dot_product_attention(g.constant(q), g.constant(k), g.constant(v),
+                                               mask=fm == 0))
+    assert np.all(np.isfinite(a))
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_float_mask_plus_inf_or_nan_entry_gives_nan_row_as_pytorch(bad):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(32)
+    q, k, v = rng.standard_normal((3, 2)), rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
+    fm = np.zeros((3, 4))
+    fm[1, 2] = bad
+    g = yscv.Graph(np.float64)
+    out = g.value(g.scaled_dot_product_attention(g.constant(q), g.constant(k), g.constant(v), mask=fm))
+    t = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(a) for a in (q, k, v)), attn_mask=torch.from_numpy(fm)).numpy()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(t))
+    assert np.all(np.isnan(out[1]))
+    np.testing.assert_allclose(out[[0, 2]], t[[0, 2]], rtol=1e-12)
+
+
+def test_float_mask_is_copied_and_converted_to_the_graph_dtype():
+    rng = np.random.default_rng(33)
+    q, k, v = rng.standard_normal((4, 3)), rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    fm = rng.standard_normal((4, 5))
+    want = ref_sdpa(q, k, v, mask=fm.copy())
+    g = yscv.Graph(np.float32)
+    out = g.scaled_dot_product_attention(g.variable(q), g.variable(k), g.variable(v), mask=fm)
+    fm[:] = -np.inf
+    assert g.value(out).dtype == np.float32
+    np.testing.assert_allclose(g.value(out), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["float", "float_heads", "float_and_causal", "float32"])
+def test_float_mask_matches_pytorch(case):
+    """Values and all three gradients against F.scaled_dot_product_attention
+    with a floating attn_mask (PyTorch refuses attn_mask with is_causal, so
+    the causal case gives torch the merged mask)."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    dtype = np.float32 if case == "float32" else np.float64
+    rng = np.random.default_rng(34)
+    q = rng.standard_normal((2, 3, 5, 4)).astype(dtype)
+    k = rng.standard_normal((2, 3, 6, 4)).astype(dtype)
+    v = rng.standard_normal((2, 3, 6, 3)).astype(dtype)
+    mshape = (2, 1, 5, 6) if case == "float_heads" else (2, 3, 5, 6)
+    fm = rng.standard_normal(mshape).astype(dtype)
+    fm[rng.random(mshape) > 0.7] = -np.inf
+    fm[..., 0] = 0.0  # PyTorch gives NaN for rows with nothing to attend
+    causal = case == "float_and_causal"
+    g = yscv.Graph(dtype)
+    nodes = [g.variable(a) for a in (q, k, v)]
+    out = g.scaled_dot_product_attention(*nodes, mask=fm, causal=causal)
+    cot = rng.standard_normal(g.value(out).shape).astype(dtype)
+    g.backward(out, grad=cot)
+    tmask = fm + np.triu(np.full((5, 6), -np.inf, dtype), 1) if causal else fm
+    ts = [torch.from_numpy(a.copy()).requires_grad_(True) for a in (q, k, v)]
+    tout = F.scaled_dot_product_attention(*ts, attn_mask=torch.from_numpy(tmask))
+    tout.backward(torch.from_numpy(cot))
+    rtol, atol = (1e-9, 1e-12) if dtype == np.float64 else (1e-4, 1e-5)
+    np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=rtol, atol=atol)
+    for n, t in zip(nodes, ts):
+        np.testing.assert_allclose(g.grad(n), t.grad.numpy(), rtol=rtol * 10, atol=atol * 10)

@@ -251,6 +251,7 @@ def _bad(op, name, shapes, call, exc=ValueError, match=None):
 
 
 X4, W4 = (2, 5, 5, 4), (3, 3, 4, 6)
+BIG = 2 ** 63   # one more than the largest array index
 BAD = [
     # conv1d
     _bad(C1, "conv1d_x_rank", [(5, 4), (3, 4, 2)], lambda g, x, w: g.conv1d(x, w), yscv.ShapeError),
@@ -332,6 +333,62 @@ BAD = [
          lambda g, x, w, o: g.deformable_conv2d(x, w, o, stride=0), ValueError, "stride"),
     _bad(DF, "deformable_kernel_too_large", [(1, 2, 2, 2), (3, 3, 2, 2), (1, 1, 1, 18)],
          lambda g, x, w, o: g.deformable_conv2d(x, w, o), ValueError, "larger than the padded"),
+    # int arguments beyond an array index, sizes beyond any array (issue 12.8): a ValueError
+    # naming the op and the argument, not a Numba TypingError, an OverflowError or NumPy's
+    # "array is too big" / "Maximum allowed dimension exceeded"
+    _bad(C1, "conv1d_stride_2pow63", [(2, 5, 2), (3, 2, 2)],
+         lambda g, x, w: g.conv1d(x, w, stride=BIG), ValueError, f"conv1d: stride={BIG} is too large"),
+    _bad(C1, "conv1d_padding_2pow64", [(2, 5, 2), (3, 2, 2)],
+         lambda g, x, w: g.conv1d(x, w, padding=2 * BIG), ValueError, "conv1d: padding=.* too large"),
+    _bad(C2, "conv2d_stride_2pow63", [X4, W4], lambda g, x, w: g.conv2d(x, w, stride=(1, BIG)),
+         ValueError, rf"conv2d: stride=\(1, {BIG}\) is too large: {BIG} does not fit"),
+    _bad(C2, "conv2d_padding_2pow63", [X4, W4], lambda g, x, w: g.conv2d(x, w, padding=BIG),
+         ValueError, f"conv2d: padding={BIG} is too large"),
+    _bad(C2, "conv2d_dilation_uint64", [X4, W4],
+         lambda g, x, w: g.conv2d(x, w, dilation=np.uint64(BIG)), ValueError, "conv2d: dilation="),
+    _bad(C2, "conv2d_padded_input_beyond_index", [X4, W4],
+         lambda g, x, w: g.conv2d(x, w, padding=(0, BIG // 2)), ValueError,
+         "conv2d: padding=4611686018427387904 along W gives a padded input of "),
+    _bad(C2, "conv2d_padding_1e7_output_beyond_any_array", [(1, 4, 4, 1), (1, 1, 1, 8192)],
+         lambda g, x, w: g.conv2d(x, w, padding=10 ** 7), ValueError,
+         r"conv2d: stride=\(1, 1\), padding=\(10000000, 10000000\), dilation=\(1, 1\) gives "
+         r"an output of shape \(1, 20000004, 20000004, 8192\)"),
+    _bad(C3, "conv3d_stride_2pow63", [(1, 3, 3, 3, 2), (1, 1, 1, 2, 2)],
+         lambda g, x, w: g.conv3d(x, w, stride=BIG), ValueError, "conv3d: stride=.* too large"),
+    _bad(C3, "conv3d_padding_1e7_output_beyond_any_array", [(1, 3, 3, 3, 2), (1, 1, 1, 2, 2)],
+         lambda g, x, w: g.conv3d(x, w, padding=10 ** 7), ValueError,
+         "conv3d: .*padding=.* gives an output of shape"),
+    _bad(DW, "depthwise_stride_2pow63", [X4, (3, 3, 4, 1)],
+         lambda g, x, w: g.depthwise_conv2d(x, w, stride=BIG), ValueError,
+         "depthwise_conv2d: stride=.* too large"),
+    _bad(DW, "depthwise_padding_2pow63", [X4, (3, 3, 4, 1)],
+         lambda g, x, w: g.depthwise_conv2d(x, w, padding=(BIG, 0)), ValueError,
+         "depthwise_conv2d: padding=.* too large"),
+    _bad(DW, "depthwise_padding_1e9_output_beyond_any_array", [X4, (3, 3, 4, 1)],
+         lambda g, x, w: g.depthwise_conv2d(x, w, padding=10 ** 9), ValueError,
+         "depthwise_conv2d: .*padding=.* gives an output of shape"),
+    _bad(CT, "conv_transpose2d_stride_2pow63", [X4, (3, 3, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, stride=BIG), ValueError,
+         "conv_transpose2d: stride=.* too large"),
+    _bad(CT, "conv_transpose2d_padding_2pow63", [X4, (3, 3, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, padding=BIG), ValueError,
+         "conv_transpose2d: padding=.* too large"),
+    _bad(CT, "conv_transpose2d_stride_1e10_output_beyond_any_array", [X4, (3, 3, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, stride=10 ** 10), ValueError,
+         "conv_transpose2d: stride=.* gives an output of shape"),
+    _bad(CT, "conv_transpose2d_padded_output_beyond_index", [X4, (1, 1, 2, 4)],
+         lambda g, x, w: g.conv_transpose2d(x, w, stride=BIG // 2, padding=BIG // 2), ValueError,
+         "conv_transpose2d: .* padded output extent"),
+    _bad(DF, "deformable_stride_2pow63", [(1, 4, 4, 2), (3, 3, 2, 2), (1, 2, 2, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o, stride=BIG), ValueError,
+         "deformable_conv2d: stride=.* too large"),
+    _bad(DF, "deformable_padding_2pow63", [(1, 4, 4, 2), (3, 3, 2, 2), (1, 2, 2, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=BIG), ValueError,
+         "deformable_conv2d: padding=.* too large"),
+    _bad(DF, "deformable_padding_1e9_output_beyond_any_array",
+         [(1, 4, 4, 2), (3, 3, 2, 2), (1, 2, 2, 18)],
+         lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=10 ** 9), ValueError,
+         "deformable_conv2d: .*padding=.* gives an output of shape"),
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
@@ -381,6 +438,39 @@ def test_deformable_samples_fully_outside_give_zero_and_no_offset_grad():
     off = np.full((1, 3, 3, 2), 7.5)  # every sample far below-right of the image
     (y, (gx, gw, go)) = _grads(lambda g, x, w, o: g.deformable_conv2d(x, w, o), [x, w, off])
     assert np.all(y == 0) and np.all(gx == 0) and np.all(gw == 0) and np.all(go == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_deformable_non_finite_offset_is_outside(dtype, bad):
+    """Issue 12.11: a NaN (or +-inf) offset is a sample outside the image:
+    zero contribution, zero gradients for it (x, w and that offset), and
+    everything else as with a far-outside finite offset. NaN used to pass
+    the bounds test and index with int(floor(NaN)) = INT64_MIN."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 4, 3))
+    w = rng.standard_normal((3, 3, 3, 2))
+    off = _offsets((2, 5, 4, 18), spread=1)(rng)
+    sel = rng.random(off.shape) < 0.3
+    sel[0, 1, 1, 8] = True               # dy of the centre tap: a sample that would be inside
+    far = off.copy()
+    far[sel] = 1e6                       # a finite position far outside the image
+    off[sel] = bad
+    y, (gx, gw, go) = _grads(lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=1),
+                             [x, w, off], dtype)
+    yf, (gxf, gwf, gof) = _grads(lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=1),
+                                 [x, w, far], dtype)
+    for a in (y, gx, gw, go):
+        assert np.all(np.isfinite(a))
+    np.testing.assert_array_equal(y, yf)
+    np.testing.assert_array_equal(gx, gxf)
+    np.testing.assert_array_equal(gw, gwf)
+    np.testing.assert_array_equal(go, gof)
+    pair = sel.reshape(2, 5, 4, 9, 2).any(-1, keepdims=True)   # a tap with either coordinate bad
+    pair = np.broadcast_to(pair, (2, 5, 4, 9, 2)).reshape(off.shape)
+    np.testing.assert_array_equal(go[pair], 0.0)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(y, ref_deform(x, w, far, padding=1), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("name", ["conv2d_3x3_pad1_bias", "conv3d_stride_dilation_groups",
@@ -564,3 +654,18 @@ def test_empty_batch(op):
     g.backward(y, grad=np.zeros(shape))
     assert g.grad(x).shape == (0, 4, 4, 2)
     np.testing.assert_array_equal(g.grad(w), np.zeros(g.value(w).shape))
+
+
+def test_largest_representable_stride_works_forward_and_backward():
+    """stride = 2**63 - 1 fits an array index: it passes validation and the
+    kernels (int64) compute one output position, as any stride >= 3 here."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 5, 5, 2))
+    w = rng.standard_normal((3, 3, 2, 3))
+    for build in (lambda s: (lambda g, x, w: g.conv2d(x, w, stride=s)),
+                  lambda s: (lambda g, x, w: g.depthwise_conv2d(x, w[:, :, :, :1], stride=s))):
+        y1, g1 = _grads(build(BIG - 1), [x, w])
+        y2, g2 = _grads(build(3), [x, w])
+        np.testing.assert_array_equal(y1, y2)
+        for a, b in zip(g1, g2):
+            np.testing.assert_array_equal(a, b)

@@ -190,3 +190,44 @@ def test_bias_add_kernel_path_gradcheck(monkeypatch, bias_kernel_calls):
     assert yscv.gradcheck(lambda g, x, b: g.add(x, b) * g.add(b, x),
                           [rng.standard_normal((3, 2, 5)), rng.standard_normal(5)])
     assert len(bias_kernel_calls) >= 2
+
+
+# ------------------------------------- NaN operands and ties (issue 12.10)
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_minmax_nan_and_tie_gradients_match_pytorch(name, dtype):
+    """A NaN in either operand (or both) sends the whole gradient to BOTH
+    operands, ties split it in halves, as torch.maximum/minimum; yscv used
+    to route it to b alone whenever a was NaN or b was."""
+    torch = pytest.importorskip("torch")
+    nan = np.nan
+    a = np.array([nan, 1.0, nan, 2.0, 1.0, 3.0, -np.inf, np.inf, 0.0])
+    b = np.array([1.0, nan, nan, 2.0, 3.0, 1.0, nan, np.inf, -0.0])
+    cot = 2.0 ** np.arange(a.size)
+    g = yscv.Graph(dtype)
+    an, bn = g.variable(a), g.variable(b)
+    y = getattr(g, name)(an, bn)
+    g.backward(y, grad=cot)
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    at, bt = (torch.tensor(v, dtype=tdt, requires_grad=True) for v in (a, b))
+    yt = getattr(torch, name)(at, bt)
+    yt.backward(torch.tensor(cot, dtype=tdt))
+    np.testing.assert_array_equal(g.value(y), yt.detach().numpy())
+    np.testing.assert_array_equal(g.grad(an), at.grad.numpy())
+    np.testing.assert_array_equal(g.grad(bn), bt.grad.numpy())
+    assert g.grad(an)[0] == cot[0] and g.grad(bn)[0] == cot[0]   # NaN in a: both get g
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_minmax_nan_broadcast_operand_matches_pytorch(name):
+    torch = pytest.importorskip("torch")
+    a = np.array([[np.nan, 0.5, 2.0], [1.0, 1.0, np.nan]])
+    b = np.array([1.0, np.nan, 2.0])
+    cot = np.arange(1.0, 7.0).reshape(2, 3)
+    g = yscv.Graph(np.float64)
+    an, bn = g.variable(a), g.variable(b)
+    g.backward(getattr(g, name)(an, bn), grad=cot)
+    at, bt = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    getattr(torch, name)(at, bt).backward(torch.tensor(cot))
+    np.testing.assert_array_equal(g.grad(an), at.grad.numpy())
+    np.testing.assert_array_equal(g.grad(bn), bt.grad.numpy())

@@ -41,6 +41,20 @@ CASES = [
            lambda a: a @ np.arange(12.0).reshape(4, 3), name="matmul_array_operand"),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul_2d(a, b), [(3, 4), (4, 2)], np.matmul,
            name="matmul_2d_alias"),
+    # zero-sized dimensions with a batched operand (issue 12.7): NumPy gives
+    # zeros / empty results; gradients are zeros of each operand's shape
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 0), (0, 4)], np.matmul,
+           name="matmul_3d_2d_zero_inner"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (4, 0)], np.matmul,
+           name="matmul_3d_2d_zero_output_cols"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(1, 3, 0), (0, 5)], np.matmul,
+           name="matmul_3d_2d_zero_inner_batch1"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 0), (2, 0, 4)], np.matmul,
+           name="matmul_batched_zero_inner"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 0), (2, 0, 4)], np.matmul,
+           name="matmul_2d_3d_zero_inner"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(0, 3, 4), (4, 5)], np.matmul,
+           name="matmul_3d_2d_zero_batch"),
     # transpose
     OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x), [(2, 3, 4)], np.transpose,
            name="transpose_reverse"),
@@ -186,6 +200,39 @@ def test_matmul_values_and_grads_keep_dtype_and_match_numpy(dtype, shapes):
         assert g.grad(n).dtype == dtype and g.grad(n).shape == arr.shape
 
 
+ZERO_DIM_SHAPES = [((2, 3, 0), (0, 4)), ((2, 3, 4), (4, 0)), ((1, 3, 0), (0, 5)),
+                   ((2, 0, 4), (4, 5)), ((3, 2, 3, 0), (0, 4)), ((2, 3, 0), (1, 0, 5)),
+                   ((2, 3, 4), (2, 4, 0)), ((3, 0), (0, 4)), ((5, 0), (0,))]
+
+
+def _check_zero_dim_matmul(dtype, sa, sb):
+    rng = np.random.default_rng(8)
+    a0 = rng.standard_normal(sa)
+    b0 = rng.standard_normal(sb)
+    want = np.matmul(a0, b0)
+    g = yscv.Graph(dtype)
+    a, b = g.variable(a0), g.variable(b0)
+    y = g.matmul(a, b)
+    assert g.value(y).shape == want.shape and g.value(y).dtype == dtype
+    np.testing.assert_array_equal(g.value(y), want)   # zeros (k == 0) or empty
+    g.backward(y, grad=rng.standard_normal(want.shape))
+    # k == 0 or an empty output: nothing flows, gradients are zeros of each shape
+    assert g.grad(a).shape == sa and g.grad(b).shape == sb
+    assert g.grad(a).dtype == dtype and g.grad(b).dtype == dtype
+    np.testing.assert_array_equal(g.grad(a), 0.0)
+    np.testing.assert_array_equal(g.grad(b), 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sa,sb", ZERO_DIM_SHAPES)
+def test_matmul_zero_sized_dims_match_numpy(dtype, sa, sb):
+    """Issue 12.7: a zero-sized inner or output dimension with a batched
+    operand used to fail with "cannot reshape array of size 0" (forward and
+    backward). Values equal np.matmul, gradients are zeros of the operands'
+    shapes."""
+    _check_zero_dim_matmul(dtype, sa, sb)
+
+
 def test_transpose_forward_is_a_view_and_backward_inverts_the_permutation():
     x = np.arange(24.0).reshape(2, 3, 4)
     g = yscv.Graph(np.float64)
@@ -308,6 +355,18 @@ def test_matmul_graph_on_tiles_forward_backward(tiles):
         np.testing.assert_allclose(g.value(y), a64 @ b64, **tol)
         np.testing.assert_allclose(g.grad(a), c64 @ b64.T, **tol)
         np.testing.assert_allclose(g.grad(b), (a64.reshape(-1, 40).T @ c64.reshape(-1, 72)), **tol)
+
+
+@pytest.mark.parametrize("sa,sb", ZERO_DIM_SHAPES)
+def test_matmul_zero_sized_dims_with_tiles_forced(tiles, sa, sb):
+    """The GEMM dispatch (yscv/ops/_gemm.py) is on the float32 2-d and
+    stacked-rows paths: with the tiles forced on, empty products still give
+    NumPy's zeros (no work, so np.dot)."""
+    _check_zero_dim_matmul(np.float32, sa, sb)
+    for m, k, n in ((0, 4, 5), (4, 0, 5), (4, 5, 0)):
+        a = np.ones((m, k), np.float32)
+        b = np.ones((k, n), np.float32)
+        np.testing.assert_array_equal(_gemm.dot(a, b), np.zeros((m, n), np.float32))
 
 
 def test_tiles_off_or_other_dtypes_use_numpy_dot(monkeypatch):

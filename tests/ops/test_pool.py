@@ -174,6 +174,7 @@ def _x(*shape):
 
 
 X = _x(1, 4, 4, 2)
+BIG = 2 ** 63   # one more than the largest array index
 
 BAD = [
     BadCase(Op.MAX_POOL2D, "max_rank3", _x(4, 4, 2), lambda g, x: g.max_pool2d(x, 2),
@@ -258,6 +259,36 @@ BAD = [
             lambda g, x: g.global_avg_pool2d(x), yscv.ShapeError, "global_avg_pool2d: x must have"),
     BadCase(Op.GLOBAL_AVG_POOL2D, "global_avg_complex", lambda g: (np.ones((1, 2, 2, 1)) * 1j,),
             lambda g, x: g.global_avg_pool2d(x), TypeError, "global_avg_pool2d"),
+    # int arguments beyond an array index, outputs beyond any array (issue 12.8): a
+    # ValueError naming the op and the argument, not an OverflowError or a NumPy error
+    BadCase(Op.MAX_POOL2D, "max_stride_2pow63", X, lambda g, x: g.max_pool2d(x, 2, BIG),
+            ValueError, f"max_pool2d: stride={BIG} is too large for an array index"),
+    BadCase(Op.MAX_POOL2D, "max_kernel_2pow63", X, lambda g, x: g.max_pool2d(x, (2, BIG)),
+            ValueError, rf"max_pool2d: kernel=\(2, {BIG}\) is too large"),
+    BadCase(Op.MAX_POOL2D, "max_padded_input_beyond_index", X,
+            lambda g, x: g.max_pool2d(x, BIG - 1, padding=BIG // 2 - 1), ValueError,
+            "max_pool2d: padding=4611686018427387903 gives a padded input of "),
+    BadCase(Op.AVG_POOL2D, "avg_stride_2pow63", X, lambda g, x: g.avg_pool2d(x, 2, (BIG, 1)),
+            ValueError, "avg_pool2d: stride=.* too large"),
+    BadCase(Op.AVG_POOL2D, "avg_kernel_and_padding_2pow64", X,
+            lambda g, x: g.avg_pool2d(x, 2 * BIG, padding=BIG), ValueError,
+            "avg_pool2d: kernel=.* too large"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_output_2pow63", X,
+            lambda g, x: g.adaptive_avg_pool2d(x, BIG), ValueError,
+            f"adaptive_avg_pool2d: output_size={BIG} is too large"),
+    BadCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_output_beyond_any_array", X,
+            lambda g, x: g.adaptive_avg_pool2d(x, 10 ** 10), ValueError,
+            r"adaptive_avg_pool2d: output_size=10000000000 gives an output of shape "
+            r"\(1, 10000000000, 10000000000, 2\)"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_output_2pow63", X,
+            lambda g, x: g.adaptive_max_pool2d(x, (BIG, 1)), ValueError,
+            "adaptive_max_pool2d: output_size=.* too large"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_output_beyond_any_array", X,
+            lambda g, x: g.adaptive_max_pool2d(x, (10 ** 10, 10 ** 10)), ValueError,
+            "adaptive_max_pool2d: output_size=.* gives an output of shape"),
+    BadCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_bins_beyond_any_array", _x(1, 1, 1, 1),
+            lambda g, x: g.adaptive_max_pool2d(x, (2 ** 60 + 1, 1)), ValueError,
+            "adaptive_max_pool2d: output_size=.* gives an int64 bin-bounds vector"),
     BadCase(Op.GLOBAL_AVG_POOL2D, "global_avg_pool2d_nhwc_alias", _x(2, 2, 2),
             lambda g, x: g.global_avg_pool2d_nhwc(x), yscv.ShapeError, "global_avg_pool2d"),
 ]
@@ -501,3 +532,23 @@ def test_empty_batch_or_channels_give_empty_results(shape):
         g.backward(out, grad=np.ones(g.value(out).shape))
         assert g.grad(x).shape == shape
     assert g.value(g.global_avg_pool2d(x)).shape == (shape[0], shape[3])
+
+
+# ------------------------------------------------ huge int arguments (issue 12.8)
+def test_largest_representable_stride_and_huge_kernel_work():
+    """Int arguments up to the largest array index pass and compute: a stride
+    of 2**63 - 1 is one window; an average over a 2**62-wide padded kernel
+    divides by kh*kw = 2**124 (that product overflowed int64 and gave inf)."""
+    x = np.arange(32.0).reshape(1, 4, 4, 2)
+    g = yscv.Graph(np.float64)
+    xn = g.variable(x)
+    m = g.max_pool2d(xn, 2, stride=BIG - 1)
+    np.testing.assert_array_equal(g.value(m), g.value(g.max_pool2d(xn, 2, stride=4)))
+    k = 2 ** 62
+    a = g.avg_pool2d(xn, k, padding=k // 2)
+    np.testing.assert_allclose(g.value(a), x.sum(axis=(1, 2), keepdims=True) / float(k) ** 2,
+                               rtol=1e-15)
+    g.backward(g.sum(a) + g.sum(m))
+    want = np.full(x.shape, 1.0 / float(k) ** 2)
+    want[0, 1, 1, :] += 1.0                              # max of the one 2x2 window
+    np.testing.assert_allclose(g.grad(xn), want, rtol=1e-15)

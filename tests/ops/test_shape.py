@@ -193,6 +193,9 @@ CASES = [
 ]
 
 
+BIG = 2 ** 63   # one more than the largest array index
+
+
 def _leaf(*shapes):
     return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
 
@@ -299,6 +302,40 @@ BAD = [
             lambda g, x: g.upsample_nearest(x, 1.5), TypeError, "upsample_nearest: r"),
     BadCase(Op.UPSAMPLE_NEAREST, "upsample_zero_scale", _leaf((1, 2, 2, 1)),
             lambda g, x: g.upsample_nearest(x, (2, 0)), ValueError, "upsample_nearest"),
+    # int arguments beyond an array index, results beyond any array (issue 12.8): a
+    # ValueError naming the op and the argument, not NumPy's "array is too big",
+    # "Maximum allowed dimension exceeded", "iterator is too large" or an OverflowError
+    BadCase(Op.PAD, "pad_width_2pow63", _leaf((2, 3)),
+            lambda g, x: g.pad(x, ((BIG, 0), (0, 0))), ValueError,
+            rf"pad: pad_width=\(\({BIG}, 0\), \(0, 0\)\) is too large: {BIG} does not fit"),
+    BadCase(Op.PAD, "pad_result_beyond_any_array", _leaf((2, 3)),
+            lambda g, x: g.pad(x, 10 ** 10), ValueError,
+            r"pad: pad_width=10000000000 gives an output of shape \(20000000002, 20000000003\)"),
+    BadCase(Op.PAD, "pad_empty_input_dimension_beyond_index", _leaf((0, 3)),
+            lambda g, x: g.pad(x, ((0, 0), (BIG // 2, BIG // 2))), ValueError,
+            "pad: pad_width=.* gives an output of shape"),
+    BadCase(Op.REPEAT, "repeat_2pow63", _leaf((2, 3)), lambda g, x: g.repeat(x, (BIG, 1)),
+            ValueError, "repeat: repeats=.* is too large"),
+    BadCase(Op.REPEAT, "repeat_result_beyond_any_array", _leaf((2, 3)),
+            lambda g, x: g.repeat(x, (10 ** 10, 10 ** 10)), ValueError,
+            r"repeat: repeats=\(10000000000, 10000000000\) gives an output of shape "
+            r"\(20000000000, 30000000000\)"),
+    BadCase(Op.EXPAND, "expand_2pow63", _leaf((1, 3)), lambda g, x: g.expand(x, (BIG, 3)),
+            ValueError, "expand: shape=.* is too large"),
+    BadCase(Op.EXPAND, "expand_result_beyond_any_array", _leaf((1, 1)),
+            lambda g, x: g.expand(x, (10 ** 10, 10 ** 10)), ValueError,
+            "expand: shape=.* gives an output of shape"),
+    BadCase(Op.RESHAPE, "reshape_2pow63", _leaf((1, 2)), lambda g, x: g.reshape(x, (BIG, 2)),
+            ValueError, "reshape: shape=.* is too large"),
+    BadCase(Op.UPSAMPLE_NEAREST, "upsample_2pow63", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.upsample_nearest(x, BIG), ValueError,
+            f"upsample_nearest: r={BIG} is too large"),
+    BadCase(Op.UPSAMPLE_NEAREST, "upsample_result_beyond_any_array", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.upsample_nearest(x, 10 ** 10), ValueError,
+            r"upsample_nearest: r=10000000000 gives an output of shape "
+            r"\(1, 20000000000, 20000000000, 1\)"),
+    BadCase(Op.PIXEL_SHUFFLE, "pixel_shuffle_r_2pow63", _leaf((1, 2, 2, 4)),
+            lambda g, x: g.pixel_shuffle(x, BIG), ValueError, "pixel_shuffle: r=.* too large"),
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
@@ -389,3 +426,23 @@ def test_forward_is_pure_replay(dtype):
         i = y.index
         again, _ = registry.FORWARD[g._ops[i]](g._attrs[i], g.value(x))
         np.testing.assert_array_equal(again, g.value(y))
+
+
+def test_check_array_size_limits():
+    """The shared size check (yscv/ops/_common.py): NumPy's own limits, on
+    Python ints (no overflow), naming the op and the cause."""
+    from yscv.ops._common import MAX_INTP, check_array_size
+
+    assert MAX_INTP == np.iinfo(np.intp).max
+    assert check_array_size("op", (MAX_INTP // 8, 1), 8, x=1) == (MAX_INTP // 8, 1)
+    assert check_array_size("op", (0, MAX_INTP), 8, x=1) == (0, MAX_INTP)
+    with pytest.raises(ValueError, match=r"op: x=2, y=\(3, 4\) gives an output of shape "
+                                         r"\(1, 9223372036854775807\)"):
+        check_array_size("op", (1, MAX_INTP), 2, x=2, y=(3, 4))
+    with pytest.raises(ValueError, match="op: x=3 gives a result of shape"):
+        check_array_size("op", (0, MAX_INTP + 1), 1, "a result", x=3)  # empty, one axis too long
+    for shape in ((2 ** 32, 2 ** 32), (3, 2 ** 62)):
+        with pytest.raises(ValueError):
+            np.empty(shape, np.uint8)                           # NumPy refuses these as well
+        with pytest.raises(ValueError, match="larger than any array can be"):
+            check_array_size("op", shape, 1, x=4)

@@ -327,6 +327,72 @@ def test_multihead_attention_matches_torch():
         np.testing.assert_allclose(g.value(ours), theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+
+def test_multihead_attention_float_mask_is_additive_not_cast():
+    """Issue 12: a PyTorch-style additive causal mask triu(-inf, 1) gives the
+    same output and gradients as causal=True (it used to be cast to bool and
+    inverted); float masks (also with key_padding_mask) match
+    torch.nn.MultiheadAttention, and a bool mask is True = attend."""
+    torch = pytest.importorskip("torch")
+    yscv.manual_seed(3)
+    mha = nn.MultiHeadAttention(8, 2)
+    mha.in_proj_bias.data[:] = _x(24)
+    mha.out_proj.bias.data[:] = _x(8)
+    q = _x(2, 5, 8)
+    tri = np.triu(np.full((5, 5), -np.inf, np.float32), 1)
+    cot = _x(2, 5, 8)
+    res = []
+    for kw in ({"mask": tri}, {"causal": True}):
+        g = yscv.Graph()
+        x = g.variable(q)
+        out = mha(g, x, **kw)
+        g.backward(out, grad=cot)
+        res.append((g.value(out), g.grad(x), mha.in_proj_weight.grad.copy()))
+        mha.zero_grad()
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    tm = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    with torch.no_grad():
+        tm.in_proj_weight.copy_(torch.tensor(mha.in_proj_weight.data.T))
+        tm.in_proj_bias.copy_(torch.tensor(mha.in_proj_bias.data))
+        tm.out_proj.weight.copy_(torch.tensor(mha.out_proj.weight.data.T))
+        tm.out_proj.bias.copy_(torch.tensor(mha.out_proj.bias.data))
+    kv = _x(2, 7, 8)
+    fm = _x(5, 7)
+    fm[:, 3] = -np.inf
+    pad = np.zeros((2, 7), bool)
+    pad[1, 5:] = True
+    fpad = np.where(pad, -np.inf, 0.0).astype(np.float32)
+    allowed = _x(5, 7) > -0.5
+    allowed[:, 0] = True
+    tq, tkv = torch.tensor(q), torch.tensor(kv)
+    g = yscv.Graph()
+    cases = [
+        (mha(g, q, mask=tri), tm(tq, tq, tq, attn_mask=torch.tensor(tri), need_weights=False)[0]),
+        (mha(g, q, kv, kv, mask=fm, key_padding_mask=fpad),
+         tm(tq, tkv, tkv, attn_mask=torch.tensor(fm), key_padding_mask=torch.tensor(fpad),
+            need_weights=False)[0]),
+        (mha(g, q, kv, kv, mask=fm, key_padding_mask=pad),   # bool padding, float mask
+         tm(tq, tkv, tkv, attn_mask=torch.tensor(fm), key_padding_mask=torch.tensor(fpad),
+            need_weights=False)[0]),
+        # yscv bool: True = attend; torch.nn.MultiheadAttention bool: True = blocked
+        (mha(g, q, kv, kv, mask=allowed, key_padding_mask=pad),
+         tm(tq, tkv, tkv, attn_mask=torch.tensor(~allowed), key_padding_mask=torch.tensor(pad),
+            need_weights=False)[0]),
+    ]
+    for ours, theirs in cases:
+        np.testing.assert_allclose(g.value(ours), theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
+    n = len(g)
+    with pytest.raises(TypeError, match="MultiHeadAttention: mask must be a boolean .* int64"):
+        mha(g, q, mask=np.ones((5, 5), np.int64))     # never cast to bool
+    with pytest.raises(TypeError, match="MultiHeadAttention: key_padding_mask must be a boolean"):
+        mha(g, q, kv, kv, key_padding_mask=pad.astype(np.int64))
+    with pytest.raises(ValueError, match=r"MultiHeadAttention: key_padding_mask must be \[B, Sk\]"):
+        mha(g, q, kv, kv, key_padding_mask=pad[0])
+    assert len(g) == n  # masks are checked before any node is added
+
+
 def test_embedding_padding_idx_gets_no_gradient():
     emb = nn.Embedding(6, 3, padding_idx=2)
     np.testing.assert_array_equal(emb.weight.data[2], 0)

@@ -37,10 +37,14 @@ from ..registry import register_backward
 
 @register_backward(Op.RELU)
 def relu_backward(g, inputs, out, attrs, saved, needs):
+    # PyTorch's threshold_backward: zero where x <= 0, else g; so a NaN input
+    # passes its gradient on (x > 0 would silently drop it)
     x = inputs[0]
     if x.size == 1:
-        return (g if x.item() > 0.0 else np.zeros_like(g),)
-    return (g * (x > ZERO[g.dtype]),)
+        return (np.zeros_like(g) if x.item() <= 0.0 else g,)
+    keep = x <= ZERO[g.dtype]
+    np.logical_not(keep, out=keep)
+    return (g * keep,)
 
 
 @register_backward(Op.LEAKY_RELU)

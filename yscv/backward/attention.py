@@ -3,7 +3,10 @@
 With P the saved probabilities and G the output gradient:
 ``dV = P^T G``, ``dP = G V^T``, ``dS = scale * P * (dP - rowsum(dP * P))``
 (one fused Numba pass, in place on dP), ``dQ = dS K``, ``dK = dS^T Q``.
-Masked entries and rows with nothing to attend have P = 0, hence dS = 0.
+Masked entries (False, or -inf in a floating mask) and rows with nothing
+to attend have P = 0, hence dS = 0. A floating mask is a constant added to
+the scaled scores, so the rule is the same for both mask kinds (the mask
+has no gradient).
 Gradients are returned at the broadcast leading shape; the walk sums them
 back to each input's own shape.
 """

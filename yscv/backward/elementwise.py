@@ -86,24 +86,30 @@ def clamp_backward(g, inputs, out, attrs, saved, needs):
     return (g * mask,)
 
 
-def _minmax_backward(g, a, b, a_wins, needs):
+def _minmax_backward(g, a, b, a_loses, b_loses, needs):
+    """PyTorch's rule: a tie splits g in halves; otherwise each operand gets
+    g unless it strictly loses. A NaN operand makes both comparisons false,
+    so BOTH operands get the whole g there (as torch.maximum/minimum)."""
     tie = a == b
     half = g * np.asarray(0.5, dtype=g.dtype)
-    ga = np.where(tie, half, np.where(a_wins, g, 0)).astype(g.dtype, copy=False) if needs[0] else None
-    gb = np.where(tie, half, np.where(a_wins, 0, g)).astype(g.dtype, copy=False) if needs[1] else None
+    ga = gb = None
+    if needs[0]:
+        ga = np.where(tie, half, np.where(a_loses, 0, g)).astype(g.dtype, copy=False)
+    if needs[1]:
+        gb = np.where(tie, half, np.where(b_loses, 0, g)).astype(g.dtype, copy=False)
     return ga, gb
 
 
 @register_backward(Op.MAXIMUM)
 def maximum_backward(g, inputs, out, attrs, saved, needs):
     a, b = inputs
-    return _minmax_backward(g, a, b, a > b, needs)
+    return _minmax_backward(g, a, b, a < b, a > b, needs)
 
 
 @register_backward(Op.MINIMUM)
 def minimum_backward(g, inputs, out, attrs, saved, needs):
     a, b = inputs
-    return _minmax_backward(g, a, b, a < b, needs)
+    return _minmax_backward(g, a, b, a > b, a < b, needs)
 
 
 @register_backward(Op.WHERE)

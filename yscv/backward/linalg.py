@@ -6,6 +6,8 @@ shaped here (the walk cannot know which axis NumPy inserted).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -44,12 +46,15 @@ def _matmul_backward_general(g, a, b, needs):
             lead = list(range(na - 1))
             gb = a.T @ g if na == 2 else np.tensordot(a, g, axes=(lead, lead))
     elif nb == 2:  # (..., m, k) @ (k, n): stack the batch into rows, one GEMM each
+        # explicit row count: reshape(-1, 0) fails on the empty arrays a
+        # zero-sized k or n gives (NumPy's matmul returns zeros there)
         k, n = b.shape
-        g2 = g.reshape(-1, n)
+        rows = math.prod(a.shape[:-1])
+        g2 = g.reshape(rows, n)
         if needs[0]:
             ga = dot(g2, b.T).reshape(a.shape)
         if needs[1]:
-            gb = dot(a.reshape(-1, k).T, g2)
+            gb = dot(a.reshape(rows, k).T, g2)
     else:
         if needs[0]:
             ga = np.matmul(g, np.swapaxes(b, -1, -2))

@@ -3,12 +3,14 @@ its backward, over scores laid out as [N, Sq, Sk] (N = all leading axes).
 
 The matrix products (Q K^T, P V and their gradients) stay in NumPy's batched
 matmul (BLAS). These kernels fuse what NumPy would do in five or six passes
-with temporaries: scaling, masking (boolean mask and/or causal), the row
-max, exp, the row sum and the normalisation; and, backward,
-``dS = scale * P * (dP - rowsum(dP * P))``.
+with temporaries: scaling, masking (boolean mask, additive floating mask
+and/or causal), the row max, exp, the row sum and the normalisation; and,
+backward, ``dS = scale * P * (dP - rowsum(dP * P))`` (the same for both mask
+kinds: an additive mask is a constant, so it only enters through P).
 
-A row with nothing to attend gets probabilities 0 (so the output row is 0
-and no gradient flows through it) instead of PyTorch's NaN.
+A row with nothing to attend (every key False in a boolean mask, -inf in a
+floating one, or beyond the causal diagonal) gets probabilities 0 (so the
+output row is 0 and no gradient flows through it) instead of PyTorch's NaN.
 
 float32 uses a vectorisable exp (Cody-Waite reduction, Cephes' expf
 polynomial, 2**k built from bits; max relative error 8e-8; exactly 0 below
@@ -165,6 +167,33 @@ def _row_dot(a, b, n):
 
 
 @jit
+def _softmax_allowed_row(row, end, allowed):
+    """row[:end] (scaled scores, -inf where blocked) -> probabilities in
+    place; row[end:] -> 0. ``allowed`` counts the keys not blocked: with none,
+    the row becomes all 0 (not NaN); if every allowed score is NaN or -inf
+    the row is NaN, as softmax."""
+    Sk = row.shape[0]
+    zero = row.dtype.type(0)
+    one = row.dtype.type(1)
+    ninf = row.dtype.type(-np.inf)
+    if allowed == 0:  # nothing to attend: zeros, not NaN
+        for j in range(Sk):
+            row[j] = zero
+        return
+    m = _row_max(row, end)
+    if not m > ninf:  # every allowed score is NaN or -inf: NaN, as softmax
+        for j in range(Sk):
+            row[j] = row.dtype.type(np.nan)
+        return
+    for j in range(end):
+        row[j] = fexp(row[j] - m)
+    row[end:] = zero
+    inv = one / _row_sum(row, end)
+    for j in range(end):
+        row[j] *= inv
+
+
+@jit
 def masked_softmax_forward(s, mask, has_mask, causal, scale):
     """Scores -> attention probabilities, in place, row by row.
 
@@ -174,10 +203,7 @@ def masked_softmax_forward(s, mask, has_mask, causal, scale):
     Other entries become 0; a row with no allowed key becomes all 0.
     """
     N, Sq, Sk = s.shape
-    zero = s.dtype.type(0)
-    one = s.dtype.type(1)
     ninf = s.dtype.type(-np.inf)
-    nan = s.dtype.type(np.nan)
     for n in range(N):
         for i in range(Sq):
             row = s[n, i]
@@ -194,21 +220,35 @@ def masked_softmax_forward(s, mask, has_mask, causal, scale):
                 allowed = end
                 for j in range(end):
                     row[j] = row[j] * scale
-            if allowed == 0:  # nothing to attend: zeros, not NaN
-                for j in range(Sk):
-                    row[j] = zero
-                continue
-            m = _row_max(row, end)
-            if not m > ninf:  # every allowed score is NaN or -inf: NaN, as softmax
-                for j in range(Sk):
-                    row[j] = nan
-                continue
+            _softmax_allowed_row(row, end, allowed)
+
+
+@jit
+def additive_softmax_forward(s, bias, causal, scale):
+    """Scores -> attention probabilities with a floating (additive) mask, in
+    place, row by row.
+
+    s: [N, Sq, Sk] raw scores Q K^T; bias: [N, Sq, Sk], the graph dtype.
+    Becomes softmax(scale * s + bias) over the keys j <= i (when ``causal``).
+    A key whose bias is -inf is blocked exactly as a False boolean entry: its
+    probability is 0 whatever its score (also a NaN or +inf score), and a row
+    whose keys are all blocked becomes all 0. Any other bias (finite, +inf,
+    NaN) is added as is, so +inf or NaN give NaN rows, as PyTorch.
+    """
+    N, Sq, Sk = s.shape
+    ninf = s.dtype.type(-np.inf)
+    for n in range(N):
+        for i in range(Sq):
+            row = s[n, i]
+            brow = bias[n, i]
+            end = min(i + 1, Sk) if causal else Sk
+            allowed = 0
             for j in range(end):
-                row[j] = fexp(row[j] - m)
-            row[end:] = zero
-            inv = one / _row_sum(row, end)
+                allowed += brow[j] != ninf
             for j in range(end):
-                row[j] *= inv
+                b = brow[j]
+                row[j] = row[j] * scale + b if b != ninf else ninf
+            _softmax_allowed_row(row, end, allowed)
 
 
 @jit

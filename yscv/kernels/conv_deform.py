@@ -7,8 +7,11 @@ Tap k of output (oy, ox) samples x at
 ``(oy*sh - ph + i*dh + dy, ox*sw - pw + j*dw + dx)``. As torchvision, a
 sample with y <= -1, y >= H, x <= -1 or x >= W is zero, and inside that
 range each of the four bilinear corners contributes only when it lies in the
-image. The offset gradient uses the cell containing the sample (the
-derivative from the right at integer coordinates, as torchvision).
+image. A non-finite sample position (a NaN or +-inf offset) is outside:
+zero contribution, and zero gradients to x and to its offsets (torchvision
+leaves NaN undefined: its bounds test lets NaN through to an integer cast).
+The offset gradient uses the cell containing the sample (the derivative
+from the right at integer coordinates, as torchvision).
 
 Float constants enter as arguments of the array dtype (``one``, and the
 integer window origins ``ybase``/``xbase`` pre-converted), so float32 data is
@@ -22,6 +25,16 @@ from ._jit import jit
 from .conv_gemm import scratch
 
 CHUNK_BYTES = 4 << 20
+
+
+@jit
+def _inside(py, px, one, H, W):
+    """Whether the sample (py, px) can touch the image: -1 < py < H and
+    -1 < px < W. Written as positive comparisons so that a NaN coordinate
+    (from a NaN offset; false in every comparison) counts as outside, as
+    do +-inf: a non-finite sample contributes zero and gets zero gradients.
+    (The negated test let NaN through, and int(floor(NaN)) is INT64_MIN.)"""
+    return py > -one and px > -one and py < H and px < W
 
 
 @jit
@@ -47,7 +60,7 @@ def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow)
                 ob = np.uint64((r * T + k) * C)
                 py = ybase[oy * kh + i] + of[orow + 2 * k]
                 px = xbase[ox * kw + j] + of[orow + 2 * k + 1]
-                if py <= -one or px <= -one or py >= H or px >= W:
+                if not _inside(py, px, one, H, W):
                     for c in range(uc):
                         cf[ob + c] = 0
                     continue
@@ -111,7 +124,7 @@ def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw
                 gb = np.uint64((r * T + k) * C)
                 py = ybase[oy * kh + i] + of[orow + 2 * k]
                 px = xbase[ox * kw + j] + of[orow + 2 * k + 1]
-                if py <= -one or px <= -one or py >= H or px >= W:
+                if not _inside(py, px, one, H, W):
                     continue
                 y0f = np.floor(py)
                 x0f = np.floor(px)

@@ -26,11 +26,16 @@ class MultiHeadAttention(Module):
 
     ``forward(g, query, key=None, value=None, mask=None, causal=False,
     key_padding_mask=None)``: key and value default to query (self-attention;
-    one fused projection). ``mask`` is boolean, True = attend (the op's and
-    ``F.scaled_dot_product_attention``'s convention, NOT nn.MultiheadAttention's),
-    broadcast to [B, h, Sq, Sk]. ``key_padding_mask`` [B, Sk] is True at
-    padding keys (PyTorch's convention: those keys are ignored). Returns the
-    output only (the fused op does not form attention weights).
+    one fused projection). ``mask``, broadcast to [B, h, Sq, Sk], is passed
+    to the op unchanged: boolean means True = attend (the op's and
+    ``F.scaled_dot_product_attention``'s convention, the OPPOSITE of
+    ``nn.MultiheadAttention``'s boolean ``attn_mask``); floating is added to
+    the scores (PyTorch's convention for both, e.g. ``triu(-inf, 1)`` is a
+    causal mask). ``key_padding_mask`` [B, Sk] is boolean, True at padding
+    keys (PyTorch's convention: those keys are ignored), or floating
+    (added); mixed with a floating ``mask`` both are summed as additive
+    masks. Returns the output only (the fused op does not form attention
+    weights).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dtype=np.float32):
@@ -76,13 +81,14 @@ class MultiHeadAttention(Module):
 
     def forward(self, g, query, key=None, value=None, mask=None, causal: bool = False,
                 key_padding_mask=None):
-        if not hasattr(query, "index"):
-            query = g.constant(query)
-        qshape = g.value(query).shape
+        qshape = g.value(query).shape if hasattr(query, "index") else np.shape(query)
         if len(qshape) not in (2, 3) or qshape[-1] != self.embed_dim:
             raise ValueError(f"MultiHeadAttention: query must be [B, S, {self.embed_dim}] or "
                              f"[S, {self.embed_dim}], got {qshape}")
         batched = len(qshape) == 3
+        attend = _combine_masks(mask, key_padding_mask, batched)  # before any node is added
+        if not hasattr(query, "index"):
+            query = g.constant(query)
         w = self.param(g, "in_proj_weight")
         b = self.param(g, "in_proj_bias") if self.in_proj_bias is not None else None
         self_attn = key is None and value is None
@@ -101,11 +107,6 @@ class MultiHeadAttention(Module):
             k = self._project(g, key, w, b, 1)
             v = self._project(g, value, w, b, 2)
         q, k, v = (self._heads(g, t, batched) for t in (q, k, v))
-        attend = None if mask is None else np.asarray(mask, dtype=bool)
-        if key_padding_mask is not None:
-            kpm = ~np.asarray(key_padding_mask, dtype=bool)
-            kpm = kpm[:, None, None, :] if batched else kpm[None, None, :]
-            attend = kpm if attend is None else np.logical_and(attend, kpm)
         o = g.scaled_dot_product_attention(q, k, v, mask=attend, causal=causal)
         sq = qshape[-2]
         if batched:
@@ -117,3 +118,35 @@ class MultiHeadAttention(Module):
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
 
+
+def _combine_masks(mask, key_padding_mask, batched):
+    """The op's mask from the layer's two. ``mask`` passes through unchanged
+    (bool, True = attend, or floating, added; never cast; the op checks its
+    shape). ``key_padding_mask`` [B, Sk] ([Sk] unbatched) is bool,
+    True = padding key, or floating, added (PyTorch's conventions); it is
+    broadcast as [B, 1, 1, Sk]. Two boolean masks combine by AND; otherwise
+    both become additive (a boolean one as 0 where attended, -inf where
+    blocked) and are summed, as nn.MultiheadAttention merges them."""
+    m = None if mask is None else np.asarray(mask)
+    if m is not None and m.dtype != np.bool_ and m.dtype.kind != "f":
+        raise TypeError("MultiHeadAttention: mask must be a boolean array (True = attend) or a "
+                        f"floating one added to the scores (-inf blocks), got dtype {m.dtype}")
+    if key_padding_mask is None:
+        return mask
+    pad = np.asarray(key_padding_mask)
+    if pad.dtype != np.bool_ and pad.dtype.kind != "f":
+        raise TypeError("MultiHeadAttention: key_padding_mask must be a boolean array (True = "
+                        f"padding key, ignored) or a floating one (added), got dtype {pad.dtype}")
+    if pad.ndim != (2 if batched else 1):
+        raise ValueError("MultiHeadAttention: key_padding_mask must be [B, Sk] (or [Sk] "
+                         f"unbatched), got shape {pad.shape}")
+    pad = pad[:, None, None, :] if batched else pad[None, None, :]
+    if m is None:
+        return ~pad if pad.dtype == np.bool_ else pad
+    if m.dtype == np.bool_ and pad.dtype == np.bool_:
+        return np.logical_and(m, ~pad)
+    ft = np.result_type(*(a.dtype for a in (m, pad) if a.dtype.kind == "f"))
+    ninf = ft.type(-np.inf)
+    madd = np.where(m, ft.type(0), ninf) if m.dtype == np.bool_ else m
+    padd = np.where(pad, ninf, ft.type(0)) if pad.dtype == np.bool_ else pad
+    return madd + padd

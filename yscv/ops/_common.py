@@ -5,6 +5,7 @@ message naming the op and the argument, before anything is appended.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -12,6 +13,12 @@ import numpy as np
 from ..errors import ShapeError
 
 _FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
+
+#: the largest index, dimension, element count or byte count an array can
+#: have (np.intp: 2**63 - 1 on 64-bit platforms). Int arguments above it
+#: cannot reach the Numba kernels (which type them as int64), and NumPy
+#: refuses arrays whose byte count exceeds it.
+MAX_INTP = int(np.iinfo(np.intp).max)
 
 
 def as_graph_array(a, dtype, op: str, arg: str, copy: bool = True) -> np.ndarray:
@@ -84,7 +91,41 @@ def int_tuple(v, n: int, op: str, arg: str, minimum: int = 0) -> tuple:
     for e in out:
         if e < minimum:
             raise ValueError(f"{op}: {arg}={v!r} must be >= {minimum}")
+        if e > MAX_INTP:
+            check_int_bound(e, op, arg, v)
     return out
+
+
+def check_int_bound(e: int, op: str, arg: str, given=None) -> int:
+    """``e`` itself if it is at most :data:`MAX_INTP` in magnitude, else a
+    ValueError naming the op and the argument (``given``: the argument as
+    the user wrote it, when ``e`` is one entry of it)."""
+    if -MAX_INTP <= e <= MAX_INTP:
+        return e
+    limit = f"(at most {MAX_INTP} = 2**{MAX_INTP.bit_length()} - 1)"
+    if given is None or given == e:
+        raise ValueError(f"{op}: {arg}={e!r} is too large for an array index {limit}")
+    raise ValueError(f"{op}: {arg}={given!r} is too large: {e} does not fit in an array index "
+                     f"{limit}")
+
+
+def check_array_size(op: str, shape: tuple, itemsize: int, what: str = "an output", /,
+                     **args):
+    """ValueError unless an array of ``shape`` (a tuple of Python ints) with
+    ``itemsize``-byte elements can exist in principle: every dimension and
+    the byte count at most :data:`MAX_INTP` (NumPy's own limits; a smaller
+    array may still not fit in memory, which NumPy reports as a MemoryError
+    when it allocates). ``args`` are the arguments that produced the shape,
+    named in the message (formatted only on failure); ``what`` names the
+    array. Python-int arithmetic, so nothing overflows on the way.
+    """
+    count = math.prod(shape)
+    if count * itemsize <= MAX_INTP and max(shape, default=0) <= MAX_INTP:
+        return shape
+    cause = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    raise ValueError(f"{op}: {cause} gives {what} of shape {tuple(shape)} ({count} elements, "
+                     f"{count * itemsize} bytes), larger than any array can be (at most "
+                     f"{MAX_INTP} bytes and elements per axis)")
 
 
 def check_ndim(shape: tuple, ndims, op: str, arg: str, layout: str = "") -> None:

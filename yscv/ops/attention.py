@@ -3,8 +3,9 @@
 ``out = softmax(scale * q @ k^T  restricted to allowed keys) @ v`` over any
 leading (batch, head) axes, which broadcast between q, k and v as NumPy's
 matmul does. The products are NumPy batched matmuls (BLAS); scaling,
-masking, the softmax and its normalisation are one fused Numba pass
-(yscv/kernels/attention.py). Saved for backward: the attention
+masking (a boolean mask, True = attend, or a floating mask added to the
+scaled scores, as PyTorch), the softmax and its normalisation are one fused
+Numba pass (yscv/kernels/attention.py). Saved for backward: the attention
 probabilities P [..., Sq, Sk] (recomputing them costs a Q K^T product and
 the softmax again; see docs/ops/attention.md for the measurement).
 """
@@ -33,9 +34,11 @@ _NO_MASK.flags.writeable = False
 class SDPAAttrs:
     """Static attributes of one attention node.
 
-    mask: None or a read-only bool array [N, Sq, Sk] (the user's mask
-    broadcast to the full score shape, N = prod(lead)); causal: bool;
-    scale: float; lead: the broadcast leading shape of the scores.
+    mask: None or a read-only array [N, Sq, Sk] (the user's mask broadcast
+    to the full score shape, N = prod(lead)): bool (True = attend) or, for a
+    floating mask, the graph dtype (added to the scaled scores; a constant,
+    no gradient); causal: bool; scale: float; lead: the broadcast leading
+    shape of the scores.
     """
 
     __slots__ = ("mask", "causal", "scale", "lead")
@@ -47,13 +50,14 @@ class SDPAAttrs:
         self.lead = lead
 
     def __repr__(self) -> str:
-        m = None if self.mask is None else f"bool{self.mask.shape}"
+        m = None if self.mask is None else f"{self.mask.dtype}{self.mask.shape}"
         return f"SDPAAttrs(mask={m}, causal={self.causal}, scale={self.scale}, lead={self.lead})"
 
 
 def attention_probs(attrs, q, k):
-    """softmax(scale * q @ k^T) over the allowed keys: [*lead, Sq, Sk], a fresh
-    C-contiguous array (zeros where masked and in rows with nothing to attend)."""
+    """softmax(scale * q @ k^T [+ float mask]) over the allowed keys:
+    [*lead, Sq, Sk], a fresh C-contiguous array (zeros where masked, False or
+    -inf, and in rows with nothing to attend)."""
     # k^T as a contiguous [..., D, Sk] copy: OpenBLAS's small GEMMs run ~2x
     # faster as q @ kT (no transpose flag) than as q @ k.swapaxes(-1, -2),
     # more than paying for the copy (72 vs 138 us on [8, 4, 64, 32]).
@@ -63,8 +67,13 @@ def attention_probs(attrs, q, k):
     if s.shape != full:  # v has more leading axes than q and k
         s = np.array(np.broadcast_to(s, full), order="C")
     mask = attrs.mask
-    K.masked_softmax_forward(s.reshape(math.prod(attrs.lead), Sq, Sk), _NO_MASK if mask is None else mask,
-                             mask is not None, attrs.causal, s.dtype.type(attrs.scale))
+    s3 = s.reshape(math.prod(attrs.lead), Sq, Sk)
+    scale = s.dtype.type(attrs.scale)
+    if mask is not None and mask.dtype != np.bool_:
+        K.additive_softmax_forward(s3, mask, attrs.causal, scale)
+    else:
+        K.masked_softmax_forward(s3, _NO_MASK if mask is None else mask, mask is not None,
+                                 attrs.causal, scale)
     return s
 
 
@@ -92,13 +101,20 @@ class AttentionOps:
         Args:
             q: [..., Sq, D]; k: [..., Sk, D]; v: [..., Sk, Dv]. The leading
                 axes broadcast against each other (NumPy matmul rules).
-            mask: None or a boolean array, True = may attend, broadcastable
-                to [..., Sq, Sk] (the output's leading axes).
+            mask: None, a boolean array (True = may attend) or a floating
+                array ADDED to the scaled scores (PyTorch's ``attn_mask``
+                semantics: -inf blocks a key), broadcastable to
+                [..., Sq, Sk] (the output's leading axes). A floating mask is
+                converted to the graph dtype and is a constant (no
+                gradient); the two kinds are never cast into each other.
             causal: query i attends keys j <= i (top-left aligned, as
-                PyTorch, also when Sq != Sk). Combined with ``mask`` by AND.
+                PyTorch, also when Sq != Sk). Combined with ``mask``: keys
+                beyond the diagonal are blocked whatever the mask says.
             scale: multiplies q @ k^T; default 1/sqrt(D).
-        Returns [..., Sq, Dv]. A query row with no key to attend gives a
-        zero output row and zero gradients (PyTorch gives NaN there).
+        Returns [..., Sq, Dv]. A query row with no key to attend (all False,
+        all -inf, or causal) gives a zero output row and zero gradients
+        (PyTorch gives NaN there). A -inf mask entry blocks its key whatever
+        the score (as a False one); +inf or NaN mask entries give NaN rows.
         Saves the attention probabilities [..., Sq, Sk] for backward.
         """
         qs = self._operand(q, _OP, "q")[1].shape
@@ -131,8 +147,9 @@ class AttentionOps:
         m3 = None
         if mask is not None:
             m = np.asarray(mask)
-            if m.dtype != np.bool_:
-                raise TypeError(f"{_OP}: mask must be a boolean array (True = attend), got "
+            if m.dtype != np.bool_ and m.dtype.kind != "f":
+                raise TypeError(f"{_OP}: mask must be a boolean array (True = attend) or a "
+                                f"floating array added to the scores (-inf blocks), got "
                                 f"dtype {m.dtype}")
             try:
                 mb = np.broadcast_to(m, full)
@@ -140,7 +157,8 @@ class AttentionOps:
                 raise shape_error(_OP, f"mask of shape {m.shape} does not broadcast to the "
                                        f"score shape [..., Sq, Sk] = {full}",
                                   expected=full, got=m.shape) from None
-            m3 = np.array(mb, order="C").reshape(math.prod(lead), qs[-2], ks[-2])
+            mdtype = np.bool_ if m.dtype == np.bool_ else self.dtype
+            m3 = np.array(mb, dtype=mdtype, order="C").reshape(math.prod(lead), qs[-2], ks[-2])
             m3.flags.writeable = False
         attrs = SDPAAttrs(m3, bool(causal), float(scale), lead)
         return self._apply(Op.SCALED_DOT_PRODUCT_ATTENTION, (q, k, v), attrs)

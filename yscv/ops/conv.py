@@ -24,7 +24,7 @@ import numpy as np
 from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
-from ._common import check_ndim, int_tuple, shape_error
+from ._common import MAX_INTP, check_array_size, check_ndim, int_tuple, shape_error
 
 _G = lazy("conv_gemm")
 _K = lazy("conv")
@@ -85,11 +85,17 @@ def _groups(groups, op: str) -> int:
 
 
 def _check_windows(op, sp_in, kernel, stride, padding, dilation, axes):
-    """Each axis: the dilated kernel fits in the padded input (so output >= 1)."""
+    """Each axis: the padded input is a representable index range (the
+    kernels index it in int64) and the dilated kernel fits in it (so
+    output >= 1). Returns the output extents."""
     out = []
     for n, k, s, p, d, a in zip(sp_in, kernel, stride, padding, dilation, axes):
         if k < 1:
             raise ValueError(f"{op}: kernel size along {a} is {k}; it must be >= 1")
+        if n + 2 * p > MAX_INTP:
+            raise ValueError(
+                f"{op}: padding={p} along {a} gives a padded input of {n + 2 * p} "
+                f"({a}={n} + 2*padding), larger than any array index (at most {MAX_INTP})")
         ext = d * (k - 1) + 1
         if n + 2 * p < ext:
             raise ValueError(
@@ -178,6 +184,11 @@ class ConvOps:
             _, bv, _ = self._operand(bias, op, "bias")
         return xv, wv, bv
 
+    def _check_conv_output(self, op, shape, **args):
+        """ValueError naming ``args`` (the arguments that set the output
+        extents) unless the output [N, *spatial, C] can exist as an array."""
+        check_array_size(op, shape, self.dtype.itemsize, **args)
+
     @staticmethod
     def _check_bias(op, bv, cout, what="Cout"):
         if bv is not None and bv.shape != (cout,):
@@ -203,8 +214,10 @@ class ConvOps:
                 op, f"w has {cg} input channels per group (w.shape[-2]) but x has {cin} channels "
                 f"and groups={groups}; expected w.shape[-2] == {cin // groups}",
                 expected=cin // groups, got=cg)
-        _check_windows(op, xv.shape[1:-1], wv.shape[:nsp], stride, padding, dilation,
-                       _AXES[nsp])
+        out_sp = _check_windows(op, xv.shape[1:-1], wv.shape[:nsp], stride, padding, dilation,
+                                _AXES[nsp])
+        self._check_conv_output(op, (xv.shape[0], *out_sp, cout), stride=stride, padding=padding,
+                           dilation=dilation)
         self._check_bias(op, bv, cout)
         attrs = (_pad3(stride, 1), _pad3(padding, 0), _pad3(dilation, 1), groups,
                  bias is not None)
@@ -239,7 +252,9 @@ class ConvOps:
         if wv.shape[2] != c:
             raise shape_error(op, f"w.shape[2]={wv.shape[2]} must equal the input channels {c} "
                               f"(w is [KH, KW, C, M])", expected=c, got=wv.shape[2])
-        _check_windows(op, xv.shape[1:3], wv.shape[:2], stride, padding, dilation, "HW")
+        out_sp = _check_windows(op, xv.shape[1:3], wv.shape[:2], stride, padding, dilation, "HW")
+        self._check_conv_output(op, (xv.shape[0], *out_sp, c * wv.shape[3]), stride=stride,
+                           padding=padding, dilation=dilation)
         self._check_bias(op, bv, c * wv.shape[3], "C*M")
         attrs = (stride, padding, dilation, bias is not None)
         ins = (x, w) if bias is None else (x, w, bias)
@@ -279,6 +294,14 @@ class ConvOps:
             raise ValueError(f"{op}: output size {sp} <= 0 for input {xv.shape[1:3]}, kernel "
                              f"{(kh, kw)}, stride {stride}, padding {padding}, dilation "
                              f"{dilation}, output_padding {out_pad}")
+        for a, o, p in zip("HW", sp, padding):
+            if o + 2 * p > MAX_INTP:  # the padded output the kernels index in int64
+                raise ValueError(
+                    f"{op}: stride={stride}, padding={padding}, dilation={dilation} give a "
+                    f"padded output extent of {o + 2 * p} along {a}, larger than any array "
+                    f"index (at most {MAX_INTP})")
+        self._check_conv_output(op, (xv.shape[0], *sp, cog * groups), stride=stride,
+                           padding=padding, dilation=dilation, output_padding=out_pad)
         self._check_bias(op, bv, cog * groups)
         attrs = (_pad3(stride, 1), _pad3(padding, 0), _pad3(dilation, 1), groups,
                  _pad3(out_pad, 0), bias is not None)
@@ -302,6 +325,8 @@ class ConvOps:
             raise shape_error(op, f"w.shape[2]={wcin} must equal the input channels {cin} "
                               f"(w is [KH, KW, Cin, Cout])", expected=cin, got=wcin)
         oh, ow = _check_windows(op, xv.shape[1:3], (kh, kw), stride, padding, dilation, "HW")
+        self._check_conv_output(op, (n, oh, ow, cout), stride=stride, padding=padding,
+                           dilation=dilation)
         want = (n, oh, ow, 2 * kh * kw)
         if ov.shape != want:
             raise shape_error(op, f"offsets must have shape [N, OH, OW, 2*KH*KW] = {want}, got "

@@ -11,6 +11,7 @@ Nothing is saved for backward by any of the three.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import string
 
@@ -30,9 +31,11 @@ _MATMUL, _TRANSPOSE, _EINSUM = Op.MATMUL, Op.TRANSPOSE, Op.EINSUM
 @register_forward(Op.MATMUL)
 def matmul_forward(attrs, a, b):
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
-        # one GEMM over the stacked rows instead of one per batch element
+        # one GEMM over the stacked rows instead of one per batch element;
+        # the row count is explicit: reshape(-1, 0) is ambiguous for NumPy
         k = a.shape[-1]
-        return dot(a.reshape(-1, k), b).reshape(a.shape[:-1] + (b.shape[1],)), None
+        rows = math.prod(a.shape[:-1])
+        return dot(a.reshape(rows, k), b).reshape(a.shape[:-1] + (b.shape[1],)), None
     if a.ndim == 2 and b.ndim == 2:
         return dot(a, b), None  # yscv's tiles or np.dot (yscv/ops/_gemm.py)
     return np.matmul(a, b), None

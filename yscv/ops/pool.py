@@ -23,7 +23,8 @@ import numpy as np
 from ..kernels import lazy
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import check_ndim, int_tuple, shape_error
+from ._common import (MAX_INTP, check_array_size, check_int_bound, check_ndim, int_tuple,
+                      shape_error)
 
 K = lazy("pool")
 
@@ -49,7 +50,10 @@ def _adaptive_axis(size: int, n_out: int):
 def _plan(rows, cols, dtype):
     hs, he, dh = rows
     ws, we, dw = cols
-    div = (dh[:, None] * dw[None, :]).astype(dtype)[:, :, None]
+    # the product in float64: kh*kw overflows int64 for kernels beyond 2**31
+    # (exact below 2**53, so the same divisor as the integer product there)
+    div = np.multiply.outer(dh.astype(np.float64), dw.astype(np.float64))
+    div = div.astype(dtype)[:, :, None]
     for a in (hs, he, ws, we, div):
         a.flags.writeable = False
     return hs, he, ws, we, div
@@ -139,6 +143,14 @@ class PoolOps:
                                   f"{v.shape} (NHWC)", expected="H >= 1 and W >= 1", got=v.shape)
         return (x if type(x) is NodeId else v), v
 
+    def _check_pool_output(self, op: str, shape, out_hw, **args) -> None:
+        """ValueError naming ``args`` unless the output [N, OH, OW, C] (and,
+        for max pools, its argmax indices) can exist as an array."""
+        itemsize = self.dtype.itemsize
+        if op.endswith("max_pool2d"):
+            itemsize = max(itemsize, np.dtype(index_dtype(shape[1], shape[2])).itemsize)
+        check_array_size(op, (shape[0], *out_hw, shape[3]), itemsize, **args)
+
     @staticmethod
     def _window_args(op: str, shape, kernel, stride, padding) -> tuple:
         """(kh, kw, sh, sw, ph, pw), validated as PyTorch does (ceil_mode=False)."""
@@ -152,12 +164,22 @@ class PoolOps:
                     f"along {'HW'[ax]}; padding must be <= kernel // 2 (as PyTorch)")
         h, w = shape[1], shape[2]
         for name, size, kk, pp in (("H", h, k[0], p[0]), ("W", w, k[1], p[1])):
+            if size + 2 * pp > MAX_INTP:  # window bounds are int64
+                raise ValueError(
+                    f"{op}: padding={padding!r} gives a padded input of {size + 2 * pp} along "
+                    f"{name} ({name}={size} + 2*padding), larger than any array index "
+                    f"(at most {MAX_INTP})")
             if size + 2 * pp < kk:
                 raise ValueError(
                     f"{op}: kernel={kernel!r} is larger than the padded input along {name} "
                     f"({name}={size} + 2*padding={pp} gives {size + 2 * pp} < {kk}); "
                     "use a smaller kernel or more padding")
         return k + s + p
+
+    def _check_window_output(self, op, shape, attrs, kernel, stride, padding) -> None:
+        kh, kw, sh, sw, ph, pw = attrs[:6]
+        out_hw = ((shape[1] + 2 * ph - kh) // sh + 1, (shape[2] + 2 * pw - kw) // sw + 1)
+        self._check_pool_output(op, shape, out_hw, kernel=kernel, stride=stride, padding=padding)
 
     @staticmethod
     def _output_size(op: str, output_size, shape) -> tuple:
@@ -180,8 +202,13 @@ class PoolOps:
                                 f"ints or None, got {output_size!r}")
             if e < 1:
                 raise ValueError(f"{op}: output_size={output_size!r} must be >= 1")
-            out.append(int(e))
+            out.append(check_int_bound(int(e), op, "output_size", output_size))
         return tuple(out)
+
+    def _check_adaptive_output(self, op, shape, out_hw, output_size) -> None:
+        self._check_pool_output(op, shape, out_hw, output_size=output_size)
+        check_array_size(op, (max(out_hw),), 8, "an int64 bin-bounds vector",
+                         output_size=output_size)
 
     # ------------------------------------------------------------------ ops
     def max_pool2d(self, x, kernel, stride=None, padding=0):
@@ -196,6 +223,7 @@ class PoolOps:
         op = "max_pool2d"
         arg, v = self._pool_input(x, op)
         attrs = self._window_args(op, v.shape, kernel, stride, padding)
+        self._check_window_output(op, v.shape, attrs, kernel, stride, padding)
         return self._apply1(Op.MAX_POOL2D, arg, attrs)
 
     def avg_pool2d(self, x, kernel, stride=None, padding=0, count_include_pad=True):
@@ -210,6 +238,7 @@ class PoolOps:
             raise TypeError(f"{op}: count_include_pad must be a bool, got {count_include_pad!r}")
         arg, v = self._pool_input(x, op)
         attrs = self._window_args(op, v.shape, kernel, stride, padding)
+        self._check_window_output(op, v.shape, attrs, kernel, stride, padding)
         return self._apply1(Op.AVG_POOL2D, arg, attrs + (bool(count_include_pad),))
 
     def adaptive_avg_pool2d(self, x, output_size):
@@ -222,6 +251,7 @@ class PoolOps:
         op = "adaptive_avg_pool2d"
         arg, v = self._pool_input(x, op)
         attrs = self._output_size(op, output_size, v.shape)
+        self._check_adaptive_output(op, v.shape, attrs, output_size)
         return self._apply1(Op.ADAPTIVE_AVG_POOL2D, arg, attrs)
 
     def adaptive_max_pool2d(self, x, output_size):
@@ -230,6 +260,7 @@ class PoolOps:
         op = "adaptive_max_pool2d"
         arg, v = self._pool_input(x, op)
         attrs = self._output_size(op, output_size, v.shape)
+        self._check_adaptive_output(op, v.shape, attrs, output_size)
         return self._apply1(Op.ADAPTIVE_MAX_POOL2D, arg, attrs)
 
     def global_avg_pool2d(self, x):

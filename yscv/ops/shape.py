@@ -23,7 +23,8 @@ import numpy as np
 
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import as_graph_array, int_tuple, is_scalar, normalize_axes, normalize_axis, shape_error
+from ._common import (MAX_INTP, as_graph_array, check_array_size, check_int_bound, int_tuple,
+                      is_scalar, normalize_axes, normalize_axis, shape_error)
 
 
 # --------------------------------------------------------------- helpers
@@ -49,14 +50,20 @@ def _need_ndim(shape, least: int, op: str, arg: str = "x") -> None:
 
 
 def _shape_arg(shape, op: str, arg: str = "shape") -> tuple:
-    """An int or a sequence of ints as a tuple (entries not yet range-checked)."""
+    """An int or a sequence of ints as a tuple: entries that fit in an array
+    index (ValueError otherwise), signs not yet checked."""
     if _is_int(shape):
-        return (int(shape),)
-    if isinstance(shape, (tuple, list)) and all(_is_int(s) for s in shape):
-        return tuple(int(s) for s in shape)
-    if isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind in "iu":
-        return tuple(int(s) for s in shape)
-    raise TypeError(f"{op}: {arg} must be an int or a sequence of ints, got {shape!r}")
+        out = (int(shape),)
+    elif isinstance(shape, (tuple, list)) and all(_is_int(s) for s in shape):
+        out = tuple(int(s) for s in shape)
+    elif isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind in "iu":
+        out = tuple(int(s) for s in shape)
+    else:
+        raise TypeError(f"{op}: {arg} must be an int or a sequence of ints, got {shape!r}")
+    for e in out:
+        if not -MAX_INTP <= e <= MAX_INTP:
+            check_int_bound(e, op, arg, shape)
+    return out
 
 
 def _resolve_reshape(in_shape: tuple, shape, op: str = "reshape") -> tuple:
@@ -115,6 +122,9 @@ def _pad_widths(pad_width, in_shape: tuple) -> tuple:
         widths = tuple((int(b), int(a)) for b, a in pw.tolist())
     if any(b < 0 or a < 0 for b, a in widths):
         raise ValueError(f"pad: pad_width={pad_width!r} has a negative width")
+    for pair in widths:
+        for e in pair:
+            check_int_bound(e, "pad", "pad_width", pad_width)
     return widths
 
 
@@ -363,6 +373,9 @@ class ShapeOps:
                 raise shape_error("expand", f"cannot expand axis {k - lead} of size {cur} "
                                             f"(input shape {in_shape}) to {s}; only size-1 axes "
                                             f"can be expanded", expected=new, got=in_shape)
+        # a broadcast view, but NumPy cannot form it (nor backward the
+        # gradient of that shape) beyond the array limits
+        check_array_size("expand", out, self.dtype.itemsize, shape=shape)
         return self._apply1(Op.EXPAND, x, tuple(out))
 
     def cat(self, nodes, axis=0):
@@ -460,6 +473,8 @@ class ShapeOps:
         if not is_scalar(value):
             raise TypeError(f"pad: value must be a real number, got {value!r}")
         widths = _pad_widths(pad_width, in_shape)
+        check_array_size("pad", tuple(n + b + a for n, (b, a) in zip(in_shape, widths)),
+                         self.dtype.itemsize, pad_width=pad_width)
         return self._apply1(Op.PAD, x, (widths, float(value)))
 
     def repeat(self, x, repeats):
@@ -471,7 +486,11 @@ class ShapeOps:
         if any(r < 0 for r in reps):
             raise ValueError(f"repeat: repeats={reps} must be >= 0")
         d = max(len(reps), len(in_shape))
-        return self._apply1(Op.REPEAT, x, (1,) * (d - len(reps)) + reps)
+        reps = (1,) * (d - len(reps)) + reps
+        full = (1,) * (d - len(in_shape)) + tuple(in_shape)
+        check_array_size("repeat", tuple(n * r for n, r in zip(full, reps)), self.dtype.itemsize,
+                         repeats=repeats)
+        return self._apply1(Op.REPEAT, x, reps)
 
     def pixel_shuffle(self, x, r):
         """[N, H, W, C*r*r] -> [N, H*r, W*r, C] in PyTorch's channel order:
@@ -497,4 +516,6 @@ class ShapeOps:
             raise shape_error("upsample_nearest", f"x must be 3-d (NLC), 4-d (NHWC) or 5-d "
                                                   f"(NDHWC), got shape {in_shape}", got=in_shape)
         scales = int_tuple(r, len(in_shape) - 2, "upsample_nearest", "r", minimum=1)
+        out = (in_shape[0], *(n * k for n, k in zip(in_shape[1:-1], scales)), in_shape[-1])
+        check_array_size("upsample_nearest", out, self.dtype.itemsize, r=r)
         return self._apply1(Op.UPSAMPLE_NEAREST, x, scales)
