@@ -336,11 +336,12 @@ def test_two_graphs_in_two_threads_match_serial_results():
 def test_malloc_tuning_runs_once_and_can_be_disabled():
     import subprocess
     import sys
-    code = ("import yscv, yscv._malloc as m; yscv.Graph(); print(m._done, m.tune_malloc_once())")
+    code = ("import yscv; from yscv import runtime as m; yscv.Graph(); "
+            "print(m.malloc_tuned(), m.tune_malloc_once())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]  # applied at the first Graph, not again
     env = {**__import__("os").environ, "YSCV_MALLOC_TUNING": "0"}
-    code = "import yscv._malloc as m; print(m.tune_malloc_once())"
+    code = "from yscv import runtime as m; print(m.tune_malloc_once())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""The region helper pool (yscv/ops/_parallel.py) across ``fork`` and at
+"""The region helper pool (yscv/compute/regions.py) across ``fork`` and at
 interpreter exit: a child forked while another thread holds one of the
 pool's locks must neither hang in a region nor in the exit hook, and the
 exit hook never blocks forever on a lock it cannot take."""
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-import yscv.ops._parallel as par
+import yscv.compute.regions as par
 
 # A script, run in a fresh interpreter so that the forked child can exit
 # *normally* (sys.exit runs the atexit hooks, where the hang was; os._exit
@@ -26,7 +26,7 @@ _SCRIPT = textwrap.dedent("""
     import os, sys, threading, time
     import numpy as np
     import yscv
-    import yscv.ops._parallel as par
+    import yscv.compute.regions as par
 
     which, deadline = sys.argv[1], float(sys.argv[2])
     x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
@@ -42,7 +42,7 @@ _SCRIPT = textwrap.dedent("""
 
     layer_norm()                                  # the parent's pool exists, kernel compiled
     pool = par._pool
-    assert pool is not None and par.WORKERS >= 1, (pool, par.WORKERS)
+    assert pool is not None and par.workers() >= 1, (pool, par.workers())
     lock = {"cond": pool.cond, "lock": pool.lock, "pool_lock": par._pool_lock}[which]
     held, release = threading.Event(), threading.Event()
 

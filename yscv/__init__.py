@@ -22,6 +22,7 @@ from .gradcheck import gradcheck
 from .graph import Graph
 from .node import NodeId, Op
 from .random import manual_seed
+from .runtime import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,9 @@ __all__ = [
     "CheckpointConfig",
     "CheckpointSegment",
     "manual_seed",
+    "set_num_threads",
+    "get_num_threads",
+    "runtime",
     "AutogradError",
     "ShapeError",
     "NodeNotFoundError",

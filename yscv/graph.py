@@ -24,7 +24,7 @@ import contextlib
 
 import numpy as np
 
-from . import _malloc, registry
+from . import registry, runtime
 from . import walk_parallel as _walk_parallel
 from .errors import (
     AnomalyError,
@@ -72,8 +72,8 @@ class _GraphCore:
         dt = np.dtype(dtype)
         if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"Graph: dtype must be float32 or float64, got {dt}")
-        if not _malloc._done:
-            _malloc.tune_malloc_once()
+        if not runtime.malloc_tuned():
+            runtime.tune_malloc_once()
         self.dtype = dt
         self.detect_anomaly = bool(detect_anomaly)
         self._values: list = []

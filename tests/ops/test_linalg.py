@@ -297,14 +297,14 @@ def test_einsum_failure_leaves_graph_unchanged_with_array_operand():
 
 # ------------------------------------------- 2-d products on yscv's tiles
 # float32 products above a size run on yscv's GEMM tiles where the CPU has
-# AVX-512 (yscv/ops/_gemm.py); these tests force that path on any CPU.
-from yscv.ops import _gemm  # noqa: E402
-from yscv.ops import _parallel as _par  # noqa: E402
+# AVX-512 (yscv/compute/gemm.py); these tests force that path on any CPU.
+from yscv import runtime  # noqa: E402
+from yscv.compute import gemm as _gemm  # noqa: E402
 
 
 @pytest.fixture
 def tiles(monkeypatch):
-    monkeypatch.setattr(_gemm, "_use_tiles", True)
+    monkeypatch.setattr(runtime, "_gemm", "tiles")
     monkeypatch.setattr(_gemm, "MIN_WORK", 1)
 
 
@@ -330,9 +330,9 @@ def test_tile_products_match_float64_in_every_layout(tiles, shape):
 
 def test_tile_products_are_the_same_bits_on_one_thread_or_two(tiles, monkeypatch):
     a, b, forms = _layouts(np.random.default_rng(5), 200, 96, 150)
-    monkeypatch.setattr(_par, "WORKERS", 0)
+    monkeypatch.setattr(runtime, "_num_threads", 0 + 1)
     one = {k: _gemm.dot(*v) for k, v in forms.items()}
-    monkeypatch.setattr(_par, "WORKERS", 1)
+    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
     for _ in range(3):
         for k, v in forms.items():
             assert np.array_equal(_gemm.dot(*v), one[k]), k
@@ -359,7 +359,7 @@ def test_matmul_graph_on_tiles_forward_backward(tiles):
 
 @pytest.mark.parametrize("sa,sb", ZERO_DIM_SHAPES)
 def test_matmul_zero_sized_dims_with_tiles_forced(tiles, sa, sb):
-    """The GEMM dispatch (yscv/ops/_gemm.py) is on the float32 2-d and
+    """The GEMM dispatch (yscv/compute/gemm.py) is on the float32 2-d and
     stacked-rows paths: with the tiles forced on, empty products still give
     NumPy's zeros (no work, so np.dot)."""
     _check_zero_dim_matmul(np.float32, sa, sb)
@@ -373,9 +373,9 @@ def test_tiles_off_or_other_dtypes_use_numpy_dot(monkeypatch):
     rng = np.random.default_rng(7)
     a = rng.standard_normal((256, 256)).astype(np.float32)
     b = rng.standard_normal((256, 256)).astype(np.float32)
-    monkeypatch.setattr(_gemm, "_use_tiles", False)
+    monkeypatch.setattr(runtime, "_gemm", "blas")
     assert np.array_equal(_gemm.dot(a, b), np.dot(a, b))
-    monkeypatch.setattr(_gemm, "_use_tiles", True)
+    monkeypatch.setattr(runtime, "_gemm", "tiles")
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     assert np.array_equal(_gemm.dot(a64, b64), np.dot(a64, b64))   # float64: BLAS
     small = a[:8, :8], b[:8, :8]
@@ -387,7 +387,7 @@ def test_yscv_gemm_environment_switch():
     import subprocess
     import sys
 
-    code = "import yscv.ops._gemm as m; print(m.tiles_enabled())"
+    code = "import yscv.compute.gemm as m; print(m.tiles_enabled())"
     for value, want in (("0", "False"), ("1", "True")):
         env = {**os.environ, "YSCV_GEMM": value}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

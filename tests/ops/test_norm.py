@@ -671,7 +671,8 @@ def test_two_threads_give_the_same_results():
 
 
 # ------------------------------------------- row chunks on several threads
-import yscv.ops._parallel as par  # noqa: E402
+import yscv.compute.regions as par  # noqa: E402
+from yscv import runtime  # noqa: E402
 import yscv.ops.norm as norm_ops  # noqa: E402
 
 _GRAINS = ("GRAIN_LN_FORWARD", "GRAIN_LN_BACKWARD", "GRAIN_STATS", "GRAIN_APPLY",
@@ -765,7 +766,7 @@ def test_split_path_is_deterministic_and_thread_count_independent(name, small_gr
     case = _big_case(name, np.float32)
     first = _run_big(name, np.float32, *case)
     again = _run_big(name, np.float32, *case)
-    monkeypatch.setattr(par, "WORKERS", 0)
+    monkeypatch.setattr(runtime, "_num_threads", 0 + 1)
     serial = _run_big(name, np.float32, *case)
     for a, b, c in zip(first, again, serial):
         assert a.tobytes() == b.tobytes() == c.tobytes()
@@ -865,7 +866,7 @@ def _python_region(n, seen, delay=0.0, fail_at=None):
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_region_runs_each_chunk_once_and_raises_errors(workers, monkeypatch):
-    monkeypatch.setattr(par, "WORKERS", workers)
+    monkeypatch.setattr(runtime, "_num_threads", workers + 1)
     for _ in range(20):
         seen = []
         par.run_region(_python_region(7, seen), 7)
@@ -880,7 +881,7 @@ def test_region_runs_each_chunk_once_and_raises_errors(workers, monkeypatch):
 def test_region_helper_joins_and_a_busy_pool_runs_on_the_caller(monkeypatch):
     import threading
 
-    monkeypatch.setattr(par, "WORKERS", 1)
+    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
     seen = []
     par.run_region(_python_region(4, seen, delay=0.02), 4)
     assert sorted(c for c, _ in seen) == [0, 1, 2, 3]
@@ -933,7 +934,7 @@ def test_yscv_num_threads_one_runs_chunks_on_the_caller():
     import subprocess
     import sys
 
-    code = "import yscv.ops._parallel as p; print(p.WORKERS)"
+    code = "import yscv.compute.regions as p; print(p.workers())"
     env = {**os.environ, "YSCV_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True)
@@ -943,7 +944,7 @@ def test_yscv_num_threads_one_runs_chunks_on_the_caller():
 def test_region_pool_closes_its_helpers(monkeypatch):
     """The atexit hook stops the helpers (none may run compiled code while
     the interpreter tears Numba down)."""
-    monkeypatch.setattr(par, "WORKERS", 1)
+    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
     pool = par._Pool(1)
     seen = []
     monkeypatch.setattr(par, "_pool", pool)

@@ -396,7 +396,8 @@ def test_backward_from_two_threads_at_once_matches_sequential():
 # small OpCase sizes above use one block; these tests force several, with
 # sizes that exercise every GEMM tile path (B not a multiple of 4, H not a
 # multiple of the vector width).
-from yscv.ops import _parallel as _par  # noqa: E402
+from yscv import runtime  # noqa: E402
+from yscv.compute import regions as _par  # noqa: E402
 from yscv.ops import recurrent as _rec  # noqa: E402
 
 
@@ -462,9 +463,9 @@ def test_blocks_give_the_same_bits_on_one_thread_or_two(op, dtype, monkeypatch):
 
     monkeypatch.setattr(_rec, "BLOCK_WORK", 1)
     assert len(_rec.row_blocks(20, 10**6)) == 2
-    monkeypatch.setattr(_par, "WORKERS", 0)
+    monkeypatch.setattr(runtime, "_num_threads", 0 + 1)
     one = run()
-    monkeypatch.setattr(_par, "WORKERS", 1)
+    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
     for _ in range(3):
         for a, b in zip(one, run()):
             np.testing.assert_array_equal(a, b)

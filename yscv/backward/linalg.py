@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..node import Op
-from ..ops._gemm import dot
+from ..compute.gemm import dot
 from ..ops.linalg import einsum_call
 from ..registry import register_backward
 
@@ -21,7 +21,7 @@ from ..registry import register_backward
 def matmul_backward(g, inputs, out, attrs, saved, needs):
     a, b = inputs
     if a.ndim == 2 and b.ndim == 2:  # the MLP path: two GEMMs on transposed views
-        # yscv's tiles or np.dot (yscv/ops/_gemm.py)
+        # yscv's tiles or np.dot (yscv/compute/gemm.py)
         return (dot(g, b.T) if needs[0] else None), (dot(a.T, g) if needs[1] else None)
     return _matmul_backward_general(g, a, b, needs)
 

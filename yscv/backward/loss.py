@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Op
-from ..ops._common import readonly
+from ..compute.arrays import readonly
 from ..ops.activation import sigmoid_values
 from ..ops.loss import K, no_weight, rows_of, softplus_exact
 from ..registry import register_backward

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops import _parallel as par
+from ..compute import regions as par
 from ..ops import norm as fwd
 from ..ops.norm import (as_rows3, expand_groups, group_layout,
                         packed_layout, per_lane, readonly, row_chunks)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..node import Op
-from ..ops import _parallel as par
+from ..compute import regions as par
 from ..ops.recurrent import _optional_states, readonly, row_blocks, run_blocks, seq3
 from ..registry import register_backward
 

@@ -438,7 +438,7 @@ def transpose_into(a, out):
 
 
 # ----------------------------------------------------------------- regions
-# One call per thread (yscv/ops/_parallel.py); each claims blocks of rows of
+# One call per thread (yscv/compute/regions.py); each claims blocks of rows of
 # ``c`` (``[bounds[k], bounds[k + 1])``) until none is left.
 @jit
 def matmul_region(a, b, c, bounds, st):

@@ -14,7 +14,7 @@ Two layouts cover the four ops:
 
 Every kernel works on a range of rows ``[r0, r1)`` and writes into
 caller-allocated outputs, so the ops layer can run disjoint row ranges on
-several threads (yscv/ops/_parallel.py). Reductions write one partial result
+several threads (yscv/compute/regions.py). Reductions write one partial result
 per chunk (index ``i``); the caller merges them in chunk order.
 
 Precision without promotion: every reduction accumulates in float64 whatever

@@ -1,7 +1,7 @@
 """Region kernels of the normalization ops: each runs the row-range kernels
 of yscv/kernels/norm.py on every chunk it claims (chunk ``c`` covers rows
 ``[bounds[c], bounds[c + 1])``), until none is left; the ops layer runs one
-call per thread (yscv/ops/_parallel.py). A chunk's partial results go to
+call per thread (yscv/compute/regions.py). A chunk's partial results go to
 index ``c`` of the ``out`` arrays, whichever thread claims it.
 
 The grouped normalisations with batch statistics (batch norm in training
@@ -205,7 +205,7 @@ def group_backward_region(g, x, mean_w, mean, var, eps, gamma64, C, K, m, parts,
         c = region_claim(st)
     wait_phase(st, n1)
     if take_token(st):
-        # the chunks' sums in chunk order, as yscv.ops._parallel.combine (an
+        # the chunks' sums in chunk order, as yscv.compute.regions.combine (an
         # element loop: a slice assignment would compile Numba's shape-error
         # message formatting, ~3 s of first-call time)
         for k in range(2):

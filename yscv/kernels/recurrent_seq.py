@@ -3,7 +3,7 @@
 Batch rows never interact in an RNN, LSTM or GRU: each row's recurrence
 depends only on its own input and state. The ops layer therefore splits the
 batch into row blocks ``[b0, b1)`` and runs one call of these kernels per
-block, on separate threads (yscv/ops/_parallel.py): the whole time loop runs
+block, on separate threads (yscv/compute/regions.py): the whole time loop runs
 inside one nogil call per block, with no synchronisation between steps and
 no data shared between threads but the (read-only) weights.
 
@@ -230,7 +230,7 @@ def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
 
 
 # ------------------------------------------------------- region kernels
-# One call per thread (yscv/ops/_parallel.py): each claims blocks of batch
+# One call per thread (yscv/compute/regions.py): each claims blocks of batch
 # rows (block c is rows [bounds[c], bounds[c + 1])) until none is left. The
 # backward regions also add each block's parameter-gradient terms to the
 # block's own partials (index c).

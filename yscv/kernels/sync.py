@@ -1,5 +1,5 @@
 """Atomic counters and polite spin-waits: the kernel side of the two-core
-*regions* of yscv/ops/_parallel.py.
+*regions* of yscv/compute/regions.py.
 
 A region runs one kernel call on each participating thread (the caller and
 the pool's helpers); every participant claims chunk indices from a shared

@@ -148,13 +148,3 @@ def shape_error(op: str, message: str, expected=None, got=None) -> ShapeError:
 def is_scalar(x) -> bool:
     """True for Python / NumPy real scalars."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """``a`` as a read-only C-contiguous array: a view, or a copy when ``a``
-    is not C-contiguous. Kernels get their inputs this way: Numba compiles a
-    separate specialisation per writeable flag, and graph values may carry
-    either, so this keeps one specialisation per dtype."""
-    v = np.ascontiguousarray(a).view()
-    v.flags.writeable = False
-    return v

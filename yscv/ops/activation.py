@@ -33,7 +33,7 @@ from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
 from ._common import normalize_axis, shape_error
-from ._common import readonly as ro
+from ..compute.arrays import readonly as ro
 
 K = lazy("activation")
 KS = lazy("softmax")

@@ -20,7 +20,7 @@ import numpy as np
 from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import as_graph_array, shape_error
-from ._gemm import dot
+from ..compute.gemm import dot
 
 
 # plain module constants: Enum attribute access costs ~90 ns per node
@@ -37,7 +37,7 @@ def matmul_forward(attrs, a, b):
         rows = math.prod(a.shape[:-1])
         return dot(a.reshape(rows, k), b).reshape(a.shape[:-1] + (b.shape[1],)), None
     if a.ndim == 2 and b.ndim == 2:
-        return dot(a, b), None  # yscv's tiles or np.dot (yscv/ops/_gemm.py)
+        return dot(a, b), None  # yscv's tiles or np.dot (yscv/compute/gemm.py)
     return np.matmul(a, b), None
 
 

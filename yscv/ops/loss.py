@@ -33,7 +33,8 @@ import numpy as np
 from ..kernels import lazy
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import as_graph_array, as_index_array, is_scalar, readonly, shape_error
+from ..compute.arrays import readonly
+from ._common import as_graph_array, as_index_array, is_scalar, shape_error
 from .activation import SOFTPLUS, unary_kernel_forward
 
 K = lazy("loss")

@@ -12,7 +12,7 @@ pair per statistics group — never the normalised activations (the backward
 kernels recompute ``x - mean`` on the fly, see docs/ops/norm.md).
 
 Kernel calls on large inputs run as a fixed split of row chunks on the
-calling thread and a worker thread (:mod:`yscv.ops._parallel`, grains
+calling thread and a worker thread (:mod:`yscv.compute.regions`, grains
 below); chunk results are merged in chunk order, so values are the same
 bits with one thread or two.
 
@@ -32,14 +32,15 @@ import numpy as np
 from ..kernels import lazy
 from ..node import NodeId, Op
 from ..registry import register_forward
-from . import _parallel as par
-from ._common import check_ndim, readonly, shape_error
+from ..compute import regions as par
+from ..compute.arrays import readonly
+from ._common import check_ndim, shape_error
 
 KR = lazy("norm_regions")
 _LEAF = int(Op.LEAF)
 
 # Work (elements of x) per chunk when a kernel call is split over threads
-# (yscv/ops/_parallel.py): a call of ``work`` elements runs as
+# (yscv/compute/regions.py): a call of ``work`` elements runs as
 # ``min(4, work // grain)`` chunks, so from two grains on it uses two cores.
 # Handing chunks to the worker thread costs ~30-50 us per call (its wake-up,
 # and the GIL hand-overs when a chunk ends), so the grains are set where the
@@ -152,7 +153,7 @@ def per_lane(a: np.ndarray, width: int) -> np.ndarray:
 
 def row_chunks(rows: int, work: int, grain: int) -> list:
     """The fixed split of ``rows`` rows holding ``work`` elements (see
-    :mod:`yscv.ops._parallel`)."""
+    :mod:`yscv.compute.regions`)."""
     if work < 2 * grain:
         return [(0, rows)]
     return par.split(rows, par.num_chunks(rows, work, grain))

@@ -15,7 +15,7 @@ call (yscv/kernels/recurrent_seq.py): per step the input projection
 ``x_t @ w_ih`` and the recurrent product ``h_{t-1} @ w_hh`` with
 register-blocked GEMM tiles, then the fused gate math, row by row. Blocks
 run on the calling thread and a helper thread at once (a region,
-yscv/ops/_parallel.py). Saved for backward: LSTM the gate activations
+yscv/compute/regions.py). Saved for backward: LSTM the gate activations
 [T, B, 4H] and the cell states [T+1, B, H] (c0 first); GRU r, z, n and
 ``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is the activation).
 """
@@ -26,8 +26,9 @@ import numpy as np
 from ..kernels import lazy
 from ..node import Op
 from ..registry import register_forward
-from . import _parallel as par
-from ._common import readonly, shape_error
+from ..compute import regions as par
+from ..compute.arrays import readonly
+from ._common import shape_error
 
 KS = lazy("recurrent_seq")
 

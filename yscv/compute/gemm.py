@@ -7,7 +7,7 @@ threads. yscv's register-blocked tiles (yscv/kernels/gemm.py) use 512-bit
 vectors where the CPU has them and take ~165 us on the same two cores
 (docs/ops/linalg.md). :func:`dot` (and :func:`matmul_into`,
 :func:`matmul_tn_add`) therefore compute the product with the tiles, split
-over two cores (a region, yscv/ops/_parallel.py), when:
+over two cores (a region, yscv/compute/regions.py), when:
 
 * the operands are float32, each C-contiguous or the transpose of a
   C-contiguous array (``x.T @ g`` and ``g @ w.T`` of a backward);
@@ -18,8 +18,8 @@ over two cores (a region, yscv/ops/_parallel.py), when:
   helper (docs/engine.md). Results narrower than :data:`PAD_COLS` columns
   are computed on a zero-padded ``b`` and sliced;
 * the target CPU has AVX-512 (elsewhere, with 16 vector registers, the
-  tiles only match OpenBLAS), unless ``YSCV_GEMM`` says otherwise:
-  ``YSCV_GEMM=0`` always uses NumPy, ``YSCV_GEMM=1`` always the tiles.
+  tiles only match OpenBLAS), unless the runtime's GEMM policy says otherwise
+  (``yscv.runtime.set_gemm("blas" | "tiles")``, or ``YSCV_GEMM=0`` / ``1``).
 
 Everything else is ``np.dot``, as before. Results differ from ``np.dot``'s in
 the last bits (another summation order, fused multiply-adds), as BLAS
@@ -28,13 +28,12 @@ fixed order, so they are the same bits with one thread or two.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from .. import runtime
 from ..kernels import lazy
-from . import _parallel as par
-from ._common import readonly
+from . import regions as par
+from .arrays import readonly
 
 KG = lazy("gemm")
 
@@ -47,21 +46,21 @@ PAD_COLS = 16
 #: row blocks of a product split over the cores
 BLOCKS = 4
 
-_use_tiles = None
+_avx512 = None
 
 
 def tiles_enabled() -> bool:
-    """Whether :func:`dot` may use the tiles (``YSCV_GEMM``, else AVX-512)."""
-    global _use_tiles
-    if _use_tiles is None:
-        env = os.environ.get("YSCV_GEMM", "").strip()
-        if env in ("0", "1"):
-            _use_tiles = env == "1"
-        else:
-            from ..kernels import simd
+    """Whether :func:`dot` may use the tiles: the runtime's GEMM policy
+    ("tiles" / "blas"), or with "auto" whether the CPU has AVX-512."""
+    global _avx512
+    policy = runtime.get_gemm()
+    if policy != "auto":
+        return policy == "tiles"
+    if _avx512 is None:
+        from ..kernels import simd
 
-            _use_tiles = simd.VBYTES == 64
-    return _use_tiles
+        _avx512 = simd.VBYTES == 64
+    return _avx512
 
 
 def _row_bounds(rows: int) -> np.ndarray:

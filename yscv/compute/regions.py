@@ -25,7 +25,8 @@ only once the caller is inside its kernel (so it never waits for it); the
 caller waits for the helpers in nogil code and takes the GIL back only when
 they are all back in theirs. Details in yscv/kernels/sync.py.
 
-On a one-core machine, or with ``YSCV_NUM_THREADS=1`` (``WORKERS == 0``),
+On a one-core machine, or with one thread (``yscv.set_num_threads(1)`` or
+``YSCV_NUM_THREADS=1``: :func:`workers` is 0),
 regions run on the caller alone, with bit-identical results.
 
 Thread safety. One region runs in the pool at a time; a second Python
@@ -51,6 +52,7 @@ import threading
 
 import numpy as np
 
+from .. import runtime
 from ..kernels import lazy
 
 S = lazy("sync")
@@ -64,30 +66,11 @@ SPIN_ROUNDS = 20_000
 CLOSE_TIMEOUT = 1.0
 
 
-def _threads() -> int:
-    """Threads to use: ``YSCV_NUM_THREADS`` if set, else the usable cores."""
-    env = os.environ.get("YSCV_NUM_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-            if n >= 1:
-                return n
-        except ValueError:
-            pass
-        import warnings
-
-        warnings.warn(f"YSCV_NUM_THREADS={env!r} is not an integer >= 1; ignored",
-                      RuntimeWarning, stacklevel=2)
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-#: helper threads besides the caller (``YSCV_NUM_THREADS`` - 1, or the cores
-#: - 1, at most MAX_CHUNKS - 1); 0 runs the chunks in sequence on the caller,
-#: with the same results. Fixed at import; tests may patch it.
-WORKERS = max(0, min(_threads(), MAX_CHUNKS) - 1)
+def workers() -> int:
+    """Helper threads besides the caller: ``runtime.get_num_threads() - 1``,
+    at most ``MAX_CHUNKS - 1``; 0 runs the chunks in sequence on the caller,
+    with the same results."""
+    return max(0, min(runtime.get_num_threads(), MAX_CHUNKS) - 1)
 
 
 class _Pool:
@@ -196,14 +179,22 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _get_pool():
+def _get_pool(helpers: int):
+    """The pool, made (or remade after a thread-count change) with ``helpers``."""
     global _pool
-    if _pool is None:
+    pool = _pool
+    if pool is None or len(pool.threads) != helpers:
         with _pool_lock:
-            if _pool is None:
-                _pool = _Pool(WORKERS)
-                atexit.register(_pool.close)
-    return _pool
+            pool = _pool
+            if pool is None or len(pool.threads) != helpers:
+                if pool is not None:
+                    with pool.lock:       # no region of the old pool is running
+                        pool.close()
+                    atexit.unregister(pool.close)
+                pool = _Pool(helpers)
+                atexit.register(pool.close)
+                _pool = pool
+    return pool
 
 
 def num_chunks(rows: int, work: int, grain: int) -> int:
@@ -233,11 +224,12 @@ def run_region(call, chunks: int) -> None:
     """Run ``call(state)`` -- a region kernel over ``chunks`` chunks -- on the
     caller and, concurrently, on the pool's helpers; return when every chunk
     is done. An exception raised by ``call`` in a helper is raised here."""
-    if chunks <= 1 or WORKERS <= 0:
+    helpers = workers()
+    if chunks <= 1 or helpers <= 0:
         call(new_state())
         return
     try:
-        pool = _get_pool()
+        pool = _get_pool(helpers)
     except RuntimeError:              # interpreter shutting down: no new threads
         call(new_state())
         return

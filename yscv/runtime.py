@@ -1,0 +1,252 @@
+"""Process-wide settings: threads, the GEMM policy, allocator tuning.
+
+This is the one module that reads the environment (once, at import); every
+other part of yscv asks it. The settings and their variables:
+
+===================  ======================  =====================================
+setting              environment             API
+===================  ======================  =====================================
+threads              ``YSCV_NUM_THREADS``    :func:`set_num_threads`,
+                                             :func:`get_num_threads`
+GEMM policy          ``YSCV_GEMM`` (0 / 1)   :func:`set_gemm`, :func:`get_gemm`
+allocator tuning     ``YSCV_MALLOC_TUNING``  :func:`malloc_tuning`,
+                                             :func:`tune_malloc_once`
+launcher world size  ``PMI_SIZE``,           :func:`launcher_world_size`
+                     ``OMPI_COMM_WORLD_SIZE``,
+                     ...
+===================  ======================  =====================================
+
+Threads: yscv's region helpers (yscv/compute/regions.py) use
+``get_num_threads() - 1`` helper threads (at most 3). :func:`set_num_threads`
+also sets NumPy's OpenBLAS thread count when NumPy ships OpenBLAS, so one
+call makes a process single-threaded (what ``mpiexec`` ranks want).
+
+GEMM policy: ``"auto"`` (the default) runs large float32 products on yscv's
+register-blocked tiles only where the CPU has AVX-512; ``"tiles"`` always,
+``"blas"`` never (NumPy's BLAS).
+
+Allocator: glibc returns freed blocks above its mmap threshold to the OS, so
+a step that allocates fresh activation arrays page-faults them in again
+every step. The first ``Graph()`` raises glibc's mmap threshold to 64 MiB
+and its trim threshold to 256 MiB (the cost: up to 256 MiB of freed memory
+may stay mapped); ``YSCV_MALLOC_TUNING=0`` or ``malloc_tuning(False)``
+before it opts out.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+__all__ = ["get_num_threads", "set_num_threads", "get_gemm", "set_gemm", "malloc_tuning",
+           "tune_malloc_once", "usable_cores", "launcher_world_size", "set_blas_threads",
+           "blas_threads"]
+
+#: the variables yscv reads, as they were at import
+_ENV = {k: os.environ.get(k, "").strip() for k in (
+    "YSCV_NUM_THREADS", "YSCV_GEMM", "YSCV_MALLOC_TUNING",
+    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+    "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
+    "MPI_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_SIZE")}
+
+_GEMM_POLICIES = ("auto", "tiles", "blas")
+_lock = threading.Lock()
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, else ``os.cpu_count()``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def env(name: str) -> str:
+    """The value a yscv environment variable had at import ('' when unset)."""
+    return _ENV.get(name, "")
+
+
+def _threads_from_env() -> int | None:
+    raw = _ENV["YSCV_NUM_THREADS"]
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+        if n >= 1:
+            return n
+    except ValueError:
+        pass
+    import warnings
+
+    warnings.warn(f"YSCV_NUM_THREADS={raw!r} is not an integer >= 1; ignored",
+                  RuntimeWarning, stacklevel=3)
+    return None
+
+
+_num_threads = _threads_from_env()
+_threads_from_user = _num_threads is not None
+
+
+def get_num_threads() -> int:
+    """Threads yscv uses for its region kernels (the caller and helpers)."""
+    return _num_threads if _num_threads is not None else usable_cores()
+
+
+def threads_set_by_user() -> bool:
+    """Whether ``YSCV_NUM_THREADS`` or :func:`set_num_threads` chose the count."""
+    return _threads_from_user
+
+
+def set_num_threads(n: int, blas: bool = True) -> None:
+    """Use ``n`` threads (``n >= 1``) for yscv's kernels and, with ``blas``,
+    for NumPy's OpenBLAS. Results are the same bits for any ``n``."""
+    global _num_threads, _threads_from_user
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: n must be an int >= 1, got {n!r}")
+    with _lock:
+        _num_threads = n
+        _threads_from_user = True
+    if blas:
+        set_blas_threads(n)
+
+
+def get_gemm() -> str:
+    """The GEMM policy: "auto", "tiles" or "blas" (see the module docstring)."""
+    return _gemm
+
+
+def set_gemm(policy: str) -> None:
+    """Set the GEMM policy: "auto", "tiles" or "blas"."""
+    global _gemm
+    if policy not in _GEMM_POLICIES:
+        raise ValueError(f"set_gemm: policy must be one of {_GEMM_POLICIES}, got {policy!r}")
+    _gemm = policy
+
+
+_gemm = {"0": "blas", "1": "tiles"}.get(_ENV["YSCV_GEMM"], "auto")
+
+# ------------------------------------------------------------------ allocator
+_malloc_enabled = _ENV["YSCV_MALLOC_TUNING"] != "0"
+_malloc_done = False
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def malloc_tuning(enabled: bool) -> None:
+    """Allow (True) or forbid (False) the allocator tuning of the first Graph."""
+    global _malloc_enabled
+    _malloc_enabled = bool(enabled)
+
+
+def malloc_tuned() -> bool:
+    """Whether :func:`tune_malloc_once` has already run in this process."""
+    return _malloc_done
+
+
+def tune_malloc_once() -> bool:
+    """Apply the glibc thresholds once (Linux glibc only); True if applied."""
+    global _malloc_done
+    if _malloc_done:
+        return False
+    _malloc_done = True
+    if not _malloc_enabled or not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, 64 << 20) == 1
+        ok = (libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20) == 1) and ok
+        return ok
+    except (OSError, AttributeError):
+        return False  # not glibc (musl, ...): nothing to tune
+
+
+# --------------------------------------------------------------------- BLAS
+_blas_fns = None
+
+
+def _openblas():
+    """(set, get) thread-count functions of the OpenBLAS NumPy loaded, or None."""
+    global _blas_fns
+    if _blas_fns is not None:
+        return _blas_fns or None
+    import ctypes
+    import glob
+
+    import numpy as np
+
+    root = os.path.dirname(os.path.dirname(np.__file__))
+    found = ()
+    for pat in ("numpy.libs/*openblas*", "numpy/.dylibs/*openblas*", "numpy.libs/*blas*"):
+        for path in sorted(glob.glob(os.path.join(root, pat))):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""),
+                                   ("openblas", "64_"), ("openblas", "")):
+                try:
+                    set_fn = getattr(lib, f"{prefix}_set_num_threads{suffix}")
+                    get_fn = getattr(lib, f"{prefix}_get_num_threads{suffix}")
+                except AttributeError:
+                    continue
+                set_fn.argtypes, set_fn.restype = [ctypes.c_int], None
+                get_fn.argtypes, get_fn.restype = [], ctypes.c_int
+                found = (set_fn, get_fn)
+                break
+            if found:
+                break
+        if found:
+            break
+    _blas_fns = found
+    return found or None
+
+
+def set_blas_threads(n: int) -> bool:
+    """Set NumPy's OpenBLAS thread count (through ctypes); False when NumPy
+    does not ship OpenBLAS (set that BLAS's variable before NumPy loads)."""
+    fns = _openblas()
+    if fns is None:
+        return False
+    fns[0](int(n))
+    return True
+
+
+def blas_threads() -> int | None:
+    """NumPy's OpenBLAS thread count (None when no OpenBLAS was found)."""
+    fns = _openblas()
+    return None if fns is None else int(fns[1]())
+
+
+def blas_threads_set_by_user() -> bool:
+    """Whether ``OPENBLAS_NUM_THREADS`` or ``OMP_NUM_THREADS`` was set."""
+    return bool(_ENV["OPENBLAS_NUM_THREADS"] or _ENV["OMP_NUM_THREADS"])
+
+
+# ----------------------------------------------------------------- launcher
+_WORLD_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+_LOCAL_VARS = ("MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "MPI_LOCAL_SIZE",
+               "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+def _first_int(names) -> int | None:
+    for var in names:
+        raw = _ENV.get(var, "")
+        if raw:
+            try:
+                return int(raw)
+            except ValueError:
+                continue
+    return None
+
+
+def launcher_world_size() -> int:
+    """Processes an MPI launcher started (from its environment), 1 without one."""
+    n = _first_int(_WORLD_VARS)
+    return n if n and n > 0 else 1
+
+
+def launcher_local_size() -> int | None:
+    """Processes the launcher started on this machine, when it says so."""
+    return _first_int(_LOCAL_VARS)
