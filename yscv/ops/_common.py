@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from ..errors import ShapeError
+from ..node import NodeId
 
 _FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
 
@@ -42,6 +43,16 @@ def as_graph_array(a, dtype, op: str, arg: str, copy: bool = True) -> np.ndarray
             "(float, int or bool), not complex, object or string data"
         )
     return a.astype(dtype)  # astype always copies
+
+
+def operand_shape(g, x, op: str, arg: str = "x"):
+    """``(operand, shape)`` for a Graph method's input ``x``: a NodeId passes
+    through (its shape read from the arena ``g``); an array-like becomes a
+    graph-dtype array (a constant leaf once the op succeeds)."""
+    if type(x) is NodeId:
+        return x, g._shape(g._index(x))
+    a = as_graph_array(x, g.dtype, op, arg, copy=True)
+    return a, a.shape
 
 
 def as_index_array(idx, op: str, arg: str) -> np.ndarray:

@@ -8,23 +8,20 @@ indices are rejected, as ``torch.gather`` / ``torch.nn.functional.embedding``
 do (no wrap-around).
 
 Accumulation (gather's backward, scatter_add's forward, embedding's backward)
-runs in the Numba kernels of :mod:`yscv.kernels.indexing`: one pass in source
-order, no ``np.add.at`` (measured on docs/ops/indexing.md). Nothing is saved
-for backward: the indices live in the attributes.
+runs in the Numba kernels of :mod:`yscv.kernels.indexing`, driven from
+:mod:`yscv.compute.indexing`: one pass in source order, no ``np.add.at``
+(docs/ops/indexing.md). Nothing is saved for backward: the indices live in
+the attributes (records of :mod:`yscv.compute.indexing`).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..kernels import lazy
+from ..compute.indexing import (GatherAttrs, ScatterAddAttrs, ScatterAttrs, gather_along,
+                                scatter_add_along, sub_block)
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import as_index_array, normalize_axis, shape_error
-from .shape import _operand_shape
-
-K = lazy("indexing")
+from ._common import as_index_array, normalize_axis, operand_shape, shape_error
 
 
 # --------------------------------------------------------------- helpers
@@ -63,69 +60,23 @@ def _check_bounds(idx: np.ndarray, size: int, op: str, arg: str, what: str) -> N
                      "negative indices are not supported")
 
 
-def sub_block(shape: tuple, axis=None) -> tuple:
-    """Slices ``[0, shape[d])`` on every axis (``axis`` kept whole)."""
-    return tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(shape))
-
-
-def _readonly_view(a: np.ndarray) -> np.ndarray:
-    # one Numba specialisation per dtype: always hand the kernels read-only sources
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
-def scatter_add_along(out: np.ndarray, axis: int, index: np.ndarray, src: np.ndarray) -> None:
-    """In place on a fresh C-contiguous ``out``, as ``torch.Tensor.scatter_add_``:
-    ``out[..., index[i, k, j], ...] += src[i, k, j]`` along ``axis``. ``src`` has
-    ``index``'s shape; ``out.shape[d] >= index.shape[d]`` for ``d != axis``."""
-    ish = index.shape
-    if index.size == 0:
-        return
-    outer = math.prod(ish[:axis])
-    inner = math.prod(ish[axis + 1:])
-    idx3 = index.reshape(outer, ish[axis], inner)
-    src3 = _readonly_view(np.ascontiguousarray(src).reshape(outer, ish[axis], inner))
-    n_axis = out.shape[axis]
-    if all(out.shape[d] == ish[d] for d in range(out.ndim) if d != axis):
-        K.scatter_add_axis(out.reshape(outer, n_axis, inner), idx3, src3)
-    else:  # index covers a sub-block: accumulate into a compact block, then add it
-        block = np.zeros(ish[:axis] + (n_axis,) + ish[axis + 1:], dtype=out.dtype)
-        K.scatter_add_axis(block.reshape(outer, n_axis, inner), idx3, src3)
-        out[sub_block(ish, axis)] += block
-
-
-def embedding_grad(g: np.ndarray, idx: np.ndarray, n_rows: int) -> np.ndarray:
-    """[V, D] gradient of an embedding table: rows of ``g`` ([..., D])
-    accumulated at ``idx`` (``g.shape[:-1] == idx.shape``)."""
-    d = g.shape[-1]
-    out = np.zeros((n_rows, d), dtype=g.dtype)
-    if idx.size:
-        src = _readonly_view(np.ascontiguousarray(g).reshape(idx.size, d))
-        K.index_add_rows(out, idx.reshape(-1), src)
-    return out
-
-
 # -------------------------------------------------------------- forwards
 @register_forward(Op.GATHER)
-def gather_forward(attrs, x):
-    axis, idx = attrs
-    return np.take_along_axis(x[sub_block(idx.shape, axis)], idx, axis=axis), None
+def gather_forward(attrs: GatherAttrs, x):
+    return gather_along(x, attrs.axis, attrs.index), None
 
 
 @register_forward(Op.SCATTER_ADD)
-def scatter_add_forward(attrs, x, src):
-    axis, idx = attrs
+def scatter_add_forward(attrs: ScatterAddAttrs, x, src):
     out = x.copy(order="C")
-    scatter_add_along(out, axis, idx, src[sub_block(idx.shape)])
+    scatter_add_along(out, attrs.axis, attrs.index, src[sub_block(attrs.index.shape)])
     return out, None
 
 
 @register_forward(Op.SCATTER)
-def scatter_forward(attrs, x, src):
-    idx, win, rows = attrs
+def scatter_forward(attrs: ScatterAttrs, x, src):
     out = x.copy(order="C")
-    out[rows] = src if win is None else src[win]
+    out[attrs.rows] = src if attrs.win is None else src[attrs.win]
     return out, None
 
 
@@ -161,7 +112,7 @@ class IndexingOps:
         ``index.shape[d] <= x.shape[d]`` for ``d != axis``; entries in
         ``[0, x.shape[axis])``. Output shape = ``index.shape``. Backward
         scatter-adds the gradient into zeros of ``x``'s shape (Numba kernel)."""
-        x, shape = _operand_shape(self, x, "gather")
+        x, shape = operand_shape(self, x, "gather")
         if len(shape) == 0:
             raise shape_error("gather", "x must have at least 1 dimension, got a 0-d input",
                               got=shape)
@@ -169,7 +120,7 @@ class IndexingOps:
         idx = _index_array(index, "gather", "index")
         _check_index_shape("gather", idx.shape, shape, a, "x")
         _check_bounds(idx, shape[a], "gather", "index", f"x.shape[{a}] = {shape[a]}")
-        return self._apply1(Op.GATHER, x, (a, idx))
+        return self._apply1(Op.GATHER, x, GatherAttrs(a, idx))
 
     def scatter_add(self, x, axis, index, src):
         """Out-of-place ``torch.Tensor.scatter_add``: ``x`` with
@@ -178,8 +129,8 @@ class IndexingOps:
         every d and ``<= x.shape[d]`` for ``d != axis``; only the leading
         ``index.shape`` block of ``src`` is used. Gradients: ``g`` to ``x``,
         ``gather(g, axis, index)`` to ``src`` (zeros outside the block)."""
-        x, shape = _operand_shape(self, x, "scatter_add")
-        src, sshape = _operand_shape(self, src, "scatter_add", "src")
+        x, shape = operand_shape(self, x, "scatter_add")
+        src, sshape = operand_shape(self, src, "scatter_add", "src")
         if len(shape) == 0:
             raise shape_error("scatter_add", "x must have at least 1 dimension, got a 0-d "
                                              "input", got=shape)
@@ -192,7 +143,7 @@ class IndexingOps:
                                              f"{idx.shape} on every axis",
                               expected=idx.shape, got=sshape)
         _check_bounds(idx, shape[a], "scatter_add", "index", f"x.shape[{a}] = {shape[a]}")
-        return self._apply(Op.SCATTER_ADD, (x, src), (a, idx))
+        return self._apply(Op.SCATTER_ADD, (x, src), ScatterAddAttrs(a, idx))
 
     def scatter(self, x, indices, src):
         """Rows of ``x`` [N, ...] at ``indices`` [M] replaced by ``src`` [M, ...]
@@ -200,8 +151,8 @@ class IndexingOps:
         assignment does in practice; here it is guaranteed). Gradients: ``g``
         with the written rows zeroed to ``x``; ``g[indices]`` to ``src``, 0 for
         the rows of ``src`` overwritten by a later duplicate."""
-        x, shape = _operand_shape(self, x, "scatter")
-        src, sshape = _operand_shape(self, src, "scatter", "src")
+        x, shape = operand_shape(self, x, "scatter")
+        src, sshape = operand_shape(self, src, "scatter", "src")
         if len(shape) == 0:
             raise shape_error("scatter", "x must have at least 1 dimension ([N, D]), got a "
                                          "0-d input", got=shape)
@@ -216,14 +167,14 @@ class IndexingOps:
                               expected=want, got=sshape)
         _check_bounds(idx, shape[0], "scatter", "indices", f"x has {shape[0]} rows")
         win, rows = _last_writers(idx)
-        return self._apply(Op.SCATTER, (x, src), (idx, win, rows))
+        return self._apply(Op.SCATTER, (x, src), ScatterAttrs(idx, win, rows))
 
     def embedding(self, weight, indices):
         """Rows of ``weight`` [V, D] at ``indices`` (int array of any shape)
         -> [*indices.shape, D]. Indices outside [0, V) raise IndexError naming
         the bad value. Backward accumulates gradient rows into a [V, D] zero
         table with one Numba pass (repeated indices add up)."""
-        weight, wshape = _operand_shape(self, weight, "embedding", "weight")
+        weight, wshape = operand_shape(self, weight, "embedding", "weight")
         if len(wshape) != 2:
             raise shape_error("embedding", f"weight must be 2-d [V, D], got shape {wshape}",
                               expected=2, got=wshape)

@@ -7,11 +7,11 @@ do: no copy. Values are never written in place by the library, so the sharing
 is only visible through memory accounting (``g.summary()`` counts the bytes a
 view exposes). ``expand`` returns a read-only zero-stride broadcast view.
 
-Every attribute is resolved at graph-build time (the output shape of the
-reshapes, the canonical basic-slicing key of select/narrow/getitem, the split
-offsets of cat, the pad widths, the full tile reps), so forwards are one NumPy
-call and backwards a reshape, a slice, a sum or a slice assignment. Nothing is
-saved for backward beyond the input values.
+Every attribute (the reshapes' output shape, select/narrow/getitem's
+canonical basic-slicing key, cat's split offsets, pad widths, full tile reps)
+is resolved at graph-build time into a named record of
+:mod:`yscv.compute.shape`; forwards are one NumPy call. Nothing is saved for
+backward beyond the input values.
 """
 from __future__ import annotations
 
@@ -21,26 +21,29 @@ import numbers
 
 import numpy as np
 
+from ..compute.shape import (CatAttrs, ExpandAttrs, FlipAttrs, IndexAttrs, PadAttrs,
+                             PixelShuffleAttrs, RepeatAttrs, ReshapeAttrs, StackAttrs,
+                             UpsampleAttrs, pad_interior, pixel_shuffle)
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import (MAX_INTP, as_graph_array, check_array_size, check_int_bound, int_tuple,
-                      is_scalar, normalize_axes, normalize_axis, shape_error)
+from ._common import (MAX_INTP, check_array_size, check_int_bound, int_tuple, is_scalar,
+                      normalize_axes, normalize_axis, operand_shape, shape_error)
 
 
 # --------------------------------------------------------------- helpers
-def _operand_shape(g, x, op: str, arg: str = "x"):
-    """``(operand, shape)``: a NodeId passes through (its shape read from the
-    arena); an array-like becomes a graph-dtype array (a constant leaf later)."""
-    if type(x) is NodeId:
-        return x, g._shape(g._index(x))
-    a = as_graph_array(x, g.dtype, op, arg, copy=True)
-    return a, a.shape
-
-
 def _is_int(v) -> bool:
-    if type(v) is int:  # fast path: the abc check below costs ~0.5 us
+    if type(v) is int:  # the common case, without the slower abc check below
         return True
     return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _new_axis(axis, nd: int, op: str, inputs: str) -> int:
+    """The position of a new axis, in ``[-nd-1, nd]``, as a non-negative int."""
+    if not _is_int(axis):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if not -nd - 1 <= axis <= nd:
+        raise ValueError(f"{op}: axis={axis} is out of range [{-nd - 1}, {nd}] for {inputs}")
+    return int(axis) % (nd + 1)
 
 
 def _need_ndim(shape, least: int, op: str, arg: str = "x") -> None:
@@ -54,9 +57,8 @@ def _shape_arg(shape, op: str, arg: str = "shape") -> tuple:
     index (ValueError otherwise), signs not yet checked."""
     if _is_int(shape):
         out = (int(shape),)
-    elif isinstance(shape, (tuple, list)) and all(_is_int(s) for s in shape):
-        out = tuple(int(s) for s in shape)
-    elif isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind in "iu":
+    elif ((isinstance(shape, (tuple, list)) and all(_is_int(s) for s in shape))
+          or (isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind in "iu")):
         out = tuple(int(s) for s in shape)
     else:
         raise TypeError(f"{op}: {arg} must be an int or a sequence of ints, got {shape!r}")
@@ -94,7 +96,7 @@ def _list_operands(g, nodes, op: str):
         raise ValueError(f"{op}: nodes is empty; need at least one input")
     ops, shapes = [], []
     for k, n in enumerate(nodes):
-        o, s = _operand_shape(g, n, op, f"nodes[{k}]")
+        o, s = operand_shape(g, n, op, f"nodes[{k}]")
         ops.append(o)
         shapes.append(s)
     return ops, shapes
@@ -122,9 +124,8 @@ def _pad_widths(pad_width, in_shape: tuple) -> tuple:
         widths = tuple((int(b), int(a)) for b, a in pw.tolist())
     if any(b < 0 or a < 0 for b, a in widths):
         raise ValueError(f"pad: pad_width={pad_width!r} has a negative width")
-    for pair in widths:
-        for e in pair:
-            check_int_bound(e, "pad", "pad_width", pad_width)
+    for e in itertools.chain.from_iterable(widths):
+        check_int_bound(e, "pad", "pad_width", pad_width)
     return widths
 
 
@@ -211,73 +212,61 @@ def basic_key(key, shape: tuple, op: str = "getitem") -> tuple:
 @register_forward(Op.FLATTEN)
 @register_forward(Op.UNSQUEEZE)
 @register_forward(Op.SQUEEZE)
-def reshape_forward(out_shape, x):
-    """reshape / flatten / unsqueeze / squeeze: attrs is the output shape."""
-    return x.reshape(out_shape), None
+def reshape_forward(attrs: ReshapeAttrs, x):
+    return x.reshape(attrs.shape), None
 
 
 @register_forward(Op.EXPAND)
-def expand_forward(out_shape, x):
-    return np.broadcast_to(x, out_shape), None
+def expand_forward(attrs: ExpandAttrs, x):
+    return np.broadcast_to(x, attrs.shape), None
 
 
 @register_forward(Op.CAT)
-def cat_forward(attrs, *xs):
-    axis, _ = attrs
-    return np.concatenate(xs, axis=axis), None
+def cat_forward(attrs: CatAttrs, *xs):
+    return np.concatenate(xs, axis=attrs.axis), None
 
 
 @register_forward(Op.STACK)
-def stack_forward(axis, *xs):
-    return np.stack(xs, axis=axis), None
+def stack_forward(attrs: StackAttrs, *xs):
+    return np.stack(xs, axis=attrs.axis), None
 
 
 @register_forward(Op.SELECT)
 @register_forward(Op.NARROW)
 @register_forward(Op.GETITEM)
-def index_view_forward(key, x):
-    """select / narrow / getitem: attrs is a canonical basic-slicing key."""
-    return x[key], None
+def index_view_forward(attrs: IndexAttrs, x):
+    return x[attrs.key], None
 
 
 @register_forward(Op.FLIP)
-def flip_forward(axes, x):
-    return np.flip(x, axes), None
+def flip_forward(attrs: FlipAttrs, x):
+    return np.flip(x, attrs.axes), None
 
 
 @register_forward(Op.PAD)
-def pad_forward(attrs, x):
-    widths, value = attrs
+def pad_forward(attrs: PadAttrs, x):
+    widths, value = attrs.widths, attrs.value
     shape = tuple(n + b + a for n, (b, a) in zip(x.shape, widths))
     out = np.zeros(shape, x.dtype) if value == 0.0 else np.full(shape, value, x.dtype)
     out[pad_interior(widths, x.shape)] = x
     return out, None
 
 
-def pad_interior(widths, in_shape) -> tuple:
-    """The slices of a padded array that hold the input."""
-    return tuple(slice(b, b + n) for (b, _), n in zip(widths, in_shape))
-
-
 @register_forward(Op.REPEAT)
-def repeat_forward(reps, x):
-    return np.tile(x, reps), None
+def repeat_forward(attrs: RepeatAttrs, x):
+    return np.tile(x, attrs.reps), None
 
 
 @register_forward(Op.PIXEL_SHUFFLE)
-def pixel_shuffle_forward(r, x):
-    n, h, w, crr = x.shape
-    c = crr // (r * r)
-    # x[n, h, w, c*r*r + i*r + j] -> out[n, h*r + i, w*r + j, c]
-    y = x.reshape(n, h, w, c, r, r).transpose(0, 1, 4, 2, 5, 3)
-    return y.reshape(n, h * r, w * r, c), None
+def pixel_shuffle_forward(attrs: PixelShuffleAttrs, x):
+    return pixel_shuffle(x, attrs.r), None
 
 
 @register_forward(Op.UPSAMPLE_NEAREST)
-def upsample_nearest_forward(scales, x):
+def upsample_nearest_forward(attrs: UpsampleAttrs, x):
     n, *spatial, c = x.shape
-    inter = [n]
-    full = [n]
+    scales = attrs.scales
+    inter, full = [n], [n]
     for s, r in zip(spatial, scales):
         inter += [s, 1]
         full += [s, r]
@@ -293,14 +282,14 @@ class ShapeOps:
         """``x`` with a new ``shape`` (int or tuple; one -1 is inferred, as
         NumPy). A view when NumPy can make one. ShapeError on a size mismatch.
         Backward: the gradient reshaped to ``x``'s shape."""
-        x, in_shape = _operand_shape(self, x, "reshape")
-        return self._apply1(Op.RESHAPE, x, _resolve_reshape(in_shape, shape))
+        x, in_shape = operand_shape(self, x, "reshape")
+        return self._apply1(Op.RESHAPE, x, ReshapeAttrs(_resolve_reshape(in_shape, shape)))
 
     def flatten(self, x, start_axis=1, end_axis=-1):
         """Merge axes ``start_axis..end_axis`` (inclusive) into one, as
         ``torch.flatten``; the default keeps the batch axis. A 0-d input gives
         shape (1,)."""
-        x, in_shape = _operand_shape(self, x, "flatten")
+        x, in_shape = operand_shape(self, x, "flatten")
         nd = len(in_shape)
         # a 0-d input counts as 1-d here (torch.flatten gives shape (1,))
         s = normalize_axis(start_axis, max(nd, 1), "flatten", "start_axis")
@@ -313,26 +302,20 @@ class ShapeOps:
         else:
             merged = math.prod(in_shape[s:e + 1])
             out = in_shape[:s] + (merged,) + in_shape[e + 1:]
-        return self._apply1(Op.FLATTEN, x, out)
+        return self._apply1(Op.FLATTEN, x, ReshapeAttrs(out))
 
     def unsqueeze(self, x, axis):
         """Insert a size-1 axis at position ``axis`` of the output, in
         ``[-ndim-1, ndim]`` (as ``np.expand_dims`` / ``torch.unsqueeze``)."""
-        x, in_shape = _operand_shape(self, x, "unsqueeze")
-        nd = len(in_shape)
-        if not _is_int(axis):
-            raise TypeError(f"unsqueeze: axis must be an int, got {type(axis).__name__}")
-        if not -nd - 1 <= axis <= nd:
-            raise ValueError(f"unsqueeze: axis={axis} is out of range [{-nd - 1}, {nd}] "
-                             f"for a {nd}-d input")
-        a = int(axis) % (nd + 1)
-        return self._apply1(Op.UNSQUEEZE, x, in_shape[:a] + (1,) + in_shape[a:])
+        x, in_shape = operand_shape(self, x, "unsqueeze")
+        a = _new_axis(axis, len(in_shape), "unsqueeze", f"a {len(in_shape)}-d input")
+        return self._apply1(Op.UNSQUEEZE, x, ReshapeAttrs(in_shape[:a] + (1,) + in_shape[a:]))
 
     def squeeze(self, x, axis=None):
         """Remove size-1 axes: ``axis`` an int or a tuple of ints (each must
         have size 1, else ShapeError), or None for every size-1 axis (as
         ``np.squeeze``)."""
-        x, in_shape = _operand_shape(self, x, "squeeze")
+        x, in_shape = operand_shape(self, x, "squeeze")
         axes = normalize_axes(axis, len(in_shape), "squeeze")
         if axes is None:
             axes = tuple(k for k, s in enumerate(in_shape) if s == 1)
@@ -341,14 +324,14 @@ class ShapeOps:
                 raise shape_error("squeeze", f"axis {a} has size {in_shape[a]}, not 1 "
                                              f"(input shape {in_shape})", expected=1, got=in_shape)
         out = tuple(s for k, s in enumerate(in_shape) if k not in axes)
-        return self._apply1(Op.SQUEEZE, x, out)
+        return self._apply1(Op.SQUEEZE, x, ReshapeAttrs(out))
 
     def expand(self, x, shape):
         """Broadcast ``x`` to ``shape`` (``np.broadcast_to`` rules, new axes
         at the front; -1 keeps an existing axis' size, as ``torch.expand``).
         The value is a read-only broadcast view; backward sums the gradient
         over the broadcast axes."""
-        x, in_shape = _operand_shape(self, x, "expand")
+        x, in_shape = operand_shape(self, x, "expand")
         new = _shape_arg(shape, "expand")
         lead = len(new) - len(in_shape)
         if lead < 0:
@@ -376,7 +359,7 @@ class ShapeOps:
         # a broadcast view, but NumPy cannot form it (nor backward the
         # gradient of that shape) beyond the array limits
         check_array_size("expand", out, self.dtype.itemsize, shape=shape)
-        return self._apply1(Op.EXPAND, x, tuple(out))
+        return self._apply1(Op.EXPAND, x, ExpandAttrs(tuple(out)))
 
     def cat(self, nodes, axis=0):
         """Concatenate ``nodes`` along an existing ``axis``; shapes must match
@@ -394,29 +377,24 @@ class ShapeOps:
                                          f"nodes[0]'s shape {first} except on axis {a}",
                                   expected=first, got=s)
         offsets = tuple(itertools.accumulate(s[a] for s in shapes[:-1]))
-        return self._apply(Op.CAT, tuple(ops), (a, offsets))
+        return self._apply(Op.CAT, tuple(ops), CatAttrs(a, offsets))
 
     def stack(self, nodes, axis=0):
         """Stack equally shaped ``nodes`` along a new ``axis`` in
         ``[-ndim-1, ndim]`` (ShapeError naming the offending input)."""
         ops, shapes = _list_operands(self, nodes, "stack")
         first = shapes[0]
-        nd = len(first)
-        if not _is_int(axis):
-            raise TypeError(f"stack: axis must be an int, got {type(axis).__name__}")
-        if not -nd - 1 <= axis <= nd:
-            raise ValueError(f"stack: axis={axis} is out of range [{-nd - 1}, {nd}] "
-                             f"for {nd}-d inputs")
+        a = _new_axis(axis, len(first), "stack", f"{len(first)}-d inputs")
         for k, s in enumerate(shapes[1:], 1):
             if s != first:
                 raise shape_error("stack", f"nodes[{k}] has shape {s}, nodes[0] has {first}; "
                                            "stack needs equal shapes", expected=first, got=s)
-        return self._apply(Op.STACK, tuple(ops), int(axis) % (nd + 1))
+        return self._apply(Op.STACK, tuple(ops), StackAttrs(a))
 
     def select(self, x, axis, index):
         """``x`` at ``index`` along ``axis``, which is removed (``torch.select``).
         A negative index counts from the end; out of range raises IndexError."""
-        x, in_shape = _operand_shape(self, x, "select")
+        x, in_shape = operand_shape(self, x, "select")
         _need_ndim(in_shape, 1, "select")
         a = normalize_axis(axis, len(in_shape), "select")
         if not _is_int(index):
@@ -425,12 +403,12 @@ class ShapeOps:
         if not -size <= index < size:
             raise IndexError(f"select: index={index} is out of range for axis {a} of size {size}")
         key = (slice(None),) * a + (int(index) % size, Ellipsis)
-        return self._apply1(Op.SELECT, x, key)
+        return self._apply1(Op.SELECT, x, IndexAttrs(key))
 
     def narrow(self, x, axis, start, length):
         """``x`` restricted to ``[start, start + length)`` along ``axis``
         (``torch.narrow``; a negative ``start`` counts from the end)."""
-        x, in_shape = _operand_shape(self, x, "narrow")
+        x, in_shape = operand_shape(self, x, "narrow")
         _need_ndim(in_shape, 1, "narrow")
         a = normalize_axis(axis, len(in_shape), "narrow")
         for name, v in (("start", start), ("length", length)):
@@ -444,7 +422,7 @@ class ShapeOps:
             raise ValueError(f"narrow: start={start} with length={length} does not fit in "
                              f"axis {a} of size {size}")
         key = (slice(None),) * a + (slice(s, s + int(length)), Ellipsis)
-        return self._apply1(Op.NARROW, x, key)
+        return self._apply1(Op.NARROW, x, IndexAttrs(key))
 
     def getitem(self, x, key):
         """``x[key]`` with NumPy basic slicing: ints, slices (any step), None,
@@ -452,36 +430,36 @@ class ShapeOps:
         Advanced (array / list / mask) indices raise TypeError: use gather,
         embedding or where. Backward writes the gradient into zeros of
         ``x``'s shape at the same key."""
-        x, in_shape = _operand_shape(self, x, "getitem")
-        return self._apply1(Op.GETITEM, x, basic_key(key, in_shape))
+        x, in_shape = operand_shape(self, x, "getitem")
+        return self._apply1(Op.GETITEM, x, IndexAttrs(basic_key(key, in_shape)))
 
     def flip(self, x, axes=None):
         """Reverse the order of elements along ``axes`` (int or tuple; None:
         every axis, as ``np.flip``). A view; backward flips the gradient."""
-        x, in_shape = _operand_shape(self, x, "flip")
+        x, in_shape = operand_shape(self, x, "flip")
         ax = normalize_axes(axes, len(in_shape), "flip", "axes")
         if ax is None:
             ax = tuple(range(len(in_shape)))
-        return self._apply1(Op.FLIP, x, ax)
+        return self._apply1(Op.FLIP, x, FlipAttrs(ax))
 
     def pad(self, x, pad_width, value=0.0):
         """Constant padding, ``np.pad(x, pad_width, constant_values=value)``:
         ``pad_width`` is one ``(before, after)`` pair per axis (or, as in
         np.pad, an int or one pair used for every axis); widths >= 0.
         Backward: the gradient's interior slice."""
-        x, in_shape = _operand_shape(self, x, "pad")
+        x, in_shape = operand_shape(self, x, "pad")
         if not is_scalar(value):
             raise TypeError(f"pad: value must be a real number, got {value!r}")
         widths = _pad_widths(pad_width, in_shape)
         check_array_size("pad", tuple(n + b + a for n, (b, a) in zip(in_shape, widths)),
                          self.dtype.itemsize, pad_width=pad_width)
-        return self._apply1(Op.PAD, x, (widths, float(value)))
+        return self._apply1(Op.PAD, x, PadAttrs(widths, float(value)))
 
     def repeat(self, x, repeats):
         """Tile ``x`` (``np.tile`` semantics): ``repeats`` an int or a tuple of
         ints >= 0; a longer tuple adds leading axes. Backward sums the
         gradient over the copies."""
-        x, in_shape = _operand_shape(self, x, "repeat")
+        x, in_shape = operand_shape(self, x, "repeat")
         reps = _shape_arg(repeats, "repeat", "repeats")
         if any(r < 0 for r in reps):
             raise ValueError(f"repeat: repeats={reps} must be >= 0")
@@ -490,13 +468,13 @@ class ShapeOps:
         full = (1,) * (d - len(in_shape)) + tuple(in_shape)
         check_array_size("repeat", tuple(n * r for n, r in zip(full, reps)), self.dtype.itemsize,
                          repeats=repeats)
-        return self._apply1(Op.REPEAT, x, reps)
+        return self._apply1(Op.REPEAT, x, RepeatAttrs(reps))
 
     def pixel_shuffle(self, x, r):
         """[N, H, W, C*r*r] -> [N, H*r, W*r, C] in PyTorch's channel order:
         input channel ``c*r*r + i*r + j`` goes to output pixel
         ``(h*r + i, w*r + j)``, channel ``c``."""
-        x, in_shape = _operand_shape(self, x, "pixel_shuffle")
+        x, in_shape = operand_shape(self, x, "pixel_shuffle")
         if len(in_shape) != 4:
             raise shape_error("pixel_shuffle", f"x must be 4-d (NHWC), got shape {in_shape}",
                               expected=4, got=in_shape)
@@ -504,18 +482,18 @@ class ShapeOps:
         if in_shape[3] % (r * r):
             raise shape_error("pixel_shuffle", f"channels {in_shape[3]} (shape {in_shape}) are "
                                                f"not divisible by r*r = {r * r}", got=in_shape)
-        return self._apply1(Op.PIXEL_SHUFFLE, x, r)
+        return self._apply1(Op.PIXEL_SHUFFLE, x, PixelShuffleAttrs(r))
 
     def upsample_nearest(self, x, r):
         """Nearest-neighbour upsampling by an integer factor: [N, H, W, C] ->
         [N, H*r, W*r, C] (each pixel repeated r x r). ``r`` is an int or one
         int per spatial axis; NLC and NDHWC inputs work alike. Backward sums
         each r x r block of the gradient."""
-        x, in_shape = _operand_shape(self, x, "upsample_nearest")
+        x, in_shape = operand_shape(self, x, "upsample_nearest")
         if len(in_shape) not in (3, 4, 5):
             raise shape_error("upsample_nearest", f"x must be 3-d (NLC), 4-d (NHWC) or 5-d "
                                                   f"(NDHWC), got shape {in_shape}", got=in_shape)
         scales = int_tuple(r, len(in_shape) - 2, "upsample_nearest", "r", minimum=1)
         out = (in_shape[0], *(n * k for n, k in zip(in_shape[1:-1], scales)), in_shape[-1])
         check_array_size("upsample_nearest", out, self.dtype.itemsize, r=r)
-        return self._apply1(Op.UPSAMPLE_NEAREST, x, scales)
+        return self._apply1(Op.UPSAMPLE_NEAREST, x, UpsampleAttrs(scales))
