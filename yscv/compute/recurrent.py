@@ -177,63 +177,67 @@ def gru_forward(x3, w_ih, w_hh, bias_ih, bias_hh, h0, saved, out) -> None:
 
 
 # -------------------------------------------------------------- backwards
-class _Grads:
-    """The outputs shared by the three backwards: dx [T, B, I] and the
-    per-block partials of dW_ih, dW_hh and the biases, allocated only when
-    needed (otherwise empty placeholders the kernel skips)."""
+class _BPTT:
+    """What the three backwards share: the shapes; the kernels' read-only
+    views ``x3``, ``out3``, ``g3`` [T, B, .] and ``h0_seq`` [1, B, H] (an
+    empty placeholder without h0); the row ``blocks``; the transposed
+    weights; ``dh`` [B, H] (the carried hidden-state gradient, dh0 at the
+    end); and the gradient outputs: ``dx`` [T, B, I] and the per-block
+    partials of dW_ih, dW_hh and the biases, allocated only when needed
+    (otherwise empty placeholders the kernel skips)."""
 
-    def __init__(self, k, T, B, I, H, GH, dtype, need_dx, need_wih, need_whh, need_bih,
-                 need_bhh=False):
+    def __init__(self, g, x, out, w_ih, w_hh, h0, batched, gates, needs, need_bhh=False):
+        dtype = out.dtype
+        T = x.shape[0]
+        B = x.shape[1] if batched else 1
+        I, H = x.shape[-1], out.shape[-1]
+        self.T, self.B, self.H, self.x_shape = T, B, H, x.shape
+        self.x3 = seq3(x, batched)
+        self.out3 = readonly(out.reshape(T, B, H))
+        self.g3 = readonly(g.reshape(T, B, H))
+        self.h0_seq = readonly(h0.reshape(1, B, H)) if h0 is not None else _empty(3, dtype)
+        self.blocks = _blocks_for(T, B, I, H, gates)
+        self.dh = np.empty((B, H), dtype=dtype)
+        self.w_hh_t = _transposed(w_hh)
+        self.w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, dtype)
+
+        k, GH = len(self.blocks), gates * H
+
         def parts(need, shape):
             return np.zeros((k,) + (shape if need else (0,) * len(shape)), dtype=dtype)
 
-        self.dx = np.empty((T, B, I), dtype=dtype) if need_dx else np.empty((0, 0, 0), dtype=dtype)
-        self.dw_ih = parts(need_wih, (I, GH))
-        self.dw_hh = parts(need_whh, (H, GH))
-        self.db_ih = parts(need_bih, (GH,))
+        self.dx = np.empty((T, B, I), dtype=dtype) if needs[0] else np.empty((0, 0, 0), dtype=dtype)
+        self.dw_ih = parts(needs[1], (I, GH))
+        self.dw_hh = parts(needs[2], (H, GH))
+        self.db_ih = parts(needs[3], (GH,))
         self.db_hh = parts(need_bhh, (GH,))
-        self.flags = (need_dx, need_wih, need_whh, need_bih, need_bhh)
+        self.flags = (needs[0], needs[1], needs[2], needs[3], need_bhh)
 
-    def results(self, x_shape):
-        """(dx at ``x_shape``, dW_ih, dW_hh, db_ih, db_hh), None where not needed;
-        the partials summed in block order."""
+    def run(self, kernel, args) -> None:
+        """Run a backward region kernel over the row blocks."""
+        run_blocks(kernel, args, self.blocks)
+
+    def results(self):
+        """(dx at x's shape, dW_ih, dW_hh, db_ih, db_hh), None where not
+        needed; the partials summed in block order."""
         need_dx, need_wih, need_whh, need_bih, need_bhh = self.flags
-        return ((self.dx.reshape(x_shape) if need_dx else None),
+        return ((self.dx.reshape(self.x_shape) if need_dx else None),
                 (par.combine(self.dw_ih) if need_wih else None),
                 (par.combine(self.dw_hh) if need_whh else None),
                 (par.combine(self.db_ih) if need_bih else None),
                 (par.combine(self.db_hh) if need_bhh else None))
 
 
-def _prepare(x, out, g, h0, batched, gates):
-    """Shapes and the kernels' read-only views shared by the three
-    backwards (``gates`` = G, the gate blocks of the op)."""
-    T = x.shape[0]
-    B = x.shape[1] if batched else 1
-    I, H = x.shape[-1], out.shape[-1]
-    x3 = seq3(x, batched)
-    out3 = readonly(out.reshape(T, B, H))
-    g3 = readonly(g.reshape(T, B, H))
-    h0_seq = readonly(h0.reshape(1, B, H)) if h0 is not None else _empty(3, out.dtype)
-    blocks = _blocks_for(T, B, I, H, gates)
-    return T, B, I, H, x3, out3, g3, h0_seq, blocks
-
-
 def rnn_backward(g, x, out, w_ih, w_hh, h0, batched, relu, needs, need_h0):
     """Backpropagation through time of the RNN: ``(dx, dW_ih, dW_hh, dbias,
     dh0)``, None where ``needs`` (x, w_ih, w_hh, bias) is False; ``dh0``
     [B, H] is filled when ``need_h0``."""
-    T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 1)
-    dpre = scratch("rnn_dpre", (T, B, H), out.dtype)
-    dh = np.empty((B, H), dtype=out.dtype)
-    w_hh_t = _transposed(w_hh)
-    w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
-    grads = _Grads(len(blocks), T, B, I, H, H, out.dtype, needs[0], needs[1], needs[2], needs[3])
-    run_blocks(KS.rnn_backward_region,
-               (out3, g3, w_hh_t, relu, dpre, readonly(dpre), dh, need_h0, x3, h0_seq,
-                h0 is not None, w_ih_t, grads.dx, grads.dw_ih, grads.dw_hh, grads.db_ih,
-                grads.flags), blocks)
-    return grads.results(x.shape)[:4] + (dh,)
+    s = _BPTT(g, x, out, w_ih, w_hh, h0, batched, 1, needs)
+    dpre = scratch("rnn_dpre", (s.T, s.B, s.H), out.dtype)
+    s.run(KS.rnn_backward_region,
+          (s.out3, s.g3, s.w_hh_t, relu, dpre, readonly(dpre), s.dh, need_h0, s.x3, s.h0_seq,
+           h0 is not None, s.w_ih_t, s.dx, s.dw_ih, s.dw_hh, s.db_ih, s.flags))
+    return s.results()[:4] + (s.dh,)
 
 
 def lstm_backward(g, x, out, w_ih, w_hh, h0, gates, cells, dc_n, batched, needs, need_h0):
@@ -241,41 +245,30 @@ def lstm_backward(g, x, out, w_ih, w_hh, h0, gates, cells, dc_n, batched, needs,
     dh0, dc0)``, None where ``needs`` (x, w_ih, w_hh, bias) is False; ``dh0``
     [B, H] is filled when ``need_h0``, ``dc0`` [B, H] always. ``dc_n``: the
     gradient of the final cell state (an output), or None (zeros)."""
-    T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 4)
+    s = _BPTT(g, x, out, w_ih, w_hh, h0, batched, 4, needs)
     if dc_n is None:
-        dc = np.zeros((B, H), dtype=out.dtype)
+        dc = np.zeros((s.B, s.H), dtype=out.dtype)
     else:
-        dc = dc_n.reshape(-1, H).copy()  # carried in place by the kernel
-    dg = scratch("lstm_dgates", (T, B, 4 * H), out.dtype)
-    dh = np.empty((B, H), dtype=out.dtype)
-    tc = np.empty((B, H), dtype=out.dtype)
-    w_hh_t = _transposed(w_hh)
-    w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
-    grads = _Grads(len(blocks), T, B, I, H, 4 * H, out.dtype, needs[0], needs[1], needs[2],
-                   needs[3])
-    run_blocks(KS.lstm_backward_region,
-               (gates, cells, g3, w_hh_t, dg, readonly(dg), dh, dc, tc, need_h0, x3, out3,
-                h0_seq, h0 is not None, w_ih_t, grads.dx, grads.dw_ih, grads.dw_hh,
-                grads.db_ih, grads.flags), blocks)
-    return grads.results(x.shape)[:4] + (dh, dc)
+        dc = dc_n.reshape(-1, s.H).copy()  # carried in place by the kernel
+    dg = scratch("lstm_dgates", (s.T, s.B, 4 * s.H), out.dtype)
+    tc = np.empty((s.B, s.H), dtype=out.dtype)
+    s.run(KS.lstm_backward_region,
+          (gates, cells, s.g3, s.w_hh_t, dg, readonly(dg), s.dh, dc, tc, need_h0, s.x3, s.out3,
+           s.h0_seq, h0 is not None, s.w_ih_t, s.dx, s.dw_ih, s.dw_hh, s.db_ih, s.flags))
+    return s.results()[:4] + (s.dh, dc)
 
 
 def gru_backward(g, x, out, w_ih, w_hh, h0, saved, batched, needs, need_h0):
     """Backpropagation through time of the GRU: ``(dx, dW_ih, dW_hh,
     dbias_ih, dbias_hh, dh0)``, None where ``needs`` (x, w_ih, w_hh, bias_ih,
     bias_hh) is False; ``dh0`` [B, H] is filled when ``need_h0``."""
-    T, B, I, H, x3, out3, g3, h0_seq, blocks = _prepare(x, out, g, h0, batched, 3)
-    h_first = _first_state(h0, B, H, out.dtype)
-    dxp = scratch("gru_dx_gates", (T, B, 3 * H), out.dtype)
-    dhp = scratch("gru_dh_gates", (T, B, 3 * H), out.dtype)
-    dh = np.empty((B, H), dtype=out.dtype)
-    dd = np.zeros((B, H), dtype=out.dtype)
-    w_hh_t = _transposed(w_hh)
-    w_ih_t = _transposed(w_ih) if needs[0] else _empty(2, out.dtype)
-    grads = _Grads(len(blocks), T, B, I, H, 3 * H, out.dtype, needs[0], needs[1], needs[2],
-                   needs[3], needs[4])
-    run_blocks(KS.gru_backward_region,
-               (saved, out3, h_first, g3, w_hh_t, dxp, dhp, readonly(dxp), readonly(dhp), dh, dd,
-                need_h0, x3, h0_seq, h0 is not None, w_ih_t, grads.dx, grads.dw_ih, grads.dw_hh,
-                grads.db_ih, grads.db_hh, grads.flags), blocks)
-    return grads.results(x.shape) + (dh,)
+    s = _BPTT(g, x, out, w_ih, w_hh, h0, batched, 3, needs, need_bhh=needs[4])
+    h_first = _first_state(h0, s.B, s.H, out.dtype)
+    dxp = scratch("gru_dx_gates", (s.T, s.B, 3 * s.H), out.dtype)
+    dhp = scratch("gru_dh_gates", (s.T, s.B, 3 * s.H), out.dtype)
+    dd = np.zeros((s.B, s.H), dtype=out.dtype)
+    s.run(KS.gru_backward_region,
+          (saved, s.out3, h_first, s.g3, s.w_hh_t, dxp, dhp, readonly(dxp), readonly(dhp), s.dh,
+           dd, need_h0, s.x3, s.h0_seq, h0 is not None, s.w_ih_t, s.dx, s.dw_ih, s.dw_hh,
+           s.db_ih, s.db_hh, s.flags))
+    return s.results() + (s.dh,)
