@@ -398,7 +398,7 @@ def test_backward_from_two_threads_at_once_matches_sequential():
 # multiple of the vector width).
 from yscv import runtime  # noqa: E402
 from yscv.compute import regions as _par  # noqa: E402
-from yscv.ops import recurrent as _rec  # noqa: E402
+from yscv.compute import recurrent as _rec  # noqa: E402
 
 
 @pytest.mark.parametrize("B_", [1, 7, 15, 16, 17, 40, 1000])

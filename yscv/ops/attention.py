@@ -5,33 +5,28 @@ leading (batch, head) axes, which broadcast between q, k and v as NumPy's
 matmul does. The products are NumPy batched matmuls (BLAS); scaling,
 masking (a boolean mask, True = attend, or a floating mask added to the
 scaled scores, as PyTorch), the softmax and its normalisation are one fused
-Numba pass (yscv/kernels/attention.py). Saved for backward: the attention
-probabilities P [..., Sq, Sk] (recomputing them costs a Q K^T product and
-the softmax again; see docs/ops/attention.md for the measurement).
+Numba pass (yscv/kernels/attention.py), driven by yscv/compute/attention.py.
+Saved for backward: the attention probabilities P [..., Sq, Sk]
+(recomputing them costs a Q K^T product and the softmax again; see
+docs/ops/attention.md). The attributes are :class:`SDPAAttrs`.
 """
 from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..kernels import lazy
+from ..compute import attention as C
 from ..node import Op
 from ..registry import register_forward
 from ._common import shape_error
 
-K = lazy("attention")
-
 _OP = "scaled_dot_product_attention"
 
-#: placeholder passed to the kernel when there is no mask (read-only, like
-#: stored masks, so the kernel sees one array type)
-_NO_MASK = np.ones((1, 1, 1), dtype=bool)
-_NO_MASK.flags.writeable = False
 
-
-class SDPAAttrs:
+class SDPAAttrs(NamedTuple):
     """Static attributes of one attention node.
 
     mask: None or a read-only array [N, Sq, Sk] (the user's mask broadcast
@@ -41,45 +36,20 @@ class SDPAAttrs:
     shape of the scores.
     """
 
-    __slots__ = ("mask", "causal", "scale", "lead")
-
-    def __init__(self, mask, causal, scale, lead):
-        self.mask = mask
-        self.causal = causal
-        self.scale = scale
-        self.lead = lead
+    mask: Optional[np.ndarray]
+    causal: bool
+    scale: float
+    lead: tuple
 
     def __repr__(self) -> str:
         m = None if self.mask is None else f"{self.mask.dtype}{self.mask.shape}"
         return f"SDPAAttrs(mask={m}, causal={self.causal}, scale={self.scale}, lead={self.lead})"
 
 
-def attention_probs(attrs, q, k):
-    """softmax(scale * q @ k^T [+ float mask]) over the allowed keys:
-    [*lead, Sq, Sk], a fresh C-contiguous array (zeros where masked, False or
-    -inf, and in rows with nothing to attend)."""
-    # k^T as a contiguous [..., D, Sk] copy: OpenBLAS's small GEMMs run ~2x
-    # faster as q @ kT (no transpose flag) than as q @ k.swapaxes(-1, -2),
-    # more than paying for the copy (72 vs 138 us on [8, 4, 64, 32]).
-    s = np.matmul(q, np.ascontiguousarray(np.swapaxes(k, -1, -2)))
-    Sq, Sk = s.shape[-2:]
-    full = attrs.lead + (Sq, Sk)
-    if s.shape != full:  # v has more leading axes than q and k
-        s = np.array(np.broadcast_to(s, full), order="C")
-    mask = attrs.mask
-    s3 = s.reshape(math.prod(attrs.lead), Sq, Sk)
-    scale = s.dtype.type(attrs.scale)
-    if mask is not None and mask.dtype != np.bool_:
-        K.additive_softmax_forward(s3, mask, attrs.causal, scale)
-    else:
-        K.masked_softmax_forward(s3, _NO_MASK if mask is None else mask, mask is not None,
-                                 attrs.causal, scale)
-    return s
-
-
 @register_forward(Op.SCALED_DOT_PRODUCT_ATTENTION)
 def sdpa_forward(attrs, q, k, v):
-    p = attention_probs(attrs, q, k)
+    """out = P v with P = softmax(scale * q k^T [+ mask]); saves P."""
+    p = C.attention_probs(q, k, attrs.mask, attrs.causal, attrs.scale, attrs.lead)
     return np.matmul(p, v), p
 
 
@@ -158,7 +128,6 @@ class AttentionOps:
                                        f"score shape [..., Sq, Sk] = {full}",
                                   expected=full, got=m.shape) from None
             mdtype = np.bool_ if m.dtype == np.bool_ else self.dtype
-            m3 = np.array(mb, dtype=mdtype, order="C").reshape(math.prod(lead), qs[-2], ks[-2])
-            m3.flags.writeable = False
+            m3 = C.score_mask(mb, mdtype, math.prod(lead))
         attrs = SDPAAttrs(m3, bool(causal), float(scale), lead)
         return self._apply(Op.SCALED_DOT_PRODUCT_ATTENTION, (q, k, v), attrs)

@@ -9,105 +9,66 @@ the attributes record which of the optional ones are present. The LSTM can
 also return its final cell state: its node's value is then [T+1, B, H],
 the hidden states and c_n packed (``lstm(return_cell=True)``).
 
-Algorithm (all three ops): the batch is split into blocks of rows (batch
-rows never interact), and each block runs the whole sequence in ONE Numba
-call (yscv/kernels/recurrent_seq.py): per step the input projection
-``x_t @ w_ih`` and the recurrent product ``h_{t-1} @ w_hh`` with
-register-blocked GEMM tiles, then the fused gate math, row by row. Blocks
-run on the calling thread and a helper thread at once (a region,
-yscv/compute/regions.py). Saved for backward: LSTM the gate activations
-[T, B, 4H] and the cell states [T+1, B, H] (c0 first); GRU r, z, n and
-``h W_hn + b_hn`` [T, B, 4H]; RNN nothing (the output is the activation).
+Each op runs the whole sequence in the kernels of
+yscv/kernels/recurrent_seq.py (per step the input projection
+``x_t @ w_ih``, the recurrent product ``h_{t-1} @ w_hh``, the fused gate
+math); how (blocks of batch rows, on several cores) is decided in
+yscv/compute/recurrent.py. The attributes are :class:`RNNAttrs`,
+:class:`LSTMAttrs`, :class:`GRUAttrs`.
+
+Saved for backward: LSTM the gate activations [T, B, 4H] and the cell
+states [T+1, B, H] (c0 first); GRU r, z, n and ``h W_hn + b_hn``
+[T, B, 4H]; RNN nothing (the output is the activation).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..kernels import lazy
+from ..compute import recurrent as C
 from ..node import Op
 from ..registry import register_forward
-from ..compute import regions as par
-from ..compute.arrays import readonly
 from ._common import shape_error
 
-KS = lazy("recurrent_seq")
 
-#: multiply-adds a row block must hold before the batch is split (a block
-#: handed to the helper thread costs ~20-50 us of wake-up)
-BLOCK_WORK = 4_000_000
-#: batch rows per block at least: the GEMM tiles are 4 rows high, and each
-#: block reads all of w_hh from cache at every step
-MIN_BLOCK_ROWS = 8
-
-
-# --------------------------------------------------------------- helpers
-def row_blocks(B: int, work: int) -> list:
-    """Batch-row ranges ``[(b0, b1), ...]`` for the sequence kernels, each a
-    multiple of 4 rows but the last: a function of ``B`` and ``work`` (the
-    op's multiply-adds) only, so results never depend on the machine."""
-    k = par.num_chunks(B // MIN_BLOCK_ROWS, work, BLOCK_WORK) if B >= 2 * MIN_BLOCK_ROWS else 1
-    if k == 1:
-        return [(0, B)]
-    tiles = B // 4
-    ranges = [(4 * lo, 4 * hi) for lo, hi in par.split(tiles, k)]
-    ranges[-1] = (ranges[-1][0], B)
-    return ranges
+# ------------------------------------------------------------ attributes
+class RNNAttrs(NamedTuple):
+    """Attributes of an RNN node: ``batched`` (x is [T, B, I], not [T, I]),
+    ``has_h0`` (h0 is the node's 5th input), ``relu`` (nonlinearity "relu",
+    else "tanh")."""
+    batched: bool
+    has_h0: bool
+    relu: bool
 
 
-def seq3(x, batched):
-    """x as a read-only C-contiguous [T, B, I] array (unbatched [T, I] -> [T, 1, I])."""
-    if not batched:
-        x = x.reshape(x.shape[0], 1, x.shape[1])
-    return readonly(x)
+class LSTMAttrs(NamedTuple):
+    """Attributes of an LSTM node: ``batched``, ``has_h0``, ``has_c0`` (the
+    optional inputs after the bias, in that order) and ``with_cell`` (the
+    value is [T+1, B, H]: the hidden states, then c_n as row T)."""
+    batched: bool
+    has_h0: bool
+    has_c0: bool
+    with_cell: bool
 
 
-def state2(s, batched, B, H, dtype):
-    """h0 / c0 as a read-only [B, H] array (unbatched [H] -> [1, H]); an
-    empty [0, 0] placeholder when ``s`` is None (the kernel's flag skips it)."""
-    if s is None:
-        return readonly(np.empty((0, 0), dtype=dtype))
-    return readonly(s.reshape(B, H))
-
-
-def _optional_states(attrs_flags, rest):
-    """Split the trailing optional inputs by the presence flags."""
-    out = []
-    k = 0
-    for present in attrs_flags:
-        if present:
-            out.append(rest[k])
-            k += 1
-        else:
-            out.append(None)
-    return out
-
-
-def _blocks_for(x3, gates, H):
-    T, B, I = x3.shape
-    return row_blocks(B, T * B * gates * H * (I + H))
-
-
-def run_blocks(kernel, args, blocks) -> None:
-    """Run a region kernel of yscv/kernels/recurrent_seq.py over the batch
-    row ``blocks`` on the caller and the pool's helpers."""
-    b = par.bounds(blocks)
-    par.run_region(lambda st: kernel(*args, b, st), len(blocks))
+class GRUAttrs(NamedTuple):
+    """Attributes of a GRU node: ``batched``, ``has_h0`` (h0 is the 6th input)."""
+    batched: bool
+    has_h0: bool
 
 
 # -------------------------------------------------------------- forwards
 @register_forward(Op.RNN)
 def rnn_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     """h_t = act(x_t w_ih + bias + h_{t-1} w_hh). Nothing saved."""
-    batched, has_h0, relu = attrs
-    (h0,) = _optional_states((has_h0,), rest)
-    x3 = seq3(x, batched)
+    (h0,) = C.optional_states((attrs.has_h0,), rest)
+    x3 = C.seq3(x, attrs.batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     out = np.empty((T, B, H), dtype=x.dtype)
-    args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
-            state2(h0, batched, B, H, x.dtype), has_h0, relu, out, readonly(out))
-    run_blocks(KS.rnn_forward_region, args, _blocks_for(x3, 1, H))
-    return (out if batched else out.reshape(T, H)), None
+    C.rnn_forward(x3, w_ih, w_hh, bias, h0, attrs.relu, out)
+    return (out if attrs.batched else out.reshape(T, H)), None
 
 
 @register_forward(Op.LSTM)
@@ -118,43 +79,35 @@ def lstm_op_forward(attrs, x, w_ih, w_hh, bias, *rest):
     [T+1, B, H] (or [T+1, H]): the T hidden states, then the final cell
     state c_{T-1} as row T; otherwise the hidden states [T, B, H] alone.
     """
-    batched, has_h0, has_c0, with_cell = attrs
-    h0, c0 = _optional_states((has_h0, has_c0), rest)
-    x3 = seq3(x, batched)
+    h0, c0 = C.optional_states((attrs.has_h0, attrs.has_c0), rest)
+    x3 = C.seq3(x, attrs.batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     gates = np.empty((T, B, 4 * H), dtype=x.dtype)
-    value = np.empty((T + 1 if with_cell else T, B, H), dtype=x.dtype)
-    out = value[:T] if with_cell else value  # a leading-axis slice stays C-contiguous
+    value = np.empty((T + 1 if attrs.with_cell else T, B, H), dtype=x.dtype)
+    out = value[:T] if attrs.with_cell else value  # a leading-axis slice stays C-contiguous
     cells = np.empty((T + 1, B, H), dtype=x.dtype)
     if c0 is None:
         cells[0] = 0
     else:
         cells[0] = c0.reshape(B, H)
-    args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),
-            state2(h0, batched, B, H, x.dtype), has_h0, gates, cells, out, readonly(out))
-    run_blocks(KS.lstm_forward_region, args, _blocks_for(x3, 4, H))
-    if with_cell:
+    C.lstm_forward(x3, w_ih, w_hh, bias, h0, gates, cells, out)
+    if attrs.with_cell:
         value[T] = cells[T]
-    return (value if batched else value.reshape(value.shape[0], H)), (gates, cells)
+    return (value if attrs.batched else value.reshape(value.shape[0], H)), (gates, cells)
 
 
 @register_forward(Op.GRU)
 def gru_op_forward(attrs, x, w_ih, w_hh, bias_ih, bias_hh, *rest):
     """GRU, gates (r, z, n) as PyTorch. Saves [T,B,4H]: r, z, n, h W_hn + b_hn."""
-    batched, has_h0 = attrs
-    (h0,) = _optional_states((has_h0,), rest)
-    x3 = seq3(x, batched)
+    (h0,) = C.optional_states((attrs.has_h0,), rest)
+    x3 = C.seq3(x, attrs.batched)
     T, B, _ = x3.shape
     H = w_hh.shape[0]
     saved = np.empty((T, B, 4 * H), dtype=x.dtype)
     out = np.empty((T, B, H), dtype=x.dtype)
-    hw = np.empty((B, 3 * H), dtype=x.dtype)
-    h_first = readonly(np.zeros((B, H), dtype=x.dtype) if h0 is None else h0.reshape(B, H))
-    args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias_ih), readonly(bias_hh),
-            h_first, has_h0, hw, saved, out, readonly(out))
-    run_blocks(KS.gru_forward_region, args, _blocks_for(x3, 3, H))
-    return (out if batched else out.reshape(T, H)), saved
+    C.gru_forward(x3, w_ih, w_hh, bias_ih, bias_hh, h0, saved, out)
+    return (out if attrs.batched else out.reshape(T, H)), saved
 
 
 # ------------------------------------------------------------ validation
@@ -220,7 +173,7 @@ class RecurrentOps:
         batched, has_h0, _ = _check_recurrent(self, "rnn", 1, x, w_ih, w_hh,
                                               [("bias", bias)], h0)
         ins = (x, w_ih, w_hh, bias) + ((h0,) if has_h0 else ())
-        return self._apply(Op.RNN, ins, (batched, has_h0, nonlinearity == "relu"))
+        return self._apply(Op.RNN, ins, RNNAttrs(batched, has_h0, nonlinearity == "relu"))
 
     def lstm(self, x, w_ih, w_hh, bias, h0=None, c0=None, return_cell=False):
         """LSTM, gate columns (i, f, g, o) as PyTorch:
@@ -249,8 +202,8 @@ class RecurrentOps:
                                                    [("bias", bias)], h0, c0)
         ins = (x, w_ih, w_hh, bias) + ((h0,) if has_h0 else ()) + ((c0,) if has_c0 else ())
         if not return_cell:
-            return self._apply(Op.LSTM, ins, (batched, has_h0, has_c0, False))
-        packed = self._apply(Op.LSTM, ins, (batched, has_h0, has_c0, True))
+            return self._apply(Op.LSTM, ins, LSTMAttrs(batched, has_h0, has_c0, False))
+        packed = self._apply(Op.LSTM, ins, LSTMAttrs(batched, has_h0, has_c0, True))
         steps = self.value(packed).shape[0] - 1
         return self.narrow(packed, 0, 0, steps), self.select(packed, 0, steps)
 
@@ -268,7 +221,7 @@ class RecurrentOps:
         batched, has_h0, _ = _check_recurrent(self, "gru", 3, x, w_ih, w_hh,
                                               [("bias_ih", bias_ih), ("bias_hh", bias_hh)], h0)
         ins = (x, w_ih, w_hh, bias_ih, bias_hh) + ((h0,) if has_h0 else ())
-        return self._apply(Op.GRU, ins, (batched, has_h0))
+        return self._apply(Op.GRU, ins, GRUAttrs(batched, has_h0))
 
     # seed aliases (same op, same arguments)
     def rnn_forward(self, x, w_ih, w_hh, bias, h0=None, nonlinearity="tanh"):

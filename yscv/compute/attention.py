@@ -1,0 +1,75 @@
+"""Drivers of scaled dot-product attention: the score products and the
+fused softmax kernels (yscv/kernels/attention.py).
+
+The products are NumPy batched matmuls (BLAS) over the leading (batch,
+head) axes; the second operand of ``q @ k^T`` and ``g @ v^T`` is first
+copied contiguous, because OpenBLAS runs these small batched products
+faster without the transpose flag, more than paying for the copy
+(docs/ops/attention.md). The kernels see the scores as [N, Sq, Sk]
+(N = prod(lead)), and a mask as a read-only [N, Sq, Sk] array: bool
+(True = attend) or the graph dtype (added to the scaled scores).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels import lazy
+from .recurrent import scratch
+
+K = lazy("attention")
+
+#: placeholder passed to the kernel when there is no mask (read-only, like
+#: stored masks, so the kernel sees one array type)
+_NO_MASK = np.ones((1, 1, 1), dtype=bool)
+_NO_MASK.flags.writeable = False
+
+
+def _transposed(a):
+    """``swapaxes(a, -1, -2)`` as a C-contiguous copy (see the module docstring)."""
+    return np.ascontiguousarray(np.swapaxes(a, -1, -2))
+
+
+def score_mask(mask, dtype, n):
+    """``mask`` (already broadcast to [..., Sq, Sk]) as the kernels' read-only
+    C-contiguous [n, Sq, Sk] array of ``dtype`` (bool, or the graph dtype
+    for a floating mask): a copy, never a view of the user's array."""
+    Sq, Sk = mask.shape[-2:]
+    m3 = np.array(mask, dtype=dtype, order="C").reshape(n, Sq, Sk)
+    m3.flags.writeable = False
+    return m3
+
+
+def attention_probs(q, k, mask, causal, scale, lead):
+    """softmax(scale * q @ k^T [+ float mask]) over the allowed keys:
+    [*lead, Sq, Sk], a fresh C-contiguous array (zeros where masked, False or
+    -inf, and in rows with nothing to attend). ``mask``: None or a
+    :func:`score_mask` array; ``lead``: the broadcast leading shape."""
+    s = np.matmul(q, _transposed(k))
+    Sq, Sk = s.shape[-2:]
+    full = lead + (Sq, Sk)
+    if s.shape != full:  # v has more leading axes than q and k
+        s = np.array(np.broadcast_to(s, full), order="C")
+    s3 = s.reshape(math.prod(lead), Sq, Sk)
+    sc = s.dtype.type(scale)
+    if mask is not None and mask.dtype != np.bool_:
+        K.additive_softmax_forward(s3, mask, causal, sc)
+    else:
+        K.masked_softmax_forward(s3, _NO_MASK if mask is None else mask, mask is not None,
+                                 causal, sc)
+    return s
+
+
+def score_grad(g, v, p, causal, scale):
+    """The gradient of the scaled scores, ``dS = scale * P * (dP - rowsum(dP * P))``
+    with ``dP = g @ v^T``, at ``p``'s shape [..., Sq, Sk]. Masked entries and
+    empty rows have P = 0, so dS = 0 there. The result is a per-thread
+    scratch buffer (:func:`yscv.compute.recurrent.scratch`), valid until the
+    thread's next call: use it before returning."""
+    ds = np.matmul(g, _transposed(v), out=scratch("sdpa_ds", p.shape, p.dtype))
+    Sq, Sk = p.shape[-2:]
+    n = math.prod(p.shape[:-2])
+    K.masked_softmax_backward(p.reshape(n, Sq, Sk), ds.reshape(n, Sq, Sk),
+                              p.dtype.type(scale), causal)
+    return ds
