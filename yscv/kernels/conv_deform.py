@@ -35,6 +35,30 @@ def _inside(py, px, one, H, W):
     return py > -one and px > -one and py < H and px < W
 
 
+@jit(inline="always")
+def _out_position(q, oh, ow):
+    """``(n, oy, ox)`` of output row ``q`` = ``(n*oh + oy)*ow + ox``."""
+    ox = q % ow
+    q //= ow
+    return q // oh, q % oh, ox
+
+
+@jit(inline="always")
+def _bilinear(py, px, one, H, W):
+    """The cell of the sample (py, px) (inside, see :func:`_inside`):
+    ``(y0, x0, ly, lx, hy, hx, top, bot, lft, rgt)``: its top-left corner,
+    the fractional parts and their complements, and which of the cell's
+    rows (top y0, bottom y0 + 1) and columns (left x0, right x0 + 1) lie in
+    the image."""
+    y0f = np.floor(py)
+    x0f = np.floor(px)
+    y0 = int(y0f)
+    x0 = int(x0f)
+    ly = py - y0f
+    lx = px - x0f
+    return y0, x0, ly, lx, one - ly, one - lx, y0 >= 0, y0 + 1 < H, x0 >= 0, x0 + 1 < W
+
+
 @jit
 def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow):
     """``cols[r, k, c]`` = bilinear sample of channel c for tap k of row r0 + r.
@@ -46,11 +70,7 @@ def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow)
     uc = np.uint64(C)
     T = kh * kw
     for r in range(R):
-        q = r0 + r
-        ox = q % ow
-        q //= ow
-        oy = q % oh
-        n = q // oh
+        n, oy, ox = _out_position(r0 + r, oh, ow)
         orow = (r0 + r) * 2 * T
         for i in range(kh):
             for j in range(kw):
@@ -62,18 +82,7 @@ def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow)
                     for c in range(uc):
                         cf[ob + c] = 0
                     continue
-                y0f = np.floor(py)
-                x0f = np.floor(px)
-                y0 = int(y0f)
-                x0 = int(x0f)
-                ly = py - y0f
-                lx = px - x0f
-                hy = one - ly
-                hx = one - lx
-                top = y0 >= 0
-                bot = y0 + 1 < H
-                lft = x0 >= 0
-                rgt = x0 + 1 < W
+                y0, x0, ly, lx, hy, hx, top, bot, lft, rgt = _bilinear(py, px, one, H, W)
                 base = ((n * H + y0) * W + x0) * C
                 for c in range(uc):
                     cf[ob + c] = 0
@@ -110,11 +119,7 @@ def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw
     T = kh * kw
     zero = one - one
     for r in range(R):
-        q = r0 + r
-        ox = q % ow
-        q //= ow
-        oy = q % oh
-        n = q // oh
+        n, oy, ox = _out_position(r0 + r, oh, ow)
         orow = (r0 + r) * 2 * T
         for i in range(kh):
             for j in range(kw):
@@ -124,18 +129,7 @@ def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw
                 px = xbase[ox * kw + j] + of[orow + 2 * k + 1]
                 if not _inside(py, px, one, H, W):
                     continue
-                y0f = np.floor(py)
-                x0f = np.floor(px)
-                y0 = int(y0f)
-                x0 = int(x0f)
-                ly = py - y0f
-                lx = px - x0f
-                hy = one - ly
-                hx = one - lx
-                top = y0 >= 0
-                bot = y0 + 1 < H
-                lft = x0 >= 0
-                rgt = x0 + 1 < W
+                y0, x0, ly, lx, hy, hx, top, bot, lft, rgt = _bilinear(py, px, one, H, W)
                 base = ((n * H + y0) * W + x0) * C
                 b1 = np.uint64(base if top and lft else 0)
                 b2 = np.uint64(base + C if top and rgt else 0)
