@@ -28,25 +28,11 @@ from ._common import (MAX_INTP, check_array_size, check_int_bound, check_ndim, i
                       shape_error)
 
 
-class MaxPoolAttrs(NamedTuple):
-    """max_pool2d: kernel (kh, kw), stride (sh, sw), padding (ph, pw)."""
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    ph: int
-    pw: int
-
-
-class AvgPoolAttrs(NamedTuple):
-    """avg_pool2d: as :class:`MaxPoolAttrs`, plus whether padding counts in the divisor."""
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    ph: int
-    pw: int
-    count_include_pad: bool
+_WINDOW = [("kh", int), ("kw", int), ("sh", int), ("sw", int), ("ph", int), ("pw", int)]
+#: max_pool2d: kernel (kh, kw), stride (sh, sw), padding (ph, pw)
+MaxPoolAttrs = NamedTuple("MaxPoolAttrs", _WINDOW)
+#: avg_pool2d: as MaxPoolAttrs, plus whether padding counts in the divisor
+AvgPoolAttrs = NamedTuple("AvgPoolAttrs", _WINDOW + [("count_include_pad", bool)])
 
 
 class AdaptivePoolAttrs(NamedTuple):
