@@ -225,7 +225,7 @@ def _cpu_timer():
 def variants() -> None:
     """Time the formulations behind the choices in docs/ops/conv.md."""
     from yscv.kernels import conv as K
-    from yscv.kernels import conv_gemm as G
+    from yscv.compute import conv as G
 
     timeit, label, limiter = _cpu_timer()
     print(f"timings: {label}, min of 25")

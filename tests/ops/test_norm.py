@@ -673,7 +673,7 @@ def test_two_threads_give_the_same_results():
 # ------------------------------------------- row chunks on several threads
 import yscv.compute.regions as par  # noqa: E402
 from yscv import runtime  # noqa: E402
-import yscv.ops.norm as norm_ops  # noqa: E402
+import yscv.compute.norm as norm_ops  # noqa: E402
 
 _GRAINS = ("GRAIN_LN_FORWARD", "GRAIN_LN_BACKWARD", "GRAIN_STATS", "GRAIN_APPLY",
            "GRAIN_GRAD_SUMS")

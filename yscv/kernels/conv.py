@@ -3,8 +3,7 @@
 
 Every kernel works on channel-last, C-contiguous arrays, passed flattened
 with their extents as integers (indexing and reshaping N-d arrays inside the
-jitted code made the kernels ~30% slower to compile, e.g. im2col 0.80 s ->
-0.57 s of CPU). The gather/scatter
+jitted code made the kernels markedly slower to compile). The gather/scatter
 pair is written once for three spatial axes: conv1d and conv2d use it with
 singleton depth/height axes (``x`` viewed as [N, 1, 1, L, C] or [N, 1, H, W, C]).
 
@@ -24,8 +23,8 @@ from ``x[..., c0:c0+cg]`` (one group of a grouped convolution).
 Why flat arrays and unsigned offsets: Numba supports negative indices, so a
 signed index costs a wrap-around test per element, which blocks
 vectorisation of the channel copy loops. Offsets are computed in int64, then
-cast to uint64 (after the bounds test) for the innermost loops: the im2col
-gather runs ~4x faster that way (0.77 ms vs 2.9 ms for 8x32x32x64, 3x3).
+cast to uint64 (after the bounds test) for the innermost loops, which
+vectorise (docs/ops/conv.md has the measurements).
 Never mix uint64 and int64 in one expression (Numba would give float64).
 
 The bilinear kernels of the deformable convolution live in conv_deform.py.
@@ -35,6 +34,44 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
+
+
+@jit(inline="always")
+def _row_runs(cg, C, W, kw, sw, pw, dw):
+    """``[in_lo, in_hi)``: the output columns whose kernel rows lie inside
+    the image along W, so each kernel row is one contiguous run of kw*C
+    input values (only when all channels are taken and the W-dilation is 1;
+    else an empty range: every column goes tap by tap)."""
+    in_lo = 0
+    in_hi = 0
+    if cg == C and dw == 1:
+        in_lo = (pw + sw - 1) // sw
+        in_hi = max(in_lo, (W - kw + pw) // sw + 1)
+    return in_lo, in_hi
+
+
+@jit(inline="always")
+def _row_position(r, ow, oh, od):
+    """``(ox, oy, oz, n)`` of column-matrix row ``r`` (the window of output
+    position ``((n*od + oz)*oh + oy)*ow + ox``)."""
+    ox = r % ow
+    q = r // ow
+    oy = q % oh
+    q //= oh
+    return ox, oy, q % od, q // od
+
+
+@jit(inline="always")
+def _next_row(oy, oz, n, oh, od):
+    """The (oy, oz, n) of the next output row segment, without integer divisions."""
+    oy += 1
+    if oy == oh:
+        oy = 0
+        oz += 1
+        if oz == od:
+            oz = 0
+            n += 1
+    return oy, oz, n
 
 
 @jit
@@ -57,17 +94,8 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     pad = np.uint64(ld - kd * kh * kw * cg)
     krow = np.uint64(kw * cg)
     step = np.uint64(sw * C)
-    in_lo = 0
-    in_hi = 0
-    if cg == C and dw == 1:  # output columns whose kernel row is inside along W
-        in_lo = (pw + sw - 1) // sw
-        in_hi = max(in_lo, (W - kw + pw) // sw + 1)
-    ox = r0 % ow
-    q = r0 // ow
-    oy = q % oh
-    q //= oh
-    oz = q % od
-    n = q // od
+    in_lo, in_hi = _row_runs(cg, C, W, kw, sw, pw, dw)
+    ox, oy, oz, n = _row_position(r0, ow, oh, od)
     r = 0
     while r < R:
         cnt = min(ow - ox, R - r)
@@ -119,14 +147,8 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
                 for k in range(pad):
                     cf[ob + k] = 0
         r += cnt
-        ox = 0  # next output row, without integer divisions
-        oy += 1
-        if oy == oh:
-            oy = 0
-            oz += 1
-            if oz == od:
-                oz = 0
-                n += 1
+        ox = 0
+        oy, oz, n = _next_row(oy, oz, n, oh, od)
 
 
 @jit
@@ -141,17 +163,8 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     ucg = np.uint64(cg)
     rowlen = np.uint64(ld)
     krow = np.uint64(kw * cg)
-    in_lo = 0
-    in_hi = 0
-    if cg == C and dw == 1:  # output columns whose kernel row is inside along W
-        in_lo = (pw + sw - 1) // sw
-        in_hi = max(in_lo, (W - kw + pw) // sw + 1)
-    ox = r0 % ow
-    q = r0 // ow
-    oy = q % oh
-    q //= oh
-    oz = q % od
-    n = q // od
+    in_lo, in_hi = _row_runs(cg, C, W, kw, sw, pw, dw)
+    ox, oy, oz, n = _row_position(r0, ow, oh, od)
     r = 0
     while r < R:
         cnt = min(ow - ox, R - r)
@@ -159,7 +172,7 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
         hi = min(ox + cnt, in_hi)
         # column by column here (not kernel row by kernel row as im2col):
         # consecutive columns' runs overlap in dx, and adding them back to
-        # back stalls on store-to-load forwarding (0.82 vs 0.53 ms, 32x32x32x3)
+        # back stalls on store-to-load forwarding
         for xo in range(lo, hi):
             ob = np.uint64(r + xo - ox) * rowlen
             for a in range(kd):
@@ -189,14 +202,8 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
                                 df[ib + k] += cf[ob + k]
                         ob += ucg
         r += cnt
-        ox = 0  # next output row, without integer divisions
-        oy += 1
-        if oy == oh:
-            oy = 0
-            oz += 1
-            if oz == od:
-                oz = 0
-                n += 1
+        ox = 0
+        oy, oz, n = _next_row(oy, oz, n, oh, od)
 
 
 @jit

@@ -1,5 +1,6 @@
 """Deformable convolution (torchvision.ops.deform_conv2d without mask,
-one offset group): bilinear-sampling im2col, its adjoint, and the GEMM driver.
+one offset group): bilinear-sampling im2col and its adjoint (the chunked
+GEMM driver is in yscv/compute/conv.py).
 
 Layouts: x [N, H, W, C]; offsets [N, OH, OW, 2*KH*KW] with the pair
 (dy, dx) of tap k = i*KW + j at positions 2k, 2k+1; weight [KH, KW, C, Cout].
@@ -22,9 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .conv_gemm import scratch
-
-CHUNK_BYTES = 4 << 20
 
 
 @jit
@@ -35,6 +33,30 @@ def _inside(py, px, one, H, W):
     do +-inf: a non-finite sample contributes zero and gets zero gradients.
     (The negated test let NaN through, and int(floor(NaN)) is INT64_MIN.)"""
     return py > -one and px > -one and py < H and px < W
+
+
+@jit(inline="always")
+def _out_position(q, oh, ow):
+    """``(n, oy, ox)`` of output row ``q`` = ``(n*oh + oy)*ow + ox``."""
+    ox = q % ow
+    q //= ow
+    return q // oh, q % oh, ox
+
+
+@jit(inline="always")
+def _bilinear(py, px, one, H, W):
+    """The cell of the sample (py, px) (inside, see :func:`_inside`):
+    ``(y0, x0, ly, lx, hy, hx, top, bot, lft, rgt)``: its top-left corner,
+    the fractional parts and their complements, and which of the cell's
+    rows (top y0, bottom y0 + 1) and columns (left x0, right x0 + 1) lie in
+    the image."""
+    y0f = np.floor(py)
+    x0f = np.floor(px)
+    y0 = int(y0f)
+    x0 = int(x0f)
+    ly = py - y0f
+    lx = px - x0f
+    return y0, x0, ly, lx, one - ly, one - lx, y0 >= 0, y0 + 1 < H, x0 >= 0, x0 + 1 < W
 
 
 @jit
@@ -48,11 +70,7 @@ def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow)
     uc = np.uint64(C)
     T = kh * kw
     for r in range(R):
-        q = r0 + r
-        ox = q % ow
-        q //= ow
-        oy = q % oh
-        n = q // oh
+        n, oy, ox = _out_position(r0 + r, oh, ow)
         orow = (r0 + r) * 2 * T
         for i in range(kh):
             for j in range(kw):
@@ -64,18 +82,7 @@ def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow)
                     for c in range(uc):
                         cf[ob + c] = 0
                     continue
-                y0f = np.floor(py)
-                x0f = np.floor(px)
-                y0 = int(y0f)
-                x0 = int(x0f)
-                ly = py - y0f
-                lx = px - x0f
-                hy = one - ly
-                hx = one - lx
-                top = y0 >= 0
-                bot = y0 + 1 < H
-                lft = x0 >= 0
-                rgt = x0 + 1 < W
+                y0, x0, ly, lx, hy, hx, top, bot, lft, rgt = _bilinear(py, px, one, H, W)
                 base = ((n * H + y0) * W + x0) * C
                 for c in range(uc):
                     cf[ob + c] = 0
@@ -112,11 +119,7 @@ def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw
     T = kh * kw
     zero = one - one
     for r in range(R):
-        q = r0 + r
-        ox = q % ow
-        q //= ow
-        oy = q % oh
-        n = q // oh
+        n, oy, ox = _out_position(r0 + r, oh, ow)
         orow = (r0 + r) * 2 * T
         for i in range(kh):
             for j in range(kw):
@@ -126,18 +129,7 @@ def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw
                 px = xbase[ox * kw + j] + of[orow + 2 * k + 1]
                 if not _inside(py, px, one, H, W):
                     continue
-                y0f = np.floor(py)
-                x0f = np.floor(px)
-                y0 = int(y0f)
-                x0 = int(x0f)
-                ly = py - y0f
-                lx = px - x0f
-                hy = one - ly
-                hx = one - lx
-                top = y0 >= 0
-                bot = y0 + 1 < H
-                lft = x0 >= 0
-                rgt = x0 + 1 < W
+                y0, x0, ly, lx, hy, hx, top, bot, lft, rgt = _bilinear(py, px, one, H, W)
                 base = ((n * H + y0) * W + x0) * C
                 b1 = np.uint64(base if top and lft else 0)
                 b2 = np.uint64(base + C if top and rgt else 0)
@@ -174,65 +166,3 @@ def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw
                     odf[orow + 2 * k] = gy
                     odf[orow + 2 * k + 1] = gx
 
-
-def _window_origins(n_out, k, s, p, d, dtype):
-    o = np.arange(n_out)[:, None] * s - p + np.arange(k)[None, :] * d
-    return np.ascontiguousarray(o.astype(dtype).reshape(-1))
-
-
-def _setup(x, w, off):
-    n, h, wd, c = x.shape
-    kh, kw, _, cout = w.shape
-    oh, ow = off.shape[1], off.shape[2]
-    rows = max(1, min(n * oh * ow, CHUNK_BYTES // max(1, kh * kw * c * x.itemsize)))
-    return n, c, kh, kw, cout, oh, ow, n * oh * ow, rows
-
-
-def deform_forward(x, w, off, stride, padding, dilation):
-    """y [N, OH, OW, Cout] (no bias); OH, OW are taken from ``off``."""
-    n, c, kh, kw, cout, oh, ow, m, rows = _setup(x, w, off)
-    h, wd = x.shape[1:3]
-    xf, of = x.reshape(-1), off.reshape(-1)
-    one = x.dtype.type(1)
-    yb = _window_origins(oh, kh, stride[0], padding[0], dilation[0], x.dtype)
-    xb = _window_origins(ow, kw, stride[1], padding[1], dilation[1], x.dtype)
-    w2 = w.reshape(kh * kw * c, cout)
-    y = np.empty((m, cout), dtype=x.dtype)
-    buf = scratch((rows, kh * kw, c), x.dtype)
-    for r0 in range(0, m, rows):
-        r = min(rows, m - r0)
-        cols2 = buf[:r].reshape(r, kh * kw * c)
-        deform_im2col(xf, of, cols2.reshape(-1), r, r0, h, wd, c, yb, xb, one, kh, kw, oh, ow)
-        np.matmul(cols2, w2, out=y[r0:r0 + r])
-    return y.reshape(n, oh, ow, cout)
-
-
-def deform_backward(g, x, w, off, stride, padding, dilation, need_x, need_w, need_off):
-    """(dx, dw, doff) for the cotangent ``g`` [N, OH, OW, Cout] (None where not needed)."""
-    n, c, kh, kw, cout, oh, ow, m, rows = _setup(x, w, off)
-    h, wd = x.shape[1:3]
-    xf, of = x.reshape(-1), off.reshape(-1)
-    dtype = x.dtype
-    one = dtype.type(1)
-    yb = _window_origins(oh, kh, stride[0], padding[0], dilation[0], dtype)
-    xb = _window_origins(ow, kw, stride[1], padding[1], dilation[1], dtype)
-    w2 = w.reshape(kh * kw * c, cout)
-    g2 = g.reshape(m, cout)
-    dx = np.zeros(x.shape, dtype=dtype) if need_x else None
-    doff = np.zeros(off.shape, dtype=dtype) if need_off else None
-    dw2 = np.zeros((kh * kw * c, cout), dtype=dtype) if need_w else None
-    buf = scratch((rows, kh * kw, c), dtype)
-    # unused outputs still need typed arrays for the kernel signature
-    dxf = dx.reshape(-1) if need_x else np.zeros(1, dtype=dtype)
-    dof = doff.reshape(-1) if need_off else np.zeros(1, dtype=dtype)
-    for r0 in range(0, m, rows):
-        r = min(rows, m - r0)
-        cols2 = buf[:r].reshape(r, kh * kw * c)
-        if need_w:
-            deform_im2col(xf, of, cols2.reshape(-1), r, r0, h, wd, c, yb, xb, one, kh, kw, oh, ow)
-            dw2 += cols2.T @ g2[r0:r0 + r]
-        if need_x or need_off:
-            np.matmul(g2[r0:r0 + r], w2.T, out=cols2)
-            deform_col2im(cols2.reshape(-1), xf, of, dxf, dof, r, r0, h, wd, c, yb, xb, one,
-                          kh, kw, oh, ow, need_x, need_off)
-    return dx, (dw2.reshape(w.shape) if need_w else None), doff

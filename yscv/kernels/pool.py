@@ -4,14 +4,16 @@ Every 2-d pool here is a "bins" pool: output row ``oh`` reads input rows
 ``[hs[oh], he[oh])`` and output column ``ow`` reads input columns
 ``[ws[ow], we[ow])`` (windows already clipped to the input, so padding never
 has to be materialised). Strided/padded windows and PyTorch's adaptive bins
-are both expressed this way by the op module, so four kernels serve five ops.
+are both expressed this way by yscv/compute/pool.py, so three kernels serve
+five ops (max-pool backward is indexing's ``scatter_add_axis`` of the saved
+argmax positions).
 
 Loops run n -> oh -> ow -> window row -> window column -> channel: the channel
 loop is innermost, so every access is a contiguous run of C elements (the
 layout is channel-last). The caller allocates the outputs (dtype of the
 input; float32 stays float32): allocating inside a jitted function
-(``np.empty`` with a shape tuple, ``reshape``) tripled the compile time of
-these small kernels. Average-pool divisions are done by the caller with
+(``np.empty`` with a shape tuple, ``reshape``) made these small kernels
+much slower to compile. Average-pool divisions are done by the caller with
 NumPy, once per output element, so these kernels only sum and scatter.
 """
 from __future__ import annotations
@@ -41,9 +43,8 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf):
     # The running max/argmax ping-pong between two scratch rows: each tap
     # reads one row and writes the other with a branch-free select. Updating
     # one row in place (``m[c] = v if v > m[c] else m[c]``) is turned by LLVM
-    # into masked stores (vmaskmovps), which are very slow on this AMD EPYC:
-    # ping-pong measured 2.4-2.7x faster (0.69 -> 0.29 ms on 32x32x32x16 2x2,
-    # 2.97 -> 1.10 ms on 8x32x32x64 3x3 s1 p1, float32).
+    # into masked stores (vmaskmovps), which are slow on some x86 cores
+    # (docs/ops/pool.md has the measurements).
     for n in range(n_):
         for oh in range(oh_):
             h0 = hs[oh]
@@ -73,21 +74,6 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf):
                 for c in range(c_):
                     out[n, oh, ow, c] = m_src[c]
                     arg[n, oh, ow, c] = a_src[c]
-
-
-@jit
-def max_pool_backward(g, arg, gx):
-    """``gx[n, arg[n, p, c], c] += g[n, p, c]`` (overlapping windows add up).
-
-    Args:
-        g: [N, OH*OW, C] output gradient; arg: [N, OH*OW, C] argmax indices;
-        gx: [N, H*W, C] zero-initialised input gradient (updated in place).
-    """
-    n_, p_, c_ = g.shape
-    for n in range(n_):
-        for p in range(p_):
-            for c in range(c_):
-                gx[n, arg[n, p, c], c] += g[n, p, c]
 
 
 @jit

@@ -6,76 +6,67 @@ on views with singleton depth (and height) axes. Nothing is saved for
 backward: it recomputes the column blocks from the input values it receives
 anyway (see docs/ops/conv.md for the measurements behind that choice).
 
-Attributes (static, tuples):
-
-* conv1d/2d/3d: ``(stride3, padding3, dilation3, groups, has_bias)``
-* depthwise_conv2d: ``(stride2, padding2, dilation2, has_bias)``
-* conv_transpose2d: ``(stride3, padding3, dilation3, groups, output_padding3, has_bias)``
-* deformable_conv2d: ``(stride2, padding2, dilation2, has_bias)``
+Attributes: one named record per op (:class:`ConvAttrs`,
+:class:`DepthwiseConvAttrs`, :class:`ConvTransposeAttrs`,
+:class:`DeformConvAttrs`). How the values are computed (layouts, chunked
+im2col + GEMM, scratch) is yscv/compute/conv.py.
 
 Inputs are ``(x, w)`` or ``(x, w, bias)`` (deformable: ``(x, w, offsets[, bias])``).
 """
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels import lazy
+from ..compute import conv as C
 from ..node import Op
 from ..registry import register_forward
 from ._common import MAX_INTP, check_array_size, check_ndim, int_tuple, shape_error
-
-_G = lazy("conv_gemm")
-_K = lazy("conv")
-_D = lazy("conv_deform")
 
 _AXES = {1: "L", 2: "HW", 3: "DHW"}
 _LAYOUT = {1: "NLC", 2: "NHWC", 3: "NDHWC"}
 
 
-# ---------------------------------------------------------------- helpers
-def lift_x(x: np.ndarray) -> np.ndarray:
-    """[N, *spatial, C] (1 to 3 spatial axes) as a C-contiguous [N, D, H, W, C] view."""
-    x = np.ascontiguousarray(x)
-    lead = (1,) * (5 - x.ndim)
-    return x.reshape(x.shape[0], *lead, *x.shape[1:])
+# ---------------------------------------------------------------- attributes
+class ConvAttrs(NamedTuple):
+    """conv1d/2d/3d: per-axis tuples of 3 (leading axes padded: stride and
+    dilation 1, padding 0)."""
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    groups: int
+    has_bias: bool
 
 
-def lift_w(w: np.ndarray) -> np.ndarray:
-    """[*kernel, Cg, Cout] (1 to 3 kernel axes) as a C-contiguous [KD, KH, KW, Cg, Cout] view."""
-    w = np.ascontiguousarray(w)
-    return w.reshape((1,) * (5 - w.ndim) + w.shape)
+class DepthwiseConvAttrs(NamedTuple):
+    """depthwise_conv2d: (h, w) pairs."""
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    has_bias: bool
 
 
-def _pad3(t: tuple, fill: int) -> tuple:
-    return (fill,) * (3 - len(t)) + t
+class ConvTransposeAttrs(NamedTuple):
+    """conv_transpose2d: per-axis tuples of 3, as :class:`ConvAttrs`."""
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    groups: int
+    output_padding: tuple
+    has_bias: bool
 
 
-def wide_rows(a: np.ndarray):
-    """``a`` [N, *spatial, C] as a 2-D view [rows, k*C] whose rows span k
-    trailing spatial positions (k*C >= 512 where possible), and k.
-
-    Broadcasting a [C] vector over short rows runs NumPy's inner loop C
-    elements at a time; over [k*C] rows it is 2-10x faster (bias add on
-    32768x16: 0.14 ms vs 0.32 ms; bias-gradient sum: 0.08 ms vs 0.83 ms).
-    """
-    c = a.shape[-1]
-    k = 1
-    for s in reversed(a.shape[1:-1]):
-        if k * c >= 512:
-            break
-        k *= s
-    return a.reshape(-1, k * c), k
+class DeformConvAttrs(NamedTuple):
+    """deformable_conv2d: (h, w) pairs."""
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    has_bias: bool
 
 
-def _bias_add(y: np.ndarray, b) -> np.ndarray:
-    if b is not None:
-        y2, k = wide_rows(y)
-        y2 += np.tile(b, k) if k > 1 else b
-    return y
-
-
+# ---------------------------------------------------------------- validation
 def _groups(groups, op: str) -> int:
     if isinstance(groups, bool) or not isinstance(groups, numbers.Integral):
         raise TypeError(f"{op}: groups must be an int, got {groups!r}")
@@ -112,62 +103,41 @@ def _check_windows(op, sp_in, kernel, stride, padding, dilation, axes):
 @register_forward(Op.CONV3D)
 def conv_nd_forward(attrs, x, w, b=None):
     """y [N, *out, Cout]: grouped cross-correlation of x with w, plus bias."""
-    stride, padding, dilation, groups, _ = attrs
     nsp = x.ndim - 2
-    y = _G.conv_forward(lift_x(x), lift_w(w), stride, padding, dilation, groups)
+    y = C.conv_forward(C.lift_x(x), C.lift_w(w), attrs.stride, attrs.padding, attrs.dilation,
+                       attrs.groups)
     y = y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4])
-    return _bias_add(y, b), None
+    return C.add_bias(y, b), None
 
 
 @register_forward(Op.DEPTHWISE_CONV2D)
 def depthwise_conv2d_forward(attrs, x, w, b=None):
     """y [N, OH, OW, C*M], channel c*M + m = x[..., c] correlated with w[:, :, c, m]."""
-    stride, padding, dilation, _ = attrs
-    xr, wr = depthwise_operands(x, w)
-    n, h, wd, c = xr.shape
-    kh, kw, _ = wr.shape
-    oh = _G.out_size(h, kh, stride[0], padding[0], dilation[0])
-    ow = _G.out_size(wd, kw, stride[1], padding[1], dilation[1])
-    y = np.empty((n, oh, ow, c), dtype=x.dtype)
-    _K.depthwise_forward(xr.reshape(-1), wr.reshape(-1), y.reshape(-1), n, h, wd, c, kh, kw,
-                         oh, ow, *stride, *padding, *dilation)
-    return _bias_add(y, b), None
-
-
-def depthwise_operands(x, w):
-    """(x, w) as the multiplier-1 kernel sees them: with M > 1, x repeated M
-    times along C (channel c*M + m holds x[..., c], the same size as the
-    output) and w [KH, KW, C*M]."""
-    kh, kw, c, m = w.shape
-    xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
-    return xr, np.ascontiguousarray(w).reshape(kh, kw, c * m)
-
-
-def transpose_out_size(n, k, s, p, d, op_):
-    return (n - 1) * s - 2 * p + d * (k - 1) + op_ + 1
+    y = C.depthwise_forward(x, w, attrs.stride, attrs.padding, attrs.dilation)
+    return C.add_bias(y, b), None
 
 
 @register_forward(Op.CONV_TRANSPOSE2D)
 def conv_transpose2d_forward(attrs, x, w, b=None):
     """y [N, OH, OW, Cout], the adjoint of conv2d(., w) applied to x, plus bias."""
-    stride, padding, dilation, groups, out_pad, _ = attrs
-    x5 = lift_x(x)
-    w5 = lift_w(w)
-    sp = tuple(transpose_out_size(*a) for a in zip(x5.shape[1:4], w5.shape[:3], stride, padding,
-                                                    dilation, out_pad))
-    cout = w5.shape[3] * groups
-    y, _ = _G.conv_backward(x5, w5, stride, padding, dilation, groups,
-                            x_shape=(x5.shape[0], *sp, cout), need_x=True, need_w=False)
-    return _bias_add(y.reshape(x.shape[0], *sp[1:], cout), b), None
+    x5 = C.lift_x(x)
+    w5 = C.lift_w(w)
+    sp = tuple(C.transpose_out_size(*a) for a in zip(x5.shape[1:4], w5.shape[:3], attrs.stride,
+                                                      attrs.padding, attrs.dilation,
+                                                      attrs.output_padding))
+    cout = w5.shape[3] * attrs.groups
+    y, _ = C.conv_backward(x5, w5, attrs.stride, attrs.padding, attrs.dilation, attrs.groups,
+                           x_shape=(x5.shape[0], *sp, cout), need_x=True, need_w=False)
+    return C.add_bias(y.reshape(x.shape[0], *sp[1:], cout), b), None
 
 
 @register_forward(Op.DEFORMABLE_CONV2D)
 def deformable_conv2d_forward(attrs, x, w, offsets, b=None):
     """y [N, OH, OW, Cout]: bilinear samples at the offset taps, times w, plus bias."""
-    stride, padding, dilation, _ = attrs
-    y = _D.deform_forward(np.ascontiguousarray(x), np.ascontiguousarray(w),
-                          np.ascontiguousarray(offsets), stride, padding, dilation)
-    return _bias_add(y, b), None
+    y = C.deform_forward(np.ascontiguousarray(x), np.ascontiguousarray(w),
+                         np.ascontiguousarray(offsets), attrs.stride, attrs.padding,
+                         attrs.dilation)
+    return C.add_bias(y, b), None
 
 
 # ---------------------------------------------------------------- Graph methods
@@ -219,8 +189,8 @@ class ConvOps:
         self._check_conv_output(op, (xv.shape[0], *out_sp, cout), stride=stride, padding=padding,
                            dilation=dilation)
         self._check_bias(op, bv, cout)
-        attrs = (_pad3(stride, 1), _pad3(padding, 0), _pad3(dilation, 1), groups,
-                 bias is not None)
+        attrs = ConvAttrs(C.pad3(stride, 1), C.pad3(padding, 0), C.pad3(dilation, 1), groups,
+                          bias is not None)
         ins = (x, w) if bias is None else (x, w, bias)
         return self._apply(opm, ins, attrs)
 
@@ -256,7 +226,7 @@ class ConvOps:
         self._check_conv_output(op, (xv.shape[0], *out_sp, c * wv.shape[3]), stride=stride,
                            padding=padding, dilation=dilation)
         self._check_bias(op, bv, c * wv.shape[3], "C*M")
-        attrs = (stride, padding, dilation, bias is not None)
+        attrs = DepthwiseConvAttrs(stride, padding, dilation, bias is not None)
         ins = (x, w) if bias is None else (x, w, bias)
         return self._apply(Op.DEPTHWISE_CONV2D, ins, attrs)
 
@@ -288,7 +258,7 @@ class ConvOps:
         for a, k in zip("HW", (kh, kw)):
             if k < 1:
                 raise ValueError(f"{op}: kernel size along {a} is {k}; it must be >= 1")
-        sp = tuple(transpose_out_size(n, k, s, p, d, o) for n, k, s, p, d, o in
+        sp = tuple(C.transpose_out_size(n, k, s, p, d, o) for n, k, s, p, d, o in
                    zip(xv.shape[1:3], (kh, kw), stride, padding, dilation, out_pad))
         if min(sp) <= 0:
             raise ValueError(f"{op}: output size {sp} <= 0 for input {xv.shape[1:3]}, kernel "
@@ -303,8 +273,8 @@ class ConvOps:
         self._check_conv_output(op, (xv.shape[0], *sp, cog * groups), stride=stride,
                            padding=padding, dilation=dilation, output_padding=out_pad)
         self._check_bias(op, bv, cog * groups)
-        attrs = (_pad3(stride, 1), _pad3(padding, 0), _pad3(dilation, 1), groups,
-                 _pad3(out_pad, 0), bias is not None)
+        attrs = ConvTransposeAttrs(C.pad3(stride, 1), C.pad3(padding, 0), C.pad3(dilation, 1),
+                                   groups, C.pad3(out_pad, 0), bias is not None)
         ins = (x, w) if bias is None else (x, w, bias)
         return self._apply(Op.CONV_TRANSPOSE2D, ins, attrs)
 
@@ -332,7 +302,7 @@ class ConvOps:
             raise shape_error(op, f"offsets must have shape [N, OH, OW, 2*KH*KW] = {want}, got "
                               f"{ov.shape}", expected=want, got=ov.shape)
         self._check_bias(op, bv, cout)
-        attrs = (stride, padding, dilation, bias is not None)
+        attrs = DeformConvAttrs(stride, padding, dilation, bias is not None)
         ins = (x, w, offsets) if bias is None else (x, w, offsets, bias)
         return self._apply(Op.DEFORMABLE_CONV2D, ins, attrs)
 

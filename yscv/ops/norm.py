@@ -11,10 +11,10 @@ statistics the forward normalised with, ``(mean, var)`` (biased variance), one
 pair per statistics group — never the normalised activations (the backward
 kernels recompute ``x - mean`` on the fly, see docs/ops/norm.md).
 
-Kernel calls on large inputs run as a fixed split of row chunks on the
-calling thread and a worker thread (:mod:`yscv.compute.regions`, grains
-below); chunk results are merged in chunk order, so values are the same
-bits with one thread or two.
+How the statistics and the normalisation are computed (layouts, lane
+packing, row chunks on two cores) is yscv/compute/norm.py. Attributes are
+named records: :class:`BatchNormAttrs`, :class:`GroupNormAttrs` and
+:class:`NormAttrs` (layer and instance norm).
 
 Batch norm in training mode updates its running statistics in place, but the
 registered forward stays pure (activation checkpointing replays forwards): it
@@ -23,77 +23,41 @@ performs the update after the node was appended.
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels import lazy
+from ..compute import norm as N
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ..compute import regions as par
-from ..compute.arrays import readonly
 from ._common import check_ndim, shape_error
 
-KR = lazy("norm_regions")
 _LEAF = int(Op.LEAF)
 
-# Work (elements of x) per chunk when a kernel call is split over threads
-# (yscv/compute/regions.py): a call of ``work`` elements runs as
-# ``min(4, work // grain)`` chunks, so from two grains on it uses two cores.
-# Handing chunks to the worker thread costs ~30-50 us per call (its wake-up,
-# and the GIL hand-overs when a chunk ends), so the grains are set where the
-# split measured a clear gain (float32, op-level forward / backward, 2 cores):
-# layer norm 4096x128 (512K) forward 168 -> 122 us, backward 289 -> 231-256
-# us, no gain at 256K; batch norm (two kernel calls each way) breaks even at
-# 512K and gains from 1M (2M: forward 0.98 -> 0.65 ms).
-GRAIN_LN_FORWARD = 1 << 18   # layer_norm_forward
-GRAIN_LN_BACKWARD = 1 << 18  # layer_norm_backward
-GRAIN_STATS = 1 << 19        # group_stats
-GRAIN_APPLY = 1 << 19        # group_apply, group_grad_apply
-GRAIN_GRAD_SUMS = 1 << 19    # group_grad_sums
+
+# --------------------------------------------------------------- attributes
+class BatchNormAttrs(NamedTuple):
+    training: bool
+    momentum: float
+    eps: float
+    has_gamma: bool
+    has_beta: bool
 
 
-# --------------------------------------------------------------- forwards
-def group_layout(shape: tuple, per_sample: bool) -> tuple:
-    """``(N, R, C)`` view of a channel-last shape: ``N`` samples (1 when the
-    statistics pool the batch), ``R`` rows each, ``C`` channels."""
-    C = shape[-1]
-    if per_sample:
-        return shape[0], math.prod(shape[1:-1]), C
-    return 1, math.prod(shape[:-1]), C
+class GroupNormAttrs(NamedTuple):
+    num_groups: int
+    eps: float
+    has_gamma: bool
+    has_beta: bool
 
 
-#: grouped kernels: rows of a narrow tensor are packed side by side into
-#: rows of up to this many values, so each inner loop is long enough to
-#: vectorise (C = 4 float32 statistics 2.1 -> 0.36 ms for 2^21 values; batch
-#: norm step at C = 4 10.2 -> 3.4 ms). Wider packed rows measured slower
-#: inside a training step (C = 64 packed to 256: 3.6 -> 4.4 ms)
-PACK_WIDTH = 64
-
-
-@functools.lru_cache(maxsize=512)
-def packed_layout(shape: tuple, per_sample: bool) -> tuple:
-    """``(N, R // P, P * C)``: :func:`group_layout` with ``P`` consecutive
-    rows side by side (lane ``j`` of a packed row holds channel ``j % C``);
-    ``P`` is the largest divisor of ``R`` with ``P * C <= max(C, PACK_WIDTH)``."""
-    n, r, c = group_layout(shape, per_sample)
-    p = max(1, PACK_WIDTH // c)
-    while r % p:
-        p -= 1
-    return n, r // p, p * c
-
-
-def as_rows3(a: np.ndarray, layout: tuple) -> np.ndarray:
-    """``a`` as a read-only C-contiguous ``[N, R, C]`` array (a view when
-    ``a`` is already contiguous)."""
-    return readonly(np.ascontiguousarray(a).reshape(layout))
-
-
-def expand_groups(a: np.ndarray, k: int) -> np.ndarray:
-    """``[N, G]`` per-group values as ``[N, G*k]`` per-channel values."""
-    return a if k == 1 else np.repeat(a, k, axis=1)
+class NormAttrs(NamedTuple):
+    """layer_norm and instance_norm."""
+    eps: float
+    has_gamma: bool
+    has_beta: bool
 
 
 def _affine(vals, has_gamma: bool, has_beta: bool):
@@ -109,155 +73,44 @@ def _affine(vals, has_gamma: bool, has_beta: bool):
     return gamma, beta, vals[k:]
 
 
-def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: int):
-    """``(x - mean) / sqrt(var + eps) * gamma + beta`` with ``[N, G]`` float64 stats."""
-    layout = packed_layout(x.shape, per_sample)
-    inv = expand_groups(1.0 / np.sqrt(var + eps), k)
-    scale = inv if gamma is None else inv * gamma
-    mean_c = expand_groups(mean, k)
-    coef = lane_coefficients(x.dtype, layout[2], mean_c,
-                             (scale, 0.0 if beta is None else beta))
-    x3 = as_rows3(x, layout)
-    y = np.empty(layout, x.dtype)
-    ranges = row_chunks(layout[1], x.size, GRAIN_APPLY)
-    b = par.bounds(ranges)
-    par.run_region(lambda st: KR.group_apply_region(x3, coef, y, b, st), len(ranges))
-    return y.reshape(x.shape)
-
-
-def lane_coefficients(dtype, width: int, mean_c, rest) -> np.ndarray:
-    """Read-only ``[N, 2 + len(rest), width]`` coefficients of the grouped
-    elementwise kernels in ``dtype``: the float64 per-channel mean ``[N, C]``
-    split as ``hi``, ``lo`` (see kernels/norm.py), then each of ``rest``
-    (``[N, C]``, ``[C]`` or a scalar), repeated over the ``width`` lanes of a
-    packed row (lane j is channel j % C)."""
-    n, c = mean_c.shape
-    coef = np.empty((n, len(rest) + 2, c), dtype)
-    coef[:, 0] = mean_c                    # rounded: mean_hi
-    coef[:, 1] = mean_c - coef[:, 0]       # float64 remainder, rounded: mean_lo
-    for j, a in enumerate(rest):
-        coef[:, 2 + j] = a
-    return readonly(per_lane(coef, width))
-
-
-def per_lane(a: np.ndarray, width: int) -> np.ndarray:
-    """``[..., C]`` per-channel values repeated over ``width`` lanes (a
-    multiple of C): ``[..., width]``, lane ``j`` holding channel ``j % C``."""
-    c = a.shape[-1]
-    if width == c:
-        return a
-    out = np.empty(a.shape[:-1] + (width // c, c), a.dtype)
-    out[...] = a[..., None, :]
-    return out.reshape(a.shape[:-1] + (width,))
-
-
-def row_chunks(rows: int, work: int, grain: int) -> list:
-    """The fixed split of ``rows`` rows holding ``work`` elements (see
-    :mod:`yscv.compute.regions`)."""
-    if work < 2 * grain:
-        return [(0, rows)]
-    return par.split(rows, par.num_chunks(rows, work, grain))
-
-
-def group_train_forward(x, gamma, beta, eps: float, per_sample: bool, k: int):
-    """``(y, (mean[N, G], var[N, G]))``: batch statistics (float64, biased
-    variance) and the normalisation of ``x`` with them, in one two-phase
-    region (yscv/kernels/norm_regions.py)."""
-    c = x.shape[-1]
-    layout = packed_layout(x.shape, per_sample)
-    n, r, w = layout
-    dt = x.dtype
-    x3 = as_rows3(x, layout)
-    r1 = row_chunks(r, x.size, GRAIN_STATS)
-    r2 = row_chunks(r, x.size, GRAIN_APPLY)
-    b1, b2 = par.bounds(r1), par.bounds(r2)
-    parts = np.empty((len(r1), 2, n, c // k))
-    mean = np.empty((n, c // k))
-    var = np.empty((n, c // k))
-    coef = np.empty((n, 4, w), dt)
-    y = np.empty(layout, dt)
-    gamma = readonly(np.empty(0, dt) if gamma is None else gamma)
-    beta = readonly(np.empty(0, dt) if beta is None else beta)
-    par.run_region(lambda st: KR.group_forward_region(x3, c, k, eps, gamma, beta, parts, mean,
-                                                      var, coef, y, b1, b2, st),
-                   max(len(r1), len(r2)))
-    return y.reshape(x.shape), (mean, var)
-
-
-def group_statistics(x, per_sample: bool, k: int):
-    """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance): row
-    chunks summed separately (possibly on several threads) and merged in
-    chunk order with Chan's update (yscv/kernels/norm_regions.py)."""
-    c = x.shape[-1]
-    layout = packed_layout(x.shape, per_sample)
-    n, r, w = layout
-    x3 = as_rows3(x, layout)
-    ranges = row_chunks(r, x.size, GRAIN_STATS)
-    parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
-    b = par.bounds(ranges)
-    par.run_region(lambda st: KR.group_stats_region(x3, c, k, parts, b, st), len(ranges))
-    mean = np.empty((n, c // k))
-    var = np.empty((n, c // k))
-    KR.merge_stats(parts, b, (w // c) * k, mean, var)
-    return mean, var
-
-
+# --------------------------------------------------------------- forwards
 @register_forward(Op.BATCH_NORM)
 def batch_norm_forward(attrs, x, *rest):
-    """attrs = (training, momentum, eps, has_gamma, has_beta);
-    inputs x, [gamma], [beta], [running_mean, running_var] (absent only in
-    training mode without tracking).
-    Saved: float64 (mean[1, C], var[1, C]) used to normalise (batch
-    statistics in training mode, a copy of the running ones in eval mode)."""
-    training, _momentum, eps, has_gamma, has_beta = attrs
-    gamma, beta, running = _affine(rest, has_gamma, has_beta)
-    if training:
-        return group_train_forward(x, gamma, beta, eps, False, 1)
+    """Inputs x, [gamma], [beta], [running_mean, running_var] (absent only in
+    training mode without tracking). Saved: float64 (mean[1, C], var[1, C])
+    used to normalise (batch statistics in training mode, a copy of the
+    running ones in eval mode)."""
+    gamma, beta, running = _affine(rest, attrs.has_gamma, attrs.has_beta)
+    if attrs.training:
+        return N.group_train_forward(x, gamma, beta, attrs.eps, False, 1)
     running_mean, running_var = running
     mean = running_mean.astype(np.float64).reshape(1, -1)
     var = running_var.astype(np.float64).reshape(1, -1)
-    y = group_normalize(x, gamma, beta, mean, var, eps, False, 1)
+    y = N.group_normalize(x, gamma, beta, mean, var, attrs.eps, False, 1)
     return y, (mean, var)
 
 
 @register_forward(Op.INSTANCE_NORM)
 def instance_norm_forward(attrs, x, *rest):
-    """attrs = (eps, has_gamma, has_beta); saved float64 (mean[N, C], var[N, C])."""
-    eps, has_gamma, has_beta = attrs
-    gamma, beta, _ = _affine(rest, has_gamma, has_beta)
-    return group_train_forward(x, gamma, beta, eps, True, 1)
+    """Statistics per (sample, channel); saved float64 (mean[N, C], var[N, C])."""
+    gamma, beta, _ = _affine(rest, attrs.has_gamma, attrs.has_beta)
+    return N.group_train_forward(x, gamma, beta, attrs.eps, True, 1)
 
 
 @register_forward(Op.GROUP_NORM)
 def group_norm_forward(attrs, x, *rest):
-    """attrs = (num_groups, eps, has_gamma, has_beta); saved float64
-    (mean[N, G], var[N, G])."""
-    groups, eps, has_gamma, has_beta = attrs
-    gamma, beta, _ = _affine(rest, has_gamma, has_beta)
-    return group_train_forward(x, gamma, beta, eps, True, x.shape[-1] // groups)
+    """Statistics per (sample, group of C / num_groups channels); saved
+    float64 (mean[N, G], var[N, G])."""
+    gamma, beta, _ = _affine(rest, attrs.has_gamma, attrs.has_beta)
+    return N.group_train_forward(x, gamma, beta, attrs.eps, True,
+                                 x.shape[-1] // attrs.num_groups)
 
 
 @register_forward(Op.LAYER_NORM)
 def layer_norm_forward(attrs, x, *rest):
-    """attrs = (eps, has_gamma, has_beta); saved float64 (mean[M], var[M]),
-    one per row of ``x.reshape(-1, C)``."""
-    eps, has_gamma, has_beta = attrs
-    gamma, beta, _ = _affine(rest, has_gamma, has_beta)
-    c = x.shape[-1]
-    dt = x.dtype
-    gamma = np.ones(c, dt) if gamma is None else gamma
-    beta = np.zeros(c, dt) if beta is None else beta
-    x2 = readonly(np.ascontiguousarray(x).reshape(-1, c))
-    gamma, beta = readonly(gamma), readonly(beta)
-    m = x2.shape[0]
-    y = np.empty((m, c), dt)
-    mean = np.empty(m)
-    var = np.empty(m)
-    ranges = row_chunks(m, x2.size, GRAIN_LN_FORWARD)
-    b = par.bounds(ranges)
-    par.run_region(lambda st: KR.layer_norm_forward_region(x2, gamma, beta, eps, y, mean, var,
-                                                           b, st), len(ranges))
-    return y.reshape(x.shape), (mean, var)
+    """Statistics per row of ``x.reshape(-1, C)``; saved float64 (mean[M], var[M])."""
+    gamma, beta, _ = _affine(rest, attrs.has_gamma, attrs.has_beta)
+    return N.layer_norm_forward(x, gamma, beta, attrs.eps)
 
 
 # ------------------------------------------------------------- validation
@@ -367,7 +220,7 @@ class NormOps:
             raise ValueError(
                 f"{op}: eval mode (training=False) normalises with running_mean and "
                 "running_var; both are None")
-        attrs = (training, momentum, eps, has_gamma, has_beta)
+        attrs = BatchNormAttrs(training, momentum, eps, has_gamma, has_beta)
         out = self._apply(Op.BATCH_NORM, operands, attrs)
         if training and track:
             self._update_running_stats(out, i_mean, i_var, momentum, per_channel)
@@ -379,7 +232,7 @@ class NormOps:
         saved = self._saved[out.index]
         if saved is None:  # the node does not require grad, so it kept no saved data
             x = self._values[self._inputs[out.index][0]]
-            saved = group_statistics(x, False, 1)
+            saved = N.group_statistics(x, False, 1)
         mean, var = saved
         keep = 1.0 - momentum
         old_mean = self._values[i_mean].astype(np.float64)
@@ -405,7 +258,7 @@ class NormOps:
         eps = _check_eps(eps, op)
         shape = self._norm_x(x, op, 1)
         operands, has_gamma, has_beta = self._norm_affine(x, gamma, beta, op, shape[-1])
-        return self._apply(Op.LAYER_NORM, operands, (eps, has_gamma, has_beta))
+        return self._apply(Op.LAYER_NORM, operands, NormAttrs(eps, has_gamma, has_beta))
 
     def group_norm(self, x, gamma, beta, num_groups, eps=1e-5):
         """Group normalisation of ``x[N, ..., C]`` (PyTorch GroupNorm, channel-last).
@@ -427,7 +280,8 @@ class NormOps:
                 f"{op}: num_groups={num_groups} must be > 0 and divide the {c} channels "
                 f"of x (shape {shape})")
         operands, has_gamma, has_beta = self._norm_affine(x, gamma, beta, op, c)
-        return self._apply(Op.GROUP_NORM, operands, (num_groups, eps, has_gamma, has_beta))
+        return self._apply(Op.GROUP_NORM, operands,
+                           GroupNormAttrs(num_groups, eps, has_gamma, has_beta))
 
     def instance_norm(self, x, gamma=None, beta=None, eps=1e-5):
         """Instance normalisation of ``x[N, ..., C]`` (PyTorch InstanceNorm with
@@ -446,7 +300,7 @@ class NormOps:
                 f"{op}: x of shape {shape} has {math.prod(shape[1:-1])} spatial position(s) "
                 "per sample; instance norm needs more than 1 (x is [N, ..., C])")
         operands, has_gamma, has_beta = self._norm_affine(x, gamma, beta, op, shape[-1])
-        return self._apply(Op.INSTANCE_NORM, operands, (eps, has_gamma, has_beta))
+        return self._apply(Op.INSTANCE_NORM, operands, NormAttrs(eps, has_gamma, has_beta))
 
     def instance_norm_nhwc(self, x, gamma=None, beta=None, eps=1e-5):
         """Seed alias: :meth:`instance_norm` of a 4-d NHWC ``x``."""

@@ -1,13 +1,14 @@
 """Pooling ops (forward), channel-last: ``x`` is [N, H, W, C].
 
-Every pool is computed as a "bins" pool by the kernels in
-:mod:`yscv.kernels.pool`: output row ``oh`` covers input rows
-``[hs[oh], he[oh])`` and output column ``ow`` covers ``[ws[ow], we[ow])``.
-:func:`window_plan` turns (kernel, stride, padding) into such bounds (windows
-clipped to the input, so padding is never materialised) and
-:func:`adaptive_plan` gives PyTorch's adaptive bins
-(``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``); both are cached per
-shape and carry the average-pool divisor per output position.
+Every pool is a "bins" pool: output (oh, ow) covers input rows
+``[hs[oh], he[oh])`` and columns ``[ws[ow], we[ow])``; strided, padded
+windows (clipped to the input: padding is never materialised) and PyTorch's
+adaptive bins (``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``) both
+become such bounds, with the average-pool divisor per output position
+(yscv/compute/pool.py).
+
+Attributes: :class:`MaxPoolAttrs`, :class:`AvgPoolAttrs`,
+:class:`AdaptivePoolAttrs` (global_avg_pool2d has none).
 
 Saved for backward: max pools save only their argmax indices (int32 flat
 positions ``ih*W + iw`` per output element and channel); average pools save
@@ -15,113 +16,55 @@ nothing (the bins are recomputed from the attributes and the input shape).
 """
 from __future__ import annotations
 
-import functools
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels import lazy
+from ..compute import pool as P
 from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import (MAX_INTP, check_array_size, check_int_bound, check_ndim, int_tuple,
                       shape_error)
 
-K = lazy("pool")
+
+_WINDOW = [("kh", int), ("kw", int), ("sh", int), ("sw", int), ("ph", int), ("pw", int)]
+#: max_pool2d: kernel (kh, kw), stride (sh, sw), padding (ph, pw)
+MaxPoolAttrs = NamedTuple("MaxPoolAttrs", _WINDOW)
+#: avg_pool2d: as MaxPoolAttrs, plus whether padding counts in the divisor
+AvgPoolAttrs = NamedTuple("AvgPoolAttrs", _WINDOW + [("count_include_pad", bool)])
 
 
-def _window_axis(size: int, k: int, s: int, p: int, count_include_pad: bool):
-    """Clipped window bounds along one axis and the average divisor per window."""
-    n_out = (size + 2 * p - k) // s + 1
-    raw = np.arange(n_out, dtype=np.int64) * s - p
-    start = np.maximum(raw, 0)
-    end = np.minimum(raw + k, size)
-    div = np.full(n_out, k, dtype=np.int64) if count_include_pad else end - start
-    return start, end, div
+class AdaptivePoolAttrs(NamedTuple):
+    """adaptive_avg_pool2d / adaptive_max_pool2d: the output extents."""
+    oh: int
+    ow: int
 
 
-def _adaptive_axis(size: int, n_out: int):
-    """PyTorch's adaptive bins: ``[floor(i*size/n_out), ceil((i+1)*size/n_out))``."""
-    i = np.arange(n_out, dtype=np.int64)
-    start = (i * size) // n_out
-    end = -((-(i + 1) * size) // n_out)
-    return start, end, end - start
-
-
-def _plan(rows, cols, dtype):
-    hs, he, dh = rows
-    ws, we, dw = cols
-    # the product in float64: kh*kw overflows int64 for kernels beyond 2**31
-    # (exact below 2**53, so the same divisor as the integer product there)
-    div = np.multiply.outer(dh.astype(np.float64), dw.astype(np.float64))
-    div = div.astype(dtype)[:, :, None]
-    for a in (hs, he, ws, we, div):
-        a.flags.writeable = False
-    return hs, he, ws, we, div
-
-
-@functools.lru_cache(maxsize=256)
-def window_plan(h: int, w: int, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int,
-                count_include_pad: bool, dtype):
-    """Bins of strided, padded windows (PyTorch, ceil_mode=False), read-only:
-    ``(hs, he, ws, we, div)``: int64 bounds clipped to the input, and the
-    average divisor ``div`` [OH, OW, 1] of ``dtype`` (kh*kw with
-    ``count_include_pad``, else the number of non-padding positions)."""
-    return _plan(_window_axis(h, kh, sh, ph, count_include_pad),
-                 _window_axis(w, kw, sw, pw, count_include_pad), dtype)
-
-
-@functools.lru_cache(maxsize=256)
-def adaptive_plan(h: int, w: int, oh: int, ow: int, dtype):
-    """PyTorch's adaptive bins as ``(hs, he, ws, we, div)`` (see window_plan)."""
-    return _plan(_adaptive_axis(h, oh), _adaptive_axis(w, ow), dtype)
-
-
-def index_dtype(h: int, w: int):
-    """The argmax dtype: int32 unless H*W needs int64."""
-    return np.int32 if h * w < 2 ** 31 else np.int64
-
-
-def _max_pool(x, plan):
-    hs, he, ws, we, _ = plan
-    n, h, w, c = x.shape
-    out = np.empty((n, len(hs), len(ws), c), dtype=x.dtype)
-    arg = np.empty(out.shape, dtype=index_dtype(h, w))
-    mbuf = np.empty((2, c), dtype=x.dtype)
-    abuf = np.empty((2, c), dtype=arg.dtype)
-    K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, out, arg, mbuf, abuf)
-    return out, arg
-
-
-def _avg_pool(x, plan):
-    hs, he, ws, we, div = plan
-    out = np.empty((x.shape[0], len(hs), len(ws), x.shape[3]), dtype=x.dtype)
-    K.window_sum(np.ascontiguousarray(x), hs, he, ws, we, out)
-    np.divide(out, div, out=out)
-    return out
-
-
+# The forwards take the attributes as a sequence in the order of the
+# records above (replays and tests may pass plain tuples).
 @register_forward(Op.MAX_POOL2D)
 def max_pool2d_forward(attrs, x):
     _, h, w, _ = x.shape
-    return _max_pool(x, window_plan(h, w, *attrs, True, x.dtype))
+    return P.max_pool(x, P.window_plan(h, w, *attrs, True, x.dtype))
 
 
 @register_forward(Op.AVG_POOL2D)
 def avg_pool2d_forward(attrs, x):
     _, h, w, _ = x.shape
-    return _avg_pool(x, window_plan(h, w, *attrs, x.dtype)), None
+    return P.avg_pool(x, P.window_plan(h, w, *attrs, x.dtype)), None
 
 
 @register_forward(Op.ADAPTIVE_AVG_POOL2D)
 def adaptive_avg_pool2d_forward(attrs, x):
     _, h, w, _ = x.shape
-    return _avg_pool(x, adaptive_plan(h, w, *attrs, x.dtype)), None
+    return P.avg_pool(x, P.adaptive_plan(h, w, *attrs, x.dtype)), None
 
 
 @register_forward(Op.ADAPTIVE_MAX_POOL2D)
 def adaptive_max_pool2d_forward(attrs, x):
     _, h, w, _ = x.shape
-    return _max_pool(x, adaptive_plan(h, w, *attrs, x.dtype))
+    return P.max_pool(x, P.adaptive_plan(h, w, *attrs, x.dtype))
 
 
 @register_forward(Op.GLOBAL_AVG_POOL2D)
@@ -148,12 +91,12 @@ class PoolOps:
         for max pools, its argmax indices) can exist as an array."""
         itemsize = self.dtype.itemsize
         if op.endswith("max_pool2d"):
-            itemsize = max(itemsize, np.dtype(index_dtype(shape[1], shape[2])).itemsize)
+            itemsize = max(itemsize, np.dtype(P.index_dtype(shape[1], shape[2])).itemsize)
         check_array_size(op, (shape[0], *out_hw, shape[3]), itemsize, **args)
 
     @staticmethod
     def _window_args(op: str, shape, kernel, stride, padding) -> tuple:
-        """(kh, kw, sh, sw, ph, pw), validated as PyTorch does (ceil_mode=False)."""
+        """MaxPoolAttrs (kh, kw, sh, sw, ph, pw), validated as PyTorch does (ceil_mode=False)."""
         k = int_tuple(kernel, 2, op, "kernel", minimum=1)
         s = k if stride is None else int_tuple(stride, 2, op, "stride", minimum=1)
         p = int_tuple(padding, 2, op, "padding", minimum=0)
@@ -174,11 +117,11 @@ class PoolOps:
                     f"{op}: kernel={kernel!r} is larger than the padded input along {name} "
                     f"({name}={size} + 2*padding={pp} gives {size + 2 * pp} < {kk}); "
                     "use a smaller kernel or more padding")
-        return k + s + p
+        return MaxPoolAttrs(*k, *s, *p)
 
     def _check_window_output(self, op, shape, attrs, kernel, stride, padding) -> None:
-        kh, kw, sh, sw, ph, pw = attrs[:6]
-        out_hw = ((shape[1] + 2 * ph - kh) // sh + 1, (shape[2] + 2 * pw - kw) // sw + 1)
+        out_hw = ((shape[1] + 2 * attrs.ph - attrs.kh) // attrs.sh + 1,
+                  (shape[2] + 2 * attrs.pw - attrs.kw) // attrs.sw + 1)
         self._check_pool_output(op, shape, out_hw, kernel=kernel, stride=stride, padding=padding)
 
     @staticmethod
@@ -203,7 +146,7 @@ class PoolOps:
             if e < 1:
                 raise ValueError(f"{op}: output_size={output_size!r} must be >= 1")
             out.append(check_int_bound(int(e), op, "output_size", output_size))
-        return tuple(out)
+        return AdaptivePoolAttrs(*out)
 
     def _check_adaptive_output(self, op, shape, out_hw, output_size) -> None:
         self._check_pool_output(op, shape, out_hw, output_size=output_size)
@@ -239,7 +182,7 @@ class PoolOps:
         arg, v = self._pool_input(x, op)
         attrs = self._window_args(op, v.shape, kernel, stride, padding)
         self._check_window_output(op, v.shape, attrs, kernel, stride, padding)
-        return self._apply1(Op.AVG_POOL2D, arg, attrs + (bool(count_include_pad),))
+        return self._apply1(Op.AVG_POOL2D, arg, AvgPoolAttrs(*attrs, bool(count_include_pad)))
 
     def adaptive_avg_pool2d(self, x, output_size):
         """Mean over PyTorch's adaptive bins: x [N, H, W, C] -> [N, OH, OW, C].

@@ -1,0 +1,355 @@
+"""How the convolutions are computed: layouts, im2col + GEMM, the chunk scratch.
+
+Shared by the forwards (yscv/ops/conv.py) and the backward rules
+(yscv/backward/conv.py), which only state shapes and formulas. Everything
+here works on the 3-spatial-axis form: ``x`` [N, D, H, W, Cin]
+(C-contiguous, :func:`lift_x`), weight ``w`` [KD, KH, KW, Cin/groups, Cout]
+(:func:`lift_w`); conv1d/conv2d are conv3d on views with singleton depth
+(and height) axes.
+
+The column matrix is never built whole: rows (output positions) are processed
+in chunks of about :data:`CHUNK_BYTES` so that the gathered block is still in
+cache when BLAS reads it, and the only scratch is one chunk-sized buffer,
+reused per thread (:func:`scratch`). Per chunk and per group:
+
+* forward:  ``cols = im2col(x)``; ``y[rows, group] = cols @ W_g``
+* weight:   ``cols = im2col(x)``; ``dW_g += cols.T @ g[rows, group]``
+* input:    ``dcols = g[rows, group] @ W_g.T``; ``dx += col2im(dcols)``
+
+A 1x1 kernel with stride 1 and no padding skips the gather: the input itself
+is the column matrix. Depthwise convolution runs direct loops
+(yscv/kernels/conv.py), the deformable one bilinear-sampling im2col
+(yscv/kernels/conv_deform.py) through the same chunking. docs/ops/conv.md
+("Algorithms and why") has the measurements behind every choice here.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..kernels import lazy
+
+_K = lazy("conv")
+_D = lazy("conv_deform")
+
+#: target size of one im2col chunk (bytes)
+CHUNK_BYTES = 4 << 20
+#: bias add / bias-gradient rows span output positions up to this many values
+WIDE_ROW = 512
+
+
+# ------------------------------------------------------------- layouts
+def lift_x(x: np.ndarray) -> np.ndarray:
+    """[N, *spatial, C] (1 to 3 spatial axes) as a C-contiguous [N, D, H, W, C] view."""
+    x = np.ascontiguousarray(x)
+    lead = (1,) * (5 - x.ndim)
+    return x.reshape(x.shape[0], *lead, *x.shape[1:])
+
+
+def lift_w(w: np.ndarray) -> np.ndarray:
+    """[*kernel, Cg, Cout] (1 to 3 kernel axes) as a C-contiguous [KD, KH, KW, Cg, Cout] view."""
+    w = np.ascontiguousarray(w)
+    return w.reshape((1,) * (5 - w.ndim) + w.shape)
+
+
+def pad3(t: tuple, fill: int) -> tuple:
+    """A per-axis tuple of 1 to 3 entries as 3 (leading axes get ``fill``)."""
+    return (fill,) * (3 - len(t)) + t
+
+
+def out_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    """Output extent of one axis: floor((n + 2p - d(k-1) - 1) / s) + 1."""
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def transpose_out_size(n: int, k: int, s: int, p: int, d: int, op_: int) -> int:
+    """Output extent of one axis of a transposed convolution."""
+    return (n - 1) * s - 2 * p + d * (k - 1) + op_ + 1
+
+
+def wide_rows(a: np.ndarray):
+    """``a`` [N, *spatial, C] as a 2-D view [rows, k*C] whose rows span k
+    trailing spatial positions (k*C >= WIDE_ROW where possible), and k:
+    broadcasting a [C] vector over short rows runs NumPy's inner loop C
+    elements at a time, over [k*C] rows it runs long."""
+    c = a.shape[-1]
+    k = 1
+    for s in reversed(a.shape[1:-1]):
+        if k * c >= WIDE_ROW:
+            break
+        k *= s
+    return a.reshape(-1, k * c), k
+
+
+def add_bias(y: np.ndarray, b) -> np.ndarray:
+    """``y += b`` over the last axis (in place; nothing when b is None)."""
+    if b is not None:
+        y2, k = wide_rows(y)
+        y2 += np.tile(b, k) if k > 1 else b
+    return y
+
+
+def bias_grad(g: np.ndarray) -> np.ndarray:
+    """Sum of ``g`` [N, *spatial, C] over every axis but the last."""
+    g2, k = wide_rows(g)
+    return g2.sum(axis=0).reshape(k, g.shape[-1]).sum(axis=0)
+
+
+def padded_width(k: int) -> int:
+    """Row stride for a column block of width k used in ``cols.T @ g``: k
+    rounded up to a multiple of 8 when that adds at most a quarter (OpenBLAS's
+    transposed-A GEMM runs faster on aligned rows; the forward and the dcols
+    GEMMs do not gain, so only the weight pass pads)."""
+    kp = -(-k // 8) * 8
+    return kp if 4 * (kp - k) <= k else k
+
+
+def _chunk_rows(m: int, row_elems: int, itemsize: int) -> int:
+    return max(1, min(m, CHUNK_BYTES // max(1, row_elems * itemsize)))
+
+
+_scratch_store = threading.local()
+
+
+def scratch(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` backed by this thread's
+    reusable chunk buffer (grown on demand, kept between calls).
+
+    A fresh chunk-sized ``np.empty`` per call is handed out as new pages
+    (page faults on every conv call) when glibc's thresholds are not tuned
+    (``YSCV_MALLOC_TUNING=0``). Per-thread storage keeps two graphs in two
+    threads apart; a thread never holds two scratch arrays at once (no conv
+    kernel calls back into Python).
+    """
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    buf = getattr(_scratch_store, "buf", None)
+    if buf is None or buf.nbytes < n:
+        buf = np.empty(max(n, 1), dtype=np.uint8)
+        _scratch_store.buf = buf
+    return buf[:n].view(dtype).reshape(shape)
+
+
+# ------------------------------------------------------------- im2col + GEMM
+def _geometry(wshape, stride, padding, dilation, out_sp):
+    kd, kh, kw = wshape[:3]
+    return (kd, kh, kw, *stride, *padding, *dilation, *out_sp)
+
+
+def _is_pointwise(wshape, stride, padding) -> bool:
+    return wshape[0] == wshape[1] == wshape[2] == 1 and stride == (1, 1, 1) and padding == (0, 0, 0)
+
+
+def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None):
+    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (no bias).
+
+    ``out_sp`` overrides the output extent (conv_transpose's backward, where
+    output_padding >= stride leaves the last rows of the transpose's output
+    outside every window of its input).
+    """
+    n, d, h, wd, cin = x.shape
+    kd, kh, kw, cg, cout = w.shape
+    if out_sp is None:
+        out_sp = tuple(out_size(i, k, s, p, dl) for i, k, s, p, dl in
+                       zip((d, h, wd), (kd, kh, kw), stride, padding, dilation))
+    m = n * out_sp[0] * out_sp[1] * out_sp[2]
+    og = cout // groups
+    t = kd * kh * kw
+    w2 = w.reshape(t * cg, cout)
+    y = np.empty((m, cout), dtype=x.dtype)
+    if _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd):
+        x2 = x.reshape(m, cin)
+        for gi in range(groups):
+            np.matmul(x2[:, gi * cg:(gi + 1) * cg], w2[:, gi * og:(gi + 1) * og],
+                      out=y[:, gi * og:(gi + 1) * og])
+        return y.reshape(n, *out_sp, cout)
+    geo = _geometry(w.shape, stride, padding, dilation, out_sp)
+    xf = x.reshape(-1)
+    xdims = x.shape[1:]
+    rows = _chunk_rows(m, t * cg, x.itemsize)
+    buf = scratch((rows, t, cg), x.dtype)
+    for r0 in range(0, m, rows):
+        r = min(rows, m - r0)
+        cols = buf[:r]
+        cols2 = cols.reshape(r, t * cg)
+        for gi in range(groups):
+            _K.im2col(xf, cols2.reshape(-1), r, t * cg, cg, gi * cg, r0, *xdims, *geo)
+            np.matmul(cols2, w2[:, gi * og:(gi + 1) * og],
+                      out=y[r0:r0 + r, gi * og:(gi + 1) * og])
+    return y.reshape(n, *out_sp, cout)
+
+
+def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
+                  need_x=True, need_w=True):
+    """Gradients of :func:`conv_forward` for the cotangent ``g`` [N, OD, OH, OW, Cout].
+
+    Returns ``(dx, dw)`` (None where not needed). ``x`` is required for dw;
+    ``x_shape`` gives dx's shape when x is not passed. Also the forward of
+    conv_transpose (its ``dx`` with ``g`` = the transpose's input).
+    """
+    if x_shape is None:
+        x_shape = x.shape
+    n = x_shape[0]
+    cin = x_shape[4]
+    kd, kh, kw, cg, cout = w.shape
+    out_sp = g.shape[1:4]
+    m = n * out_sp[0] * out_sp[1] * out_sp[2]
+    og = cout // groups
+    t = kd * kh * kw
+    dtype = g.dtype
+    g2 = g.reshape(m, cout)
+    w2 = w.reshape(t * cg, cout)
+    dx = np.zeros(x_shape, dtype=dtype) if need_x else None
+    dw2 = None
+    if need_w:
+        dw2 = np.empty((t * cg, cout), dtype=dtype) if m else np.zeros((t * cg, cout), dtype=dtype)
+    if _is_pointwise(w.shape, stride, padding) and out_sp == tuple(x_shape[1:4]):
+        for gi in range(groups):
+            gs = slice(gi * og, (gi + 1) * og)
+            cs = slice(gi * cg, (gi + 1) * cg)
+            if need_w:
+                np.matmul(x.reshape(m, cin)[:, cs].T, g2[:, gs], out=dw2[:, gs])
+            if need_x:
+                np.matmul(g2[:, gs], w2[:, gs].T, out=dx.reshape(m, cin)[:, cs])
+        return dx, (dw2.reshape(w.shape) if need_w else None)
+    geo = _geometry(w.shape, stride, padding, dilation, out_sp)
+    xdims = tuple(x_shape[1:])
+    xf = x.reshape(-1) if need_w else None
+    dxf = dx.reshape(-1) if need_x else None
+    k = t * cg
+    ld = padded_width(k) if need_w else k
+    rows = _chunk_rows(m, ld, dtype.itemsize)
+    # im2col zeroes the ld - k alignment columns as it goes (a strided NumPy
+    # fill would cost about the whole gain); they only feed the rows of
+    # cols.T @ g that are dropped ([:k])
+    buf = scratch((rows, ld), dtype)
+    for r0 in range(0, m, rows):
+        r = min(rows, m - r0)
+        colsp = buf[:r]          # [r, ld]: the column block plus alignment padding
+        cols2 = colsp[:, :k]
+        for gi in range(groups):
+            gs = slice(gi * og, (gi + 1) * og)
+            if need_w:
+                _K.im2col(xf, colsp.reshape(-1), r, ld, cg, gi * cg, r0, *xdims, *geo)
+                if ld == k and r0 == 0:
+                    np.matmul(cols2.T, g2[r0:r0 + r, gs], out=dw2[:, gs])
+                else:
+                    part = (colsp.T @ g2[r0:r0 + r, gs])[:k]
+                    if r0 == 0:
+                        dw2[:, gs] = part
+                    else:
+                        dw2[:, gs] += part
+            if need_x:
+                np.matmul(g2[r0:r0 + r, gs], w2[:, gs].T, out=cols2)
+                _K.col2im(colsp.reshape(-1), dxf, r, ld, cg, gi * cg, r0, *xdims, *geo)
+    return dx, (dw2.reshape(w.shape) if need_w else None)
+
+
+# ------------------------------------------------------------- depthwise
+def depthwise_operands(x, w):
+    """(x, w) as the multiplier-1 kernel sees them: with M > 1, x repeated M
+    times along C (channel c*M + m holds x[..., c], the same size as the
+    output) and w [KH, KW, C*M]."""
+    kh, kw, c, m = w.shape
+    xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
+    return xr, np.ascontiguousarray(w).reshape(kh, kw, c * m)
+
+
+def depthwise_forward(x, w, stride, padding, dilation):
+    """y [N, OH, OW, C*M] of the depthwise correlation (no bias)."""
+    xr, wr = depthwise_operands(x, w)
+    n, h, wd, c = xr.shape
+    kh, kw, _ = wr.shape
+    oh = out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = out_size(wd, kw, stride[1], padding[1], dilation[1])
+    y = np.empty((n, oh, ow, c), dtype=x.dtype)
+    _K.depthwise_forward(xr.reshape(-1), wr.reshape(-1), y.reshape(-1), n, h, wd, c, kh, kw,
+                         oh, ow, *stride, *padding, *dilation)
+    return y
+
+
+def depthwise_backward(g, x, w, stride, padding, dilation, need_x, need_w):
+    """(dx, dw) of :func:`depthwise_forward` for the cotangent ``g`` (None where not needed)."""
+    xr, wr = depthwise_operands(x, w)
+    # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
+    dxr = np.zeros(xr.shape if need_x else (1, 1, 1, 1), dtype=x.dtype)
+    dwr = np.zeros(wr.shape if need_w else (1, 1, 1), dtype=x.dtype)
+    _K.depthwise_backward(xr.reshape(-1), wr.reshape(-1), np.ascontiguousarray(g).reshape(-1),
+                          dxr.reshape(-1), dwr.reshape(-1), bool(need_x), bool(need_w),
+                          *xr.shape, *wr.shape[:2], *g.shape[1:3], *stride, *padding,
+                          *dilation)
+    m = w.shape[3]
+    dx = dw = None
+    if need_x:
+        dx = dxr if m == 1 else dxr.reshape(*x.shape, m).sum(axis=4)
+    if need_w:
+        dw = dwr.reshape(w.shape)
+    return dx, dw
+
+
+# ------------------------------------------------------------- deformable
+def _window_origins(n_out, k, s, p, d, dtype):
+    o = np.arange(n_out)[:, None] * s - p + np.arange(k)[None, :] * d
+    return np.ascontiguousarray(o.astype(dtype).reshape(-1))
+
+
+def _deform_setup(x, w, off, stride, padding, dilation):
+    """The extents, the window origins (in x's dtype) and the chunk rows."""
+    n, h, wd, c = x.shape
+    kh, kw, _, cout = w.shape
+    oh, ow = off.shape[1], off.shape[2]
+    m = n * oh * ow
+    rows = _chunk_rows(m, kh * kw * c, x.itemsize)
+    yb = _window_origins(oh, kh, stride[0], padding[0], dilation[0], x.dtype)
+    xb = _window_origins(ow, kw, stride[1], padding[1], dilation[1], x.dtype)
+    return (h, wd, c, kh, kw, cout, oh, ow, m, rows), yb, xb
+
+
+def deform_forward(x, w, off, stride, padding, dilation):
+    """y [N, OH, OW, Cout] of the deformable convolution (no bias); OH, OW
+    are taken from ``off``. All arrays C-contiguous."""
+    (h, wd, c, kh, kw, cout, oh, ow, m, rows), yb, xb = _deform_setup(
+        x, w, off, stride, padding, dilation)
+    xf, of = x.reshape(-1), off.reshape(-1)
+    one = x.dtype.type(1)
+    w2 = w.reshape(kh * kw * c, cout)
+    y = np.empty((m, cout), dtype=x.dtype)
+    buf = scratch((rows, kh * kw, c), x.dtype)
+    for r0 in range(0, m, rows):
+        r = min(rows, m - r0)
+        cols2 = buf[:r].reshape(r, kh * kw * c)
+        _D.deform_im2col(xf, of, cols2.reshape(-1), r, r0, h, wd, c, yb, xb, one, kh, kw, oh, ow)
+        np.matmul(cols2, w2, out=y[r0:r0 + r])
+    return y.reshape(x.shape[0], oh, ow, cout)
+
+
+def deform_backward(g, x, w, off, stride, padding, dilation, need_x, need_w, need_off):
+    """(dx, dw, doff) for the cotangent ``g`` [N, OH, OW, Cout] (None where
+    not needed). All arrays C-contiguous."""
+    (h, wd, c, kh, kw, cout, oh, ow, m, rows), yb, xb = _deform_setup(
+        x, w, off, stride, padding, dilation)
+    xf, of = x.reshape(-1), off.reshape(-1)
+    dtype = x.dtype
+    one = dtype.type(1)
+    w2 = w.reshape(kh * kw * c, cout)
+    g2 = g.reshape(m, cout)
+    dx = np.zeros(x.shape, dtype=dtype) if need_x else None
+    doff = np.zeros(off.shape, dtype=dtype) if need_off else None
+    dw2 = np.zeros((kh * kw * c, cout), dtype=dtype) if need_w else None
+    buf = scratch((rows, kh * kw, c), dtype)
+    # unused outputs still need typed arrays for the kernel signature
+    dxf = dx.reshape(-1) if need_x else np.zeros(1, dtype=dtype)
+    dof = doff.reshape(-1) if need_off else np.zeros(1, dtype=dtype)
+    for r0 in range(0, m, rows):
+        r = min(rows, m - r0)
+        cols2 = buf[:r].reshape(r, kh * kw * c)
+        if need_w:
+            _D.deform_im2col(xf, of, cols2.reshape(-1), r, r0, h, wd, c, yb, xb, one, kh, kw,
+                             oh, ow)
+            dw2 += cols2.T @ g2[r0:r0 + r]
+        if need_x or need_off:
+            np.matmul(g2[r0:r0 + r], w2.T, out=cols2)
+            _D.deform_col2im(cols2.reshape(-1), xf, of, dxf, dof, r, r0, h, wd, c, yb, xb, one,
+                             kh, kw, oh, ow, need_x, need_off)
+    return dx, (dw2.reshape(w.shape) if need_w else None), doff

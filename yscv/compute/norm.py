@@ -1,0 +1,279 @@
+"""How the normalisations are computed: row layouts, lane packing, row
+chunks on two cores, and the drivers of the region kernels
+(yscv/kernels/norm_regions.py) for both directions.
+
+Shared by yscv/ops/norm.py (forwards) and yscv/backward/norm.py (backward
+rules), which only say which statistics and which formula. Layouts are
+channel-last: ``x[..., C]`` seen as ``[N, R, C]`` (:func:`group_layout`),
+with narrow rows packed side by side (:func:`packed_layout`).
+
+Kernel calls on large inputs run as a fixed split of row chunks on the
+calling thread and the region pool's helpers (:mod:`yscv.compute.regions`,
+grains below); chunk results are merged in chunk order, so values are the
+same bits with one thread or several. docs/ops/norm.md has the measurements
+behind the grains, the packing width and the partial-sum padding.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..kernels import lazy
+from . import regions as par
+from .arrays import readonly
+
+KR = lazy("norm_regions")
+
+# Work (elements of x) per chunk when a kernel call is split over threads: a
+# call of ``work`` elements runs as ``min(4, work // grain)`` chunks, so from
+# two grains on it uses two cores. Handing chunks to a helper thread has a
+# fixed cost per call, so the grains sit where the split measured a clear
+# gain (float32, op-level forward / backward, 2 cores).
+GRAIN_LN_FORWARD = 1 << 18   # layer_norm_forward
+GRAIN_LN_BACKWARD = 1 << 18  # layer_norm_backward
+GRAIN_STATS = 1 << 19        # group_stats
+GRAIN_APPLY = 1 << 19        # group_apply, group_grad_apply
+GRAIN_GRAD_SUMS = 1 << 19    # group_grad_sums
+
+#: grouped kernels: rows of a narrow tensor are packed side by side into
+#: rows of up to this many values, so each inner loop is long enough to
+#: vectorise (wider packed rows measured slower inside a training step)
+PACK_WIDTH = 64
+
+#: Padding (float64 elements) of each layer-norm partial-sum row: rows a
+#: multiple of 4 KB apart (c = 512 exactly) alias in the cache between the
+#: two threads' accumulators; 64 doubles off the 4 KB grid they do not.
+PART_PAD = 64
+
+
+# ------------------------------------------------------------- layouts
+def group_layout(shape: tuple, per_sample: bool) -> tuple:
+    """``(N, R, C)`` view of a channel-last shape: ``N`` samples (1 when the
+    statistics pool the batch), ``R`` rows each, ``C`` channels."""
+    C = shape[-1]
+    if per_sample:
+        return shape[0], math.prod(shape[1:-1]), C
+    return 1, math.prod(shape[:-1]), C
+
+
+@functools.lru_cache(maxsize=512)
+def packed_layout(shape: tuple, per_sample: bool) -> tuple:
+    """``(N, R // P, P * C)``: :func:`group_layout` with ``P`` consecutive
+    rows side by side (lane ``j`` of a packed row holds channel ``j % C``);
+    ``P`` is the largest divisor of ``R`` with ``P * C <= max(C, PACK_WIDTH)``."""
+    n, r, c = group_layout(shape, per_sample)
+    p = max(1, PACK_WIDTH // c)
+    while r % p:
+        p -= 1
+    return n, r // p, p * c
+
+
+def as_rows3(a: np.ndarray, layout: tuple) -> np.ndarray:
+    """``a`` as a read-only C-contiguous ``[N, R, C]`` array (a view when
+    ``a`` is already contiguous)."""
+    return readonly(np.ascontiguousarray(a).reshape(layout))
+
+
+def expand_groups(a: np.ndarray, k: int) -> np.ndarray:
+    """``[N, G]`` per-group values as ``[N, G*k]`` per-channel values."""
+    return a if k == 1 else np.repeat(a, k, axis=1)
+
+
+def per_lane(a: np.ndarray, width: int) -> np.ndarray:
+    """``[..., C]`` per-channel values repeated over ``width`` lanes (a
+    multiple of C): ``[..., width]``, lane ``j`` holding channel ``j % C``."""
+    c = a.shape[-1]
+    if width == c:
+        return a
+    out = np.empty(a.shape[:-1] + (width // c, c), a.dtype)
+    out[...] = a[..., None, :]
+    return out.reshape(a.shape[:-1] + (width,))
+
+
+def lane_coefficients(dtype, width: int, mean_c, rest) -> np.ndarray:
+    """Read-only ``[N, 2 + len(rest), width]`` coefficients of the grouped
+    elementwise kernels in ``dtype``: the float64 per-channel mean ``[N, C]``
+    split as ``hi``, ``lo`` (see kernels/norm.py), then each of ``rest``
+    (``[N, C]``, ``[C]`` or a scalar), repeated over the ``width`` lanes of a
+    packed row (lane j is channel j % C)."""
+    n, c = mean_c.shape
+    coef = np.empty((n, len(rest) + 2, c), dtype)
+    coef[:, 0] = mean_c                    # rounded: mean_hi
+    coef[:, 1] = mean_c - coef[:, 0]       # float64 remainder, rounded: mean_lo
+    for j, a in enumerate(rest):
+        coef[:, 2 + j] = a
+    return readonly(per_lane(coef, width))
+
+
+def row_chunks(rows: int, work: int, grain: int) -> list:
+    """The fixed split of ``rows`` rows holding ``work`` elements (see
+    :mod:`yscv.compute.regions`)."""
+    if work < 2 * grain:
+        return [(0, rows)]
+    return par.split(rows, par.num_chunks(rows, work, grain))
+
+
+# ------------------------------------------------------------- grouped forwards
+def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: int):
+    """``(x - mean) / sqrt(var + eps) * gamma + beta`` with ``[N, G]`` float64 stats."""
+    layout = packed_layout(x.shape, per_sample)
+    inv = expand_groups(1.0 / np.sqrt(var + eps), k)
+    scale = inv if gamma is None else inv * gamma
+    mean_c = expand_groups(mean, k)
+    coef = lane_coefficients(x.dtype, layout[2], mean_c,
+                             (scale, 0.0 if beta is None else beta))
+    x3 = as_rows3(x, layout)
+    y = np.empty(layout, x.dtype)
+    ranges = row_chunks(layout[1], x.size, GRAIN_APPLY)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.group_apply_region(x3, coef, y, b, st), len(ranges))
+    return y.reshape(x.shape)
+
+
+def group_train_forward(x, gamma, beta, eps: float, per_sample: bool, k: int):
+    """``(y, (mean[N, G], var[N, G]))``: batch statistics (float64, biased
+    variance) and the normalisation of ``x`` with them, in one two-phase
+    region (yscv/kernels/norm_regions.py)."""
+    c = x.shape[-1]
+    layout = packed_layout(x.shape, per_sample)
+    n, r, w = layout
+    dt = x.dtype
+    x3 = as_rows3(x, layout)
+    r1 = row_chunks(r, x.size, GRAIN_STATS)
+    r2 = row_chunks(r, x.size, GRAIN_APPLY)
+    b1, b2 = par.bounds(r1), par.bounds(r2)
+    parts = np.empty((len(r1), 2, n, c // k))
+    mean = np.empty((n, c // k))
+    var = np.empty((n, c // k))
+    coef = np.empty((n, 4, w), dt)
+    y = np.empty(layout, dt)
+    gamma = readonly(np.empty(0, dt) if gamma is None else gamma)
+    beta = readonly(np.empty(0, dt) if beta is None else beta)
+    par.run_region(lambda st: KR.group_forward_region(x3, c, k, eps, gamma, beta, parts, mean,
+                                                      var, coef, y, b1, b2, st),
+                   max(len(r1), len(r2)))
+    return y.reshape(x.shape), (mean, var)
+
+
+def group_statistics(x, per_sample: bool, k: int):
+    """float64 ``(mean[N, G], var[N, G])`` of ``x`` (biased variance): row
+    chunks summed separately (possibly on several threads) and merged in
+    chunk order with Chan's update (yscv/kernels/norm_regions.py)."""
+    c = x.shape[-1]
+    layout = packed_layout(x.shape, per_sample)
+    n, r, w = layout
+    x3 = as_rows3(x, layout)
+    ranges = row_chunks(r, x.size, GRAIN_STATS)
+    parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.group_stats_region(x3, c, k, parts, b, st), len(ranges))
+    mean = np.empty((n, c // k))
+    var = np.empty((n, c // k))
+    KR.merge_stats(parts, b, (w // c) * k, mean, var)
+    return mean, var
+
+
+# ------------------------------------------------------------- grouped backward
+def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
+                   need_x, need_gamma, need_beta):
+    """(dx, dgamma, dbeta) of the grouped-column normalisations (batch,
+    instance, group norm); float64 dgamma/dbeta, dx in x's dtype."""
+    layout = group_layout(x.shape, per_sample)
+    n, r, c = layout
+    dt = x.dtype
+    inv = 1.0 / np.sqrt(var + eps)                       # [N, G]
+    inv_c = expand_groups(inv, k)                        # [N, C]
+    gamma64 = np.ones(c) if gamma is None else gamma.astype(np.float64)
+    dx = dgamma = dbeta = None
+    if not (need_x or need_gamma or need_beta):
+        return dx, dgamma, dbeta
+    if not batch_stats:
+        if need_x:
+            dx = g * (gamma64 * inv_c[0]).astype(dt)
+        if not (need_gamma or need_beta):
+            return dx, None, None
+    layout = packed_layout(x.shape, per_sample)
+    w = layout[2]
+    g3 = as_rows3(g, layout)
+    x3 = as_rows3(x, layout)
+    mean_c = expand_groups(mean, k)
+    mean_w = readonly(per_lane(mean_c, w))
+    r1 = row_chunks(layout[1], x.size, GRAIN_GRAD_SUMS)
+    b1 = par.bounds(r1)
+    parts = np.empty((len(r1), 2, n, c))        # per chunk: sum g, sum g (x - mean)
+    if need_x and batch_stats:                  # sums, coefficients and dx in one region
+        r2 = row_chunks(layout[1], x.size, GRAIN_APPLY)
+        b2 = par.bounds(r2)
+        sums = np.empty((2, n, c))
+        coef = np.empty((n, 5, w), dt)
+        dx = np.empty(layout, dt)
+        m = float(r * k)
+        mean_r, var_r, gamma_r = readonly(mean), readonly(var), readonly(gamma64)
+        par.run_region(lambda st: KR.group_backward_region(
+            g3, x3, mean_w, mean_r, var_r, eps, gamma_r, c, k, m, parts, sums, coef, dx,
+            b1, b2, st), max(len(r1), len(r2)))
+        dx = dx.reshape(x.shape)
+        sg, sgx = sums
+    else:                                       # the affine gradients only
+        par.run_region(lambda st: KR.group_grad_sums_region(g3, x3, mean_w, c, parts, b1, st),
+                       len(r1))
+        sg, sgx = par.combine(parts)
+    if need_gamma:
+        dgamma = (sgx * inv_c).sum(axis=0)
+    if need_beta:
+        dbeta = sg.sum(axis=0)
+    return dx, dgamma, dbeta
+
+
+# ------------------------------------------------------------- layer norm
+def layer_norm_forward(x, gamma, beta, eps: float):
+    """``(y, (mean[M], var[M]))`` over the last axis of ``x`` ([M, C] rows);
+    gamma/beta [C] or None."""
+    c = x.shape[-1]
+    dt = x.dtype
+    gamma = np.ones(c, dt) if gamma is None else gamma
+    beta = np.zeros(c, dt) if beta is None else beta
+    x2 = readonly(np.ascontiguousarray(x).reshape(-1, c))
+    gamma, beta = readonly(gamma), readonly(beta)
+    m = x2.shape[0]
+    y = np.empty((m, c), dt)
+    mean = np.empty(m)
+    var = np.empty(m)
+    ranges = row_chunks(m, x2.size, GRAIN_LN_FORWARD)
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.layer_norm_forward_region(x2, gamma, beta, eps, y, mean, var,
+                                                           b, st), len(ranges))
+    return y.reshape(x.shape), (mean, var)
+
+
+def layer_norm_backward(g, x, gamma, mean, var, eps, need_x, need_gamma, need_beta):
+    """(dx or None, dgamma or None, dbeta or None) of :func:`layer_norm_forward`;
+    float64 dgamma/dbeta, dx in x's dtype. gamma [C] or None."""
+    c = x.shape[-1]
+    dt = x.dtype
+    need_affine = need_gamma or need_beta
+    if gamma is None:
+        gamma = np.ones(c, dt)
+    inv = readonly(1.0 / np.sqrt(var + eps))
+    g2 = readonly(np.ascontiguousarray(g).reshape(-1, c))
+    x2 = readonly(np.ascontiguousarray(x).reshape(-1, c))
+    m = x2.shape[0]
+    mean = readonly(mean)
+    gamma = readonly(gamma)
+    gamma64 = gamma if dt == np.float64 else readonly(gamma.astype(np.float64))
+    dx = np.empty((m, c) if need_x else (0, c), dt)
+    ranges = row_chunks(m, x2.size, GRAIN_LN_BACKWARD)
+    k = len(ranges)
+    # the chunks' float64 partial sums, one block, every row PART_PAD
+    # doubles longer than c (the kernel fills and reads the first c)
+    parts = np.empty((2 * k, c + PART_PAD))
+    dg_parts, db_parts = parts[:k], parts[k:]
+    b = par.bounds(ranges)
+    par.run_region(lambda st: KR.layer_norm_backward_region(
+        g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, bool(need_x),
+        bool(need_affine), b, st), len(ranges))
+    dgamma = par.combine(dg_parts[:, :c]) if need_gamma else None
+    dbeta = par.combine(db_parts[:, :c]) if need_beta else None
+    return (dx.reshape(x.shape) if need_x else None), dgamma, dbeta

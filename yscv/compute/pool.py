@@ -1,0 +1,112 @@
+"""How the pools are computed: bins, divisors, the kernel calls.
+
+Every pool is computed as a "bins" pool by the kernels in
+yscv/kernels/pool.py: output row ``oh`` covers input rows ``[hs[oh], he[oh])``
+and output column ``ow`` covers ``[ws[ow], we[ow])``. :func:`window_plan`
+turns (kernel, stride, padding) into such bounds (windows clipped to the
+input, so padding is never materialised) and :func:`adaptive_plan` gives
+PyTorch's adaptive bins (``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``);
+both are cached per shape and carry the average-pool divisor per output
+position. Shared by yscv/ops/pool.py and yscv/backward/pool.py.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..kernels import lazy
+
+K = lazy("pool")
+_I = lazy("indexing")
+
+
+def _window_axis(size: int, k: int, s: int, p: int, count_include_pad: bool):
+    """Clipped window bounds along one axis and the average divisor per window."""
+    n_out = (size + 2 * p - k) // s + 1
+    raw = np.arange(n_out, dtype=np.int64) * s - p
+    start = np.maximum(raw, 0)
+    end = np.minimum(raw + k, size)
+    div = np.full(n_out, k, dtype=np.int64) if count_include_pad else end - start
+    return start, end, div
+
+
+def _adaptive_axis(size: int, n_out: int):
+    """PyTorch's adaptive bins: ``[floor(i*size/n_out), ceil((i+1)*size/n_out))``."""
+    i = np.arange(n_out, dtype=np.int64)
+    start = (i * size) // n_out
+    end = -((-(i + 1) * size) // n_out)
+    return start, end, end - start
+
+
+def _plan(rows, cols, dtype):
+    hs, he, dh = rows
+    ws, we, dw = cols
+    # the product in float64: kh*kw overflows int64 for kernels beyond 2**31
+    # (exact below 2**53, so the same divisor as the integer product there)
+    div = np.multiply.outer(dh.astype(np.float64), dw.astype(np.float64))
+    div = div.astype(dtype)[:, :, None]
+    for a in (hs, he, ws, we, div):
+        a.flags.writeable = False
+    return hs, he, ws, we, div
+
+
+@functools.lru_cache(maxsize=256)
+def window_plan(h: int, w: int, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int,
+                count_include_pad: bool, dtype):
+    """Bins of strided, padded windows (PyTorch, ceil_mode=False), read-only:
+    ``(hs, he, ws, we, div)``: int64 bounds clipped to the input, and the
+    average divisor ``div`` [OH, OW, 1] of ``dtype`` (kh*kw with
+    ``count_include_pad``, else the number of non-padding positions)."""
+    return _plan(_window_axis(h, kh, sh, ph, count_include_pad),
+                 _window_axis(w, kw, sw, pw, count_include_pad), dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def adaptive_plan(h: int, w: int, oh: int, ow: int, dtype):
+    """PyTorch's adaptive bins as ``(hs, he, ws, we, div)`` (see window_plan)."""
+    return _plan(_adaptive_axis(h, oh), _adaptive_axis(w, ow), dtype)
+
+
+def index_dtype(h: int, w: int):
+    """The argmax dtype: int32 unless H*W needs int64."""
+    return np.int32 if h * w < 2 ** 31 else np.int64
+
+
+def max_pool(x, plan):
+    """(max [N, OH, OW, C], argmax [N, OH, OW, C]) over the bins of ``plan``;
+    argmax holds the flat position ``ih*W + iw`` of the first maximum."""
+    hs, he, ws, we, _ = plan
+    n, h, w, c = x.shape
+    out = np.empty((n, len(hs), len(ws), c), dtype=x.dtype)
+    arg = np.empty(out.shape, dtype=index_dtype(h, w))
+    mbuf = np.empty((2, c), dtype=x.dtype)
+    abuf = np.empty((2, c), dtype=arg.dtype)
+    K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, out, arg, mbuf, abuf)
+    return out, arg
+
+
+def avg_pool(x, plan):
+    """Mean [N, OH, OW, C] over the bins of ``plan`` (sum, then the divisor)."""
+    hs, he, ws, we, div = plan
+    out = np.empty((x.shape[0], len(hs), len(ws), x.shape[3]), dtype=x.dtype)
+    K.window_sum(np.ascontiguousarray(x), hs, he, ws, we, out)
+    np.divide(out, div, out=out)
+    return out
+
+
+def max_scatter(g, x_shape, arg):
+    """dx [N, H, W, C]: ``g`` added at the saved argmax positions."""
+    n, h, w, c = x_shape
+    p = g.shape[1] * g.shape[2]
+    gx = np.zeros((n, h * w, c), dtype=g.dtype)
+    _I.scatter_add_axis(gx, arg.reshape(n, p, c), np.ascontiguousarray(g).reshape(n, p, c))
+    return gx.reshape(n, h, w, c)
+
+
+def avg_scatter(g, x_shape, plan):
+    """dx [N, H, W, C]: ``g / divisor`` spread over every bin."""
+    hs, he, ws, we, div = plan
+    gx = np.zeros(x_shape, dtype=g.dtype)
+    K.window_scatter_add(np.ascontiguousarray(g / div), hs, he, ws, we, gx)
+    return gx
