@@ -12,8 +12,8 @@ signature around a small rule written like the math:
 * ``linear(Op.SUB, 1, -1)`` -- output = sum of +-inputs: the gradient is ``g``
   or ``-g`` (no call at all; ``-g`` only when needed).
 
-Each built function calls the rule once (one Python call, ~50 ns), so the
-per-node cost stays that of a hand-written rule plus that call. Rules needing
+Each built function calls the rule once, so the per-node cost stays that of
+a hand-written rule plus one Python call. Rules needing
 ``saved`` or one fused pass for several inputs are written out in full with
 ``@register_backward``.
 """

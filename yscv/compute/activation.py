@@ -29,10 +29,10 @@ K = lazy("activation")
 KS = lazy("softmax")
 
 #: sigmoid / tanh backward: arrays with fewer elements use three NumPy
-#: ufuncs, larger ones the fused kernel (measured crossover ~2-3k elements).
+#: ufuncs, larger ones the fused kernel (crossover in docs/ops/activation.md).
 TINY = 4096
 #: float32 tanh forward: below this size ``np.tanh``, above it the
-#: rational-function kernel (measured crossover ~800 elements).
+#: rational-function kernel.
 TANH_TINY = 1024
 #: sigmoid forward: below this size ``exp(-logaddexp(0, -x))`` (4 ufuncs),
 #: above it the fused kernel.
@@ -57,7 +57,7 @@ ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
 
 #: kinds of the fused kernels. They mirror the constants of
 #: yscv.kernels.activation, which cannot be imported here (it imports numba,
-#: which ``import yscv`` must not); tests/ops/test_activation.py checks they agree.
+#: which ``import yscv`` must not): change both together.
 SIGMOID, TANH, GELU_ERF, GELU_TANH, GELU_SIGMOID, SILU, MISH, SOFTPLUS = range(8)
 GELU_KINDS = {"none": GELU_ERF, "tanh": GELU_TANH, "sigmoid": GELU_SIGMOID}
 
