@@ -13,7 +13,7 @@ import numpy as np
 from ..compute import elementwise as ew
 from ..node import Op
 from ..registry import register_forward
-from ._common import is_scalar
+from ._common import is_scalar, ufunc_forward
 
 
 class ClampAttrs(NamedTuple):
@@ -50,49 +50,19 @@ def div_forward(attrs, a, b):
     return a / b, None
 
 
-@register_forward(Op.POW)
-def pow_forward(attrs, base, exponent):
-    return np.power(base, exponent), None
-
-
-@register_forward(Op.NEG)
-def neg_forward(attrs, x):
-    return np.negative(x), None
-
-
-@register_forward(Op.ABS)
-def abs_forward(attrs, x):
-    return np.abs(x), None
-
-
-@register_forward(Op.EXP)
-def exp_forward(attrs, x):
-    return np.exp(x), None
-
-
-@register_forward(Op.LOG)
-def log_forward(attrs, x):
-    return np.log(x), None
-
-
-@register_forward(Op.SQRT)
-def sqrt_forward(attrs, x):
-    return np.sqrt(x), None
+ufunc_forward(Op.POW, np.power)
+ufunc_forward(Op.NEG, np.negative)
+ufunc_forward(Op.ABS, np.abs)
+ufunc_forward(Op.EXP, np.exp)
+ufunc_forward(Op.LOG, np.log)
+ufunc_forward(Op.SQRT, np.sqrt)
+ufunc_forward(Op.MAXIMUM, np.maximum)
+ufunc_forward(Op.MINIMUM, np.minimum)
 
 
 @register_forward(Op.CLAMP)
 def clamp_forward(attrs, x):
     return np.clip(x, attrs.lo, attrs.hi).astype(x.dtype, copy=False), None
-
-
-@register_forward(Op.MAXIMUM)
-def maximum_forward(attrs, a, b):
-    return np.maximum(a, b), None
-
-
-@register_forward(Op.MINIMUM)
-def minimum_forward(attrs, a, b):
-    return np.minimum(a, b), None
 
 
 @register_forward(Op.WHERE)
