@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compute.loss import cross_entropy_backward as ce_rows_grad, label_rows, sigmoid, softplus_exact
+from ..compute.loss import cross_entropy_backward as ce_rows_grad
+from ..compute.loss import label_rows, sigmoid, softplus_exact
 from ..node import Op
 from ..registry import register_backward
 

@@ -30,7 +30,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..compute.loss import cross_entropy_forward as ce_rows, label_rows, reduce_loss, softplus_exact
+from ..compute.loss import cross_entropy_forward as ce_rows
+from ..compute.loss import label_rows, reduce_loss, softplus_exact
 from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import as_graph_array, as_index_array, is_scalar, shape_error
