@@ -9,7 +9,7 @@ import pytest
 
 import yscv
 from yscv import Op, registry
-from yscv.ops.activation import TINY
+from yscv.compute.activation import TINY
 from yscv.testing import BadCase, OpCase, make_op_tests
 
 _erf = np.vectorize(math.erf, otypes=[float])

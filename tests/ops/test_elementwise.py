@@ -136,7 +136,7 @@ def test_binary_failure_leaves_graph_unchanged(name):
 
 
 # ------------------------------------------------ bias add (row broadcast)
-from yscv.ops import elementwise as elementwise_ops  # noqa: E402
+from yscv.compute import elementwise as elementwise_ops  # noqa: E402
 
 
 @pytest.fixture

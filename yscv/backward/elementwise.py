@@ -6,30 +6,13 @@ import numpy as np
 
 from ..node import Op
 from ..registry import register_backward
+from ._rules import binary, linear, unary
 
 
-@register_backward(Op.ADD)
-def add_backward(g, inputs, out, attrs, saved, needs):
-    return g, g
-
-
-@register_backward(Op.SUB)
-def sub_backward(g, inputs, out, attrs, saved, needs):
-    return g, (np.negative(g) if needs[1] else None)
-
-
-@register_backward(Op.MUL)
-def mul_backward(g, inputs, out, attrs, saved, needs):
-    a, b = inputs
-    return (g * b if needs[0] else None), (g * a if needs[1] else None)
-
-
-@register_backward(Op.DIV)
-def div_backward(g, inputs, out, attrs, saved, needs):
-    a, b = inputs
-    ga = g / b if needs[0] else None
-    gb = np.negative(g) * out / b if needs[1] else None
-    return ga, gb
+linear(Op.ADD, 1, 1)
+linear(Op.SUB, 1, -1)
+binary(Op.MUL, lambda g, a, b, y, at: g * b, lambda g, a, b, y, at: g * a)
+binary(Op.DIV, lambda g, a, b, y, at: g / b, lambda g, a, b, y, at: np.negative(g) * y / b)
 
 
 @register_backward(Op.POW)
@@ -49,41 +32,22 @@ def pow_backward(g, inputs, out, attrs, saved, needs):
     return gbase, gexp
 
 
-@register_backward(Op.NEG)
-def neg_backward(g, inputs, out, attrs, saved, needs):
-    return (np.negative(g),)
+linear(Op.NEG, -1)
+unary(Op.ABS, lambda g, x, y, a: g * np.sign(x))
+unary(Op.EXP, lambda g, x, y, a: g * y)
+unary(Op.LOG, lambda g, x, y, a: g / x)
+unary(Op.SQRT, lambda g, x, y, a: g / (y + y))
+unary(Op.CLAMP, lambda g, x, y, a: g * _inside(x, a.lo, a.hi))
 
 
-@register_backward(Op.ABS)
-def abs_backward(g, inputs, out, attrs, saved, needs):
-    return (g * np.sign(inputs[0]),)
-
-
-@register_backward(Op.EXP)
-def exp_backward(g, inputs, out, attrs, saved, needs):
-    return (g * out,)
-
-
-@register_backward(Op.LOG)
-def log_backward(g, inputs, out, attrs, saved, needs):
-    return (g / inputs[0],)
-
-
-@register_backward(Op.SQRT)
-def sqrt_backward(g, inputs, out, attrs, saved, needs):
-    return (g / (out + out),)
-
-
-@register_backward(Op.CLAMP)
-def clamp_backward(g, inputs, out, attrs, saved, needs):
-    x = inputs[0]
-    lo, hi = attrs
+def _inside(x, lo, hi):
+    """lo <= x <= hi (bounds inclusive, as PyTorch; None: unbounded)."""
     mask = np.ones(x.shape, dtype=bool)
     if lo is not None:
         mask &= x >= lo
     if hi is not None:
         mask &= x <= hi
-    return (g * mask,)
+    return mask
 
 
 def _minmax_backward(g, a, b, a_loses, b_loses, needs):
@@ -112,9 +76,5 @@ def minimum_backward(g, inputs, out, attrs, saved, needs):
     return _minmax_backward(g, a, b, a > b, a < b, needs)
 
 
-@register_backward(Op.WHERE)
-def where_backward(g, inputs, out, cond, saved, needs):
-    zero = np.zeros((), dtype=g.dtype)
-    ga = np.where(cond, g, zero) if needs[0] else None
-    gb = np.where(cond, zero, g) if needs[1] else None
-    return ga, gb
+binary(Op.WHERE, lambda g, a, b, y, cond: np.where(cond, g, g.dtype.type(0)),
+       lambda g, a, b, y, cond: np.where(cond, g.dtype.type(0), g))

@@ -6,15 +6,13 @@ shaped here (the walk cannot know which axis NumPy inserted).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..compute.linalg import dot, einsum, stacked_matmul_grads
 from ..node import Op
-from ..compute.gemm import dot
-from ..ops.linalg import einsum_call
 from ..registry import register_backward
+from ._rules import unary
 
 
 @register_backward(Op.MATMUL)
@@ -45,16 +43,8 @@ def _matmul_backward_general(g, a, b, needs):
         if needs[1]:
             lead = list(range(na - 1))
             gb = a.T @ g if na == 2 else np.tensordot(a, g, axes=(lead, lead))
-    elif nb == 2:  # (..., m, k) @ (k, n): stack the batch into rows, one GEMM each
-        # explicit row count: reshape(-1, 0) fails on the empty arrays a
-        # zero-sized k or n gives (NumPy's matmul returns zeros there)
-        k, n = b.shape
-        rows = math.prod(a.shape[:-1])
-        g2 = g.reshape(rows, n)
-        if needs[0]:
-            ga = dot(g2, b.T).reshape(a.shape)
-        if needs[1]:
-            gb = dot(a.reshape(rows, k).T, g2)
+    elif nb == 2:  # (..., m, k) @ (k, n): g @ b^T and the batch-summed a^T @ g
+        ga, gb = stacked_matmul_grads(g, a, b, needs[0], needs[1])
     else:
         if needs[0]:
             ga = np.matmul(g, np.swapaxes(b, -1, -2))
@@ -63,9 +53,7 @@ def _matmul_backward_general(g, a, b, needs):
     return ga, gb
 
 
-@register_backward(Op.TRANSPOSE)
-def transpose_backward(g, inputs, out, attrs, saved, needs):
-    return (np.transpose(g, attrs[1]),)
+unary(Op.TRANSPOSE, lambda g, x, y, a: np.transpose(g, a.inverse))
 
 
 @register_backward(Op.EINSUM)
@@ -96,7 +84,7 @@ def _einsum_operand_grad(g, inputs, spec, k):
     kept = "".join(c for c in unique if c in avail and own[c] == sizes[c])
     terms = [spec.output] + [lab for j, lab in enumerate(spec.inputs) if j != k]
     others = [x for j, x in enumerate(inputs) if j != k]
-    r = np.asarray(einsum_call(",".join(terms) + "->" + kept, sizes, g, *others))
+    r = np.asarray(einsum(",".join(terms) + "->" + kept, sizes, g, *others))
     ushape = tuple(own[c] for c in unique)
     if kept != unique:
         rest = "".join(c for c in unique if c not in kept)

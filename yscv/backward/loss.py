@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compute.loss import cross_entropy_backward as ce_rows_grad
+from ..compute.loss import label_rows, sigmoid, softplus_exact
 from ..node import Op
-from ..compute.arrays import readonly
-from ..ops.activation import sigmoid_values
-from ..ops.loss import K, no_weight, rows_of, softplus_exact
 from ..registry import register_backward
 
 
@@ -48,22 +47,22 @@ def l1_loss_backward(g, inputs, out, reduction, saved, needs):
 
 @register_backward(Op.HUBER_LOSS)
 def huber_loss_backward(g, inputs, out, attrs, saved, needs):
-    delta, reduction = attrs
+    delta = attrs.delta
     pred, target = inputs
     d = np.clip(pred - target, -delta, delta).astype(pred.dtype, copy=False)
-    return _pair(d * upstream(g, reduction, pred.size), needs)
+    return _pair(d * upstream(g, attrs.reduction, pred.size), needs)
 
 
 @register_backward(Op.BCE_WITH_LOGITS)
 def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
-    weight, pos_weight, reduction = attrs
+    weight, pos_weight = attrs.weight, attrs.pos_weight
     x, t = inputs
-    s = upstream(g, reduction, x.size)
+    s = upstream(g, attrs.reduction, x.size)
     if weight is not None:
         s = s * weight   # broadcasts to x's shape (checked by the op)
     gx = gt = None
     if needs[0]:
-        gx = sigmoid_values(x)
+        gx = sigmoid(x)
         if pos_weight is None:            # sigmoid(x) - t
             gx -= t
         else:   # (1 + (pw - 1) t) sigmoid(x) - pw t, rounded in PyTorch's order
@@ -85,15 +84,12 @@ def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
 @register_backward(Op.CROSS_ENTROPY)
 def cross_entropy_backward(g, inputs, out, attrs, lse, needs):
     x = inputs[0]
-    c = x.shape[-1]
     if attrs.reduction == "none":
         up = g.reshape(-1)
     else:   # one value for every row
         up = np.full(1, upstream(g, attrs.reduction, attrs.total_weight), dtype=x.dtype)
-    weight = attrs.weight if attrs.weight is not None else no_weight(x.dtype)
-    gx = K.cross_entropy_backward(readonly(x.reshape(-1, c)), attrs.labels.reshape(-1), lse,
-                                  weight, attrs.ignore_index, attrs.label_smoothing, readonly(up))
-    return (gx.reshape(x.shape),)
+    return (ce_rows_grad(x, attrs.labels, lse, attrs.weight, attrs.ignore_index,
+                         attrs.label_smoothing, up),)
 
 
 @register_backward(Op.NLL_LOSS)
@@ -101,7 +97,7 @@ def nll_loss_backward(g, inputs, out, attrs, saved, needs):
     lp = inputs[0]
     c = lp.shape[-1]
     gx = np.zeros((lp.size // c, c), dtype=lp.dtype)
-    rows, cols = rows_of(attrs.labels, attrs.ignore_index)
+    rows, cols = label_rows(attrs.labels, attrs.ignore_index)
     if attrs.reduction == "none":
         u = -g.reshape(-1)[rows]
     else:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..node import Op
 from ..registry import register_backward
+from ._rules import unary
 
 
 def _broadcast_back(gk: np.ndarray, shape: tuple) -> np.ndarray:
@@ -20,17 +21,11 @@ def _broadcast_back(gk: np.ndarray, shape: tuple) -> np.ndarray:
     return out
 
 
-@register_backward(Op.SUM)
-def sum_backward(g, inputs, out, attrs, saved, needs):
-    return (_broadcast_back(g.reshape(attrs.kshape), inputs[0].shape),)
-
-
-@register_backward(Op.MEAN)
-def mean_backward(g, inputs, out, attrs, saved, needs):
-    gk = g.reshape(attrs.kshape)
+def _mean_share(g, a):
+    """g / count at the kept-dims shape; NaN for an empty reduction (as the forward)."""
+    gk = g.reshape(a.kshape)
     with np.errstate(divide="ignore", invalid="ignore"):
-        gk = gk / attrs.count if attrs.count else gk * np.nan
-    return (_broadcast_back(gk, inputs[0].shape),)
+        return gk / a.count if a.count else gk * np.nan
 
 
 def _extremum_backward(g, x, out, attrs):
@@ -46,14 +41,18 @@ def _extremum_backward(g, x, out, attrs):
     return np.multiply(mask, share, dtype=x.dtype)
 
 
-@register_backward(Op.MAX)
-def max_backward(g, inputs, out, attrs, saved, needs):
-    return (_extremum_backward(g, inputs[0], out, attrs),)
+def _softmax_times(g, x, y, a):
+    """Cotangent times softmax: g * exp(x - logsumexp(x))."""
+    e = x - y.reshape(a.kshape)
+    e = np.exp(e, out=e) if type(e) is np.ndarray else np.exp(e)
+    return np.multiply(e, g.reshape(a.kshape))
 
 
-@register_backward(Op.MIN)
-def min_backward(g, inputs, out, attrs, saved, needs):
-    return (_extremum_backward(g, inputs[0], out, attrs),)
+unary(Op.SUM, lambda g, x, y, a: _broadcast_back(g.reshape(a.kshape), x.shape))
+unary(Op.MEAN, lambda g, x, y, a: _broadcast_back(_mean_share(g, a), x.shape))
+unary(Op.MAX, _extremum_backward)
+unary(Op.MIN, _extremum_backward)
+unary(Op.LOGSUMEXP, _softmax_times)
 
 
 @register_backward(Op.VAR)
@@ -65,11 +64,3 @@ def var_backward(g, inputs, out, attrs, saved, needs):
     with np.errstate(invalid="ignore"):
         d *= g.reshape(attrs.kshape) * scale
     return (d,)
-
-
-@register_backward(Op.LOGSUMEXP)
-def logsumexp_backward(g, inputs, out, attrs, saved, needs):
-    """Cotangent times softmax: g * exp(x - logsumexp(x))."""
-    e = inputs[0] - out.reshape(attrs.kshape)
-    e = np.exp(e, out=e) if type(e) is np.ndarray else np.exp(e)
-    return (np.multiply(e, g.reshape(attrs.kshape)),)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..node import NodeId
+from ..registry import register_forward
 
 _FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
 
@@ -159,3 +160,16 @@ def shape_error(op: str, message: str, expected=None, got=None) -> ShapeError:
 def is_scalar(x) -> bool:
     """True for Python / NumPy real scalars."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def ufunc_forward(op, ufunc) -> None:
+    """Register ``ufunc(*input_values)`` as the forward of ``op``: no
+    attributes, nothing saved (``ufunc_forward(Op.EXP, np.exp)``)."""
+    if ufunc.nin == 1:
+        def forward(attrs, x):
+            return ufunc(x), None
+    else:
+        def forward(attrs, a, b):
+            return ufunc(a, b), None
+    forward.__name__ = forward.__qualname__ = f"{op.name.lower()}_forward"
+    register_forward(op)(forward)

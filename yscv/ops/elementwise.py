@@ -6,44 +6,33 @@ Nothing is saved for backward: it reads the input values and the output.
 """
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import numpy as np
 
-from ..kernels import lazy
+from ..compute import elementwise as ew
 from ..node import Op
 from ..registry import register_forward
-from ._common import is_scalar
-
-K = lazy("elementwise")
-
-#: Output size from which ``x[..., C] + bias[C]`` runs in the Numba kernel
-#: (yscv/kernels/elementwise.py, 2.2-2.9x faster than NumPy's broadcasting
-#: add on 64K-2M elements); below it NumPy's lower per-call cost wins.
-BIAS_ADD_MIN = 4096
+from ._common import is_scalar, ufunc_forward
 
 
-def _bias_add(x, bias):
-    """``x + bias`` for x [..., C] and bias [C] of x's dtype, by the kernel."""
-    c = x.shape[-1]
-    out = np.empty(x.shape, x.dtype)
-    a = np.ascontiguousarray(x).reshape(-1, c)
-    a.flags.writeable = False         # kernels see read-only inputs: one
-    b = np.ascontiguousarray(bias).view()  # specialisation per dtype
-    b.flags.writeable = False
-    K.bias_add_rows(a, b, out.reshape(-1, c))
-    return out
+class ClampAttrs(NamedTuple):
+    """clamp: the bounds (either may be None, not both)."""
+
+    lo: Optional[float]
+    hi: Optional[float]
+
+
+# where's attribute is its read-only boolean ``cond`` array; the others have none.
 
 
 @register_forward(Op.ADD)
 def add_forward(attrs, a, b):
-    """NumPy's ``a + b``; a row vector added to the rows of a larger array
-    (either order; IEEE addition commutes exactly) goes to a kernel."""
-    if a.ndim >= 2 and b.ndim == 1 and a.size >= BIAS_ADD_MIN:
-        if b.shape[0] == a.shape[-1] and a.dtype == b.dtype and a.flags.c_contiguous:
-            return _bias_add(a, b), None
-    elif b.ndim >= 2 and a.ndim == 1 and b.size >= BIAS_ADD_MIN:
-        if a.shape[0] == b.shape[-1] and a.dtype == b.dtype and b.flags.c_contiguous:
-            return _bias_add(b, a), None
-    return a + b, None
+    """``a + b`` (NumPy). Operands of different ndim may be a bias row added to
+    a larger array, which the driver may hand to a kernel."""
+    if a.ndim == b.ndim:
+        return a + b, None
+    return ew.add(a, b), None
 
 
 @register_forward(Op.SUB)
@@ -61,50 +50,19 @@ def div_forward(attrs, a, b):
     return a / b, None
 
 
-@register_forward(Op.POW)
-def pow_forward(attrs, base, exponent):
-    return np.power(base, exponent), None
-
-
-@register_forward(Op.NEG)
-def neg_forward(attrs, x):
-    return np.negative(x), None
-
-
-@register_forward(Op.ABS)
-def abs_forward(attrs, x):
-    return np.abs(x), None
-
-
-@register_forward(Op.EXP)
-def exp_forward(attrs, x):
-    return np.exp(x), None
-
-
-@register_forward(Op.LOG)
-def log_forward(attrs, x):
-    return np.log(x), None
-
-
-@register_forward(Op.SQRT)
-def sqrt_forward(attrs, x):
-    return np.sqrt(x), None
+ufunc_forward(Op.POW, np.power)
+ufunc_forward(Op.NEG, np.negative)
+ufunc_forward(Op.ABS, np.abs)
+ufunc_forward(Op.EXP, np.exp)
+ufunc_forward(Op.LOG, np.log)
+ufunc_forward(Op.SQRT, np.sqrt)
+ufunc_forward(Op.MAXIMUM, np.maximum)
+ufunc_forward(Op.MINIMUM, np.minimum)
 
 
 @register_forward(Op.CLAMP)
 def clamp_forward(attrs, x):
-    lo, hi = attrs
-    return np.clip(x, lo, hi).astype(x.dtype, copy=False), None
-
-
-@register_forward(Op.MAXIMUM)
-def maximum_forward(attrs, a, b):
-    return np.maximum(a, b), None
-
-
-@register_forward(Op.MINIMUM)
-def minimum_forward(attrs, a, b):
-    return np.minimum(a, b), None
+    return np.clip(x, attrs.lo, attrs.hi).astype(x.dtype, copy=False), None
 
 
 @register_forward(Op.WHERE)
@@ -185,7 +143,7 @@ class ElementwiseOps:
             raise ValueError(f"clamp: min={min} is greater than max={max}")
         lo = None if min is None else float(min)
         hi = None if max is None else float(max)
-        return self._apply1(_CLAMP, x, (lo, hi))
+        return self._apply1(_CLAMP, x, ClampAttrs(lo, hi))
 
     def maximum(self, a, b):
         """Elementwise max; ties split the gradient evenly (as PyTorch)."""

@@ -10,35 +10,28 @@ Nothing is saved for backward by any of the three.
 """
 from __future__ import annotations
 
-import functools
-import math
 import numbers
 import string
+from typing import NamedTuple
 
 import numpy as np
 
+from ..compute.linalg import dot, einsum, matmul
 from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import as_graph_array, shape_error
-from ..compute.gemm import dot
 
 
-# plain module constants: Enum attribute access costs ~90 ns per node
+# plain module constants: Enum attribute access is slow on the per-node path
 _MATMUL, _TRANSPOSE, _EINSUM = Op.MATMUL, Op.TRANSPOSE, Op.EINSUM
 
 
 # ---------------------------------------------------------------- matmul
 @register_forward(Op.MATMUL)
 def matmul_forward(attrs, a, b):
-    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
-        # one GEMM over the stacked rows instead of one per batch element;
-        # the row count is explicit: reshape(-1, 0) is ambiguous for NumPy
-        k = a.shape[-1]
-        rows = math.prod(a.shape[:-1])
-        return dot(a.reshape(rows, k), b).reshape(a.shape[:-1] + (b.shape[1],)), None
     if a.ndim == 2 and b.ndim == 2:
-        return dot(a, b), None  # yscv's tiles or np.dot (yscv/compute/gemm.py)
-    return np.matmul(a, b), None
+        return dot(a, b), None   # yscv's tiles or np.dot (yscv/compute/gemm.py)
+    return matmul(a, b), None
 
 
 def _matmul_shape_check(sa: tuple, sb: tuple, op: str) -> None:
@@ -61,64 +54,47 @@ def _matmul_shape_check(sa: tuple, sb: tuple, op: str) -> None:
 
 
 # ------------------------------------------------------------- transpose
+class TransposeAttrs(NamedTuple):
+    """transpose: the permutation and its inverse (the backward's permutation)."""
+
+    perm: tuple
+    inverse: tuple
+
+
 @register_forward(Op.TRANSPOSE)
 def transpose_forward(attrs, x):
-    return np.transpose(x, attrs[0]), None
+    return np.transpose(x, attrs.perm), None
 
 
 # ---------------------------------------------------------------- einsum
 _LETTERS = string.ascii_letters
 
 
-class EinsumSpec:
+class EinsumSpec(NamedTuple):
     """A parsed einsum: ``inputs`` (one label string per operand, one letter
     per axis, ellipsis axes replaced by fresh letters), ``output`` (label
-    string), ``sizes`` (letter -> broadcast size) and ``subscripts`` (the
-    canonical ``"ab,bc->ac"`` string given to np.einsum)."""
+    string), ``sizes`` (letter -> broadcast size), ``subscripts`` (the
+    canonical ``"ab,bc->ac"`` string given to np.einsum) and ``source`` (the
+    caller's subscripts)."""
 
-    __slots__ = ("inputs", "output", "sizes", "subscripts", "source")
-
-    def __init__(self, inputs, output, sizes, source):
-        self.inputs = tuple(inputs)
-        self.output = output
-        self.sizes = dict(sizes)
-        self.subscripts = ",".join(self.inputs) + "->" + output
-        self.source = source
+    inputs: tuple
+    output: str
+    sizes: dict
+    subscripts: str
+    source: str
 
     def __repr__(self) -> str:
         return f"EinsumSpec({self.source!r} -> {self.subscripts!r})"
 
 
-# Below this many multiply-adds np.einsum's own loop beats the Python-level
-# path search and tensordot dispatch of optimize=True (measured in docs).
-_OPTIMIZE_MIN_WORK = 1 << 16
-
-
-@functools.lru_cache(maxsize=512)
-def _einsum_path(subscripts: str, shapes: tuple):
-    """NumPy's greedy contraction path for ``subscripts`` on ``shapes``."""
-    dummies = [np.broadcast_to(np.zeros((), dtype=np.float32), s) for s in shapes]
-    path, _ = np.einsum_path(subscripts, *dummies, optimize="greedy")
-    return tuple(path)
-
-
-def einsum_call(subscripts: str, sizes: dict, *operands):
-    """``np.einsum`` with a cached contraction path when the work pays for it
-    (two or more operands whose label space exceeds ``_OPTIMIZE_MIN_WORK``)."""
-    if len(operands) >= 2:
-        labels = set(subscripts.replace(",", "").replace("->", ""))
-        work = 1
-        for c in labels:
-            work *= sizes[c]
-        if work >= _OPTIMIZE_MIN_WORK:
-            path = _einsum_path(subscripts, tuple(o.shape for o in operands))
-            return np.einsum(subscripts, *operands, optimize=list(path))
-    return np.einsum(subscripts, *operands)
+def _spec(inputs, output: str, sizes: dict, source: str) -> EinsumSpec:
+    inputs = tuple(inputs)
+    return EinsumSpec(inputs, output, dict(sizes), ",".join(inputs) + "->" + output, source)
 
 
 @register_forward(Op.EINSUM)
 def einsum_forward(spec, *operands):
-    return einsum_call(spec.subscripts, spec.sizes, *operands), None
+    return einsum(spec.subscripts, spec.sizes, *operands), None
 
 
 def _split_term(term: str, op: str, where: str):
@@ -199,7 +175,7 @@ def parse_einsum(subscripts, shapes: list) -> EinsumSpec:
             for c in head + tail:
                 counts[c] = counts.get(c, 0) + 1
         output = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1))
-    return EinsumSpec(inputs, output, sizes, src)
+    return _spec(inputs, output, sizes, src)
 
 
 def _explicit_output(rhs: str, src: str, used: set, ell_letters: str, any_ell: bool) -> str:
@@ -293,7 +269,7 @@ class LinalgOps:
                 raise ValueError(f"transpose: axes={tuple(axes)} is not a permutation "
                                  f"(an axis is repeated)")
         inverse = tuple(int(k) for k in np.argsort(perm))
-        return self._apply1(_TRANSPOSE, x, (perm, inverse))
+        return self._apply1(_TRANSPOSE, x, TransposeAttrs(perm, inverse))
 
     def transpose_2d(self, x):
         """Seed alias: the transpose of a 2-d input."""
@@ -301,7 +277,7 @@ class LinalgOps:
         if len(shape) != 2:
             raise shape_error("transpose_2d", f"x must be 2-d, got shape {shape}",
                               expected=2, got=shape)
-        return self._apply1(_TRANSPOSE, x, ((1, 0), (1, 0)))
+        return self._apply1(_TRANSPOSE, x, TransposeAttrs((1, 0), (1, 0)))
 
     def einsum(self, subscripts, *operands):
         """Einstein summation with NumPy's subscripts: explicit (``'ij,jk->ik'``)

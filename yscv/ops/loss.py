@@ -30,14 +30,11 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..kernels import lazy
+from ..compute.loss import cross_entropy_forward as ce_rows
+from ..compute.loss import label_rows, reduce_loss, softplus_exact
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ..compute.arrays import readonly
 from ._common import as_graph_array, as_index_array, is_scalar, shape_error
-from .activation import SOFTPLUS, unary_kernel_forward
-
-K = lazy("loss")
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -62,6 +59,13 @@ class ClassLossAttrs(NamedTuple):
     total_weight: float
 
 
+class HuberAttrs(NamedTuple):
+    """Attributes of huber_loss: the threshold ``delta`` (> 0) and the reduction."""
+
+    delta: float
+    reduction: str
+
+
 class BceAttrs(NamedTuple):
     """Attributes of binary_cross_entropy_with_logits: read-only constant
     ``weight`` and ``pos_weight`` of the graph dtype (each broadcastable to the
@@ -70,46 +74,6 @@ class BceAttrs(NamedTuple):
     weight: Optional[np.ndarray]
     pos_weight: Optional[np.ndarray]
     reduction: str
-
-
-def softplus_exact(x: np.ndarray) -> np.ndarray:
-    """log(1 + exp(x)) for any x (the fused kernel with an infinite threshold)."""
-    return unary_kernel_forward(x, SOFTPLUS, 1.0, float("inf"))
-
-
-def reduce_loss(terms: np.ndarray, reduction: str, denominator=None) -> np.ndarray:
-    """``terms`` reduced as asked, in their dtype. "mean" divides the sum by
-    ``denominator`` (default: the element count); a zero denominator gives
-    NaN (0/0) as PyTorch, without NumPy's warning."""
-    if reduction == "none":
-        return terms
-    total = terms.sum(dtype=terms.dtype)
-    if reduction == "sum":
-        return np.asarray(total)
-    d = terms.size if denominator is None else denominator
-    if d == 0:   # 0/0 = NaN (all targets ignored, empty input); x/0 = +-inf
-        return np.asarray(total * terms.dtype.type(np.inf) if total else
-                          terms.dtype.type(np.nan))
-    return np.asarray(total / terms.dtype.type(d))
-
-
-def no_weight(dtype) -> np.ndarray:
-    """The kernels' "no class weight": a read-only empty array of ``dtype``."""
-    return _NO_WEIGHT[np.dtype(dtype)]
-
-
-_NO_WEIGHT = {np.dtype(t): np.empty(0, dtype=t) for t in (np.float32, np.float64)}
-for _a in _NO_WEIGHT.values():
-    _a.flags.writeable = False
-
-
-def rows_of(labels: np.ndarray, ignore_index: int):
-    """(row indices, labels) of the targets that are not ignored, labels flat."""
-    flat = labels.reshape(-1)
-    keep = np.flatnonzero(flat != ignore_index)
-    if keep.size == flat.size:
-        return np.arange(flat.size), flat
-    return keep, flat[keep]
 
 
 @register_forward(Op.MSE_LOSS)
@@ -125,7 +89,7 @@ def l1_loss_forward(reduction, pred, target):
 
 @register_forward(Op.HUBER_LOSS)
 def huber_loss_forward(attrs, pred, target):
-    delta, reduction = attrs
+    delta = attrs.delta
     # with m = min(|d|, delta): 0.5 m^2 + delta (|d| - m) is 0.5 d^2 where
     # |d| <= delta and delta (|d| - delta/2) beyond, without np.where (which
     # branches per element)
@@ -134,12 +98,12 @@ def huber_loss_forward(attrs, pred, target):
     a -= m
     a *= delta
     a += m * (m * pred.dtype.type(0.5))
-    return reduce_loss(a, reduction), None
+    return reduce_loss(a, attrs.reduction), None
 
 
 @register_forward(Op.BCE_WITH_LOGITS)
 def bce_with_logits_forward(attrs, logits, target):
-    weight, pos_weight, reduction = attrs
+    weight, pos_weight = attrs.weight, attrs.pos_weight
     if pos_weight is None:
         # max(x, 0) - x t + log1p(exp(-|x|)) = softplus(x) - x t: the fused,
         # stable softplus kernel (no threshold, so exact for large x too)
@@ -152,15 +116,13 @@ def bce_with_logits_forward(attrs, logits, target):
         terms += (1 - target) * logits
     if weight is not None:
         terms *= weight
-    return reduce_loss(terms, reduction), None
+    return reduce_loss(terms, attrs.reduction), None
 
 
 @register_forward(Op.CROSS_ENTROPY)
 def cross_entropy_forward(attrs, logits):
-    c = logits.shape[-1]
-    weight = attrs.weight if attrs.weight is not None else no_weight(logits.dtype)
-    loss, lse = K.cross_entropy_forward(readonly(logits.reshape(-1, c)), attrs.labels.reshape(-1),
-                                        weight, attrs.ignore_index, attrs.label_smoothing)
+    loss, lse = ce_rows(logits, attrs.labels, attrs.weight, attrs.ignore_index,
+                        attrs.label_smoothing)
     if attrs.reduction == "none":
         return loss.reshape(attrs.labels.shape), lse
     return reduce_loss(loss, attrs.reduction, attrs.total_weight), lse
@@ -170,7 +132,7 @@ def cross_entropy_forward(attrs, logits):
 def nll_loss_forward(attrs, log_probs):
     c = log_probs.shape[-1]
     flat = log_probs.reshape(-1, c)
-    rows, cols = rows_of(attrs.labels, attrs.ignore_index)
+    rows, cols = label_rows(attrs.labels, attrs.ignore_index)
     loss = np.zeros(flat.shape[0], dtype=log_probs.dtype)
     picked = flat[rows, cols]
     if attrs.weight is not None:
@@ -237,7 +199,7 @@ def _labels(labels, logits_shape: tuple, ignore_index: int, op: str, arg: str):
 
 def _total_weight(labels: np.ndarray, ignored: bool, weight, ignore_index: int, dtype) -> float:
     """Sum of weight[y] (1 without a weight) over the non-ignored labels."""
-    cols = rows_of(labels, ignore_index)[1] if ignored else labels.reshape(-1)
+    cols = label_rows(labels, ignore_index)[1] if ignored else labels.reshape(-1)
     if weight is None:
         return float(cols.size)
     return float(np.sum(weight[cols], dtype=dtype))
@@ -311,7 +273,7 @@ class LossOps:
         if not float(delta) > 0.0:
             raise ValueError(f"huber_loss: delta must be > 0, got {delta!r}")
         reduction = check_reduction(reduction, "huber_loss")
-        return self._loss_pair(Op.HUBER_LOSS, pred, target, (float(delta), reduction))
+        return self._loss_pair(Op.HUBER_LOSS, pred, target, HuberAttrs(float(delta), reduction))
 
     def binary_cross_entropy_with_logits(self, logits, target, weight=None, pos_weight=None,
                                          reduction="mean"):

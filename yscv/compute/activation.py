@@ -1,0 +1,247 @@
+"""Activation drivers: how the activation forwards and backward rules compute.
+
+``ops/activation.py`` and ``backward/activation.py`` (and the losses that
+need a sigmoid or a softplus) call these; the choices live here:
+
+* size tiers: tiny arrays (the scalar-chain case) run NumPy ufuncs or Python
+  floats, larger ones the fused one-pass kernels of
+  :mod:`yscv.kernels.activation` (a Numba call has a fixed dispatch cost that
+  only pays above the tiers below; numbers in docs/ops/activation.md);
+* float32 tanh above :data:`TANH_TINY` runs a rational-function kernel
+  (float64 keeps ``np.tanh``);
+* kernel inputs are read-only flat (or [rows, C]) views, so Numba compiles one
+  specialisation per dtype;
+* softmax / log-softmax along any axis as an (outer, k, inner) layout, without
+  a transpose;
+* dropout's mask: drawn from ``np.random.default_rng(seed)``, saved packed to
+  one bit per element.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels import lazy
+from .arrays import readonly as ro
+
+K = lazy("activation")
+KS = lazy("softmax")
+
+#: sigmoid / tanh backward: arrays with fewer elements use three NumPy
+#: ufuncs, larger ones the fused kernel (crossover in docs/ops/activation.md).
+TINY = 4096
+#: float32 tanh forward: below this size ``np.tanh``, above it the
+#: rational-function kernel.
+TANH_TINY = 1024
+#: sigmoid forward: below this size ``exp(-logaddexp(0, -x))`` (4 ufuncs),
+#: above it the fused kernel.
+SIGMOID_TINY = 32
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _const(value, dtype):
+    a = np.full((), value, dtype=dtype)
+    a.flags.writeable = False
+    return a
+
+
+#: 0-d constants of each graph dtype: a ufunc with a same-dtype 0-d operand
+#: skips the Python-scalar conversion on tiny arrays.
+ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
+#: ... but a NumPy SCALAR where the other operand is a scalar already (0-d
+#: inputs make ``y * y`` a scalar, and scalar - scalar skips the ufunc machinery)
+ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
+
+#: kinds of the fused kernels. They mirror the constants of
+#: yscv.kernels.activation, which cannot be imported here (it imports numba,
+#: which ``import yscv`` must not): change both together.
+SIGMOID, TANH, GELU_ERF, GELU_TANH, GELU_SIGMOID, SILU, MISH, SOFTPLUS = range(8)
+GELU_KINDS = {"none": GELU_ERF, "tanh": GELU_TANH, "sigmoid": GELU_SIGMOID}
+
+
+def ro_flat(a: np.ndarray) -> np.ndarray:
+    """A read-only, C-contiguous 1-D view of ``a`` (a copy only if ``a`` is not
+    C-contiguous)."""
+    v = a.ravel()  # a view when a is C-contiguous, else a C-ordered copy
+    v.setflags(write=False)  # cheaper than assigning flags.writeable
+    return v
+
+
+def unary_forward(x: np.ndarray, kind: int, p0: float = 0.0, p1: float = 0.0):
+    """act(x) by the fused kernel, into a NumPy-allocated output. One thread:
+    splitting a call over two cores was slower end to end (docs/ops/activation.md)."""
+    xf = ro_flat(x)
+    y = np.empty(xf.shape, dtype=xf.dtype)
+    K.unary_forward(xf, kind, p0, p1, y)
+    return y.reshape(x.shape)
+
+
+def unary_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
+    """g * act'(x) by the fused kernel (``y`` the output, when the kind reads it)."""
+    gf = ro_flat(g)
+    xf = ro_flat(x)
+    yf = xf if y is x else ro_flat(y)
+    out = np.empty(gf.shape, dtype=gf.dtype)
+    K.unary_backward(gf, xf, yf, kind, p0, p1, out)
+    return out.reshape(g.shape)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Stable sigmoid: Python floats for one element, ``exp(-logaddexp(0, -x))``
+    (NumPy) on tiny arrays, the fused kernel otherwise."""
+    if x.size == 1:  # Python floats, rounded once to the graph dtype
+        v = x.item()
+        if v >= 0.0:
+            s = 1.0 / (1.0 + math.exp(-v))
+        else:
+            e = math.exp(v)
+            s = e / (1.0 + e)
+        if x.ndim == 0:
+            return x.dtype.type(s)
+        out = np.empty_like(x)
+        out.fill(s)
+        return out
+    if x.size < SIGMOID_TINY:
+        return np.exp(np.negative(np.logaddexp(ZERO[x.dtype], np.negative(x))))
+    return unary_forward(x, SIGMOID)
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    """``np.tanh`` on small or float64 arrays, the float32 kernel above TANH_TINY."""
+    if x.size < TANH_TINY or x.dtype != _F32:
+        return np.tanh(x)
+    return unary_forward(x, TANH)
+
+
+def softplus_exact(x: np.ndarray) -> np.ndarray:
+    """log(1 + exp(x)) for any x (the fused kernel with an infinite threshold)."""
+    return unary_forward(x, SOFTPLUS, 1.0, float("inf"))
+
+
+def sigmoid_grad(g: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """g * s * (1 - s) from the output s: NumPy scalars for 0-d, a Python-float
+    factor for one element (one ufunc rounds it to the graph dtype), three
+    ufuncs below TINY, the fused kernel above."""
+    if g.ndim == 0:
+        v = s[()]
+        return g[()] * (v * (ONE_SCALAR[g.dtype] - v))
+    if g.size == 1:
+        v = s.item()
+        return g * (v * (1.0 - v))
+    if g.size < TINY:
+        return (g * s) * (ONE_SCALAR[g.dtype] - s)
+    return unary_backward(g, s, s, SIGMOID)
+
+
+def tanh_grad(g: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """g * (1 - t * t) from the output t, tiered as :func:`sigmoid_grad`."""
+    if g.ndim == 0:
+        v = t[()]
+        return g[()] * (ONE_SCALAR[g.dtype] - v * v)
+    if g.size == 1:
+        v = t.item()
+        return g * (1.0 - v * v)
+    if g.size < TINY:
+        return g * (ONE_SCALAR[g.dtype] - t * t)
+    return unary_backward(g, t, t, TANH)
+
+
+def relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """PyTorch's threshold_backward: zero where x <= 0, else g, so a NaN input
+    passes its gradient on (``x > 0`` would drop it). One element: a Python
+    comparison."""
+    if x.size == 1:
+        return np.zeros_like(g) if x.item() <= 0.0 else g
+    keep = x <= ZERO[g.dtype]
+    np.logical_not(keep, out=keep)
+    return g * keep
+
+
+def channel_rows(x: np.ndarray) -> tuple:
+    """The [rows, C] reshape (C = the last axis) the select kernels run on."""
+    if x.ndim == 0:
+        return (1, 1)
+    c = x.shape[-1]
+    return (x.size // c if c else 0, c)
+
+
+def piecewise(g: np.ndarray, x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """``g`` where x > 0 else ``g * alpha`` (alpha [C] along the last axis, or
+    [1]), one branch-free select pass."""
+    rows = channel_rows(x)
+    out = K.piecewise_linear(ro(g).reshape(rows), ro(x).reshape(rows), ro(alpha))
+    return out.reshape(g.shape)
+
+
+def prelu_backward(g, x, alpha, need_x: bool):
+    """(gx or None, per-channel sums of g*x where x <= 0) in one fused pass."""
+    rows = channel_rows(x)
+    gx, sums = K.prelu_backward(ro(g).reshape(rows), ro(x).reshape(rows), ro(alpha),
+                                bool(need_x))
+    return (gx.reshape(g.shape) if need_x else None), sums
+
+
+def softmax_layout(shape: tuple, axis: int):
+    """(outer, k, inner): the C-order reshape putting ``axis`` in the middle."""
+    outer = 1
+    for s in shape[:axis]:
+        outer *= s
+    inner = 1
+    for s in shape[axis + 1:]:
+        inner *= s
+    return outer, shape[axis], inner
+
+
+def softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    """Fused softmax / log-softmax of ``x`` along ``axis`` (non-negative)."""
+    shape = x.shape
+    if x.ndim == 0:
+        x = x.reshape(1)
+    if x.size == 0:
+        return np.empty(shape, dtype=x.dtype)
+    outer, k, inner = softmax_layout(x.shape, axis)
+    if inner == 1:
+        out = KS.softmax_rows_forward(ro(x).reshape(outer, k), log)
+    else:
+        out = KS.softmax_strided_forward(ro(x).reshape(outer, k, inner), log)
+    return out.reshape(shape)
+
+
+def softmax_backward(g: np.ndarray, y: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    """softmax: y * (g - sum(g y)); log-softmax: g - exp(y) sum(g), along axis."""
+    shape = g.shape
+    if g.ndim == 0:
+        g = g.reshape(1)
+        y = y.reshape(1)
+    if g.size == 0:
+        return np.zeros(shape, dtype=g.dtype)
+    outer, k, inner = softmax_layout(g.shape, axis)
+    if inner == 1:
+        gx = KS.softmax_rows_backward(ro(g).reshape(outer, k), ro(y).reshape(outer, k), log)
+    else:
+        gx = KS.softmax_strided_backward(ro(g).reshape(outer, k, inner),
+                                         ro(y).reshape(outer, k, inner), log)
+    return gx.reshape(shape)
+
+
+def dropout_mask(seed: int, shape: tuple, p: float) -> np.ndarray:
+    """The keep-mask of dropout: ``u >= p`` for ``u`` uniform float32 draws of
+    ``np.random.default_rng(seed)`` (independent of the graph dtype)."""
+    u = np.random.default_rng(seed).random(shape, dtype=np.float32)
+    return u >= np.float32(p)
+
+
+def pack_mask(mask: np.ndarray) -> np.ndarray:
+    """The bool mask packed to one bit per element (1/32 of a float32 value)."""
+    return np.packbits(mask.reshape(-1))
+
+
+def unpack_mask(packed: np.ndarray, shape: tuple) -> np.ndarray:
+    """The bool mask of ``shape`` from :func:`pack_mask`'s bits."""
+    n = 1
+    for s in shape:
+        n *= s
+    return np.unpackbits(packed, count=n).view(np.bool_).reshape(shape)

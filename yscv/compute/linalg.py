@@ -1,0 +1,71 @@
+"""Linear-algebra drivers: matmul layouts and the einsum contraction path.
+
+* A batched ``(..., m, k) @ (k, n)`` with a C-contiguous left operand is ONE
+  GEMM over the stacked rows ``[prod(...) * m, k]``, not one per batch
+  element; its backward likewise (through :func:`yscv.compute.gemm.dot`,
+  yscv's tiles or np.dot).
+* ``np.einsum`` with two or more operands takes NumPy's greedy contraction
+  path (cached per subscripts and shapes) once the label space reaches
+  :data:`OPTIMIZE_MIN_WORK` multiply-adds; below it np.einsum's own loop beats
+  the path search and tensordot dispatch (docs/ops/linalg.md).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from .gemm import dot
+
+__all__ = ["dot", "matmul", "stacked_matmul_grads", "einsum", "OPTIMIZE_MIN_WORK"]
+
+#: label-space size (multiply-adds) from which einsum takes an optimised path
+OPTIMIZE_MIN_WORK = 1 << 16
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)`` for operands that are not both 2-d; a C-contiguous
+    (..., m, k) times a 2-d (k, n) is one GEMM over the stacked rows."""
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        # the row count is explicit: reshape(-1, 0) is ambiguous for NumPy
+        k = a.shape[-1]
+        rows = math.prod(a.shape[:-1])
+        return dot(a.reshape(rows, k), b).reshape(a.shape[:-1] + (b.shape[1],))
+    return np.matmul(a, b)
+
+
+def stacked_matmul_grads(g, a, b, need_a: bool, need_b: bool):
+    """(ga, gb) of ``(..., m, k) @ (k, n)``: the batch stacked into rows, one
+    GEMM each (``g @ b^T`` and ``a^T @ g``)."""
+    # explicit row count: reshape(-1, 0) fails on the empty arrays a zero-sized
+    # k or n gives (NumPy's matmul returns zeros there)
+    k, n = b.shape
+    rows = math.prod(a.shape[:-1])
+    g2 = g.reshape(rows, n)
+    ga = dot(g2, b.T).reshape(a.shape) if need_a else None
+    gb = dot(a.reshape(rows, k).T, g2) if need_b else None
+    return ga, gb
+
+
+@functools.lru_cache(maxsize=512)
+def _einsum_path(subscripts: str, shapes: tuple):
+    """NumPy's greedy contraction path for ``subscripts`` on ``shapes``."""
+    dummies = [np.broadcast_to(np.zeros((), dtype=np.float32), s) for s in shapes]
+    path, _ = np.einsum_path(subscripts, *dummies, optimize="greedy")
+    return tuple(path)
+
+
+def einsum(subscripts: str, sizes: dict, *operands):
+    """``np.einsum`` with a cached contraction path when the work pays for it
+    (two or more operands whose label space reaches OPTIMIZE_MIN_WORK);
+    ``sizes`` maps each label to its (broadcast) size."""
+    if len(operands) >= 2:
+        labels = set(subscripts.replace(",", "").replace("->", ""))
+        work = 1
+        for c in labels:
+            work *= sizes[c]
+        if work >= OPTIMIZE_MIN_WORK:
+            path = _einsum_path(subscripts, tuple(o.shape for o in operands))
+            return np.einsum(subscripts, *operands, optimize=list(path))
+    return np.einsum(subscripts, *operands)
