@@ -73,9 +73,8 @@ ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
 # inputs make ``y * y`` a scalar, and scalar - scalar skips the ufunc machinery)
 ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
 
-# kinds of the fused kernels (mirrors yscv.kernels.activation, which must not
-# be imported here: it imports numba)
-SIGMOID, TANH, GELU_ERF, GELU_TANH, GELU_SIGMOID, SILU, MISH, SOFTPLUS = range(8)
+from ..kernels.activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID,  # noqa: E402
+                                        SILU, SOFTPLUS, TANH)
 GELU_KINDS = {"none": GELU_ERF, "tanh": GELU_TANH, "sigmoid": GELU_SIGMOID}
 
 
