@@ -15,7 +15,7 @@ yscv/kernels/fastmath.py (float64 keeps libm; see that module for the
 accuracy and NaN/overflow contract):
 
 * sigmoid(v) = 1/(1+e) for v >= 0, e/(1+e) otherwise, with e = exp(-|v|)
-  (:func:`fast_sigmoid`), and s(1-s) = e/(1+e)^2;
+  (:func:`fast_sigmoid`), and s(1-s) = e/(1+e)^2 (:func:`sigmoid_parts`);
 * tanh-GELU uses 0.5(1 + tanh(u)) = sigmoid(2u);
 * mish's tanh(softplus(v)) is the rational function (w^2+2w)/(w^2+2w+2) of
   w = exp(v), rewritten in e = exp(-|v|) for each sign;
@@ -36,13 +36,20 @@ import numpy as np
 from ._jit import jit
 from .activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID, SILU,
                                SOFTPLUS, TANH)
-from .fastmath import fast_erf, fast_exp, fast_log1p_unit, fast_sigmoid, fast_tanh
+from .fastmath import fast_erf, fast_exp, fast_log1p_unit, fast_sigmoid, fast_tanh, sigmoid_parts
 
 _SQRT_2_OVER_PI = 0.7978845608028654   # sqrt(2 / pi)
 _INV_SQRT_2 = 0.7071067811865476       # 1 / sqrt(2)
 _INV_SQRT_2PI = 0.3989422804014327     # 1 / sqrt(2 pi)
 _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
+
+
+@jit(inline="always")
+def _constants(a):
+    """0, 1, 1/2 and 2 in ``a``'s dtype."""
+    dt = a.dtype.type
+    return dt(0.0), dt(1.0), dt(0.5), dt(2.0)
 
 
 @jit
@@ -57,10 +64,7 @@ def unary_forward(x, kind, p0, p1, y):
             the caller allocates it so a call can be split over threads).
     """
     dt = x.dtype.type
-    zero = dt(0.0)
-    one = dt(1.0)
-    half = dt(0.5)
-    two = dt(2.0)
+    zero, one, half, two = _constants(x)
     n = x.shape[0]
     if kind == SIGMOID:
         for i in range(n):
@@ -126,10 +130,7 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         out: the input gradient (written here), 1-D contiguous, g's dtype.
     """
     dt = g.dtype.type
-    zero = dt(0.0)
-    one = dt(1.0)
-    half = dt(0.5)
-    two = dt(2.0)
+    zero, one, half, two = _constants(g)
     n = g.shape[0]
     if kind == SIGMOID:
         for i in range(n):
@@ -160,30 +161,23 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         for i in range(n):
             v = x[i]
             v2 = v * v
-            u = b2 * (v + k * v2 * v)
-            e = fast_exp(-abs(u))
-            r = one / (one + e)
-            s = r if u >= zero else e * r
-            # d/dv [v sigmoid(2u)] = s + v * 2 s(1-s) * u'/2 ; s(1-s) = e r^2.
-            # where e == 0 the term is 0 (v2 may have overflowed to inf there)
-            tail = two * (e * r * r) * v * (b * (one + k3 * v2))
-            out[i] = g[i] * (s + (tail if e != zero else zero))
+            s, ds = sigmoid_parts(b2 * (v + k * v2 * v))
+            # d/dv [v sigmoid(2u)] = s + v * 2 s(1-s) * u'/2; where the slope
+            # is 0 the term is 0 (v2 may have overflowed to inf there)
+            tail = two * ds * v * (b * (one + k3 * v2))
+            out[i] = g[i] * (s + (tail if ds != zero else zero))
     elif kind == GELU_SIGMOID:
         k = dt(_GELU_SIGMOID_K)
         for i in range(n):
             v = x[i]
             u = k * v
-            e = fast_exp(-abs(u))
-            r = one / (one + e)
-            s = r if u >= zero else e * r
-            out[i] = g[i] * (s + u * (e * r * r))
+            s, ds = sigmoid_parts(u)
+            out[i] = g[i] * (s + u * ds)
     elif kind == SILU:
         for i in range(n):
             v = x[i]
-            e = fast_exp(-abs(v))
-            r = one / (one + e)
-            s = r if v >= zero else e * r
-            out[i] = g[i] * (s + v * (e * r * r))
+            s, ds = sigmoid_parts(v)
+            out[i] = g[i] * (s + v * ds)
     elif kind == MISH:
         for i in range(n):
             v = x[i]
@@ -203,10 +197,7 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         threshold = dt(p1)
         for i in range(n):
             z = beta * x[i]
-            e = fast_exp(-abs(z))
-            r = one / (one + e)
-            s = r if z >= zero else e * r
-            out[i] = g[i] if z > threshold else g[i] * s
+            out[i] = g[i] if z > threshold else g[i] * fast_sigmoid(z)
 
 
 @jit

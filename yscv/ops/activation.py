@@ -30,6 +30,8 @@ import numpy as np
 
 from .. import random as _random
 from ..kernels import lazy
+from ..kernels.activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID, SILU,
+                                        SOFTPLUS, TANH)
 from ..node import Op
 from ..registry import register_forward
 from ._common import normalize_axis, shape_error
@@ -73,8 +75,6 @@ ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
 # inputs make ``y * y`` a scalar, and scalar - scalar skips the ufunc machinery)
 ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
 
-from ..kernels.activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID,  # noqa: E402
-                                        SILU, SOFTPLUS, TANH)
 GELU_KINDS = {"none": GELU_ERF, "tanh": GELU_TANH, "sigmoid": GELU_SIGMOID}
 
 
