@@ -23,6 +23,8 @@ import math
 import numpy as np
 
 from ..kernels import lazy
+from ..kernels.activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID,
+                                        SILU, SOFTPLUS, TANH)
 from .arrays import readonly as ro
 
 K = lazy("activation")
@@ -55,10 +57,8 @@ ZERO = {_F32: _const(0.0, _F32), _F64: _const(0.0, _F64)}
 #: inputs make ``y * y`` a scalar, and scalar - scalar skips the ufunc machinery)
 ONE_SCALAR = {_F32: np.float32(1.0), _F64: np.float64(1.0)}
 
-#: kinds of the fused kernels. They mirror the constants of
-#: yscv.kernels.activation, which cannot be imported here (it imports numba,
-#: which ``import yscv`` must not): change both together.
-SIGMOID, TANH, GELU_ERF, GELU_TANH, GELU_SIGMOID, SILU, MISH, SOFTPLUS = range(8)
+#: gelu's ``approximate`` argument -> kernel kind (the kinds are defined once,
+#: in yscv/kernels/activation_kinds.py, a module without numba)
 GELU_KINDS = {"none": GELU_ERF, "tanh": GELU_TANH, "sigmoid": GELU_SIGMOID}
 
 

@@ -9,24 +9,23 @@ not one per writeable-flag combination) and outputs are allocated here with
 the input's dtype. Every constant is cast to that dtype first, so float32
 stays float32 (no float64 literal widens the arithmetic).
 
-Speed: libm's ``tanhf``, ``erff`` and ``log1pf`` cost 12-17 ns per element
-here and ``expf`` ~2.7 ns, all scalar calls that stop LLVM from vectorising
-a loop; a data-dependent branch mispredicts on mixed-sign inputs. So every
-loop is branch-free (both sides computed, then selected) and built on ONE
-``exp(-|.|)`` per element, using the vectorisable float32 ``fast_exp`` /
-``fast_log1p_unit`` of :mod:`yscv.kernels.softmax` (float64 keeps libm):
+Every loop is branch-free (both sides computed, then selected) and built on
+ONE ``exp(-|.|)`` per element, using the vectorisable float32 math of
+yscv/kernels/fastmath.py (float64 keeps libm; see that module for the
+accuracy and NaN/overflow contract):
 
 * sigmoid(v) = 1/(1+e) for v >= 0, e/(1+e) otherwise, with e = exp(-|v|)
-  (stable: never exp of a positive number), and s(1-s) = e/(1+e)^2;
+  (:func:`fast_sigmoid`), and s(1-s) = e/(1+e)^2 (:func:`sigmoid_parts`);
 * tanh-GELU uses 0.5(1 + tanh(u)) = sigmoid(2u);
 * mish's tanh(softplus(v)) is the rational function (w^2+2w)/(w^2+2w+2) of
   w = exp(v), rewritten in e = exp(-|v|) for each sign;
 * log1p(e) for e = exp(-|z|) in [0, 1]: :func:`fast_log1p_unit`;
-* float32 tanh: Eigen's rational function (no exp; see :func:`_tanh32`);
-* erf-GELU: float32 uses Eigen's rational erf (:func:`_erf32`, no exp;
-  Phi's absolute error <= 2.2e-7, like PyTorch's vectorised float32 erf,
-  so the far negative tail has absolute, not relative, accuracy); float64
-  calls libm's erfc (relative accuracy in the tail too).
+* erf-GELU: float32 uses :func:`fast_erf` (absolute error <= 4.4e-7, like
+  PyTorch's vectorised float32 erf, so the far negative tail has absolute,
+  not relative, accuracy); float64 calls libm's erfc (relative accuracy in
+  the tail too).
+
+The ``kind`` codes are defined in yscv/kernels/activation_kinds.py.
 """
 from __future__ import annotations
 
@@ -35,16 +34,9 @@ import math
 import numpy as np
 
 from ._jit import jit
-from .softmax import fast_exp, fast_log1p_unit
-
-SIGMOID = 0
-TANH = 1
-GELU_ERF = 2
-GELU_TANH = 3
-GELU_SIGMOID = 4
-SILU = 5
-MISH = 6
-SOFTPLUS = 7
+from .activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID, SILU,
+                               SOFTPLUS, TANH)
+from .fastmath import fast_erf, fast_exp, fast_log1p_unit, fast_sigmoid, fast_tanh, sigmoid_parts
 
 _SQRT_2_OVER_PI = 0.7978845608028654   # sqrt(2 / pi)
 _INV_SQRT_2 = 0.7071067811865476       # 1 / sqrt(2)
@@ -53,79 +45,11 @@ _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
 
 
-# Eigen's generic_fast_tanh_float: numerator (odd) and denominator (even)
-# monomial coefficients, and the clamp beyond which tanh is +-1 in float32.
-_TA1, _TA3, _TA5, _TA7, _TA9, _TA11, _TA13 = (np.float32(c) for c in (
-    4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
-    5.12229709037114e-08, -8.60467152213735e-11, 2.00018790482477e-13,
-    -2.76076847742355e-16))
-_TB0, _TB2, _TB4, _TB6 = (np.float32(c) for c in (
-    4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04,
-    1.19825839466702e-06))
-# Eigen's generic_fast_erf_float: odd numerator / even denominator monomial
-# coefficients of a 13/8-degree rational function on [-4, 4] (erf rounds to
-# +-1 in float32 beyond). Measured max error 4.4e-7 absolute (7.5 ulp of 1,
-# near |x| = 3.2) against math.erf on a 2.4e6-point grid over [-6, 6].
-_EA1, _EA3, _EA5, _EA7, _EA9, _EA11, _EA13 = (np.float32(c) for c in (
-    -1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
-    -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08,
-    -2.72614225801306e-10))
-_EB0, _EB2, _EB4, _EB6, _EB8 = (np.float32(c) for c in (
-    -1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
-    -2.13374055278905e-04, -1.45660718464996e-05))
-_ERF_CLAMP = np.float32(4.0)
-_TANH_CLAMP = np.float32(7.90531110763549805)
-_TANH_LINEAR = np.float32(0.0004)
-
-
 @jit(inline="always")
-def _erf32(v):
-    """float32 erf as Eigen's rational function of the argument clamped to
-    +-4: FMAs and one division, no exp, no branch (vectorises). Absolute
-    error <= 4.4e-7, so ``1 + erf(x)`` loses relative accuracy as x goes
-    below about -1.4 (1e-5 relative there, i.e. gelu's normal CDF at -2;
-    all of it where erf(x) rounds to -1). NaN stays NaN."""
-    x = min(max(v, -_ERF_CLAMP), _ERF_CLAMP)
-    x2 = x * x
-    p = _EA13
-    p = p * x2 + _EA11
-    p = p * x2 + _EA9
-    p = p * x2 + _EA7
-    p = p * x2 + _EA5
-    p = p * x2 + _EA3
-    p = (p * x2 + _EA1) * x
-    q = _EB8
-    q = q * x2 + _EB6
-    q = q * x2 + _EB4
-    q = q * x2 + _EB2
-    q = q * x2 + _EB0
-    r = p / q
-    return r if v == v else v
-
-
-@jit(inline="always")
-def _tanh32(v):
-    """float32 tanh as Eigen's 13/6-degree odd/even rational function of the
-    argument clamped to +-7.9053 (where tanh rounds to +-1): 11 FMAs and one
-    division, no exp, no branch, so the loop vectorises. Max error 6.6 ulp
-    (4e-7 absolute, near |v| = 5.8; mean 0.57 ulp) against float64 tanh over
-    [-12, 12]; |v| < 4e-4 returns v (exact to float32 there); NaN stays NaN."""
-    x = min(max(v, -_TANH_CLAMP), _TANH_CLAMP)
-    x2 = x * x
-    p = _TA13
-    p = p * x2 + _TA11
-    p = p * x2 + _TA9
-    p = p * x2 + _TA7
-    p = p * x2 + _TA5
-    p = p * x2 + _TA3
-    p = (p * x2 + _TA1) * x
-    q = _TB6
-    q = q * x2 + _TB4
-    q = q * x2 + _TB2
-    q = q * x2 + _TB0
-    r = p / q
-    r = v if abs(v) < _TANH_LINEAR else r
-    return r if v == v else v
+def _constants(a):
+    """0, 1, 1/2 and 2 in ``a``'s dtype."""
+    dt = a.dtype.type
+    return dt(0.0), dt(1.0), dt(0.5), dt(2.0)
 
 
 @jit
@@ -140,36 +64,24 @@ def unary_forward(x, kind, p0, p1, y):
             the caller allocates it so a call can be split over threads).
     """
     dt = x.dtype.type
-    zero = dt(0.0)
-    one = dt(1.0)
-    half = dt(0.5)
-    two = dt(2.0)
+    zero, one, half, two = _constants(x)
     n = x.shape[0]
     if kind == SIGMOID:
         for i in range(n):
-            v = x[i]
-            e = fast_exp(-abs(v))
-            r = one / (one + e)
-            y[i] = r if v >= zero else e * r
+            y[i] = fast_sigmoid(x[i])
     elif kind == SILU:
         for i in range(n):
             v = x[i]
-            e = fast_exp(-abs(v))
-            r = one / (one + e)
-            y[i] = v * (r if v >= zero else e * r)
+            y[i] = v * fast_sigmoid(v)
     elif kind == TANH:
-        if x.itemsize == 4:
-            for i in range(n):
-                y[i] = _tanh32(x[i])
-        else:
-            for i in range(n):
-                y[i] = math.tanh(x[i])
+        for i in range(n):
+            y[i] = fast_tanh(x[i])
     elif kind == GELU_ERF:
         c = dt(_INV_SQRT_2)
         if x.itemsize == 4:
             for i in range(n):
                 v = x[i]
-                y[i] = (half * v) * (one + _erf32(v * c))
+                y[i] = (half * v) * (one + fast_erf(v * c))
         else:
             for i in range(n):
                 v = x[i]
@@ -179,18 +91,12 @@ def unary_forward(x, kind, p0, p1, y):
         k = dt(_GELU_KAPPA)
         for i in range(n):
             v = x[i]
-            u = b2 * (v + k * v * v * v)
-            e = fast_exp(-abs(u))
-            r = one / (one + e)
-            y[i] = v * (r if u >= zero else e * r)
+            y[i] = v * fast_sigmoid(b2 * (v + k * v * v * v))
     elif kind == GELU_SIGMOID:
         k = dt(_GELU_SIGMOID_K)
         for i in range(n):
             v = x[i]
-            u = k * v
-            e = fast_exp(-abs(u))
-            r = one / (one + e)
-            y[i] = v * (r if u >= zero else e * r)
+            y[i] = v * fast_sigmoid(k * v)
     elif kind == MISH:
         for i in range(n):
             v = x[i]
@@ -224,10 +130,7 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         out: the input gradient (written here), 1-D contiguous, g's dtype.
     """
     dt = g.dtype.type
-    zero = dt(0.0)
-    one = dt(1.0)
-    half = dt(0.5)
-    two = dt(2.0)
+    zero, one, half, two = _constants(g)
     n = g.shape[0]
     if kind == SIGMOID:
         for i in range(n):
@@ -243,7 +146,7 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         if x.itemsize == 4:
             for i in range(n):
                 v = x[i]
-                cdf = half * (one + _erf32(v * c))
+                cdf = half * (one + fast_erf(v * c))
                 out[i] = g[i] * (cdf + v * (pdf_scale * fast_exp(-half * v * v)))
         else:
             for i in range(n):
@@ -258,30 +161,23 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         for i in range(n):
             v = x[i]
             v2 = v * v
-            u = b2 * (v + k * v2 * v)
-            e = fast_exp(-abs(u))
-            r = one / (one + e)
-            s = r if u >= zero else e * r
-            # d/dv [v sigmoid(2u)] = s + v * 2 s(1-s) * u'/2 ; s(1-s) = e r^2.
-            # where e == 0 the term is 0 (v2 may have overflowed to inf there)
-            tail = two * (e * r * r) * v * (b * (one + k3 * v2))
-            out[i] = g[i] * (s + (tail if e != zero else zero))
+            s, ds = sigmoid_parts(b2 * (v + k * v2 * v))
+            # d/dv [v sigmoid(2u)] = s + v * 2 s(1-s) * u'/2; where the slope
+            # is 0 the term is 0 (v2 may have overflowed to inf there)
+            tail = two * ds * v * (b * (one + k3 * v2))
+            out[i] = g[i] * (s + (tail if ds != zero else zero))
     elif kind == GELU_SIGMOID:
         k = dt(_GELU_SIGMOID_K)
         for i in range(n):
             v = x[i]
             u = k * v
-            e = fast_exp(-abs(u))
-            r = one / (one + e)
-            s = r if u >= zero else e * r
-            out[i] = g[i] * (s + u * (e * r * r))
+            s, ds = sigmoid_parts(u)
+            out[i] = g[i] * (s + u * ds)
     elif kind == SILU:
         for i in range(n):
             v = x[i]
-            e = fast_exp(-abs(v))
-            r = one / (one + e)
-            s = r if v >= zero else e * r
-            out[i] = g[i] * (s + v * (e * r * r))
+            s, ds = sigmoid_parts(v)
+            out[i] = g[i] * (s + v * ds)
     elif kind == MISH:
         for i in range(n):
             v = x[i]
@@ -301,10 +197,7 @@ def unary_backward(g, x, y, kind, p0, p1, out):
         threshold = dt(p1)
         for i in range(n):
             z = beta * x[i]
-            e = fast_exp(-abs(z))
-            r = one / (one + e)
-            s = r if z >= zero else e * r
-            out[i] = g[i] if z > threshold else g[i] * s
+            out[i] = g[i] if z > threshold else g[i] * fast_sigmoid(z)
 
 
 @jit

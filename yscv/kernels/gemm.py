@@ -14,13 +14,13 @@ Two products, on C-contiguous arrays of one float dtype (no promotion):
   a sequence and a block of batch rows, without gathering the rows first.
 
 A product with a transposed weight (``g @ w.T``) takes ``w.T`` made once by
-:func:`transpose_into` (an in-register block transpose: ~15x faster than
-``np.ascontiguousarray(w.T)`` here), so every product above is of one form.
+:func:`transpose_into` (an in-register block transpose, much faster than
+``np.ascontiguousarray(w.T)``), so every product above is of one form.
 
 Tiles. The inner tile is 4 rows x ``V`` vectors: 4 x 4 with AVX-512 (4 x 64
 float32 columns; 16 accumulators of the 32 vector registers), 4 x 3 on CPUs
 with 16 vector registers (AVX2: 12 accumulators, 3 vectors of ``b`` and a
-broadcast; 4 x 4 spilled there and ran at 78 instead of ~110 GFLOP/s). Each
+broadcast; 4 x 4 spills registers there and runs slower). Each
 step of the ``k`` loop loads ``V`` vectors of ``b``, broadcasts 4 scalars of
 ``a`` and issues ``4 V`` fused multiply-adds (yscv/kernels/simd.py). Edges
 use the same loop with fewer accumulators (4 x 1 vectors, 1 x V, 1 x 1, and
@@ -45,7 +45,7 @@ import numpy as np
 
 from ._jit import jit
 from .simd import VBYTES, lanes, transpose_block, vfma, vload, vsplat, vstore
-from .sync import region_claim, region_enter
+from .sync import region_chunks
 
 #: vectors per tile row: 4 with AVX-512's 32 vector registers, else 3
 TILE_VECS = 4 if VBYTES == 64 else 3
@@ -374,9 +374,8 @@ def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1, m0, m1):
     The (t, i) rows go in blocks of ``_TN_BLOCK_ROWS``. In a block, the 4-wide
     column panels of ``a`` and, one at a time, each column stripe of ``b``
     are first copied to contiguous buffers (rows of ``b`` lie ``N`` elements
-    apart, so an unpacked stripe touches a new page every few rows: 151
-    GFLOP/s on one core instead of ~250 measured here); the tiles then run
-    from L1. The last panel and stripe are zero-padded, and a tile that
+    apart, so an unpacked stripe touches a new page every few rows); the
+    tiles then run from L1. The last panel and stripe are zero-padded, and a tile that
     overhangs ``c`` (the last ``M % 4`` rows, the last ``N % VL`` columns)
     runs on a 4 x VL copy of its part of ``c``: the padding adds exact zeros
     to lanes that are not copied back, so every element gets the same terms
@@ -443,24 +442,18 @@ def transpose_into(a, out):
 @jit
 def matmul_region(a, b, c, bounds, st):
     """``c = a @ b`` (``a[M, K]``, ``b[K, N]``), by blocks of rows of ``c``."""
-    region_enter(st)
-    k = region_claim(st)
-    while k < bounds.shape[0] - 1:
+    for k in region_chunks(st, bounds.shape[0] - 1):
         matmul_rows(a, b, c, bounds[k], bounds[k + 1])
-        k = region_claim(st)
 
 
 @jit
 def matmul_tn_region(x, b, c, bounds, st):
     """``c += x.T @ b`` (``x[K, M]``, ``b[K, N]``, ``c[M, N]``), by blocks of
     rows of ``c`` (the bounds multiples of 4)."""
-    region_enter(st)
     K = x.shape[0]
     zero = K - K                      # run-time integers: see recurrent_seq.param_grads_rows
     one = zero + 1
     x3 = x.reshape((1, K, x.shape[1]))
     b3 = b.reshape((1, K, b.shape[1]))
-    k = region_claim(st)
-    while k < bounds.shape[0] - 1:
+    for k in region_chunks(st, bounds.shape[0] - 1):
         matmul_tn_steps(x3, b3, c, zero, one, zero, zero, K, bounds[k], bounds[k + 1])
-        k = region_claim(st)

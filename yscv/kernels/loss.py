@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ._jit import jit
-from .softmax import fast_exp, row_max, row_sum
+from .fastmath import fast_exp, row_max, row_sum
 
 
 @jit

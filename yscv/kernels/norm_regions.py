@@ -1,5 +1,5 @@
 """Region kernels of the normalization ops: each runs the row-range kernels
-of yscv/kernels/norm.py on every chunk it claims (chunk ``c`` covers rows
+of yscv/kernels/norm.py and yscv/kernels/layer_norm.py on every chunk it claims (chunk ``c`` covers rows
 ``[bounds[c], bounds[c + 1])``), until none is left; the ops layer runs one
 call per thread (yscv/compute/regions.py). A chunk's partial results go to
 index ``c`` of the ``out`` arrays, whichever thread claims it.
@@ -11,7 +11,8 @@ sums (backward) of every chunk; then one participant merges the chunks'
 partials in chunk order and computes the per-lane coefficients (the same
 float64 operations, in the same order, as the NumPy code they replaced);
 then the elementwise pass. One region instead of two, and no NumPy calls on
-small arrays in between (~60 us of a batch-norm step).
+small arrays in between (they were a large part of a small batch-norm
+step's fixed cost; docs/ops/norm.md).
 """
 from __future__ import annotations
 
@@ -20,62 +21,47 @@ import math
 import numpy as np
 
 from ._jit import jit
-from .norm import (group_apply, group_grad_apply, group_grad_sums, group_stats,
-                   layer_norm_backward, layer_norm_forward)
-from .sync import (phase_done, region_claim, region_claim2, region_enter, set_ready,
-                   take_token, wait_phase, wait_ready)
+from .layer_norm import layer_norm_backward, layer_norm_forward
+from .norm import group_apply, group_grad_apply, group_grad_sums, group_stats
+from .sync import (phase2_chunks, phase_done, region_chunks, set_ready, take_token, wait_phase,
+                   wait_ready)
 
 
 @jit
 def group_stats_region(x, C, K, out, bounds, st):
     """:func:`yscv.kernels.norm.group_stats` over the claimed chunks."""
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         group_stats(x, C, K, bounds[c], bounds[c + 1], out, c)
-        c = region_claim(st)
 
 
 @jit
 def group_apply_region(x, coef, y, bounds, st):
     """:func:`yscv.kernels.norm.group_apply` over the claimed chunks."""
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         group_apply(x, coef, y, bounds[c], bounds[c + 1])
-        c = region_claim(st)
 
 
 @jit
 def group_grad_sums_region(g, x, mean, C, out, bounds, st):
     """:func:`yscv.kernels.norm.group_grad_sums` over the claimed chunks."""
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         group_grad_sums(g, x, mean, C, bounds[c], bounds[c + 1], out, c)
-        c = region_claim(st)
 
 
 @jit
 def layer_norm_forward_region(x, gamma, beta, eps, y, mean, var, bounds, st):
-    """:func:`yscv.kernels.norm.layer_norm_forward` over the claimed chunks."""
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    """:func:`yscv.kernels.layer_norm.layer_norm_forward` over the claimed chunks."""
+    for c in region_chunks(st, bounds.shape[0] - 1):
         layer_norm_forward(x, gamma, beta, eps, y, mean, var, bounds[c], bounds[c + 1])
-        c = region_claim(st)
 
 
 @jit
 def layer_norm_backward_region(g, x, mean, inv, gamma, gamma64, dx, dgamma_out, dbeta_out,
                                need_x, need_affine, bounds, st):
-    """:func:`yscv.kernels.norm.layer_norm_backward` over the claimed chunks."""
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    """:func:`yscv.kernels.layer_norm.layer_norm_backward` over the claimed chunks."""
+    for c in region_chunks(st, bounds.shape[0] - 1):
         layer_norm_backward(g, x, mean, inv, gamma, gamma64, dx, dgamma_out, dbeta_out, c,
                             bounds[c], bounds[c + 1], need_x, need_affine)
-        c = region_claim(st)
 
 
 # ------------------------------------------- two-phase grouped regions
@@ -136,13 +122,10 @@ def group_forward_region(x, C, K, eps, gamma, beta, parts, mean, var, coef, y, b
     :func:`yscv.kernels.norm.group_stats`), one two-phase region: writes the
     float64 ``mean[N, G]`` and biased ``var[N, G]`` and ``y``; ``parts[k1,
     2, N, G]`` and ``coef[N, 4, W]`` are scratch. Phase chunks: ``b1``, ``b2``."""
-    region_enter(st)
     n1 = b1.shape[0] - 1
-    c = region_claim(st)
-    while c < n1:
+    for c in region_chunks(st, n1):
         group_stats(x, C, K, b1[c], b1[c + 1], parts, c)
         phase_done(st)
-        c = region_claim(st)
     wait_phase(st, n1)
     if take_token(st):
         merge_stats(parts, b1, (x.shape[2] // C) * K, mean, var)
@@ -150,10 +133,8 @@ def group_forward_region(x, C, K, eps, gamma, beta, parts, mean, var, coef, y, b
         set_ready(st)
     else:
         wait_ready(st)
-    c = region_claim2(st)
-    while c < b2.shape[0] - 1:
+    for c in phase2_chunks(st, b2.shape[0] - 1):
         group_apply(x, coef, y, b2[c], b2[c + 1])
-        c = region_claim2(st)
 
 
 @jit
@@ -196,18 +177,15 @@ def group_backward_region(g, x, mean_w, mean, var, eps, gamma64, C, K, m, parts,
     uses for the affine gradients), the coefficients (``coef[N, 5, W]``,
     scratch), then ``dx``. ``mean_w`` is the float64 mean per lane
     ``[N, W]``; ``m`` the values per group."""
-    region_enter(st)
     n1 = b1.shape[0] - 1
-    c = region_claim(st)
-    while c < n1:
+    for c in region_chunks(st, n1):
         group_grad_sums(g, x, mean_w, C, b1[c], b1[c + 1], parts, c)
         phase_done(st)
-        c = region_claim(st)
     wait_phase(st, n1)
     if take_token(st):
         # the chunks' sums in chunk order, as yscv.compute.regions.combine (an
         # element loop: a slice assignment would compile Numba's shape-error
-        # message formatting, ~3 s of first-call time)
+        # message formatting, seconds of first-call compile time)
         for k in range(2):
             for n in range(sums.shape[1]):
                 for ch in range(C):
@@ -219,7 +197,5 @@ def group_backward_region(g, x, mean_w, mean, var, eps, gamma64, C, K, m, parts,
         set_ready(st)
     else:
         wait_ready(st)
-    c = region_claim2(st)
-    while c < b2.shape[0] - 1:
+    for c in phase2_chunks(st, b2.shape[0] - 1):
         group_grad_apply(g, x, coef, dx, b2[c], b2[c + 1])
-        c = region_claim2(st)

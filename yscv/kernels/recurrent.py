@@ -15,120 +15,23 @@ Row layouts (G gate blocks of H columns, in PyTorch's order):
   ``h_{t-1} w_hh`` apart (``hw``) because ``n`` multiplies its third block
   by ``r``.
 
-Transcendentals: ``fsigmoid`` and ``ftanh`` below are exact libm calls
-(``math.exp``, ``math.tanh``) for float64. For float32 they are branch-free
-forms that LLVM vectorises (libm calls cannot be vectorised without SVML,
-and were 3-4x slower per element here), built on ``_exp32``: Cody-Waite
-range reduction, Cephes' expf polynomial and a bit-built 2**k (max relative
-error 8e-8 on [-87.3, 88.3]). ``fsigmoid`` = 1 / (1 + exp(-x)) (max absolute
-error 9e-8); ``ftanh`` is Eigen's 13/6-degree rational function (no exp;
-max error 6.6 ulp, 4e-7 absolute, near |x| = 5.8). NaN propagates;
-+-inf give the limits (sigmoid(-inf) is 4e-39, not exactly 0).
+Transcendentals: :func:`fast_sigmoid` and :func:`fast_tanh` of
+yscv/kernels/fastmath.py (libm for float64; branch-free forms that LLVM
+vectorises for float32; see that module for accuracy and the NaN/inf
+contract: NaN propagates, +-inf give the limits).
 
 Loops are split so each writes one array and reads few: Numba cannot tell
 LLVM that arguments do not alias, and LLVM gives up vectorising a loop that
-would need many runtime overlap checks (one fused loop over five arrays ran
-3-4x slower than the split loops). Gate blocks are taken as slices
-(``gt[2*H:3*H]``) and looped from 0: an index like ``gt[j]`` with j from
-2*H keeps Numba's negative-index wraparound in the loop (LLVM cannot prove
-H >= 0), and the loop then stays scalar.
+would need many runtime overlap checks (a fused loop over five arrays stayed
+scalar and was several times slower; docs/ops/recurrent.md). Gate blocks are
+taken as slices (``gt[2*H:3*H]``) and looped from 0: an index like ``gt[j]``
+with j from 2*H keeps Numba's negative-index wraparound in the loop (LLVM
+cannot prove H >= 0), and the loop then stays scalar.
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
-from numba import types
-from numba.extending import intrinsic, overload
-
 from ._jit import jit
-
-
-# ------------------------------------------------------ float32 fast math
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    """Reinterpret the low 32 bits of an integer as a float32."""
-    if not isinstance(bits, types.Integer):
-        return None
-    sig = types.float32(bits)
-
-    def codegen(context, builder, signature, args):
-        v = context.cast(builder, args[0], signature.args[0], types.int32)
-        return builder.bitcast(v, context.get_value_type(types.float32))
-
-    return sig, codegen
-
-
-@jit
-def _exp32(x):
-    """exp(x) for float32, x clamped to [-87.34, 88.37] (the range where the
-    result is a normal float): enough for sigmoid and tanh, whose limits come
-    out right from the clamped values. NaN propagates (the clamps compare
-    false). Cephes' expf polynomial after Cody-Waite reduction."""
-    xc = min(x, np.float32(88.37))
-    xc = max(xc, np.float32(-87.33654))
-    magic = np.float32(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer
-    k = (xc * np.float32(1.4426950408889634) + magic) - magic
-    r = (xc - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    p = p * (r * r) + r + np.float32(1.0)
-    return p * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
-
-
-@jit
-def _tanh32(x):
-    """Eigen's 13/6-degree rational tanh on the argument clamped to +-7.9053
-    (the same function as yscv.kernels.activation._tanh32; copied because
-    Numba's cache only tracks a kernel's own file)."""
-    c = min(max(x, np.float32(-7.90531110763549805)), np.float32(7.90531110763549805))
-    c2 = c * c
-    p = np.float32(-2.76076847742355e-16)
-    p = p * c2 + np.float32(2.00018790482477e-13)
-    p = p * c2 + np.float32(-8.60467152213735e-11)
-    p = p * c2 + np.float32(5.12229709037114e-08)
-    p = p * c2 + np.float32(1.48572235717979e-05)
-    p = p * c2 + np.float32(6.37261928875436e-04)
-    p = (p * c2 + np.float32(4.89352455891786e-03)) * c
-    q = np.float32(1.19825839466702e-06)
-    q = q * c2 + np.float32(1.18534705686654e-04)
-    q = q * c2 + np.float32(2.26843463243900e-03)
-    q = q * c2 + np.float32(4.89352518554385e-03)
-    r = p / q
-    r = x if abs(x) < np.float32(0.0004) else r
-    return r if x == x else x
-
-
-def ftanh(x):
-    """tanh(x): libm for float64, vectorisable approximation for float32."""
-    return math.tanh(x)
-
-
-def fsigmoid(x):
-    """1 / (1 + exp(-x))."""
-    return 1.0 / (1.0 + math.exp(-x))
-
-
-def _is_f32(x):
-    return isinstance(x, types.Float) and x.bitwidth == 32
-
-
-@overload(ftanh)
-def _ftanh_impl(x):
-    if _is_f32(x):
-        return lambda x: _tanh32(x)
-    return lambda x: math.tanh(x)
-
-
-@overload(fsigmoid)
-def _fsigmoid_impl(x):
-    if _is_f32(x):
-        return lambda x: np.float32(1.0) / (np.float32(1.0) + _exp32(-x))
-    return lambda x: 1.0 / (1.0 + math.exp(-x))
+from .fastmath import fast_sigmoid, fast_tanh
 
 
 # ------------------------------------------------------------------ cells
@@ -143,7 +46,7 @@ def rnn_cell_forward(o, bias, relu):
             o[j] = a if a > zero else zero
     else:
         for j in range(o.shape[0]):
-            o[j] = ftanh(o[j] + bias[j])
+            o[j] = fast_tanh(o[j] + bias[j])
 
 
 @jit
@@ -170,15 +73,15 @@ def lstm_cell_forward(gt, bias, cp, cn, o):
     g_if, g_i, g_f, g_g, g_o = gt[:2 * H], gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
     b_if, b_g, b_o = bias[:2 * H], bias[2 * H:3 * H], bias[3 * H:]
     for j in range(2 * H):
-        g_if[j] = fsigmoid(g_if[j] + b_if[j])
+        g_if[j] = fast_sigmoid(g_if[j] + b_if[j])
     for j in range(H):
-        g_g[j] = ftanh(g_g[j] + b_g[j])
+        g_g[j] = fast_tanh(g_g[j] + b_g[j])
     for j in range(H):
-        g_o[j] = fsigmoid(g_o[j] + b_o[j])
+        g_o[j] = fast_sigmoid(g_o[j] + b_o[j])
     for j in range(H):
         cn[j] = g_f[j] * cp[j] + g_i[j] * g_g[j]
     for j in range(H):
-        o[j] = g_o[j] * ftanh(cn[j])
+        o[j] = g_o[j] * fast_tanh(cn[j])
 
 
 @jit
@@ -195,7 +98,7 @@ def lstm_cell_backward(gt, cp, cn, dh, dc, tc, dg):
     g_i, g_f, g_g, g_o = gt[:H], gt[H:2 * H], gt[2 * H:3 * H], gt[3 * H:]
     d_i, d_f, d_g, d_o = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
     for j in range(H):
-        tc[j] = ftanh(cn[j])
+        tc[j] = fast_tanh(cn[j])
     for j in range(H):
         o = g_o[j]
         d_o[j] = dh[j] * tc[j] * o * (one - o)
@@ -230,11 +133,11 @@ def gru_cell_forward(s, hw, b_ih, b_hh, hp, o):
     h_rz, h_n = hw[:2 * H], hw[2 * H:]
     s_rz, s_r, s_z, s_n, s_hn = s[:2 * H], s[:H], s[H:2 * H], s[2 * H:3 * H], s[3 * H:]
     for j in range(2 * H):
-        s_rz[j] = fsigmoid(s_rz[j] + bi_rz[j] + h_rz[j] + bh_rz[j])
+        s_rz[j] = fast_sigmoid(s_rz[j] + bi_rz[j] + h_rz[j] + bh_rz[j])
     for j in range(H):
         s_hn[j] = h_n[j] + bh_n[j]
     for j in range(H):
-        s_n[j] = ftanh(s_n[j] + bi_n[j] + s_r[j] * s_hn[j])
+        s_n[j] = fast_tanh(s_n[j] + bi_n[j] + s_r[j] * s_hn[j])
     for j in range(H):
         z = s_z[j]
         o[j] = (one - z) * s_n[j] + z * hp[j]

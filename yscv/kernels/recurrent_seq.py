@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from ._jit import jit
 from .gemm import matmul_add_rows, matmul_rows, matmul_tn_steps
-from .sync import region_claim, region_enter
+from .sync import region_chunks
 from .recurrent import (gru_cell_backward, gru_cell_forward, lstm_cell_backward,
                         lstm_cell_forward, rnn_cell_backward, rnn_cell_forward)
 
@@ -210,7 +210,7 @@ def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
     T = x.shape[0]
     # Numba types a constant argument by its value and compiles the callee
     # once per value (0 and 1 would be separate specialisations of
-    # matmul_tn_steps, ~1.5 s of compile time each): the step offsets are
+    # matmul_tn_steps, each a long compile): the step offsets are
     # run-time integers instead.
     zero = b0 - b0
     one = zero + 1
@@ -236,76 +236,58 @@ def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
 # block's own partials (index c).
 @jit
 def rnn_forward_region(x, w_ih, w_hh, bias, h0, has_h0, relu, out, out_ro, bounds, st):
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         rnn_forward_rows(x, w_ih, w_hh, bias, h0, has_h0, relu, out, out_ro,
                          bounds[c], bounds[c + 1])
-        c = region_claim(st)
 
 
 @jit
 def lstm_forward_region(x, w_ih, w_hh, bias, h0, has_h0, gates, cells, out, out_ro, bounds, st):
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         lstm_forward_rows(x, w_ih, w_hh, bias, h0, has_h0, gates, cells, out, out_ro,
                           bounds[c], bounds[c + 1])
-        c = region_claim(st)
 
 
 @jit
 def gru_forward_region(x, w_ih, w_hh, b_ih, b_hh, h_first, has_h0, hw, saved, out, out_ro,
                        bounds, st):
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         gru_forward_rows(x, w_ih, w_hh, b_ih, b_hh, h_first, has_h0, hw, saved, out, out_ro,
                          bounds[c], bounds[c + 1])
-        c = region_claim(st)
 
 
 @jit
 def rnn_backward_region(out, gout, w_hh_t, relu, dpre, dpre_ro, dh, need_dh0,
                         x, h0_seq, has_h0, w_ih_t, dx, dw_ih, dw_hh, db, flags, bounds, st):
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         b0, b1 = bounds[c], bounds[c + 1]
         rnn_backward_rows(out, gout, w_hh_t, relu, dpre, dpre_ro, dh, b0, b1, need_dh0)
         param_grads_rows(x, out, h0_seq, has_h0, dpre_ro, dpre_ro, w_ih_t, dx, dw_ih[c],
                          dw_hh[c], db[c], db[c], b0, b1, flags[0], flags[1], flags[2],
                          flags[3], flags[4])
-        c = region_claim(st)
 
 
 @jit
 def lstm_backward_region(gates, cells, gout, w_hh_t, dgates, dgates_ro, dh, dc, tc, need_dh0,
                          x, out, h0_seq, has_h0, w_ih_t, dx, dw_ih, dw_hh, db, flags,
                          bounds, st):
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         b0, b1 = bounds[c], bounds[c + 1]
         lstm_backward_rows(gates, cells, gout, w_hh_t, dgates, dgates_ro, dh, dc, tc, b0, b1,
                            need_dh0)
         param_grads_rows(x, out, h0_seq, has_h0, dgates_ro, dgates_ro, w_ih_t, dx, dw_ih[c],
                          dw_hh[c], db[c], db[c], b0, b1, flags[0], flags[1], flags[2],
                          flags[3], flags[4])
-        c = region_claim(st)
 
 
 @jit
 def gru_backward_region(saved, out, h_first, gout, w_hh_t, dxp, dhp, dxp_ro, dhp_ro, dh, dd,
                         need_dh0, x, h0_seq, has_h0, w_ih_t, dx, dw_ih, dw_hh, db_ih, db_hh,
                         flags, bounds, st):
-    region_enter(st)
-    c = region_claim(st)
-    while c < bounds.shape[0] - 1:
+    for c in region_chunks(st, bounds.shape[0] - 1):
         b0, b1 = bounds[c], bounds[c + 1]
         gru_backward_rows(saved, out, h_first, gout, w_hh_t, dxp, dhp, dhp_ro, dh, dd, b0, b1,
                           need_dh0)
         param_grads_rows(x, out, h0_seq, has_h0, dxp_ro, dhp_ro, w_ih_t, dx, dw_ih[c],
                          dw_hh[c], db_ih[c], db_hh[c], b0, b1, flags[0], flags[1], flags[2],
                          flags[3], flags[4])
-        c = region_claim(st)

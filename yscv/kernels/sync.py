@@ -3,11 +3,12 @@
 
 A region runs one kernel call on each participating thread (the caller and
 the pool's helpers); every participant claims chunk indices from a shared
-counter (:func:`region_claim`) until none is left, so a late or absent
+counter (:func:`region_claim`; a region kernel loops
+``for c in region_chunks(st, n)``) until none is left, so a late or absent
 helper only means that the caller claims more chunks. The protocol is built
 so that no thread ever sleeps on the GIL while another holds it: on these
 virtual machines an idle vCPU halts at once, and waking a sleeping thread
-costs 30-50 us, which was most of a region's cost with a Python thread pool
+costs more than most regions' work did with a Python thread pool
 (docs/engine.md, "Two cores").
 
 ``state`` is one int64 array shared by a pool, one counter per 64-byte
@@ -31,7 +32,7 @@ consistent atomics.
 Spinning is polite: ``pause`` each round and ``sched_yield()`` every 32
 rounds, so another runnable thread on the core (an OpenBLAS worker, say) gets
 it at once; libgomp's spinning workers, which do not yield, made a transformer
-block 4-7x slower here.
+block several times slower (docs/engine.md).
 """
 from __future__ import annotations
 
@@ -53,8 +54,10 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _I64 = ir.IntType(64)
 
 
-def _int64_array(a) -> bool:
-    return isinstance(a, types.Array) and a.dtype == types.int64 and a.layout == "C"
+def _int64_slot(a, i, v=types.int64) -> bool:
+    """``a[i]`` (and a value ``v``) that the atomics below accept."""
+    return (isinstance(a, types.Array) and a.dtype == types.int64 and a.layout == "C"
+            and isinstance(i, types.Integer) and isinstance(v, types.Integer))
 
 
 def _slot(context, builder, sig, args):
@@ -63,22 +66,26 @@ def _slot(context, builder, sig, args):
     return builder.gep(arr.data, [idx], inbounds=True)
 
 
+def _value(context, builder, sig, args):
+    return context.cast(builder, args[2], sig.args[2], types.int64)
+
+
 @intrinsic
 def atomic_add(typingctx, a, i, v):
     """``old = a[i]; a[i] += v`` atomically (sequentially consistent); returns old."""
-    if not (_int64_array(a) and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+    if not _int64_slot(a, i, v):
         return None
 
     def codegen(context, builder, sig, args):
-        val = context.cast(builder, args[2], sig.args[2], types.int64)
-        return builder.atomic_rmw("add", _slot(context, builder, sig, args), val, "seq_cst")
+        return builder.atomic_rmw("add", _slot(context, builder, sig, args),
+                                  _value(context, builder, sig, args), "seq_cst")
     return types.int64(a, i, v), codegen
 
 
 @intrinsic
 def atomic_load(typingctx, a, i):
     """``a[i]``, an atomic (sequentially consistent) load."""
-    if not (_int64_array(a) and isinstance(i, types.Integer)):
+    if not _int64_slot(a, i):
         return None
 
     def codegen(context, builder, sig, args):
@@ -89,12 +96,12 @@ def atomic_load(typingctx, a, i):
 @intrinsic
 def atomic_store(typingctx, a, i, v):
     """``a[i] = v``, an atomic (sequentially consistent) store."""
-    if not (_int64_array(a) and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+    if not _int64_slot(a, i, v):
         return None
 
     def codegen(context, builder, sig, args):
-        val = context.cast(builder, args[2], sig.args[2], types.int64)
-        builder.store_atomic(val, _slot(context, builder, sig, args), "seq_cst", 8)
+        builder.store_atomic(_value(context, builder, sig, args),
+                             _slot(context, builder, sig, args), "seq_cst", 8)
         return context.get_dummy_value()
     return types.none(a, i, v), codegen
 
@@ -150,6 +157,18 @@ def region_claim(st):
     return atomic_add(st, NEXT, 1)
 
 
+@jit
+def region_chunks(st, n):
+    """The chunk indices below ``n`` this participant claims, as a generator;
+    the first one marks the caller as inside the region (:func:`region_enter`).
+    A region kernel is ``for c in region_chunks(st, n): <chunk c>``."""
+    region_enter(st)
+    c = region_claim(st)
+    while c < n:
+        yield c
+        c = region_claim(st)
+
+
 # Two-phase regions: every participant claims first-phase chunks (region_claim),
 # marking each done (phase_done); then waits until all are done (wait_phase:
 # only claimed chunks, which running participants finish, are waited for);
@@ -192,6 +211,15 @@ def wait_ready(st):
 def region_claim2(st):
     """The next chunk index of the second phase."""
     return atomic_add(st, NEXT2, 1)
+
+
+@jit
+def phase2_chunks(st, n):
+    """The second-phase chunk indices below ``n`` this participant claims."""
+    c = region_claim2(st)
+    while c < n:
+        yield c
+        c = region_claim2(st)
 
 
 # ----------------------------------------------------- caller and helpers

@@ -1,0 +1,14 @@
+"""The ``kind`` codes of the fused activation kernels
+(:func:`yscv.kernels.activation.unary_forward` / ``unary_backward``).
+
+A module of its own, without numba, so that the op modules can import the
+codes at ``import yscv`` time (kernel modules are imported lazily).
+"""
+SIGMOID = 0
+TANH = 1
+GELU_ERF = 2
+GELU_TANH = 3
+GELU_SIGMOID = 4
+SILU = 5
+MISH = 6
+SOFTPLUS = 7
