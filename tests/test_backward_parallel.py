@@ -1,6 +1,7 @@
 """Parallel backward (SPEC §2): bit-identical to the serial walk, hooks once,
 errors in walk order, no thread left behind."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -103,7 +104,10 @@ def test_threads_really_run_in_parallel_and_none_is_left():
             w = g.variable(rng.standard_normal((256, 256)) * 0.05)
             h = g.tanh(g.matmul(h, w))
         h = g.mean(h)
-        g.register_hook(h, lambda gr: names.add(threading.current_thread().name))
+        # a hook that sleeps (releasing the GIL) keeps one thread busy while
+        # the other branches are ready: the helper must take some of them
+        g.register_hook(h, lambda gr: (names.add(threading.current_thread().name),
+                                       time.sleep(0.005)))
         outs.append(h)
     total = outs[0]
     for o in outs[1:]:
