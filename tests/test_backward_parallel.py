@@ -92,6 +92,13 @@ def _backward_threads():
     return [t for t in threading.enumerate() if t.name == "yscv-backward"]
 
 
+def _note_thread_and_sleep(names):
+    def hook(grad):
+        names.add(threading.current_thread().name)
+        time.sleep(0.005)
+    return hook
+
+
 def test_threads_really_run_in_parallel_and_none_is_left():
     names = set()
     g = yscv.Graph()
@@ -106,8 +113,7 @@ def test_threads_really_run_in_parallel_and_none_is_left():
         h = g.mean(h)
         # a hook that sleeps (releasing the GIL) keeps one thread busy while
         # the other branches are ready: the helper must take some of them
-        g.register_hook(h, lambda gr: (names.add(threading.current_thread().name),
-                                       time.sleep(0.005)))
+        g.register_hook(h, _note_thread_and_sleep(names))
         outs.append(h)
     total = outs[0]
     for o in outs[1:]:
