@@ -118,7 +118,7 @@ class _GraphCore:
 
         ``saved`` is dropped when the node does not require grad (no backward
         will read it). The NodeId is built without ``make_node_id``'s extra
-        call: this runs once per node on the hot path (_apply1/_apply2)."""
+        call, as in the inline copies of the hot path (_apply1/_apply2)."""
         k = len(self._uids)
         uid = _next_uid()
         self._values.append(value)
@@ -178,7 +178,9 @@ class _GraphCore:
         broadcasting failures become a ShapeError naming the op and both shapes.
 
         This and :meth:`_apply1` are the per-node hot path (the scalar-chain
-        benchmark): the id checks are inlined on purpose.
+        benchmark): the id checks and the append are inlined on purpose (a
+        call to :meth:`_append` measured slower, see docs/engine.md); keep the
+        two inline copies in step with :meth:`_append`.
         """
         if type(a) is NodeId and type(b) is NodeId:
             uids = self._uids
@@ -210,8 +212,24 @@ class _GraphCore:
             rgl = self._rg
             ra = rgl[i]
             rb = rgl[j]
-            return self._append(op, (i, j), value, saved, attrs,
-                                (ra or rb) and self._grad_enabled, (ra, rb))
+            rg = (ra or rb) and self._grad_enabled
+            # _append inlined (a call measured slower: docs/engine.md)
+            k = len(uids)
+            uid = _next_uid()
+            values.append(value)
+            self._ops.append(op)
+            self._inputs.append((i, j))
+            self._attrs.append(attrs)
+            self._saved.append(saved if rg else None)
+            rgl.append(rg)
+            self._needs.append((ra, rb))
+            uids.append(uid)
+            nid = _new_object(_NodeIdBuilder)
+            nid.graph = self
+            nid.index = k
+            nid.uid = uid
+            nid.__class__ = NodeId
+            return nid
         try:
             return self._apply(op, (a, b), attrs)
         except ValueError as exc:
@@ -242,7 +260,8 @@ class _GraphCore:
             stale = True
         if stale:
             self._index(x)
-        v = self._values[i]
+        values = self._values
+        v = values[i]
         if v is None:
             v = self._recompute_value(i)
         value, saved = _FORWARD[op](attrs, v)
@@ -250,8 +269,26 @@ class _GraphCore:
             value = np.asarray(value)
         if self.detect_anomaly:
             self._check_forward_finite(op, value)
-        r = self._rg[i]
-        return self._append(op, (i,), value, saved, attrs, r and self._grad_enabled, (r,))
+        rgl = self._rg
+        r = rgl[i]
+        rg = r and self._grad_enabled
+        # _append inlined (see _apply2)
+        k = len(uids)
+        uid = _next_uid()
+        values.append(value)
+        self._ops.append(op)
+        self._inputs.append((i,))
+        self._attrs.append(attrs)
+        self._saved.append(saved if rg else None)
+        rgl.append(rg)
+        self._needs.append((r,))
+        uids.append(uid)
+        nid = _new_object(_NodeIdBuilder)
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
+        return nid
 
     def _check_forward_finite(self, opcode: int, value) -> None:
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):

@@ -163,7 +163,7 @@ class WalkMixin:
                     got=shape,
                 )
             return np.ones(shape, dtype=self.dtype), False
-        # no copy (a large cotangent's copy cost ~1 ms per 8 MB): backward
+        # no copy (a large cotangent's copy is not free): backward
         # rules never write to g, and the walk copies a borrowed (read-only)
         # gradient before storing it as a leaf's or retained node's grad
         seed = as_graph_array(grad, self.dtype, fname, "grad", copy=False)
@@ -247,8 +247,11 @@ class WalkMixin:
             op = ops[i]
             if released:
                 self._prepare_node_for_backward(i)
-            # one- and two-input nodes (nearly all) are unrolled: no per-node
-            # list comprehension frame or zip loop on this hot path
+            # Conform and add, written out per path: one- and two-input nodes
+            # (nearly all) are unrolled, with no per-node zip loop or call on
+            # this hot path (both measured slower: docs/engine.md, "Why the hot
+            # path is written out"). The test is _conform_grad's fast path;
+            # keep the three copies alike.
             n_in = len(ins)
             if n_in == 1:
                 j = ins[0]
@@ -295,9 +298,11 @@ class WalkMixin:
                 self._release_segment(seg)
 
     def _conform_grad(self, gj, shape: tuple, op: int, i: int, j: int) -> np.ndarray:
-        """The walk's slow path for one input gradient: make it an ndarray,
-        sum broadcast axes to ``shape``, and check dtype (and finiteness in
-        anomaly mode)."""
+        """Conform one input gradient ``gj`` of node i for input j: make it an
+        ndarray, check its dtype, sum broadcast axes back to ``shape`` (the
+        input's), and check finiteness in anomaly mode. Returns ``gj`` itself
+        when nothing is to be done. The serial walk calls it only when its
+        inlined fast test fails; the parallel walk calls it for every gradient."""
         if type(gj) is not _ndarray:
             gj = np.asarray(gj)
         if gj.dtype != self.dtype:
