@@ -31,6 +31,16 @@ from .ops._common import as_graph_array
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
+# binding errors: (not an ndarray, wrong dtype)
+_PARAM_ERRORS = (
+    "{name}: Parameter.data must be a numpy array, got {got}",
+    "{name}: Parameter dtype {dt} does not match the graph dtype {gdt}; create the Graph "
+    "with dtype={dt} or convert the model")
+_BUFFER_ERRORS = (
+    "{name}: expected a numpy array, got {got}",
+    "{name}: dtype {dt} does not match the graph dtype {gdt}; create the Graph with "
+    "dtype={dt} or convert the model with model.to({gdt})")
+
 
 class LeavesMixin:
     """Leaf creation and binding; storage comes from ``yscv.graph``."""
@@ -71,19 +81,9 @@ class LeavesMixin:
         ``g.buffer(p.data)`` (as ``yscv.nn.bind_param`` does).
         """
         nid = self._bound(self._params, p)
-        if nid is not None:
-            return nid
-        data = p.data
-        if not isinstance(data, _ndarray):
-            raise TypeError(f"param: Parameter.data must be a numpy array, got {type(data).__name__}")
-        if data.dtype != self.dtype:
-            raise TypeError(
-                f"param: Parameter dtype {data.dtype} does not match the graph dtype "
-                f"{self.dtype}; create the Graph with dtype={data.dtype} or convert the model"
-            )
-        nid = self._leaf(data.view(), True)
-        self._params[id(p)] = (nid.index, nid.uid, p)
-        self._param_of[nid.index] = p
+        if nid is None:
+            nid = self._bind(self._params, p, p.data, True, _PARAM_ERRORS, "param")
+            self._param_of[nid.index] = p
         return nid
 
     def buffer(self, arr: np.ndarray, name: str = "buffer") -> NodeId:
@@ -97,17 +97,19 @@ class LeavesMixin:
         the graph dtype, else TypeError; ``name`` is the name errors use.
         """
         nid = self._bound(self._buffers, arr)
-        if nid is not None:
-            return nid
-        if not isinstance(arr, _ndarray):
-            raise TypeError(f"{name}: expected a numpy array, got {type(arr).__name__}")
-        if arr.dtype != self.dtype:
-            raise TypeError(
-                f"{name}: dtype {arr.dtype} does not match the graph dtype {self.dtype}; "
-                f"create the Graph with dtype={arr.dtype} or convert the model with "
-                f"model.to({self.dtype})")
-        nid = self._leaf(arr.view(), False)
-        self._buffers[id(arr)] = (nid.index, nid.uid, arr)
+        if nid is None:
+            nid = self._bind(self._buffers, arr, arr, False, _BUFFER_ERRORS, name)
+        return nid
+
+    def _bind(self, cache: dict, obj, data, requires_grad: bool, errors, name: str) -> NodeId:
+        """A new leaf viewing ``data`` (checked: an ndarray of the graph dtype),
+        cached as ``obj``'s binding (index and uid, never a NodeId)."""
+        if not isinstance(data, _ndarray):
+            raise TypeError(errors[0].format(name=name, got=type(data).__name__))
+        if data.dtype != self.dtype:
+            raise TypeError(errors[1].format(name=name, dt=data.dtype, gdt=self.dtype))
+        nid = self._leaf(data.view(), requires_grad)
+        cache[id(obj)] = (nid.index, nid.uid, obj)
         return nid
 
     def set_value(self, leaf: NodeId, a) -> None:
