@@ -114,11 +114,12 @@ class _GraphCore:
 
     # --------------------------------------------------------------- append
     def _append(self, op: int, inputs: tuple, value, saved, attrs, rg: bool, needs) -> NodeId:
-        """Append one node (the only place that does) and return its NodeId.
+        """Append one node and return its NodeId (leaves, ``_apply``; the hot
+        paths ``_apply1``/``_apply2`` carry inline copies of this body).
 
         ``saved`` is dropped when the node does not require grad (no backward
         will read it). The NodeId is built without ``make_node_id``'s extra
-        call, as in the inline copies of the hot path (_apply1/_apply2)."""
+        call."""
         k = len(self._uids)
         uid = _next_uid()
         self._values.append(value)
