@@ -604,3 +604,20 @@ def test_graph_clip_grad_value_clips_parameter_grads_and_checks_args():
     with pytest.raises(TypeError, match="max_norm"):
         g.clip_grad_norm([w], "1")
     np.testing.assert_allclose(p.grad, [1.0, -1.0, 0.5])
+
+
+def test_buffer_binds_a_view_once_per_graph_without_grad():
+    g = Graph()
+    arr = np.arange(3, dtype=np.float32)
+    b = g.buffer(arr)
+    assert g.buffer(arr) == b and len(g) == 1          # bound once
+    assert not g.requires_grad(b)
+    arr[0] = 7.0                                       # shares memory
+    assert g.value(b)[0] == 7.0
+    g.truncate(0)
+    b2 = g.buffer(arr)                                 # rebound after truncate
+    assert b2.index == 0 and len(g) == 1
+    with pytest.raises(TypeError, match="running_mean: dtype float64"):
+        g.buffer(np.zeros(2), "running_mean")
+    with pytest.raises(TypeError, match="buffer: expected a numpy array"):
+        g.buffer([1.0])

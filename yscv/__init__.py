@@ -7,6 +7,7 @@
     g.backward(loss)
     g.grad(w)
 """
+from . import errors as _errors
 from .errors import (
     AnomalyError,
     AutogradError,
@@ -51,14 +52,7 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "runtime",
-    "AutogradError",
-    "ShapeError",
-    "NodeNotFoundError",
-    "NonScalarTargetError",
-    "BackwardError",
-    "AnomalyError",
-    "GradcheckError",
-    "CheckpointError",
+    *_errors.__all__,
     "__version__",
     "nn",
     "optim",

@@ -1,4 +1,5 @@
-"""The arena ``Graph``: leaves, accessors, truncate, no_grad, and the backward walk.
+"""The arena ``Graph``: node storage, the node append, accessors, truncate and
+no_grad; ``Graph`` composes it with the other floors of the engine.
 
 Nodes live in parallel lists indexed by arena position (struct of arrays):
 
@@ -14,9 +15,20 @@ Nodes live in parallel lists indexed by arena position (struct of arrays):
 ``_grads``      dict index -> stored gradient (leaves and retained nodes only)
 ==============  ==========================================================
 
-Op methods come from the category mixins in :mod:`yscv.ops`; each validates
-its arguments and calls :meth:`Graph._apply`, which runs the registered pure
-forward and appends the node only if the forward succeeded.
+The ``Graph`` class is this storage plus mixins, one file each:
+
+=======================  =================================================
+:mod:`yscv.leaves`       variable, constant, param, buffer, set_value
+:mod:`yscv.walk`         backward, gradients, hooks, accumulation
+:mod:`yscv.checkpoint`   release and recompute of values (checkpointing)
+:mod:`yscv.clipping`     clip_grad_norm, clip_grad_value
+:mod:`yscv.introspect`   to_dot, memory, summary
+:mod:`yscv.ops`          one mixin per op category (g.conv2d, g.relu, ...)
+=======================  =================================================
+
+Op methods validate their arguments and call :meth:`Graph._apply` (or the
+one- and two-input fast paths ``_apply1`` / ``_apply2``), which runs the
+registered pure forward and appends the node only if the forward succeeded.
 """
 from __future__ import annotations
 
@@ -25,48 +37,28 @@ import contextlib
 import numpy as np
 
 from . import registry, runtime
-from . import walk_parallel as _walk_parallel
-from .errors import (
-    AnomalyError,
-    BackwardError,
-    NodeNotFoundError,
-    NonScalarTargetError,
-    ShapeError,
-)
+from .errors import AnomalyError, NodeNotFoundError, ShapeError
 from .checkpoint import CheckpointMixin
 from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
-from .node import NodeId, Op, make_node_id, next_uid
+from .leaves import LeavesMixin
+from .node import NodeId, Op, make_node_id
 from .node import _NodeIdBuilder, _new_object, _next_uid
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
+from .walk import WalkMixin
 from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWARD)
 
 # Every Op member must have a forward and a backward, or importing fails.
 registry.check_complete()
 
 _FORWARD = registry.FORWARD
-_BACKWARD = registry.BACKWARD
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
 
-class _HookHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
-
-    __slots__ = ("_hooks", "_fn")
-
-    def __init__(self, hooks: list, fn):
-        self._hooks = hooks
-        self._fn = fn
-
-    def remove(self) -> None:
-        if self._fn in self._hooks:
-            self._hooks.remove(self._fn)
-
-
 class _GraphCore:
-    """Arena storage, leaves, accessors and backward (see module docstring)."""
+    """Arena storage, the node append and accessors (see module docstring)."""
 
     def __init__(self, dtype=np.float32, detect_anomaly: bool = False):
         dt = np.dtype(dtype)
@@ -94,6 +86,7 @@ class _GraphCore:
         self._post_hooks: dict = {}     # leaf index -> [fn(graph, leaf)]
         self._retained: set = set()     # non-leaf indices whose grads are kept
         self._params: dict = {}         # id(Parameter) -> (index, uid, Parameter)
+        self._buffers: dict = {}        # id(array) -> (index, uid, array) (g.buffer)
         self._param_of: dict = {}       # leaf index -> Parameter
         self._end_hooks: list = []      # fn(graph) after each successful backward
 
@@ -120,9 +113,15 @@ class _GraphCore:
         return make_node_id(self, i, self._uids[i])
 
     # --------------------------------------------------------------- append
-    def _append(self, op: int, inputs: tuple, value, saved, attrs, rg: bool, needs=()) -> NodeId:
-        i = len(self._uids)
-        uid = next_uid()
+    def _append(self, op: int, inputs: tuple, value, saved, attrs, rg: bool, needs) -> NodeId:
+        """Append one node and return its NodeId (leaves, ``_apply``; the hot
+        paths ``_apply1``/``_apply2`` carry inline copies of this body).
+
+        ``saved`` is dropped when the node does not require grad (no backward
+        will read it). The NodeId is built without ``make_node_id``'s extra
+        call."""
+        k = len(self._uids)
+        uid = _next_uid()
         self._values.append(value)
         self._ops.append(op)
         self._inputs.append(inputs)
@@ -131,49 +130,11 @@ class _GraphCore:
         self._rg.append(rg)
         self._needs.append(needs)
         self._uids.append(uid)
-        return make_node_id(self, i, uid)
-
-    def _leaf(self, value: np.ndarray, requires_grad: bool) -> NodeId:
-        if self.detect_anomaly and not np.all(np.isfinite(value)):
-            raise AnomalyError(
-                f"leaf value is not finite (node {len(self._uids)})",
-                op="leaf",
-                node=len(self._uids),
-            )
-        return self._append(_LEAF, (), value, None, None, requires_grad)
-
-    def variable(self, a) -> NodeId:
-        """A trainable leaf: a copy of ``a`` converted to the graph dtype."""
-        return self._leaf(as_graph_array(a, self.dtype, "variable", "a", copy=True), True)
-
-    def constant(self, a) -> NodeId:
-        """A non-trainable leaf: a copy of ``a`` converted to the graph dtype."""
-        return self._leaf(as_graph_array(a, self.dtype, "constant", "a", copy=True), False)
-
-    def param(self, p) -> NodeId:
-        """Bind a :class:`yscv.nn.Parameter` as a variable leaf, once per graph.
-
-        The leaf's value shares memory with ``p.data`` (no copy), so in-place
-        optimizer updates are seen by the graph. After ``backward`` the leaf's
-        gradient contribution is accumulated into ``p.grad``.
-        """
-        key = id(p)
-        entry = self._params.get(key)
-        if entry is not None:
-            i, uid, bound = entry
-            if bound is p and i < len(self._uids) and self._uids[i] == uid:
-                return make_node_id(self, i, uid)
-        data = p.data
-        if not isinstance(data, _ndarray):
-            raise TypeError(f"param: Parameter.data must be a numpy array, got {type(data).__name__}")
-        if data.dtype != self.dtype:
-            raise TypeError(
-                f"param: Parameter dtype {data.dtype} does not match the graph dtype "
-                f"{self.dtype}; create the Graph with dtype={data.dtype} or convert the model"
-            )
-        nid = self._leaf(data.view(), True)
-        self._params[key] = (nid.index, nid.uid, p)  # no NodeId: no graph<->node cycle
-        self._param_of[nid.index] = p
+        nid = _new_object(_NodeIdBuilder)
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
         return nid
 
     def _operand(self, x, opname: str, argname: str):
@@ -202,14 +163,25 @@ class _GraphCore:
             vals.append(v)
             needs.append(r)
         value, saved = _FORWARD[opcode](attrs, *vals)
-        return self._finish(opcode, idx, vals, value, saved, attrs, tuple(needs))
+        if type(value) is not _ndarray:
+            value = np.asarray(value)
+        if self.detect_anomaly:
+            self._check_forward_finite(opcode, value)
+        for k, i in enumerate(idx):
+            if i < 0:
+                idx[k] = self._append(_LEAF, (), vals[k], None, None, False, ()).index
+        needs = tuple(needs)
+        rg = self._grad_enabled and any(needs)
+        return self._append(opcode, tuple(idx), value, saved, attrs, rg, needs)
 
     def _apply2(self, op: Op, a, b, attrs=None) -> NodeId:
-        """Fast path of :meth:`_apply` for two operands; NumPy broadcasting
-        failures become a ShapeError naming the op and both shapes.
+        """Fast path of :meth:`_apply` for two NodeId operands; NumPy
+        broadcasting failures become a ShapeError naming the op and both shapes.
 
         This and :meth:`_apply1` are the per-node hot path (the scalar-chain
-        benchmark): id checks and the append are inlined on purpose.
+        benchmark): the id checks and the append are inlined on purpose (a
+        call to :meth:`_append` measured slower, see docs/engine.md); keep the
+        two inline copies in step with :meth:`_append`.
         """
         if type(a) is NodeId and type(b) is NodeId:
             uids = self._uids
@@ -242,6 +214,7 @@ class _GraphCore:
             ra = rgl[i]
             rb = rgl[j]
             rg = (ra or rb) and self._grad_enabled
+            # _append inlined (a call measured slower: docs/engine.md)
             k = len(uids)
             uid = _next_uid()
             values.append(value)
@@ -300,6 +273,7 @@ class _GraphCore:
         rgl = self._rg
         r = rgl[i]
         rg = r and self._grad_enabled
+        # _append inlined (see _apply2)
         k = len(uids)
         uid = _next_uid()
         values.append(value)
@@ -316,17 +290,6 @@ class _GraphCore:
         nid.uid = uid
         nid.__class__ = NodeId
         return nid
-
-    def _finish(self, opcode, idx, vals, value, saved, attrs, needs) -> NodeId:
-        if type(value) is not _ndarray:
-            value = np.asarray(value)
-        if self.detect_anomaly:
-            self._check_forward_finite(opcode, value)
-        for k, i in enumerate(idx):
-            if i < 0:
-                idx[k] = self._append(_LEAF, (), vals[k], None, None, False).index
-        rg = self._grad_enabled and any(needs)
-        return self._append(opcode, tuple(idx), value, saved, attrs, rg, needs)
 
     def _check_forward_finite(self, opcode: int, value) -> None:
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
@@ -355,33 +318,6 @@ class _GraphCore:
         if v.flags.writeable:
             v.flags.writeable = False
         return v
-
-    def set_value(self, leaf: NodeId, a) -> None:
-        """Replace a leaf's value (same shape; converted to the graph dtype)."""
-        i = self._index(leaf)
-        if self._ops[i] != _LEAF:
-            raise TypeError(
-                f"set_value: node {i} is a {Op(self._ops[i]).name.lower()} node; "
-                "only leaves (variable/constant) can be set"
-            )
-        new = as_graph_array(a, self.dtype, "set_value", "a", copy=True)
-        old = self._values[i]
-        if new.shape != old.shape:
-            raise ShapeError(
-                f"set_value: node {i} has shape {old.shape}, got {new.shape}",
-                op="set_value",
-                node=i,
-                expected=old.shape,
-                got=new.shape,
-            )
-        self._values[i] = new
-
-    def _update_leaf_inplace(self, i: int, new: np.ndarray) -> None:
-        """Overwrite leaf i's value array in place (batch-norm running stats):
-        whoever holds that array (a layer's buffer) sees the update."""
-        v = self._values[i]
-        v.flags.writeable = True
-        np.copyto(v, new, casting="same_kind")
 
     def op(self, n: NodeId) -> Op:
         """The node's :class:`Op`."""
@@ -448,6 +384,7 @@ class _GraphCore:
                 del d[i]
         self._retained = {i for i in self._retained if i < k}
         self._params = {key: e for key, e in self._params.items() if e[0] < k}
+        self._buffers = {key: e for key, e in self._buffers.items() if e[0] < k}
         self._released_shape = {i: s for i, s in self._released_shape.items() if i < k}
         segs = []
         for seg in self._segments:
@@ -470,328 +407,9 @@ class _GraphCore:
         finally:
             self._grad_enabled = prev
 
-    # ---------------------------------------------------------------- hooks
-    def register_hook(self, n: NodeId, fn) -> _HookHandle:
-        """``fn(grad) -> grad | None`` runs when n's gradient is complete and
-        may replace it (a returned array must have n's shape)."""
-        if not callable(fn):
-            raise TypeError("register_hook: fn must be callable")
-        hooks = self._hooks.setdefault(self._index(n), [])
-        hooks.append(fn)
-        return _HookHandle(hooks, fn)
 
-    def register_post_accumulate_hook(self, leaf: NodeId, fn) -> _HookHandle:
-        """``fn(graph, leaf)`` runs after the leaf's gradient was accumulated."""
-        if not callable(fn):
-            raise TypeError("register_post_accumulate_hook: fn must be callable")
-        i = self._index(leaf)
-        if self._ops[i] != _LEAF:
-            raise TypeError(f"register_post_accumulate_hook: node {i} is not a leaf")
-        hooks = self._post_hooks.setdefault(i, [])
-        hooks.append(fn)
-        return _HookHandle(hooks, fn)
-
-    def register_backward_end_hook(self, fn) -> _HookHandle:
-        """``fn(graph)`` runs once after each successful :meth:`backward` on
-        this graph, when every leaf and parameter gradient was accumulated and
-        every post-accumulate hook ran (not after a failed backward, not for
-        :meth:`gradients`). The graph holds ``fn``: to let the graph be freed
-        by reference counting, ``fn`` should not hold the graph itself (it
-        gets it as its argument)."""
-        if not callable(fn):
-            raise TypeError("register_backward_end_hook: fn must be callable")
-        self._end_hooks.append(fn)
-        return _HookHandle(self._end_hooks, fn)
-
-    # ------------------------------------------------------------- backward
-    def backward(self, target: NodeId, grad=None, retain_graph: bool = True,
-                 workers=1) -> None:
-        """Accumulate d(target)/d(leaf) into every leaf that requires grad.
-
-        With ``grad=None`` the target must hold exactly one element and is
-        seeded with 1; otherwise ``grad`` (the target's shape) is the cotangent
-        of a vector-Jacobian product. With ``retain_graph=False`` the values and
-        saved data of the non-leaf nodes the walk went through are released as
-        soon as they are consumed (reading or differentiating them again
-        recomputes them from the leaves). Once the walk has finished, the
-        backward-end hooks run (:meth:`register_backward_end_hook`).
-
-        ``workers=n > 1`` runs the backward rules of independent branches on up
-        to n threads, bit-identical to ``workers=1`` (yscv/walk_parallel.py);
-        ``workers=None`` picks serial for chains and small graphs.
-        """
-        _walk_parallel.check_workers(workers)
-        t = self._index(target)
-        seed, borrowed = self._seed(t, grad, "backward")
-        if workers is None:
-            workers = _walk_parallel.choose_workers(self, t)
-        if workers > 1 and self._inputs[t]:
-            _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
-        else:
-            self._walk(t, seed, retain_graph, borrowed)
-        if self._end_hooks:
-            for fn in list(self._end_hooks):
-                fn(self)
-
-    def gradients(self, target: NodeId, inputs, grad=None) -> tuple:
-        """d(target)/d(input) for each NodeId of ``inputs`` (a NodeId or a
-        sequence), as a tuple of new arrays of the inputs' shapes.
-
-        Functional (``torch.autograd.grad``): no stored gradient changes (leaf
-        and retained grads, ``Parameter.grad``), post-accumulate and
-        backward-end hooks do not run; ``register_hook`` hooks do. Inputs may
-        be leaves or intermediate nodes; one the target does not depend on
-        (or that does not require grad) gets zeros. Seeding and errors as
-        :meth:`backward`; the values are kept (``retain_graph=True``).
-        """
-        t = self._index(target)
-        single = type(inputs) is NodeId
-        nodes = (inputs,) if single else tuple(inputs) if isinstance(inputs, (tuple, list)) \
-            else None
-        if nodes is None:
-            raise TypeError("gradients: inputs must be a NodeId or a tuple/list of NodeIds, "
-                            f"got {type(inputs).__name__}")
-        for k, n in enumerate(nodes):
-            if type(n) is not NodeId:
-                raise TypeError(f"gradients: inputs[{k}] must be a NodeId, got {type(n).__name__}")
-        idx = [self._index(n) for n in nodes]
-        seed, borrowed = self._seed(t, grad, "gradients")
-        capture = {i: None for i in idx if i <= t}
-        if capture:
-            self._walk(t, seed, True, borrowed, capture)
-        out = []
-        for i in idx:
-            gi = capture.get(i)
-            if gi is None:
-                gi = np.zeros(self._shape(i), dtype=self.dtype)
-            elif not gi.flags.writeable or any(np.may_share_memory(gi, o) for o in out):
-                gi = gi.copy()  # never alias the caller's seed or another result
-            out.append(gi)
-        return tuple(out)
-
-    def _seed(self, t: int, grad, fname: str):
-        """The walk's seed for target t: ``(array, borrowed)`` (see _walk)."""
-        if not self._rg[t]:
-            raise BackwardError(
-                f"{fname}: target node {t} ({Op(self._ops[t]).name.lower()}) does not "
-                "require grad; it depends on no variable, or was built under no_grad()",
-                node=t,
-            )
-        shape = self._shape(t)
-        if grad is None:
-            if int(np.prod(shape)) != 1:
-                raise NonScalarTargetError(
-                    f"{fname}: target node {t} has shape {shape}; pass grad= of that "
-                    "shape for a vector-Jacobian product, or reduce it to one element",
-                    node=t,
-                    got=shape,
-                )
-            return np.ones(shape, dtype=self.dtype), False
-        # no copy (a large cotangent's copy cost ~1 ms per 8 MB): backward
-        # rules never write to g, and the walk copies a borrowed (read-only)
-        # gradient before storing it as a leaf's or retained node's grad
-        seed = as_graph_array(grad, self.dtype, fname, "grad", copy=False)
-        borrowed = not isinstance(grad, np.ndarray) or np.may_share_memory(seed, grad)
-        if borrowed:
-            seed = seed.view()
-            seed.flags.writeable = False
-        if seed.shape != shape:
-            raise ShapeError(
-                f"{fname}: grad has shape {seed.shape}, target node {t} has {shape}",
-                op=fname,
-                node=t,
-                expected=shape,
-                got=seed.shape,
-            )
-        return seed, borrowed
-
-    def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True,
-              borrowed: bool = False, capture=None) -> None:
-        """Reverse index walk from ``t`` to 0 (arena order is a topological order).
-
-        ``borrowed``: ``seed`` is a read-only view of the caller's array; any
-        read-only gradient (it, or a view of it passed through by a backward)
-        is copied before it is stored as a grad, so stored grads never alias
-        the caller's data.
-
-        ``capture`` (functional mode, :meth:`gradients`): a dict whose keys are
-        the indices to differentiate; each gets its complete gradient (a leaf's
-        after its hooks, another node's before them) and nothing is stored or
-        accumulated. The walk stops below the lowest key."""
-        stop = -1
-        if capture is not None:
-            stop = min(capture) - 1
-        pending = [None] * (t + 1)
-        pending[t] = seed
-        values, ops, inputs, attrs, saved, rg, needs = (
-            self._values, self._ops, self._inputs, self._attrs, self._saved, self._rg,
-            self._needs)
-        hooks = self._hooks
-        stored = self._grads
-        param_of = self._param_of
-        post_hooks = self._post_hooks
-        retained = self._retained if capture is None else ()
-        anomaly = self.detect_anomaly
-        dtype = self.dtype
-        seg_starts = self._segment_starts
-        released = self._has_released
-        backward = _BACKWARD
-        ndarray = _ndarray
-        for i in range(t, stop, -1):
-            if seg_starts and i + 1 in seg_starts:
-                for seg in seg_starts[i + 1]:  # the walk has left these segments
-                    self._release_segment(seg)
-            gi = pending[i]
-            if gi is None:
-                continue
-            pending[i] = None
-            if type(gi) is not ndarray:  # 0-d arithmetic yields NumPy scalars
-                gi = np.asarray(gi)
-            ins = inputs[i]
-            if capture is not None and ins and i in capture:
-                capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
-            if hooks and i in hooks:
-                gi = self._run_hooks(i, gi)
-            if borrowed and (not ins or (retained and i in retained)) \
-                    and not gi.flags.writeable:
-                gi = gi.copy()
-            if not ins:
-                if capture is not None:  # a leaf input: after its hooks, as torch
-                    if i in capture:
-                        capture[i] = gi
-                    continue
-                if rg[i] and not (param_of or post_hooks):  # plain leaf: store or add
-                    cur = stored.get(i)
-                    stored[i] = gi if cur is None else np.asarray(cur + gi)
-                else:
-                    self._accumulate_leaf(i, gi)
-                continue
-            if retained and i in retained:
-                self._accumulate_stored(i, gi)
-            op = ops[i]
-            if released:
-                self._prepare_node_for_backward(i)
-            # one- and two-input nodes (nearly all) are unrolled: no per-node
-            # list comprehension frame or zip loop on this hot path
-            n_in = len(ins)
-            if n_in == 1:
-                j = ins[0]
-                vj = values[j]
-                gj = backward[op](gi, (vj,), values[i], attrs[i], saved[i], needs[i])[0]
-                if gj is not None and rg[j]:
-                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
-                            or gj.shape != vj.shape or anomaly):
-                        gj = self._conform_grad(gj, vj.shape, op, i, j)
-                    cur = pending[j]
-                    pending[j] = gj if cur is None else cur + gj
-            elif n_in == 2:
-                j, k = ins
-                vj = values[j]
-                vk = values[k]
-                gj, gk = backward[op](gi, (vj, vk), values[i], attrs[i], saved[i], needs[i])
-                if gj is not None and rg[j]:
-                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
-                            or gj.shape != vj.shape or anomaly):
-                        gj = self._conform_grad(gj, vj.shape, op, i, j)
-                    cur = pending[j]
-                    pending[j] = gj if cur is None else cur + gj
-                if gk is not None and rg[k]:
-                    if (type(gk) is not ndarray or (gk.dtype is not dtype and gk.dtype != dtype)
-                            or gk.shape != vk.shape or anomaly):
-                        gk = self._conform_grad(gk, vk.shape, op, i, k)
-                    cur = pending[k]
-                    pending[k] = gk if cur is None else cur + gk
-            else:
-                in_vals = tuple([values[j] for j in ins])
-                grads = backward[op](gi, in_vals, values[i], attrs[i], saved[i], needs[i])
-                for j, gj, vj in zip(ins, grads, in_vals):
-                    if gj is None or not rg[j]:
-                        continue
-                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
-                            or gj.shape != vj.shape or anomaly):
-                        gj = self._conform_grad(gj, vj.shape, op, i, j)
-                    cur = pending[j]
-                    pending[j] = gj if cur is None else cur + gj
-            if not retain_graph:
-                self._release(i)
-        if seg_starts:  # segments the loop did not leave (all of them if it stopped early)
-            for seg in seg_starts.get(0, ()) if stop < 0 else self._segments:
-                self._release_segment(seg)
-
-    def _conform_grad(self, gj, shape: tuple, op: int, i: int, j: int) -> np.ndarray:
-        """The walk's slow path for one input gradient: make it an ndarray,
-        sum broadcast axes to ``shape``, and check dtype (and finiteness in
-        anomaly mode)."""
-        if type(gj) is not _ndarray:
-            gj = np.asarray(gj)
-        if gj.dtype != self.dtype:
-            name = Op(op).name.lower()
-            raise BackwardError(
-                f"backward of {name} (node {i}) returned a {gj.dtype} gradient for "
-                f"node {j}; graph dtype is {self.dtype}",
-                op=name, node=i, expected=self.dtype, got=gj.dtype)
-        if gj.shape != shape:
-            gj = _unbroadcast(gj, shape, op, i, j)
-        if self.detect_anomaly and not np.all(np.isfinite(gj)):
-            name = Op(op).name.lower()
-            raise AnomalyError(
-                f"anomaly: backward of {name} (node {i}) produced a NaN or Inf "
-                f"gradient for its input node {j}",
-                op=name, node=i)
-        return gj
-
-    def _run_hooks(self, i: int, gi):
-        shape = gi.shape
-        for fn in list(self._hooks[i]):
-            res = fn(gi)
-            if res is not None:
-                res = as_graph_array(res, self.dtype, "hook", "return value", copy=False)
-                if res.shape != shape:
-                    raise ShapeError(
-                        f"hook on node {i} returned shape {res.shape}, expected {shape}",
-                        op="hook", node=i, expected=shape, got=res.shape)
-                gi = res
-        return gi
-
-    def _accumulate_stored(self, i: int, gi) -> None:
-        cur = self._grads.get(i)
-        self._grads[i] = gi if cur is None else np.asarray(cur + gi)
-
-    def _accumulate_leaf(self, i: int, gi) -> None:
-        if not self._rg[i]:
-            return
-        self._accumulate_stored(i, gi)
-        p = self._param_of.get(i) if self._param_of else None
-        if p is not None:
-            p.grad = gi.copy() if p.grad is None else p.grad + gi
-        post = self._post_hooks.get(i) if self._post_hooks else None
-        if post:
-            nid = self._node_id(i)
-            for fn in list(post):
-                fn(self, nid)
-
-
-def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -> np.ndarray:
-    """Sum ``grad`` over broadcast axes so it has ``shape``; ShapeError if impossible."""
-    extra = grad.ndim - len(shape)
-    gshape = grad.shape
-    if extra == 1 and gshape[1:] == shape:  # a bias [C] added to rows [N, C]
-        return np.add.reduce(grad, axis=0)
-    ok = extra >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[extra:]))
-    if not ok:
-        name = Op(op).name.lower()
-        raise ShapeError(
-            f"backward of {name} (node {node}) returned a gradient of shape {gshape} "
-            f"for input node {inp} of shape {shape}",
-            op=name, node=node, expected=shape, got=gshape)
-    axes = tuple(range(extra)) + tuple(
-        extra + k for k, s in enumerate(shape) if s == 1 and gshape[extra + k] != 1)
-    if axes:
-        grad = np.add.reduce(grad, axis=axes)
-    return grad.reshape(shape)
-
-
-class Graph(_GraphCore, IntrospectionMixin, CheckpointMixin, ClipGradMixin, *OP_MIXINS):
+class Graph(_GraphCore, LeavesMixin, WalkMixin, IntrospectionMixin, CheckpointMixin,
+            ClipGradMixin, *OP_MIXINS):
     """An append-only arena of nodes with eager forward and reverse-walk backward.
 
     Args:

@@ -241,22 +241,26 @@ class NodeId(_NodeIdFields):
 
 class _NodeIdBuilder(_NodeIdFields):
     """Mutable twin of NodeId: filled with plain attribute stores, then its
-    ``__class__`` is switched to NodeId (cheaper than three descriptor calls
-    on the per-node hot path)."""
+    ``__class__`` is switched to NodeId (cheaper than the three slot
+    descriptor calls of :func:`make_node_id`). Only the graph's node append
+    (the per-node hot path, ``Graph._append`` and its inline copies) uses it."""
 
     __slots__ = ()
 
 
 _new_object = object.__new__
+_set_graph = _NodeIdFields.graph.__set__
+_set_index = _NodeIdFields.index.__set__
+_set_uid = _NodeIdFields.uid.__set__
 
 
 def make_node_id(graph, index: int, uid: int) -> NodeId:
-    """Create a NodeId (internal: bypasses the immutability guard)."""
-    nid = _new_object(_NodeIdBuilder)
-    nid.graph = graph
-    nid.index = index
-    nid.uid = uid
-    nid.__class__ = NodeId
+    """A NodeId for an existing node (internal: the slots are set through
+    their descriptors, bypassing the immutability guard)."""
+    nid = _new_object(NodeId)
+    _set_graph(nid, graph)
+    _set_index(nid, index)
+    _set_uid(nid, uid)
     return nid
 
 

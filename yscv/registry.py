@@ -13,7 +13,7 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    one gradient (or None) per input, in the inputs' order (``needs[k]`` is
    False when input k does not require grad: skip that work), and register it with
    ``@register_backward(Op.X)``. Never accumulate or unbroadcast there: the
-   walk in graph.py does that once, centrally.
+   walk in walk.py does that once, centrally.
 4. Add an ``OpCase`` row in ``tests/ops/test_<category>.py``.
 
 Forward functions must be pure: the same input values and attrs give the same

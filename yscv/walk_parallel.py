@@ -1,7 +1,7 @@
 """Parallel backward: the backward rules of independent branches on threads.
 
 ``g.backward(target, workers=n)`` with ``n > 1`` comes here. The result is
-the serial walk's (``Graph._walk``) to the bit, in float32 and float64:
+the serial walk's (``Graph._walk`` in yscv/walk.py) to the bit, in float32 and float64:
 
 * Plan. One pass from the target down marks the nodes the serial walk would
   visit (reachable through inputs that require grad) and counts, for each,
@@ -45,7 +45,7 @@ _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
 #: ``workers=None`` stays serial below this many gradient elements in the
-#: visited non-leaf nodes (a thread hand-off costs tens of microseconds)
+#: visited non-leaf nodes (a thread hand-off costs more than small nodes' work)
 AUTO_MIN_ELEMENTS = 1 << 16
 #: ``workers=None`` never uses more threads than this
 AUTO_MAX_WORKERS = 4
@@ -271,14 +271,11 @@ class _Walk:
         op = g._ops[i]
         grads = registry.BACKWARD[op](gi, in_vals, values[i], g._attrs[i], g._saved[i],
                                       g._needs[i])
-        dtype = g.dtype
-        anomaly = g.detect_anomaly
         out = []
         for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):
             if not rg[j]:
                 continue
-            if gj is not None and (type(gj) is not _ndarray or gj.dtype != dtype
-                                   or gj.shape != vj.shape or anomaly):
+            if gj is not None:  # the serial walk's conform step (yscv/walk.py)
                 gj = g._conform_grad(gj, vj.shape, op, i, j)
             out.append((j, s, gj))
         if not self.retain_graph:

@@ -1,0 +1,119 @@
+"""The floors of docs/architecture.md, checked on the source: every module's
+imports (parsed with ``ast``, including imports inside functions) against the
+rules of what may import what.
+
+Rules checked here (each holds today; keep it so):
+
+- ``compute`` (the drivers) never imports ``ops``, ``backward`` or the graph;
+- ``kernels`` import nothing of yscv outside ``yscv.kernels``;
+- ``nn`` and ``optim`` use no private name of the graph floor, neither
+  imported nor as an attribute of a graph (``g._leaf``, ``g.__dict__``): they
+  bind state through public Graph methods (``g.param``, ``g.buffer``).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import yscv
+
+ROOT = Path(yscv.__file__).resolve().parent
+
+#: the graph floor: storage, walk, leaves, checkpointing and their mixins
+GRAPH_FLOOR = {"yscv.graph", "yscv.walk", "yscv.leaves", "yscv.walk_parallel",
+               "yscv.checkpoint", "yscv.clipping", "yscv.introspect"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path):
+    """(imported module, name or None, line) for every import of the file;
+    ``from a import b`` gives ("a", "b") (b may be a submodule of a)."""
+    mod = module_name(path)
+    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            for alias in node.names:
+                yield target, alias.name, node.lineno
+
+
+def floor(name: str):
+    """The floor of module ``name`` (None outside yscv or unclassified)."""
+    if name in GRAPH_FLOOR:
+        return "graph"
+    parts = name.split(".")
+    if parts[0] != "yscv" or len(parts) < 2:
+        return None
+    if parts[1] in ("ops", "backward", "compute", "kernels", "nn", "optim"):
+        return parts[1]
+    return None
+
+
+def _targets(target: str, name):
+    """The modules an import may reach: ``a`` and, for ``from a import b``, ``a.b``."""
+    yield target
+    if name is not None and name != "*":
+        yield f"{target}.{name}"
+
+
+def private_graph_attributes(path: Path):
+    """(line, name) of ``g._x`` / ``graph._x`` attribute uses, and of
+    ``g.__dict__`` (by convention a Graph is named ``g`` or ``graph``)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in ("g", "graph") and node.attr.startswith("_")):
+            yield node.lineno, node.attr
+
+
+def violations(rules) -> list:
+    """Every import that breaks one of ``rules`` (a set of rule names):
+    "siblings", "compute", "kernels", "nn-public"."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        mod = module_name(path)
+        here = floor(mod)
+        for target, name, line in imports(path):
+            where = f"{path.relative_to(ROOT.parent)}:{line} imports {target}"
+            floors = {floor(t) for t in _targets(target, name)}
+            if "siblings" in rules and {here} | floors >= {"ops", "backward"}:
+                found.append(f"{where} (ops and backward are siblings)")
+            if "compute" in rules and here == "compute" and floors & {"ops", "backward", "graph"}:
+                found.append(f"{where} (compute is below ops, backward and the graph)")
+            if ("kernels" in rules and here == "kernels" and target.split(".")[0] == "yscv"
+                    and not all(t == "yscv.kernels" or t.startswith("yscv.kernels.")
+                                for t in _targets(target, name))):
+                found.append(f"{where} (kernels import only yscv.kernels)")
+            if ("nn-public" in rules and here in ("nn", "optim") and target in GRAPH_FLOOR
+                    and name and name.startswith("_")):
+                found.append(f"{where} (nn/optim use public Graph names only)")
+        if "nn-public" in rules and here in ("nn", "optim"):
+            for line, attr in private_graph_attributes(path):
+                found.append(f"{path.relative_to(ROOT.parent)}:{line} reads a graph's {attr} "
+                             "(nn/optim use public Graph names only)")
+    return list(dict.fromkeys(found))  # one line per import statement and rule
+
+
+def test_import_parser_resolves_relative_imports():
+    rows = set(imports(ROOT / "graph.py"))
+    assert any(t == "yscv.walk" and n == "WalkMixin" for t, n, _ in rows)
+    assert any(t == "yscv" and n == "backward" for t, n, _ in rows)
+    assert floor("yscv.ops.conv") == "ops" and floor("yscv.walk") == "graph"
+    assert floor("yscv.runtime") is None
+
+
+def test_floors_hold():
+    assert violations({"compute", "kernels", "nn-public"}) == []
