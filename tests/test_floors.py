@@ -117,3 +117,7 @@ def test_import_parser_resolves_relative_imports():
 
 def test_floors_hold():
     assert violations({"compute", "kernels", "nn-public"}) == []
+
+
+def test_ops_and_backward_are_siblings():
+    assert violations({"siblings"}) == []
