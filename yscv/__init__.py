@@ -26,7 +26,7 @@ from .random import manual_seed
 __version__ = "0.1.0"
 
 # Training-side modules load on first use so that ``import yscv`` stays cheap.
-_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels"}
+_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "distributed"}
 _LAZY_NAMES = {"save_checkpoint": "checkpoint_io", "load_checkpoint": "checkpoint_io"}
 
 
@@ -60,6 +60,7 @@ __all__ = [
     "optim",
     "train",
     "testing",
+    "distributed",
     "save_checkpoint",
     "load_checkpoint",
 ]

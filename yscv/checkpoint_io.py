@@ -144,7 +144,45 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
         extra: any JSON-serialisable value, returned by :func:`load_checkpoint`.
 
     The library RNG state (``yscv.random.get_rng_state()``) is always saved.
+
+    In a data-parallel run (``mpiexec``, world > 1) EVERY rank must call it:
+    rank 0 writes the file (with every rank's RNG state), and each rank
+    returns only once the file is complete; an error on rank 0 is raised on
+    every rank. A :class:`yscv.distributed.DistributedDataParallel` model is
+    saved as its wrapped module.
     """
+    # [distributed] every rank calls; rank 0 writes, the others wait (yscv/distributed/_checkpoint.py)
+    if _data_parallel():
+        from .distributed import _checkpoint as _dist_ckpt
+
+        return _dist_ckpt.save(_save_checkpoint_local, path, model=_unwrap(model),
+                               optimizer=optimizer, scheduler=scheduler, step=step, extra=extra)
+    return _save_checkpoint_local(path, _unwrap(model), optimizer, scheduler, step, extra)
+
+
+def _data_parallel() -> bool:
+    """True when this process is one rank of a world larger than one."""
+    import sys
+
+    if "yscv.distributed" not in sys.modules and not any(
+            os.environ.get(v) not in (None, "", "1")
+            for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")):
+        return False
+    from .distributed import _checkpoint as _dist_ckpt
+
+    return _dist_ckpt.active()
+
+
+def _unwrap(model):
+    """The module inside a DistributedDataParallel wrapper (its class is recorded)."""
+    return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" \
+        else model
+
+
+def _save_checkpoint_local(path, model=None, optimizer=None, scheduler=None, step=None,
+                           extra=None, rng_states=None) -> str:
+    """One process's write (rank 0's in a data-parallel run: ``rng_states``
+    then holds every rank's RNG state)."""
     from safetensors.numpy import save as st_save
 
     path = os.fspath(path)
@@ -166,6 +204,8 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
         arrays.update(opt_arrays)
     if scheduler is not None:
         meta["scheduler"] = scheduler.state_dict()
+    if rng_states is not None:
+        meta["rng_states"] = rng_states
     try:
         meta_json = _dumps(meta)
     except (TypeError, ValueError) as exc:
@@ -267,6 +307,15 @@ def _optimizer_state(meta, arrays, optimizer, where):
     return {"state": state, "param_groups": om.get("param_groups", [])}
 
 
+def _rank_rng_state(meta: dict):
+    """This rank's saved RNG state (one per rank in a data-parallel checkpoint)."""
+    if "rng_states" in meta and _data_parallel():
+        from .distributed import _checkpoint as _dist_ckpt
+
+        return _dist_ckpt.rank_rng_state(meta)
+    return meta.get("rng_state")
+
+
 def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
                     restore_rng: bool = True) -> dict:
     """Restore ``model``, ``optimizer``, ``scheduler`` (those given) and the
@@ -297,7 +346,7 @@ def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
             if sched_sd is None:
                 raise CheckpointError(f"{where} holds no scheduler state, but a scheduler was given")
             scheduler.check_state_dict(sched_sd)
-        rng = meta.get("rng_state")
+        rng = _rank_rng_state(meta)
         if restore_rng:
             probe = np.random.default_rng()
             probe.bit_generator.state = rng

@@ -90,6 +90,7 @@ class _GraphCore:
         self._segment_starts: dict = {} # segment start index -> [segments]
         self._hooks: dict = {}          # index -> [fn(grad) -> grad | None]
         self._post_hooks: dict = {}     # leaf index -> [fn(graph, leaf)]
+        self._end_hooks: list = []      # [fn(graph)] after each successful backward
         self._retained: set = set()     # non-leaf indices whose grads are kept
         self._params: dict = {}         # id(Parameter) -> (NodeId, Parameter)
         self._param_of: dict = {}       # leaf index -> Parameter
@@ -485,6 +486,17 @@ class _GraphCore:
         hooks.append(fn)
         return _HookHandle(hooks, fn)
 
+    def register_backward_end_hook(self, fn) -> _HookHandle:
+        """Run ``fn(g)`` once after each successful ``g.backward`` on this graph,
+        after every parameter's ``.grad`` was accumulated (e.g. to average
+        gradients over data-parallel ranks). The graph holds ``fn``; ``fn``
+        receives the graph as its argument, so it need not (and should not)
+        hold a reference to it. Returns a handle whose ``remove()`` unregisters it."""
+        if not callable(fn):
+            raise TypeError("register_backward_end_hook: fn must be callable")
+        self._end_hooks.append(fn)
+        return _HookHandle(self._end_hooks, fn)
+
     # ------------------------------------------------------------- backward
     def backward(self, target: NodeId, grad=None, retain_graph: bool = True) -> None:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
@@ -532,6 +544,9 @@ class _GraphCore:
                     got=seed.shape,
                 )
         self._walk(t, seed, retain_graph, borrowed)
+        if self._end_hooks:
+            for fn in list(self._end_hooks):
+                fn(self)
 
     def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True,
               borrowed: bool = False) -> None:
