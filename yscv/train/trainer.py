@@ -17,6 +17,13 @@ shuffle generator's state at the start of the epoch, the running sums of the
 epoch's training metrics, the history and the callbacks' state. A resumed
 run redraws the same permutation, skips the batches already done and
 reproduces the uninterrupted run's per-step losses exactly.
+
+Data-parallel: launched with ``mpiexec -n N python -m mpi4py script.py``,
+the same code trains on N ranks: each rank takes its share of every epoch's
+permutation (``batch_size`` is per rank), gradients and the step's metric
+sums are averaged in one allreduce, evaluation is split over ranks, rank 0
+alone prints and writes checkpoints (every rank calls the save). See
+docs/scaling_out.md.
 """
 from __future__ import annotations
 
@@ -130,6 +137,8 @@ class Trainer:
                  callbacks=(), scheduler_interval=None, checkpoint_dir=None,
                  checkpoint_every=None, keep_last: int = 3, seed: int = 0, progress: bool = True,
                  forward=None, grad_clip_norm=None, reuse_graph: bool = True):
+        # [distributed] data-parallel on more than one rank (yscv/distributed/_fit.py)
+        model, self._dp = _dp_for_trainer(model)
         self.model = model
         self.loss_fn = _resolve_loss(loss_fn)
         self.optimizer = optimizer
@@ -152,7 +161,7 @@ class Trainer:
         self.callbacks = [c for c in cbs if not isinstance(c, ModelCheckpoint)] + \
                          [c for c in cbs if isinstance(c, ModelCheckpoint)]
         self.seed = seed
-        self.progress = bool(progress)
+        self.progress = bool(progress) and (self._dp is None or self._dp.rank == 0)
         self.forward = forward or _default_forward
         self.grad_clip_norm = grad_clip_norm
         self.reuse_graph = bool(reuse_graph)
@@ -195,19 +204,24 @@ class Trainer:
             g.truncate(k)
         else:
             g = Graph(self.dtype)
+        if self._dp is not None:  # [distributed] rank 0 compiles the kernels first
+            self._dp.averager.before_forward()
         out = self.forward(g, self.model, xb)
         loss = self.loss_fn(g, out, yb)
         g.backward(loss)
         # read before the update: a released (checkpointed) value recomputed
         # later would see the new parameters
         loss_value, out_value = float(g.value(loss)), g.value(out)
+        sums = None
+        if self._dp is not None:  # [distributed] mean gradients + the step's sums over ranks
+            sums = self._dp.sync_step(loss_value, out_value, yb, self.metrics)
         if self.grad_clip_norm is not None:
             self._clip()
         self.optimizer.step()
         self.optimizer.zero_grad()
         if self.reuse_graph:
             g.zero_grads()
-        return loss_value, out_value
+        return loss_value, out_value, sums
 
     # ------------------------------------------------------------ training
     def fit(self, train_data, epochs: int = 1, batch_size: int = 32, val_data=None,
@@ -228,16 +242,22 @@ class Trainer:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"fit: batch_size must be a positive int, got {batch_size!r}")
         n = len(x)
-        n_batches = n // batch_size if drop_last else -(-n // batch_size)
+        # [distributed] batches come from this rank's shard of each permutation
+        n_local = n if self._dp is None else self._dp.shard_size(n, drop_last)
+        n_batches = n_local // batch_size if drop_last else -(-n_local // batch_size)
         if n_batches == 0:
             raise ValueError(f"fit: {n} samples make no full batch of {batch_size} with drop_last")
         self._data_sig = {"n": n, "batch_size": batch_size, "shuffle": bool(shuffle),
                           "drop_last": bool(drop_last)}
+        if self._dp is not None:
+            self._data_sig["world"] = self._dp.world
         if resume:
             self._resume()
         self.stop_training = False
         for cb in self.callbacks:
             cb.on_train_begin(self)
+        if self._dp is not None:  # [distributed] rank 0's parameters and buffers everywhere
+            self._dp.broadcast(self.model)
         g = Graph(self.dtype)
         k = self.model.bind(g) if self.reuse_graph else 0
         self.model.train()
@@ -250,6 +270,8 @@ class Trainer:
             else:  # resumed mid-epoch: redraw the same permutation
                 rng.bit_generator.state = copy.deepcopy(self._epoch_rng_state)
             perm = rng.permutation(n) if shuffle else np.arange(n)
+            if self._dp is not None:  # [distributed] this rank's share
+                perm = self._dp.shard(perm, drop_last)
             for cb in self.callbacks:
                 cb.on_epoch_begin(self, e)
             t0 = time.perf_counter()
@@ -257,14 +279,17 @@ class Trainer:
             for b in range(self._batch_in_epoch, n_batches):
                 idx = perm[b * batch_size:(b + 1) * batch_size]
                 xb, yb = x[idx], y[idx]
-                loss, out = self._step(g, k, xb, yb)
+                loss, out, sums = self._step(g, k, xb, yb)
                 self.global_step += 1
                 self._batch_in_epoch = b + 1
                 acc = self._acc
-                acc["n"] += len(idx)
-                acc["loss"] += loss * len(idx)
-                for name, fn in self.metrics:
-                    acc[name] += float(fn(out, yb)) * len(idx)
+                if sums is None:
+                    acc["n"] += len(idx)
+                    acc["loss"] += loss * len(idx)
+                    for name, fn in self.metrics:
+                        acc[name] += float(fn(out, yb)) * len(idx)
+                else:  # [distributed] the whole step's sums, the same on every rank
+                    loss = self._dp.add_sums(acc, sums, self.metrics)
                 lr = self._lr()
                 self.history.log_step(self.global_step, e, loss, lr)
                 if self.scheduler is not None and self.scheduler_interval == "step":
@@ -320,6 +345,9 @@ class Trainer:
     def evaluate(self, data, batch_size: int = 256) -> dict:
         """Mean loss and metrics over ``data`` in eval mode, without gradients."""
         x, y = _split(data, "evaluate: data")
+        n_total = len(x)
+        if self._dp is not None:  # [distributed] each rank evaluates its share
+            x, y = self._dp.eval_share(x, y)
         was_training = self.model.training
         self.model.eval()
         g = Graph(self.dtype)
@@ -338,7 +366,9 @@ class Trainer:
                         sums[name] += float(fn(ov, yb)) * len(xb)
         finally:
             self.model.train(was_training)
-        return {k2: v / len(x) for k2, v in sums.items()}
+        if self._dp is not None:
+            sums = self._dp.sum_over_ranks(sums)
+        return {k2: v / n_total for k2, v in sums.items()}
 
     def predict(self, x, batch_size: int = 256) -> np.ndarray:
         """Model outputs for ``x`` in eval mode (concatenated over batches)."""
@@ -427,6 +457,23 @@ class Trainer:
         self.load_checkpoint(path)
         self._print(f"resumed from {path} (step {self.global_step}, epoch {self.epoch + 1}, "
                     f"batch {self._batch_in_epoch})")
+
+
+def _dp_for_trainer(model):
+    """(model, None) in a world of one; else the data-parallel helper (imported
+    only then: a single process never loads yscv.distributed)."""
+    import os
+
+    if not any(os.environ.get(v, "1") not in ("", "1")
+               for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")) \
+            and type(model).__name__ != "DistributedDataParallel":
+        import sys
+
+        if "mpi4py.MPI" not in sys.modules:
+            return model, None
+    from ..distributed._fit import for_trainer
+
+    return for_trainer(model)
 
 
 def fit(model, loss_fn, optimizer, train_data, epochs: int = 1, batch_size: int = 32,
