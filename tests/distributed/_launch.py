@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPTS = pathlib.Path(__file__).resolve().parent / "scripts"
 MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
+EXAMPLE_TIMEOUT = 240.0
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None   # never imported here (torch)
 
 needs_mpi = pytest.mark.skipif(
@@ -50,6 +52,9 @@ def ok(proc: subprocess.CompletedProcess) -> str:
     return proc.stdout
 
 
-def lines(out: str, tag: str) -> list:
-    """The payloads of the lines ``tag <payload>`` in ``out``."""
-    return [ln[len(tag) + 1:] for ln in out.splitlines() if ln.startswith(tag + " ")]
+def tagged(out: str, tag: str) -> list:
+    """The ``tag word word ...`` records in ``out``, as "word word ..." strings,
+    sorted. Found by pattern, not by line: the ranks' lines can interleave in
+    mpiexec's output (a print is two writes: the text, then the newline)."""
+    return sorted(" ".join(w for w in m if w) for m in re.findall(
+        tag + r" (\d+) (\d+|[A-Za-z]+)(?: (True|False))?", out))

@@ -96,16 +96,23 @@ def init() -> None:
 def _install_abort_hook() -> None:
     """An uncaught exception on one rank aborts every rank (the traceback is
     printed first) instead of leaving the others blocked in a collective.
-    ``python -m mpi4py script.py`` does the same; this covers plain ``python``."""
+    ``python -m mpi4py script.py`` does the same; this covers plain ``python``.
+    As mpi4py's runner, it asks mpi4py to call ``MPI_Abort`` at interpreter
+    exit, after the traceback was written and the streams flushed (an
+    immediate Abort can lose the traceback on its way through mpiexec)."""
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):
         try:
             previous(exc_type, exc, tb)
-            sys.stderr.flush()
         finally:
             if _comm is not None and _size > 1:
-                _comm.Abort(1)
+                setter = getattr(_MPI, "_set_abort_status", None)
+                if setter is not None:
+                    setter(1)
+                else:  # an mpi4py without it: abort now
+                    sys.stderr.flush()
+                    _comm.Abort(1)
 
     sys.excepthook = hook
 
