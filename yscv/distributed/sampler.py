@@ -42,7 +42,7 @@ class DistributedSampler:
 
     def __init__(self, n, num_replicas=None, rank=None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False):
-        if not isinstance(n, (int, np.integer)) and hasattr(n, "__len__"):
+        if not isinstance(n, (int, np.integer, str, bytes)) and hasattr(n, "__len__"):
             n = len(n)
         self.n = _check_int("n", n, 0)
         self.num_replicas = (_comm.world_size() if num_replicas is None
