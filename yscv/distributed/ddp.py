@@ -13,11 +13,14 @@ rank 0's parameters and buffers; calling it calls the module and registers a
 backward-end hook on the graph (``g.register_backward_end_hook``), which
 runs the averager after ``g.backward`` has accumulated every ``p.grad``.
 
-Cold start: the first time, rank 0 runs its forward and backward alone while
-the other ranks wait (a barrier before their first forward, met by rank 0
-after its first backward). Numba compiles the kernels once, on rank 0, into
-its on-disk cache, and the other ranks load them from there instead of all
-compiling the same kernels at the same moment.
+Cold start, when this machine has more ranks than cores (``stagger_compile``
+None, the default; True forces it): the first time, rank 0 runs its forward
+and backward alone while the other ranks wait (a barrier before their first
+forward, met by rank 0 after its first backward). Numba compiles the kernels
+once, on rank 0, into its on-disk cache, and the other ranks load them from
+there instead of compiling the same kernels on shared cores. With a core per
+rank, compiling on every rank at once is as fast or faster (measured:
+docs/benchmarks.md), so the ranks start together.
 """
 from __future__ import annotations
 
@@ -47,15 +50,20 @@ class GradientAverager:
     Args:
         params: the trainable :class:`yscv.nn.Parameter` objects, in the
             same order on every rank.
-        stagger_compile: let rank 0 compile first (see the module docstring).
+        stagger_compile: let rank 0 compile first: True, False, or None
+            (when the ranks on this machine outnumber its cores; see the
+            module docstring).
     """
 
-    def __init__(self, params, stagger_compile: bool = True):
+    def __init__(self, params, stagger_compile=None):
         self.params = [p for p in params if getattr(p, "requires_grad", True)]
         groups: dict = {}
         for p in self.params:
             groups.setdefault(np.dtype(p.data.dtype), []).append(p)
         self._groups = list(groups.items())
+        if stagger_compile is None:
+            stagger_compile = _comm.world_size() > 1 and \
+                _comm.local_world_size() > _comm._usable_cores()
         self._stagger = bool(stagger_compile)
         self._warm = False
         self._waited = False
@@ -135,14 +143,16 @@ class DistributedDataParallel:
             replicas stay identical (one broadcast per buffer; no cost for
             a model without buffers).
         stagger_compile: rank 0 compiles the kernels first, the other ranks
-            load them from Numba's cache (see docs/scaling_out.md).
+            load them from Numba's cache: True, False, or None (the default:
+            when the ranks on this machine outnumber its cores; see
+            docs/scaling_out.md).
 
     ``model.module`` is the wrapped module; ``state_dict()``,
     ``load_state_dict()``, ``parameters()``, ``train()``, ``eval()`` and any
     other attribute are the module's.
     """
 
-    def __init__(self, module, broadcast_buffers: bool = True, stagger_compile: bool = True):
+    def __init__(self, module, broadcast_buffers: bool = True, stagger_compile=None):
         if not callable(module) or not hasattr(module, "parameters"):
             raise TypeError("DistributedDataParallel: module must be a yscv.nn.Module, got "
                             f"{type(module).__name__}")

@@ -43,7 +43,7 @@ def same_on_all_ranks(a):
 
 yscv.manual_seed(100 + r)                   # a different initialisation on every rank
 net = Net(r)
-model = dist.DistributedDataParallel(net)
+model = dist.DistributedDataParallel(net, stagger_compile=True)   # forced: covered at -n 2 too
 yscv.manual_seed(100)                       # rank 0's initialisation, everywhere
 ref = Net(0)
 for (name, p), q in zip(net.named_parameters(), ref.parameters()):
