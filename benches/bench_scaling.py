@@ -130,7 +130,9 @@ def main(argv=None) -> None:
           "(median samples/s); speed-up over 1p x 1t")
     for model in args.models:
         samples = {label: [] for label in CONFIGS}
+        loads = []
         for _ in range(args.rounds):
+            loads.append(os.getloadavg()[0])   # other jobs on the machine skew the round
             for label in CONFIGS:
                 samples[label].append(run_config(label, model, args.steps, args.warmup))
         base = statistics.median(samples["1p x 1t"])
@@ -140,6 +142,10 @@ def main(argv=None) -> None:
             med = statistics.median(vals)
             print(f"  {label:<10}{med:>12.1f}{med / base:>9.2f}x   "
                   + " ".join(f"{v:.0f}" for v in vals))
+        print(f"  {'load':<32}   " + " ".join(f"{v:.1f}" for v in loads)
+              + "   (1-min load average at the start of each round)")
+        per_round = [samples["2r x 1t"][i] / samples["1p x 1t"][i] for i in range(args.rounds)]
+        print("  2r x 1t / 1p x 1t per round: " + " ".join(f"{v:.2f}" for v in per_round))
 
 
 if __name__ == "__main__":

@@ -126,8 +126,10 @@ def _usable_cores() -> int:
 
 
 def threads_per_rank() -> int | None:
-    """Threads each rank uses for yscv's pool and OpenBLAS, as set by
-    :func:`init` (None when init left them alone: a world of one)."""
+    """The thread count :func:`init` chose per rank (cores on this machine //
+    ranks on it; None in a world of one). ``YSCV_NUM_THREADS`` and
+    ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``, when set, win over it for
+    yscv's pool and for OpenBLAS respectively."""
     return _threads
 
 

@@ -67,6 +67,7 @@ class GradientAverager:
         self._stagger = bool(stagger_compile)
         self._warm = False
         self._waited = False
+        self._buffers: dict = {}
 
     def before_forward(self) -> None:
         """Call before the first forward: ranks other than 0 wait for rank 0's
@@ -83,10 +84,12 @@ class GradientAverager:
         self._warm = True
 
     def sync(self, extra=None):
-        """Average the gradients over ranks (in place: ``p.grad`` becomes a view
-        of a fresh flat buffer). ``extra``: optional float64 values summed over
-        ranks in the same allreduce (appended to the first dtype's buffer);
-        returns their sums as float64 (or None)."""
+        """Average the gradients over ranks, in place: ``p.grad`` becomes a view
+        of this averager's flat buffer, which the next sync reuses (as PyTorch's
+        gradient buckets; copy a gradient to keep it past the next step).
+        ``extra``: optional float64 values summed over ranks in the same
+        allreduce (appended to the first dtype's buffer); returns their sums
+        as float64 (or None)."""
         self._after_first_backward()
         world = _comm.world_size()
         extra = None if extra is None else np.asarray(extra, dtype=np.float64).ravel()
@@ -94,16 +97,20 @@ class GradientAverager:
             return extra
         out_extra = None
         for gi, (dt, params) in enumerate(self._groups):
-            sizes = [p.data.size for p in params]
-            total = sum(sizes)
             n_extra = extra.size if (gi == 0 and extra is not None) else 0
-            buf = np.zeros(total + len(params) + n_extra, dtype=dt)
-            off = 0
-            for j, (p, sz) in enumerate(zip(params, sizes)):
-                if p.grad is not None:
-                    buf[off:off + sz] = p.grad.reshape(-1)
-                    buf[total + j] = 1
-                off += sz
+            buf, slots, total = self._buffer(gi, dt, params, n_extra)
+            flags = buf[total:total + len(params)]
+            for j, (p, (lo, hi)) in enumerate(zip(params, slots)):
+                grad = p.grad
+                if grad is None:
+                    buf[lo:hi] = 0
+                    flags[j] = 0
+                else:
+                    dst = buf[lo:hi]
+                    if not (grad.base is buf and grad.__array_interface__["data"][0]
+                            == dst.__array_interface__["data"][0]):
+                        dst[...] = grad.reshape(-1)
+                    flags[j] = 1
             if n_extra:
                 buf[total + len(params):] = extra
             _comm._comm.Allreduce(_comm._MPI.IN_PLACE, buf, op=_comm._MPI.SUM)
@@ -111,17 +118,26 @@ class GradientAverager:
                 out_extra = buf[total + len(params):].astype(np.float64)
             grads = buf[:total]
             grads /= dt.type(world)
-            off = 0
-            for j, (p, sz) in enumerate(zip(params, sizes)):
-                if buf[total + j] > 0:
-                    p.grad = grads[off:off + sz].reshape(p.data.shape)
-                else:
-                    p.grad = None
-                off += sz
+            for j, (p, (lo, hi)) in enumerate(zip(params, slots)):
+                p.grad = grads[lo:hi].reshape(p.data.shape) if flags[j] > 0 else None
         if extra is not None and out_extra is None:  # no parameters at all
             out_extra = extra.copy()
             _comm.all_reduce(out_extra, "sum")
         return out_extra
+
+    def _buffer(self, gi, dt, params, n_extra):
+        """(flat buffer, [(lo, hi)] per parameter, gradient length) of group
+        ``gi``, allocated once per (group, extra length)."""
+        key = (gi, n_extra)
+        cached = self._buffers.get(key)
+        sizes = [p.data.size for p in params]
+        if cached is None or cached[3] != sizes:
+            total = sum(sizes)
+            bounds = np.cumsum([0] + sizes).tolist()
+            slots = list(zip(bounds[:-1], bounds[1:]))
+            cached = (np.empty(total + len(params) + n_extra, dtype=dt), slots, total, sizes)
+            self._buffers[key] = cached
+        return cached[0], cached[1], cached[2]
 
 
 class DistributedDataParallel:
