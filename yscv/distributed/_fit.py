@@ -72,7 +72,7 @@ class DataParallelFit:
 
     @staticmethod
     def sum_over_ranks(sums: dict) -> dict:
-        keys = sorted(sums)
+        keys = list(sums)   # every rank builds it in the same order
         buf = np.array([sums[k] for k in keys], dtype=np.float64)
         _comm.all_reduce(buf, "sum")
         return dict(zip(keys, buf.tolist()))
