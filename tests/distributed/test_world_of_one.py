@@ -257,3 +257,17 @@ def test_single_process_checkpoint_keeps_the_format(tmp_path):
                                 model=dist.DistributedDataParallel(_mlp()))
     assert read_checkpoint_metadata(path)["model"]["class"] == "Sequential"
     yscv.load_checkpoint(path, model=dist.DistributedDataParallel(_mlp()))
+
+
+def test_openblas_threads_are_set_through_ctypes():
+    from yscv.distributed import _comm
+
+    before = _comm.blas_threads()
+    if before is None:
+        pytest.skip("NumPy here does not use a bundled OpenBLAS")   # other BLAS builds
+    try:
+        assert _comm.set_blas_threads(1) is True
+        assert _comm.blas_threads() == 1
+    finally:
+        _comm.set_blas_threads(before)
+    assert _comm.blas_threads() == before

@@ -57,5 +57,19 @@ for call, exc, words in (
         assert words in str(e), (words, str(e))
     else:
         raise AssertionError(f"no {exc.__name__} for {words}")
+# threads: cores // ranks on this machine for yscv's pool and OpenBLAS,
+# unless the environment chose
+import os
+
+from yscv.distributed import _comm
+from yscv.ops import _parallel
+
+per = max(1, len(os.sched_getaffinity(0)) // dist.local_world_size())
+assert dist.threads_per_rank() == per, (dist.threads_per_rank(), per)
+if not os.environ.get("YSCV_NUM_THREADS"):
+    assert _parallel.WORKERS <= per - 1, _parallel.WORKERS
+if not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
+    assert _comm.blas_threads() in (None, per), _comm.blas_threads()
+
 dist.barrier()
 print(f"OK {r} {w}", flush=True)
