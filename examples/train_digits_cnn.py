@@ -3,6 +3,7 @@
     python examples/train_digits_cnn.py                  # ~98% test accuracy
     python examples/train_digits_cnn.py --resume         # continue from the newest checkpoint
     python examples/train_digits_cnn.py --quick          # small budget (tests)
+    mpiexec -n 2 python -m mpi4py examples/train_digits_cnn.py   # data-parallel, 2 ranks
 
 The model: two convolution blocks (conv 3x3, batch norm, ReLU), the second
 ending with 2x2 max pooling, run as activation-checkpointed segments
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # run from a checkout without installing
 
 import yscv  # noqa: E402
+import yscv.distributed as dist  # noqa: E402  (a world of one without mpiexec)
 import yscv.nn as nn  # noqa: E402
 import yscv.optim as optim  # noqa: E402
 from yscv.train import Trainer  # noqa: E402
@@ -94,13 +96,16 @@ def main(argv=None) -> dict:
     yscv.manual_seed(args.seed)  # initialisation and dropout masks
     model = build_model(args.width)
     opt = optim.Adam(model.parameters(), lr=args.lr)
-    steps_per_epoch = -(-len(xtr) // args.batch_size)
+    # data-parallel (mpiexec): each rank takes 1/world of the samples, batch_size per rank
+    per_rank = -(-len(xtr) // dist.world_size())
+    steps_per_epoch = -(-per_rank // args.batch_size)
     sched = optim.OneCycleLR(opt, max_lr=args.lr, epochs=args.epochs,
                              steps_per_epoch=steps_per_epoch, pct_start=0.25)
     trainer = Trainer(model, "cross_entropy", opt, sched, seed=args.seed,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       keep_last=3, progress=not args.no_progress)
-    if not args.no_progress:
+    verbose = not args.no_progress and dist.rank() == 0
+    if verbose:
         print(f"digits: {len(xtr)} train / {len(xte)} test images 8x8x1; "
               f"{model.num_parameters()} parameters; {args.epochs} epochs of {steps_per_epoch} steps")
     history = trainer.fit((xtr, ytr), epochs=args.epochs, batch_size=args.batch_size,
@@ -108,7 +113,7 @@ def main(argv=None) -> dict:
     test = trainer.evaluate((xte, yte))
     elapsed = time.perf_counter() - t0
     path = trainer.save_checkpoint(os.path.join(args.checkpoint_dir, "final.safetensors"))
-    if not args.no_progress:
+    if verbose:
         print(f"test accuracy {test['accuracy']:.4f}  test loss {test['loss']:.4f}  "
               f"({elapsed:.1f} s including compilation; final checkpoint {path})")
     return {"test_accuracy": test["accuracy"], "test_loss": test["loss"], "seconds": elapsed,

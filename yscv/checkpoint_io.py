@@ -40,6 +40,7 @@ import struct
 import numpy as np
 
 from . import random as _random
+from . import runtime
 from .errors import CheckpointError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint_metadata", "FORMAT",
@@ -346,7 +347,44 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
             of JSON values and NumPy arrays (or an array of a dtype that
             safetensors cannot hold), ``data`` without ``state_dict``.
             Nothing is written.
+
+    In a data-parallel run (``mpiexec``, world > 1) EVERY rank must call it:
+    rank 0 writes the file (with every rank's RNG state), and each rank
+    returns only once the file is complete; an error on rank 0 is raised on
+    every rank. A :class:`yscv.distributed.DistributedDataParallel` model is
+    saved as its wrapped module.
     """
+    # [distributed] every rank calls; rank 0 writes, the others wait (yscv/distributed/_checkpoint.py)
+    if _data_parallel():
+        from .distributed import _checkpoint as _dist_ckpt
+
+        return _dist_ckpt.save(_save_checkpoint_local, path, model=_unwrap(model),
+                               optimizer=optimizer, scheduler=scheduler, step=step, extra=extra,
+                               data=data)
+    return _save_checkpoint_local(path, _unwrap(model), optimizer, scheduler, step, extra, data)
+
+
+def _data_parallel() -> bool:
+    """True when this process is one rank of a world larger than one."""
+    import sys
+
+    if "yscv.distributed" not in sys.modules and runtime.launcher_world_size() <= 1:
+        return False
+    from .distributed import _checkpoint as _dist_ckpt
+
+    return _dist_ckpt.active()
+
+
+def _unwrap(model):
+    """The module inside a DistributedDataParallel wrapper (its class is recorded)."""
+    return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" \
+        else model
+
+
+def _save_checkpoint_local(path, model=None, optimizer=None, scheduler=None, step=None,
+                           extra=None, data=None, rng_states=None) -> str:
+    """One process's write (rank 0's in a data-parallel run: ``rng_states``
+    then holds every rank's RNG state)."""
     from safetensors.numpy import save as st_save
 
     path = os.fspath(path)
@@ -377,6 +415,8 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
         arrays.update(opt_arrays)
     if scheduler is not None:
         meta["scheduler"] = scheduler.state_dict()
+    if rng_states is not None:
+        meta["rng_states"] = rng_states
     try:
         meta_json = _dumps(meta)
     except (TypeError, ValueError) as exc:
@@ -385,8 +425,8 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
                         "numbers, bools, None and NumPy arrays") from None
     header = {"format": FORMAT, "yscv.meta": meta_json,
               "yscv.sha256": _checksum(meta_json, arrays)}
-    data = st_save(arrays, metadata=header)
-    _atomic_write(path, data)
+    blob = st_save(arrays, metadata=header)
+    _atomic_write(path, blob)
     return path
 
 
@@ -497,6 +537,15 @@ def _data_state(meta, arrays, data, where):
     return state
 
 
+def _rank_rng_state(meta: dict):
+    """This rank's saved RNG state (one per rank in a data-parallel checkpoint)."""
+    if "rng_states" in meta and _data_parallel():
+        from .distributed import _checkpoint as _dist_ckpt
+
+        return _dist_ckpt.rank_rng_state(meta)
+    return meta.get("rng_state")
+
+
 def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
                     restore_rng: bool = True, data=None) -> dict:
     """Restore ``model``, ``optimizer``, ``scheduler``, ``data`` (those
@@ -538,7 +587,7 @@ def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
             if sched_sd is None:
                 raise CheckpointError(f"{where} holds no scheduler state, but a scheduler was given")
             scheduler.check_state_dict(sched_sd)
-        rng = meta.get("rng_state")
+        rng = _rank_rng_state(meta)
         if restore_rng:
             probe = np.random.default_rng()
             probe.bit_generator.state = rng

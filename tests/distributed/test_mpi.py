@@ -1,0 +1,115 @@
+"""Multi-process tests: scripts run under ``mpiexec -n N python -m mpi4py``
+(the venv's mpiexec from the mpich wheel; ``-n 3`` oversubscribes the 2-core
+CI machine, which MPICH allows). The scripts never import torch (mpi4py
+before torch breaks torch's MKL load)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+from _launch import EXAMPLE_TIMEOUT, ROOT, mpiexec, needs_mpi, ok, tagged
+
+pytestmark = needs_mpi
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_all_ops_and_dtypes_in_place(n):
+    out = ok(mpiexec("collectives.py", n, timeout=60))
+    assert tagged(out, "OK") == [f"{r} {n}" for r in range(n)]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_equals_one_process_on_the_global_batch(n):
+    # broadcast at construction, mean gradients equal to one process on the
+    # global batch (float32 rounding), replicas bit-identical, a parameter
+    # used by one rank only / by none, no_sync accumulation
+    out = ok(mpiexec("ddp.py", n, timeout=60))
+    assert tagged(out, "OK") == [f"{r} {n}" for r in range(n)]
+
+
+def _read(folder, mode, r):
+    with open(os.path.join(folder, f"{mode}.rank{r}.log")) as f:
+        return f.read()
+
+
+def test_checkpoint_written_by_rank0_and_resume_is_exact(tmp_path):
+    runs = {}
+    for mode in ("full", "first", "resume"):
+        out = ok(mpiexec("ckpt_resume.py", 2, mode, tmp_path, timeout=60))
+        runs[mode] = out
+    for r in range(2):
+        full = _read(tmp_path, "full", r).splitlines()
+        tail = [ln for ln in full if ln.split()[0] in ("2", "3")]
+        assert len(tail) == 12
+        assert _read(tmp_path, "resume", r).splitlines() == tail
+        assert _read(tmp_path, "first", r).splitlines() == full[:12]
+    # the ranks drew different dropout masks (their own RNG streams were restored)
+    assert _read(tmp_path, "full", 0) != _read(tmp_path, "full", 1)
+    # a failed write on rank 0 raised on every rank
+    errs = tagged(runs["first"], "SAVE_ERR")
+    assert errs == ["0 FileNotFoundError False", "1 CheckpointError True"]
+
+
+def test_trainer_data_parallel_history_and_exact_resume(tmp_path):
+    out = ok(mpiexec("trainer.py", 2, tmp_path, "full", timeout=90))
+    assert len(re.findall(r"^epoch \d/3 ", out, re.M)) == 3      # rank 0 prints, alone
+    a, b = _read(tmp_path, "full", 0), _read(tmp_path, "full", 1)
+    assert a == b                                                # same history and parameters
+    assert len(json.loads(a)["steps"]) == 15
+    ckpts = sorted(os.listdir(tmp_path / "ckpt"))
+    assert ckpts == ["ckpt-00000004.safetensors", "ckpt-00000008.safetensors",
+                     "ckpt-00000012.safetensors"]
+    os.remove(tmp_path / "ckpt" / "ckpt-00000012.safetensors")   # "crash" after step 8
+    out = ok(mpiexec("trainer.py", 2, tmp_path, "resume", timeout=90))
+    assert "resumed from" in out and out.count("resumed from") == 1
+    assert _read(tmp_path, "resume", 0) == a and _read(tmp_path, "resume", 1) == a
+
+
+@pytest.mark.parametrize("launcher", ["-m mpi4py", "plain python"])
+def test_a_rank_that_raises_ends_the_job(launcher, tmp_path):
+    script = "raise_on_rank1.py"
+    if launcher == "plain python":
+        # without -m mpi4py: yscv.distributed's excepthook aborts the job
+        wrapper = tmp_path / "plain.py"
+        wrapper.write_text("import runpy, sys\n"
+                           f"sys.argv = [{str(ROOT / 'tests/distributed/scripts' / script)!r}]\n"
+                           "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+        proc = _run_plain(wrapper)
+    else:
+        proc = mpiexec(script, 2, timeout=60)
+    assert proc.returncode != 0
+    assert "RuntimeError: boom on rank 1" in proc.stderr + proc.stdout
+    assert "unreachable" not in proc.stdout
+
+
+def _run_plain(path):
+    import subprocess
+
+    from _launch import MPIEXEC
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        return subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(path)],
+                              capture_output=True, text=True, timeout=60, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a rank raised under plain python and the job hung")
+
+
+def test_sampler_shards_under_mpiexec():
+    out = ok(mpiexec("sampler.py", 3, timeout=60))
+    assert tagged(out, "OK") == ["0 3", "1 3", "2 3"]
+
+
+def test_readme_main_job_runs_under_mpiexec(tmp_path):
+    out = ok(mpiexec(ROOT / "examples" / "train_digits_cnn.py", 2, "--quick",
+                     "--checkpoint-dir", tmp_path, timeout=EXAMPLE_TIMEOUT))
+    assert out.count("test accuracy") == 1                      # rank 0 prints, alone
+    acc = float(re.search(r"test accuracy ([0-9.]+)", out).group(1))
+    assert acc >= 0.9, out
+    assert "final.safetensors" in os.listdir(tmp_path)
+    shutil.rmtree(tmp_path)

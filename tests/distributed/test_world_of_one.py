@@ -1,0 +1,275 @@
+"""yscv.distributed in one process (no mpiexec): a world of one, mpi4py never
+imported; DistributedSampler against PyTorch's; the backward-end hook."""
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import yscv
+import yscv.distributed as dist
+import yscv.nn as nn
+from _launch import ROOT
+
+LAUNCH_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def _python(code: str, **env_extra) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=str(ROOT))
+
+
+# ------------------------------------------------------------------ the world
+def test_world_of_one_without_mpiexec_never_imports_mpi4py():
+    proc = _python(
+        "import sys, numpy as np, yscv, yscv.distributed as d\n"
+        "assert not d.is_initialized()\n"
+        "d.init(); d.init()\n"
+        "assert d.is_initialized() and (d.rank(), d.world_size()) == (0, 1)\n"
+        "d.barrier()\n"
+        "a = np.arange(3.0)\n"
+        "assert d.all_reduce(a, 'mean') is a and d.broadcast(a) is a\n"
+        "assert [x.tolist() for x in d.all_gather(a)] == [[0.0, 1.0, 2.0]]\n"
+        "assert 'mpi4py' not in sys.modules, 'mpi4py imported'\n"
+        "print('fine')\n")
+    assert proc.returncode == 0 and "fine" in proc.stdout, proc.stderr
+
+
+def test_trainer_in_one_process_does_not_load_distributed():
+    proc = _python(
+        "import sys, numpy as np, yscv, yscv.nn as nn, yscv.optim as optim\n"
+        "from yscv.train import Trainer\n"
+        "m = nn.Linear(3, 2); t = Trainer(m, 'cross_entropy', optim.SGD(m.parameters(), lr=0.1),"
+        " progress=False)\n"
+        "t.fit((np.ones((4, 3), np.float32), np.array([0, 1, 0, 1])), epochs=1, batch_size=2)\n"
+        "import tempfile, os\n"
+        "yscv.save_checkpoint(os.path.join(tempfile.mkdtemp(), 'c.safetensors'), model=m)\n"
+        "assert 'yscv.distributed' not in sys.modules and 'mpi4py' not in sys.modules\n"
+        "print('fine')\n")
+    assert proc.returncode == 0 and "fine" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("var", ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE"])
+def test_missing_mpi4py_in_a_launched_world_says_how_to_install(var):
+    proc = _python(
+        "import sys\n"
+        "sys.modules['mpi4py'] = None   # as if not installed\n"
+        "import yscv.distributed as d\n"
+        "try:\n"
+        "    d.init()\n"
+        "except ImportError as e:\n"
+        "    print('IMPORT_ERROR', e)\n", **{var: "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert "IMPORT_ERROR" in proc.stdout
+    assert 'pip install "yscv[mpi]"' in proc.stdout and "2 processes" in proc.stdout
+
+
+def test_collectives_are_identities_and_check_their_arguments():
+    dist.init()
+    for dt in (np.float32, np.float64, np.int32, np.int64):
+        a = np.arange(6, dtype=dt).reshape(2, 3)
+        before = a.copy()
+        for op in ("sum", "max", "min") + (("mean",) if a.dtype.kind == "f" else ()):
+            assert dist.all_reduce(a, op) is a and np.array_equal(a, before)
+        assert dist.broadcast(a, root=0) is a and np.array_equal(a, before)
+        got = dist.all_gather(a)
+        assert len(got) == 1 and np.array_equal(got[0], a) and got[0] is not a
+    with pytest.raises(ValueError, match="all_reduce.*'avg'"):
+        dist.all_reduce(np.zeros(2), "avg")
+    with pytest.raises(TypeError, match="all_reduce.*list"):
+        dist.all_reduce([1.0])
+    with pytest.raises(TypeError, match="mean.*int32"):
+        dist.all_reduce(np.zeros(2, np.int32), "mean")
+    with pytest.raises(TypeError, match="complex64"):
+        dist.broadcast(np.zeros(2, np.complex64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        dist.all_reduce(np.zeros((2, 4))[:, ::2])
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        dist.broadcast(ro)
+    with pytest.raises(ValueError, match="root 1"):
+        dist.broadcast(np.zeros(2), root=1)
+    with pytest.raises(TypeError, match="root"):
+        dist.broadcast(np.zeros(2), root=0.0)
+
+
+# ------------------------------------------------------------- backward hook
+def test_backward_end_hook_runs_once_after_parameter_grads_and_can_be_removed():
+    p = nn.Parameter(np.array([1.0, 2.0], np.float32))
+    g = yscv.Graph()
+    seen = []
+
+    def fn(graph):
+        assert graph is g
+        seen.append(None if p.grad is None else p.grad.copy())
+
+    handle = g.register_backward_end_hook(fn)
+    g.backward(g.sum(g.mul(g.param(p), 3.0)))
+    assert len(seen) == 1 and np.array_equal(seen[0], [3.0, 3.0])   # after accumulation
+    g.backward(g.sum(g.param(p)))
+    assert len(seen) == 2 and np.array_equal(seen[1], [4.0, 4.0])
+    handle.remove()
+    g.backward(g.sum(g.param(p)))
+    assert len(seen) == 2
+    with pytest.raises(TypeError, match="register_backward_end_hook"):
+        g.register_backward_end_hook(42)
+
+
+def test_backward_end_hook_not_run_when_backward_fails():
+    g = yscv.Graph()
+    calls = []
+    g.register_backward_end_hook(lambda graph: calls.append(1))
+    x = g.variable(np.ones(3))
+    with pytest.raises(yscv.NonScalarTargetError):
+        g.backward(g.mul(x, 2.0))
+    assert calls == []
+
+
+# ---------------------------------------------------------------------- DDP
+def _mlp():
+    yscv.manual_seed(3)
+    return nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2))
+
+
+def test_ddp_in_one_process_is_the_module():
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    plain, wrapped = _mlp(), dist.DistributedDataParallel(_mlp())
+    assert isinstance(wrapped.module, nn.Sequential)
+    assert list(wrapped.state_dict()) == list(plain.state_dict())
+    for m in (plain, wrapped):
+        g = yscv.Graph()
+        g.backward(g.sum(m(g, g.constant(x))))
+    for p, q in zip(plain.parameters(), wrapped.parameters()):
+        assert np.array_equal(p.grad, q.grad)
+    with wrapped.no_sync():
+        g = yscv.Graph()
+        g.backward(g.sum(wrapped(g, g.constant(x))))
+    for p, q in zip(plain.parameters(), wrapped.parameters()):
+        np.testing.assert_allclose(q.grad, 2 * p.grad, rtol=1e-6)
+    assert wrapped.training and wrapped.eval() is wrapped and not wrapped.module.training
+    with pytest.raises(TypeError, match="DistributedDataParallel"):
+        dist.DistributedDataParallel(np.zeros(3))
+
+
+def test_ddp_hook_does_not_keep_a_finished_graph_alive():
+    # a parameter-free module: binding parameters (g.param) is the engine's
+    # business; this checks that the wrapper's backward-end hook adds no cycle
+    model = dist.DistributedDataParallel(nn.Tanh())
+    x = np.ones((2, 4))
+    gc.collect()
+    gc.disable()
+    try:
+        g = yscv.Graph()
+        loss = g.sum(model(g, g.variable(x)))
+        assert len(g._end_hooks) == 1
+        model(g, g.variable(x))                       # hooked once per graph
+        assert len(g._end_hooks) == 1
+        g.backward(loss)
+        ref = weakref.ref(g)
+        del g, loss
+        assert ref() is None, "a reference cycle keeps the graph alive"
+    finally:
+        gc.enable()
+
+
+# ------------------------------------------------------------------ sampler
+CASES = [(n, w, drop) for n in (1, 2, 5, 10, 11, 17) for w in (1, 2, 3, 4) for drop in (False, True)]
+
+
+@pytest.mark.parametrize("n,world,drop_last", CASES)
+def test_sampler_equals_pytorch_without_shuffle(n, world, drop_last):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DistributedSampler as TorchSampler
+
+    for r in range(world):
+        ours = dist.DistributedSampler(n, num_replicas=world, rank=r, shuffle=False,
+                                       drop_last=drop_last)
+        theirs = TorchSampler(range(n), num_replicas=world, rank=r, shuffle=False,
+                              drop_last=drop_last)
+        assert list(ours) == list(theirs), (n, world, r, drop_last)
+        assert len(ours) == len(theirs)
+    del torch
+
+
+@pytest.mark.parametrize("n,world,drop_last", [(10, 3, False), (10, 3, True), (2, 4, False),
+                                                 (16, 4, False)])
+def test_sampler_shuffle_properties(n, world, drop_last):
+    def shards(epoch, seed=0):
+        out = []
+        for r in range(world):
+            s = dist.DistributedSampler(n, num_replicas=world, rank=r, seed=seed,
+                                        drop_last=drop_last)
+            s.set_epoch(epoch)
+            out.append(list(s))
+        return out
+
+    per = len(dist.DistributedSampler(n, num_replicas=world, rank=0, drop_last=drop_last))
+    for epoch in (0, 1, 2):
+        sh = shards(epoch)
+        assert all(len(s) == per for s in sh)
+        # the global list is one permutation of range(n), the same on every rank,
+        # padded by wrapping (or cut), and rank r took every world-th index from r
+        glob = [sh[i % world][i // world] for i in range(per * world)]
+        perm = np.random.default_rng(epoch).permutation(n).tolist()
+        padded = (perm * (per * world // n + 1))[:per * world]
+        assert glob == padded
+        assert shards(epoch) == sh                               # deterministic
+    assert shards(0) != shards(1) or n <= 2                      # epoch dependence
+    assert shards(0, seed=1) != shards(0) or n <= 2
+
+
+def test_sampler_state_and_bad_arguments():
+    s = dist.DistributedSampler(10, num_replicas=2, rank=1)
+    s.set_epoch(4)
+    t = dist.DistributedSampler(10, num_replicas=2, rank=1)
+    t.load_state_dict(s.state_dict())
+    assert t.epoch == 4 and list(t) == list(s)
+    assert len(dist.DistributedSampler(range(7))) == 7        # a sized dataset; this world
+    with pytest.raises(ValueError, match="rank 2"):
+        dist.DistributedSampler(10, num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="num_replicas"):
+        dist.DistributedSampler(10, num_replicas=0)
+    with pytest.raises(TypeError, match="n must be an int"):
+        dist.DistributedSampler("10")
+    with pytest.raises(ValueError, match="seed"):
+        dist.DistributedSampler(10, seed=-1)
+    with pytest.raises(ValueError, match="epoch"):
+        s.set_epoch(-1)
+    with pytest.raises(ValueError, match="load_state_dict"):
+        s.load_state_dict({})
+
+
+def test_single_process_checkpoint_keeps_the_format(tmp_path):
+    from yscv.checkpoint_io import read_checkpoint_metadata
+
+    path = yscv.save_checkpoint(tmp_path / "c.safetensors", model=_mlp())
+    assert "rng_states" not in read_checkpoint_metadata(path)
+    # a DistributedDataParallel model is saved as its module
+    path = yscv.save_checkpoint(tmp_path / "d.safetensors",
+                                model=dist.DistributedDataParallel(_mlp()))
+    assert read_checkpoint_metadata(path)["model"]["class"] == "Sequential"
+    yscv.load_checkpoint(path, model=dist.DistributedDataParallel(_mlp()))
+
+
+def test_openblas_threads_are_set_through_ctypes():
+    from yscv.distributed import _comm
+
+    before = _comm.blas_threads()
+    if before is None:   # a NumPy build without a bundled OpenBLAS: nothing to set
+        assert _comm.set_blas_threads(1) is False
+        return
+    try:
+        assert _comm.set_blas_threads(1) is True
+        assert _comm.blas_threads() == 1
+    finally:
+        _comm.set_blas_threads(before)
+    assert _comm.blas_threads() == before

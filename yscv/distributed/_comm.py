@@ -1,0 +1,328 @@
+"""The process world: start-up, rank and size, and collectives on NumPy arrays.
+
+Without ``mpiexec`` (or with ``mpiexec -n 1``) the world has one process and
+``mpi4py`` is never imported: collectives are identities. Under a launcher
+that starts more than one process (detected from its environment:
+``PMI_SIZE`` for MPICH / Intel MPI, ``OMPI_COMM_WORLD_SIZE`` for Open MPI,
+``MV2_COMM_WORLD_SIZE`` for MVAPICH) :func:`init` imports ``mpi4py`` and uses
+``MPI.COMM_WORLD``. Collectives use mpi4py's buffer API (``Allreduce``,
+``Bcast``, ``Allgather``): arrays travel as raw memory, never pickled.
+
+At start-up with more than one rank, each rank gets ``cores // ranks on this
+machine`` threads (at least one) for yscv's helper pool and for NumPy's
+OpenBLAS, unless ``YSCV_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` /
+``OMP_NUM_THREADS`` say otherwise: N ranks on N cores then do not fight over
+the cores (see docs/scaling_out.md).
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import traceback
+
+import numpy as np
+
+__all__ = ["init", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
+           "all_reduce", "broadcast", "all_gather", "launched_world_size", "threads_per_rank"]
+
+#: environment variables in which launchers publish the number of processes
+LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+_INSTALL_HINT = ('pip install "yscv[mpi]"  (mpi4py and the mpich wheel, which brings mpiexec; '
+                 'no system MPI needed)')
+
+_comm = None          # mpi4py's COMM_WORLD, or None in a world of one without mpi4py
+_MPI = None           # the mpi4py.MPI module when in use
+_rank = 0
+_size = 1
+_local_size = 1
+_initialized = False
+_threads = None       # threads per rank chosen by init (None: left alone)
+
+_OPS = ("sum", "mean", "max", "min")
+# dtypes MPI reduces natively (mpi4py maps them from the buffer format)
+_DTYPE_CHARS = "fdbhilqBHILQ"
+
+
+def launched_world_size() -> int:
+    """The number of processes the launcher started (1 without ``mpiexec``)."""
+    for var in LAUNCHER_SIZE_VARS:
+        v = os.environ.get(var, "").strip()
+        if v:
+            try:
+                return max(1, int(v))
+            except ValueError:
+                continue
+    return 1
+
+
+def init() -> None:
+    """Join the world (idempotent). A world of one without ``mpiexec``.
+
+    Raises:
+        ImportError: the launcher started more than one process but
+            ``mpi4py`` is not installed (the message says how to install it).
+    """
+    global _comm, _MPI, _rank, _size, _local_size, _initialized
+    if _initialized:
+        return
+    n = launched_world_size()
+    if n <= 1 and "mpi4py.MPI" not in sys.modules:
+        _initialized = True   # a world of one: mpi4py stays unimported
+        return
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(
+            f"yscv.distributed: the launcher started {n} processes, but mpi4py is not "
+            f"installed, so they cannot talk to each other. Install it with: {_INSTALL_HINT}"
+        ) from exc
+    if not MPI.Is_initialized():
+        MPI.Init()
+    comm = MPI.COMM_WORLD
+    _MPI, _comm = MPI, comm
+    _rank, _size = comm.Get_rank(), comm.Get_size()
+    if _size > 1:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=_rank)
+        _local_size = node.Get_size()
+        node.Free()
+        _install_abort_hook()
+        _limit_threads(_local_size)
+    _initialized = True
+
+
+def _install_abort_hook() -> None:
+    """An uncaught exception on one rank aborts every rank (the traceback is
+    printed first) instead of leaving the others blocked in a collective.
+    ``python -m mpi4py script.py`` does the same; this covers plain ``python``.
+    As mpi4py's runner, it asks mpi4py to call ``MPI_Abort`` at interpreter
+    exit, after the traceback was written and the streams flushed (an
+    immediate Abort can lose the traceback on its way through mpiexec)."""
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        try:
+            previous(exc_type, exc, tb)
+        finally:
+            if _comm is not None and _size > 1:
+                setter = getattr(_MPI, "_set_abort_status", None)
+                if setter is not None:
+                    setter(1)
+                else:  # an mpi4py without it: abort now
+                    sys.stderr.flush()
+                    _comm.Abort(1)
+
+    sys.excepthook = hook
+
+
+# ------------------------------------------------------------------ threads
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_per_rank() -> int | None:
+    """The thread count :func:`init` chose per rank (cores on this machine //
+    ranks on it; None in a world of one). ``YSCV_NUM_THREADS`` and
+    ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``, when set, win over it for
+    yscv's pool and for OpenBLAS respectively."""
+    return _threads
+
+
+def _limit_threads(local_ranks: int) -> None:
+    global _threads
+    per = max(1, _usable_cores() // max(1, local_ranks))
+    _threads = per
+    if not os.environ.get("YSCV_NUM_THREADS", "").strip():
+        from ..ops import _parallel
+
+        _parallel.WORKERS = min(_parallel.WORKERS, max(0, per - 1))
+    if not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
+        set_blas_threads(per)
+
+
+def _openblas():
+    """ctypes handle and (set, get) functions of the OpenBLAS NumPy loaded, or None."""
+    roots = [os.path.dirname(os.path.dirname(np.__file__))]
+    pats = ("numpy.libs/*openblas*", "numpy/.dylibs/*openblas*", "numpy.libs/*blas*")
+    for root in roots:
+        for pat in pats:
+            for path in sorted(glob.glob(os.path.join(root, pat))):
+                try:
+                    lib = ctypes.CDLL(path)
+                except OSError:
+                    continue
+                for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""),
+                                       ("openblas", "64_"), ("openblas", "")):
+                    try:
+                        set_fn = getattr(lib, f"{prefix}_set_num_threads{suffix}")
+                        get_fn = getattr(lib, f"{prefix}_get_num_threads{suffix}")
+                    except AttributeError:
+                        continue
+                    set_fn.argtypes, set_fn.restype = [ctypes.c_int], None
+                    get_fn.argtypes, get_fn.restype = [], ctypes.c_int
+                    return set_fn, get_fn
+    return None
+
+
+def set_blas_threads(n: int) -> bool:
+    """Set OpenBLAS's thread count in this process (NumPy's bundled library,
+    through ctypes). False when no OpenBLAS was found (another BLAS: set its
+    environment variable before NumPy loads instead)."""
+    fns = _openblas()
+    if fns is None:
+        return False
+    fns[0](int(n))
+    return True
+
+
+def blas_threads() -> int | None:
+    """OpenBLAS's current thread count (None when no OpenBLAS was found)."""
+    fns = _openblas()
+    return None if fns is None else int(fns[1]())
+
+
+# --------------------------------------------------------------- accessors
+def is_initialized() -> bool:
+    """Whether :func:`init` has run."""
+    return _initialized
+
+
+def rank() -> int:
+    """This process's rank, 0 .. world_size() - 1 (joins the world if needed)."""
+    init()
+    return _rank
+
+
+def world_size() -> int:
+    """The number of processes (joins the world if needed)."""
+    init()
+    return _size
+
+
+def local_world_size() -> int:
+    """The number of ranks on this machine."""
+    init()
+    return _local_size
+
+
+def barrier() -> None:
+    """Wait until every rank has called it."""
+    init()
+    if _size > 1:
+        _comm.Barrier()
+
+
+# ------------------------------------------------------------- collectives
+def _check_array(fn: str, a, writeable: bool = True) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{fn}: expected a numpy array, got {type(a).__name__}")
+    if a.dtype.char not in _DTYPE_CHARS:
+        raise TypeError(f"{fn}: dtype {a.dtype} is not supported; use float32, float64 or a "
+                        "fixed-size integer dtype")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{fn}: the array must be C-contiguous (it is reduced in place); "
+                         "pass np.ascontiguousarray(a) and use the result")
+    if writeable and not a.flags.writeable:
+        raise ValueError(f"{fn}: the array is read-only; collectives work in place")
+    return a
+
+
+def all_reduce(a: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Reduce ``a`` over all ranks IN PLACE and return it; every rank gets the
+    same bits. ``op``: "sum", "mean" (floating arrays only), "max", "min".
+    Every rank must pass an array of the same shape and dtype."""
+    if op not in _OPS:
+        raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
+    _check_array("all_reduce", a)
+    if op == "mean" and a.dtype.kind != "f":
+        raise TypeError(f"all_reduce: op='mean' needs a floating array, got {a.dtype}")
+    init()
+    if _size == 1:
+        return a
+    mpi_op = {"sum": _MPI.SUM, "mean": _MPI.SUM, "max": _MPI.MAX, "min": _MPI.MIN}[op]
+    _comm.Allreduce(_MPI.IN_PLACE, a, op=mpi_op)
+    if op == "mean":
+        a /= a.dtype.type(_size)
+    return a
+
+
+def _check_root(fn: str, root) -> int:
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)):
+        raise TypeError(f"{fn}: root must be an int, got {root!r}")
+    if not 0 <= root < _size:
+        raise ValueError(f"{fn}: root {root} is not a rank of this world of {_size}")
+    return int(root)
+
+
+def broadcast(a: np.ndarray, root: int = 0) -> np.ndarray:
+    """Overwrite ``a`` on every rank with rank ``root``'s array, in place; returns it."""
+    _check_array("broadcast", a)
+    init()
+    root = _check_root("broadcast", root)
+    if _size > 1:
+        _comm.Bcast(a, root=root)
+    return a
+
+
+def all_gather(a: np.ndarray) -> list:
+    """Every rank's ``a`` (same shape and dtype on every rank), as a list
+    indexed by rank; ``a`` itself is not modified."""
+    _check_array("all_gather", a, writeable=False)
+    init()
+    if _size == 1:
+        return [a.copy()]
+    shapes = np.zeros((_size, 34), dtype=np.int64)
+    mine = np.full(34, -1, dtype=np.int64)
+    if a.ndim > 32:
+        raise ValueError(f"all_gather: at most 32 axes, got {a.ndim}")
+    mine[0], mine[1] = a.ndim, np.dtype(a.dtype).num
+    mine[2:2 + a.ndim] = a.shape
+    _comm.Allgather(mine, shapes)
+    if not (shapes == mine).all():
+        bad = [(r, tuple(int(s) for s in shapes[r, 2:2 + shapes[r, 0]]))
+               for r in range(_size) if not (shapes[r] == shapes[0]).all()]
+        raise ValueError(f"all_gather: every rank must pass the same shape and dtype; rank 0 "
+                         f"has {tuple(int(s) for s in shapes[0, 2:2 + shapes[0, 0]])}, "
+                         f"differing ranks (rank, shape): {bad}")
+    out = np.empty((_size,) + a.shape, dtype=a.dtype)
+    _comm.Allgather(a, out)
+    return [out[r] for r in range(_size)]
+
+
+def _all_gather_bytes(data: bytes) -> list:
+    """Every rank's byte string (lengths may differ), over the buffer API."""
+    init()
+    if _size == 1:
+        return [bytes(data)]
+    lens = np.zeros(_size, dtype=np.int64)
+    _comm.Allgather(np.array([len(data)], dtype=np.int64), lens)
+    width = int(lens.max()) if _size else 0
+    buf = np.zeros(max(1, width), dtype=np.uint8)
+    buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty((_size, buf.size), dtype=np.uint8)
+    _comm.Allgather(buf, out)
+    return [out[r, :lens[r]].tobytes() for r in range(_size)]
+
+
+def _broadcast_status(ok: bool, message: str = "", root: int = 0) -> tuple:
+    """Rank ``root``'s (ok, message) on every rank (message cut to 4000 bytes)."""
+    if _size == 1:
+        return ok, message
+    buf = np.zeros(4096, dtype=np.uint8)
+    if _rank == root:
+        raw = message.encode("utf-8", "replace")[:4000]
+        buf[0] = 1 if ok else 0
+        buf[1:5] = np.frombuffer(np.array([len(raw)], dtype="<i4").tobytes(), dtype=np.uint8)
+        buf[8:8 + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    _comm.Bcast(buf, root=root)
+    n = int(np.frombuffer(buf[1:5].tobytes(), dtype="<i4")[0])
+    return bool(buf[0]), buf[8:8 + n].tobytes().decode("utf-8", "replace")
+
+
+def _format_exc(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

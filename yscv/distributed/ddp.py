@@ -1,0 +1,261 @@
+"""Data-parallel training: gradients averaged over ranks in one fused allreduce.
+
+:class:`GradientAverager` packs every trainable parameter's ``.grad`` (a
+missing gradient counts as zeros) into one flat buffer per dtype, appends
+one "has a gradient" flag per parameter, and reduces the buffer with ONE
+``Allreduce`` per step (per dtype; a model has one). Dividing the sum by the
+world size gives the mean; every rank computes it from the same summed bits,
+so the replicas stay bit-identical. A parameter that got no gradient on any
+rank keeps ``grad = None`` (an optimizer skips it, as in one process).
+
+:class:`DistributedDataParallel` wraps a module: construction broadcasts
+rank 0's parameters and buffers; calling it calls the module and registers a
+backward-end hook on the graph (``g.register_backward_end_hook``), which
+runs the averager after ``g.backward`` has accumulated every ``p.grad``.
+
+Cold start, when this machine has more ranks than cores (``stagger_compile``
+None, the default; True forces it): the first time, rank 0 runs its forward
+and backward alone while the other ranks wait (a barrier before their first
+forward, met by rank 0 after its first backward). Numba compiles the kernels
+once, on rank 0, into its on-disk cache, and the other ranks load them from
+there instead of compiling the same kernels on shared cores. With a core per
+rank, compiling on every rank at once is as fast or faster (measured:
+docs/benchmarks.md), so the ranks start together.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import numpy as np
+
+from . import _comm
+
+__all__ = ["DistributedDataParallel", "GradientAverager", "broadcast_module"]
+
+
+def broadcast_module(module, root: int = 0) -> None:
+    """Overwrite every parameter's ``.data`` and every buffer of ``module`` with
+    rank ``root``'s, in place (one broadcast per array)."""
+    for p in module.parameters():
+        _comm.broadcast(p.data, root)
+    for b in module.buffers():
+        if isinstance(b, np.ndarray) and b.flags.c_contiguous and b.flags.writeable:
+            _comm.broadcast(b, root)
+
+
+class GradientAverager:
+    """Mean of the ranks' ``p.grad`` for ``params``, in one fused allreduce.
+
+    Args:
+        params: the trainable :class:`yscv.nn.Parameter` objects, in the
+            same order on every rank.
+        stagger_compile: let rank 0 compile first: True, False, or None
+            (when the ranks on this machine outnumber its cores; see the
+            module docstring).
+    """
+
+    def __init__(self, params, stagger_compile=None):
+        self.params = [p for p in params if getattr(p, "requires_grad", True)]
+        groups: dict = {}
+        for p in self.params:
+            groups.setdefault(np.dtype(p.data.dtype), []).append(p)
+        self._groups = list(groups.items())
+        if stagger_compile is None:
+            stagger_compile = _comm.world_size() > 1 and \
+                _comm.local_world_size() > _comm._usable_cores()
+        self._stagger = bool(stagger_compile)
+        self._warm = False
+        self._waited = False
+        self._buffers: dict = {}
+
+    def before_forward(self) -> None:
+        """Call before the first forward: ranks other than 0 wait for rank 0's
+        first backward (its kernels are then in Numba's cache)."""
+        if self._stagger and not self._warm and not self._waited and _comm.world_size() > 1 \
+                and _comm.rank() != 0:
+            _comm.barrier()
+            self._waited = True
+
+    def _after_first_backward(self) -> None:
+        if self._stagger and not self._warm and _comm.world_size() > 1:
+            if _comm.rank() == 0 or not self._waited:
+                _comm.barrier()
+        self._warm = True
+
+    def sync(self, extra=None):
+        """Average the gradients over ranks, in place: ``p.grad`` becomes a view
+        of this averager's flat buffer, which the next sync reuses (as PyTorch's
+        gradient buckets; copy a gradient to keep it past the next step).
+        ``extra``: optional float64 values summed over ranks in the same
+        allreduce (appended to the first dtype's buffer); returns their sums
+        as float64 (or None)."""
+        self._after_first_backward()
+        world = _comm.world_size()
+        extra = None if extra is None else np.asarray(extra, dtype=np.float64).ravel()
+        if world == 1:
+            return extra
+        out_extra = None
+        for gi, (dt, params) in enumerate(self._groups):
+            n_extra = extra.size if (gi == 0 and extra is not None) else 0
+            buf, slots, total = self._buffer(gi, dt, params, n_extra)
+            flags = buf[total:total + len(params)]
+            for j, (p, (lo, hi)) in enumerate(zip(params, slots)):
+                grad = p.grad
+                if grad is None:
+                    buf[lo:hi] = 0
+                    flags[j] = 0
+                else:
+                    dst = buf[lo:hi]
+                    if not (grad.base is buf and grad.__array_interface__["data"][0]
+                            == dst.__array_interface__["data"][0]):
+                        dst[...] = grad.reshape(-1)
+                    flags[j] = 1
+            if n_extra:
+                buf[total + len(params):] = extra
+            _comm._comm.Allreduce(_comm._MPI.IN_PLACE, buf, op=_comm._MPI.SUM)
+            if n_extra:
+                out_extra = buf[total + len(params):].astype(np.float64)
+            grads = buf[:total]
+            grads /= dt.type(world)
+            for j, (p, (lo, hi)) in enumerate(zip(params, slots)):
+                p.grad = grads[lo:hi].reshape(p.data.shape) if flags[j] > 0 else None
+        if extra is not None and out_extra is None:  # no parameters at all
+            out_extra = extra.copy()
+            _comm.all_reduce(out_extra, "sum")
+        return out_extra
+
+    def _buffer(self, gi, dt, params, n_extra):
+        """(flat buffer, [(lo, hi)] per parameter, gradient length) of group
+        ``gi``, allocated once per (group, extra length)."""
+        key = (gi, n_extra)
+        cached = self._buffers.get(key)
+        sizes = [p.data.size for p in params]
+        if cached is None or cached[3] != sizes:
+            total = sum(sizes)
+            bounds = np.cumsum([0] + sizes).tolist()
+            slots = list(zip(bounds[:-1], bounds[1:]))
+            cached = (np.empty(total + len(params) + n_extra, dtype=dt), slots, total, sizes)
+            self._buffers[key] = cached
+        return cached[0], cached[1], cached[2]
+
+
+class DistributedDataParallel:
+    """Wrap a :class:`yscv.nn.Module` for data-parallel training over MPI ranks.
+
+    Calling the wrapper is calling the module (``model(g, x)``). Construction
+    broadcasts rank 0's parameters and buffers to every rank. After
+    ``g.backward(...)`` on a graph the wrapper was called with, every
+    trainable parameter's ``.grad`` is the mean over ranks (one fused
+    allreduce), bit-identical on every rank. Inside ``with model.no_sync():``
+    gradients stay local and accumulate; the next synced backward averages
+    what was accumulated. A parameter without a gradient on some rank counts
+    as zeros there (every rank takes part in every allreduce: no deadlock).
+
+    Args:
+        module: the model.
+        broadcast_buffers: broadcast rank 0's buffers (batch-norm running
+            statistics) before every forward, as PyTorch's DDP does, so the
+            replicas stay identical (one broadcast per buffer; no cost for
+            a model without buffers).
+        stagger_compile: rank 0 compiles the kernels first, the other ranks
+            load them from Numba's cache: True, False, or None (the default:
+            when the ranks on this machine outnumber its cores; see
+            docs/scaling_out.md).
+
+    ``model.module`` is the wrapped module; ``state_dict()``,
+    ``load_state_dict()``, ``parameters()``, ``train()``, ``eval()`` and any
+    other attribute are the module's.
+    """
+
+    def __init__(self, module, broadcast_buffers: bool = True, stagger_compile=None):
+        if not callable(module) or not hasattr(module, "parameters"):
+            raise TypeError("DistributedDataParallel: module must be a yscv.nn.Module, got "
+                            f"{type(module).__name__}")
+        _comm.init()
+        self.__dict__["module"] = module
+        self.__dict__["broadcast_buffers"] = bool(broadcast_buffers)
+        self.__dict__["_averager"] = GradientAverager(module.parameters(), stagger_compile)
+        self.__dict__["_require_sync"] = True
+        self.__dict__["_hooked"] = weakref.WeakSet()
+        broadcast_module(module, 0)
+
+    # ----------------------------------------------------------------- calls
+    def _hook(self, g) -> None:
+        if g not in self._hooked:
+            # the graph holds this bound method; the wrapper only holds a weak
+            # reference to the graph: no cycle keeps a finished graph alive
+            g.register_backward_end_hook(self._on_backward_end)
+            self._hooked.add(g)
+
+    def __call__(self, g, *args, **kwargs):
+        self._hook(g)
+        if self.broadcast_buffers and _comm.world_size() > 1:
+            for b in self.module.buffers():
+                if isinstance(b, np.ndarray) and b.flags.c_contiguous and b.flags.writeable:
+                    _comm.broadcast(b, 0)
+        # after the broadcasts: no collective may run between a rank's wait
+        # here and rank 0's first backward end
+        self._averager.before_forward()
+        return self.module(g, *args, **kwargs)
+
+    forward = __call__
+
+    def bind(self, g) -> int:
+        """Bind the module's parameters and buffers into ``g`` (see
+        :meth:`yscv.nn.Module.bind`) and hook the graph."""
+        self._hook(g)
+        return self.module.bind(g)
+
+    def _on_backward_end(self, g) -> None:
+        if self._require_sync:
+            self._averager.sync()
+        else:
+            self._averager._after_first_backward()
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Keep gradients local inside the block (accumulate micro-batches);
+        the first synced backward after it averages what was accumulated."""
+        old = self._require_sync
+        self.__dict__["_require_sync"] = False
+        try:
+            yield
+        finally:
+            self.__dict__["_require_sync"] = old
+
+    # ------------------------------------------------------ the module's face
+    def state_dict(self, *args, **kwargs):
+        """The wrapped module's state dict (its keys, no ``module.`` prefix)."""
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self.module.load_state_dict(*args, **kwargs)
+
+    def parameters(self, *args, **kwargs):
+        return self.module.parameters(*args, **kwargs)
+
+    def named_parameters(self, *args, **kwargs):
+        return self.module.named_parameters(*args, **kwargs)
+
+    def train(self, mode: bool = True):
+        self.module.train(mode)
+        return self
+
+    def eval(self):
+        self.module.eval()
+        return self
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name == "module":
+            raise AttributeError(name)
+        return getattr(self.__dict__["module"], name)
+
+    def __setattr__(self, name, value):
+        if name in self.__dict__:
+            self.__dict__[name] = value
+        else:
+            setattr(self.module, name, value)
+
+    def __repr__(self) -> str:
+        return f"DistributedDataParallel(\n  {self.module!r}\n)"
