@@ -39,6 +39,17 @@ class StateDictError(ValueError):
         self.bad_values = list(bad_values)
 
 
+def key_problems(strict: bool, missing, unexpected) -> list:
+    """The first lines of a :class:`StateDictError` message: the missing and
+    the unexpected keys, listed only when ``strict``."""
+    problems = []
+    if strict and missing:
+        problems.append("missing key(s): " + ", ".join(repr(k) for k in missing))
+    if strict and unexpected:
+        problems.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
+    return problems
+
+
 def _check_graph(module, g) -> None:
     # Duck-typed so nn does not import the engine; catches ``layer(x)`` written
     # PyTorch-style, which would otherwise fail deep inside an op.
@@ -380,11 +391,7 @@ class Module:
                 bad.append((k, f"dtype {v.dtype} is not a real number type"))
             elif v.shape != target.shape:
                 mismatched.append((k, target.shape, v.shape))
-        problems = []
-        if strict and missing:
-            problems.append("missing key(s): " + ", ".join(repr(k) for k in missing))
-        if strict and unexpected:
-            problems.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
+        problems = key_problems(strict, missing, unexpected)
         for k, mine, theirs in mismatched:
             problems.append(f"size mismatch for {k!r}: the state dict has shape {theirs}, "
                             f"the model has {mine}")
