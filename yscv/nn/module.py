@@ -66,6 +66,17 @@ def _check_layout(layout, fn: str, flatten_from) -> None:
         raise ValueError(f"{fn}: flatten_from applies to layout='torch' only")
 
 
+def _register(module, table: str, name: str, value) -> None:
+    """``value`` under ``name`` in ``module``'s ``table`` ("_parameters" or
+    "_modules"), dropped from its other tables, and set as the attribute."""
+    d = module.__dict__
+    for key in ("_parameters", "_buffers", "_modules"):
+        if key != table:
+            d[key].pop(name, None)
+    d[table][name] = value
+    object.__setattr__(module, name, value)
+
+
 class Module:
     """Base class: subclasses define ``__init__`` (create parameters) and
     ``forward(g, *inputs) -> NodeId``.
@@ -90,14 +101,12 @@ class Module:
                 f"{type(self).__name__}: call super().__init__() before assigning attributes")
         params, bufs, mods = d["_parameters"], d["_buffers"], d["_modules"]
         if isinstance(value, Parameter):
-            bufs.pop(name, None)
-            mods.pop(name, None)
-            params[name] = value
-        elif isinstance(value, Module):
-            params.pop(name, None)
-            bufs.pop(name, None)
-            mods[name] = value
-        elif name in params:
+            _register(self, "_parameters", name, value)
+            return
+        if isinstance(value, Module):
+            _register(self, "_modules", name, value)
+            return
+        if name in params:
             if value is not None:
                 raise TypeError(
                     f"{type(self).__name__}.{name} is a parameter; assign a Parameter or None, "
@@ -147,19 +156,13 @@ class Module:
         """Register a Parameter (or None) under ``name``."""
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: {name!r} must be a Parameter or None")
-        self._buffers.pop(name, None)
-        self._modules.pop(name, None)
-        self._parameters[name] = param
-        object.__setattr__(self, name, param)
+        _register(self, "_parameters", name, param)
 
     def add_module(self, name: str, module) -> None:
         """Register a child module (or None) under ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {name!r} must be a Module or None")
-        self._parameters.pop(name, None)
-        self._buffers.pop(name, None)
-        self._modules[name] = module
-        object.__setattr__(self, name, module)
+        _register(self, "_modules", name, module)
 
     # ------------------------------------------------------------- calling
     def __call__(self, g, *args, **kwargs):
