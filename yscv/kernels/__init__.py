@@ -1,9 +1,9 @@
 """Numba-jitted kernels, one module per category.
 
 Kernel modules import numba at their top, so nothing here is imported by
-``import yscv``: op modules reach kernels through :func:`yscv.kernels.lazy`,
-which imports the kernel module on first use. Kernels never import the
-package (only numpy, numba and ``._jit``).
+``import yscv``: compute modules and the optimizers reach kernels through
+:func:`yscv.kernels.lazy`, which imports the kernel module on first use.
+Kernels never import the package (only math, numpy, numba and ``._jit``).
 """
 from __future__ import annotations
 

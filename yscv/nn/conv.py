@@ -41,6 +41,22 @@ def _compact(t: tuple):
     return t[0] if len(set(t)) == 1 else t
 
 
+def _init_window(self, layer: str, nd: int, kernel_size, stride, padding,
+                 last: str, last_value, last_min: int) -> None:
+    """Sets ``kernel_size``, ``stride``, ``padding`` and ``last`` (``dilation`` or
+    ``output_padding``) as checked ``nd``-tuples, in that order."""
+    self.kernel_size = _ints(kernel_size, nd, layer, "kernel_size", 1)
+    self.stride = _ints(stride, nd, layer, "stride", 1)
+    self.padding = _ints(padding, nd, layer, "padding", 0)
+    setattr(self, last, _ints(last_value, nd, layer, last, last_min))
+
+
+def _bias_and_weight(self, g):
+    """The (bias or None, weight) leaves, bound in that order."""
+    b = self.param(g, "bias") if self.bias is not None else None
+    return b, self.param(g, "weight")
+
+
 class _ConvNd(Module):
     _nd = 0
     _op = ""
@@ -56,10 +72,7 @@ class _ConvNd(Module):
         if self.in_channels % self.groups or self.out_channels % self.groups:
             raise ValueError(f"{name}: groups={self.groups} must divide in_channels="
                              f"{self.in_channels} and out_channels={self.out_channels}")
-        self.kernel_size = _ints(kernel_size, nd, name, "kernel_size", 1)
-        self.stride = _ints(stride, nd, name, "stride", 1)
-        self.padding = _ints(padding, nd, name, "padding", 0)
-        self.dilation = _ints(dilation, nd, name, "dilation", 1)
+        _init_window(self, name, nd, kernel_size, stride, padding, "dilation", dilation, 1)
         cin_g = self.in_channels // self.groups
         self.weight = Parameter(np.zeros(self.kernel_size + (cin_g, self.out_channels)), dtype)
         self.bias = Parameter(np.zeros(self.out_channels), dtype) if bias else None
@@ -70,9 +83,9 @@ class _ConvNd(Module):
         init.default_weight_and_bias(self.weight, self.bias, fan_in)
 
     def forward(self, g, x):
-        b = self.param(g, "bias") if self.bias is not None else None
-        return getattr(g, self._op)(x, self.param(g, "weight"), b, _compact(self.stride),
-                                    _compact(self.padding), _compact(self.dilation), self.groups)
+        b, w = _bias_and_weight(self, g)
+        return getattr(g, self._op)(x, w, b, _compact(self.stride), _compact(self.padding),
+                                    _compact(self.dilation), self.groups)
 
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -121,10 +134,8 @@ class ConvTranspose2d(Module):
         name = "ConvTranspose2d"
         self.in_channels = _count(in_channels, name, "in_channels")
         self.out_channels = _count(out_channels, name, "out_channels")
-        self.kernel_size = _ints(kernel_size, 2, name, "kernel_size", 1)
-        self.stride = _ints(stride, 2, name, "stride", 1)
-        self.padding = _ints(padding, 2, name, "padding", 0)
-        self.output_padding = _ints(output_padding, 2, name, "output_padding", 0)
+        _init_window(self, name, 2, kernel_size, stride, padding,
+                     "output_padding", output_padding, 0)
         self.weight = Parameter(np.zeros(self.kernel_size + (self.out_channels, self.in_channels)), dtype)
         self.bias = Parameter(np.zeros(self.out_channels), dtype) if bias else None
         self.reset_parameters()
@@ -134,9 +145,9 @@ class ConvTranspose2d(Module):
         init.default_weight_and_bias(self.weight, self.bias, fan_in)
 
     def forward(self, g, x):
-        b = self.param(g, "bias") if self.bias is not None else None
-        return g.conv_transpose2d(x, self.param(g, "weight"), b, _compact(self.stride),
-                                  _compact(self.padding), _compact(self.output_padding))
+        b, w = _bias_and_weight(self, g)
+        return g.conv_transpose2d(x, w, b, _compact(self.stride), _compact(self.padding),
+                                  _compact(self.output_padding))
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -157,10 +168,7 @@ class DepthwiseConv2d(Module):
         name = "DepthwiseConv2d"
         self.channels = _count(channels, name, "channels")
         self.multiplier = _count(multiplier, name, "multiplier")
-        self.kernel_size = _ints(kernel_size, 2, name, "kernel_size", 1)
-        self.stride = _ints(stride, 2, name, "stride", 1)
-        self.padding = _ints(padding, 2, name, "padding", 0)
-        self.dilation = _ints(dilation, 2, name, "dilation", 1)
+        _init_window(self, name, 2, kernel_size, stride, padding, "dilation", dilation, 1)
         self.weight = Parameter(np.zeros(self.kernel_size + (self.channels, self.multiplier)), dtype)
         self.bias = Parameter(np.zeros(self.channels * self.multiplier), dtype) if bias else None
         self.reset_parameters()
@@ -169,9 +177,9 @@ class DepthwiseConv2d(Module):
         init.default_weight_and_bias(self.weight, self.bias, init.fan_in_conv(self.kernel_size, 1))
 
     def forward(self, g, x):
-        b = self.param(g, "bias") if self.bias is not None else None
-        return g.depthwise_conv2d(x, self.param(g, "weight"), b, _compact(self.stride),
-                                  _compact(self.padding), _compact(self.dilation))
+        b, w = _bias_and_weight(self, g)
+        return g.depthwise_conv2d(x, w, b, _compact(self.stride), _compact(self.padding),
+                                  _compact(self.dilation))
 
     def extra_repr(self) -> str:
         return (f"{self.channels}, kernel_size={self.kernel_size}, multiplier={self.multiplier}, "

@@ -39,6 +39,17 @@ class StateDictError(ValueError):
         self.bad_values = list(bad_values)
 
 
+def key_problems(strict: bool, missing, unexpected) -> list:
+    """The first lines of a :class:`StateDictError` message: the missing and
+    the unexpected keys, listed only when ``strict``."""
+    problems = []
+    if strict and missing:
+        problems.append("missing key(s): " + ", ".join(repr(k) for k in missing))
+    if strict and unexpected:
+        problems.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
+    return problems
+
+
 def _check_graph(module, g) -> None:
     # Duck-typed so nn does not import the engine; catches ``layer(x)`` written
     # PyTorch-style, which would otherwise fail deep inside an op.
@@ -53,6 +64,17 @@ def _check_layout(layout, fn: str, flatten_from) -> None:
         raise ValueError(f"{fn}: layout must be 'yscv' or 'torch', got {layout!r}")
     if flatten_from is not None:
         raise ValueError(f"{fn}: flatten_from applies to layout='torch' only")
+
+
+def _register(module, table: str, name: str, value) -> None:
+    """``value`` under ``name`` in ``module``'s ``table`` ("_parameters" or
+    "_modules"), dropped from its other tables, and set as the attribute."""
+    d = module.__dict__
+    for key in ("_parameters", "_buffers", "_modules"):
+        if key != table:
+            d[key].pop(name, None)
+    d[table][name] = value
+    object.__setattr__(module, name, value)
 
 
 class Module:
@@ -79,14 +101,12 @@ class Module:
                 f"{type(self).__name__}: call super().__init__() before assigning attributes")
         params, bufs, mods = d["_parameters"], d["_buffers"], d["_modules"]
         if isinstance(value, Parameter):
-            bufs.pop(name, None)
-            mods.pop(name, None)
-            params[name] = value
-        elif isinstance(value, Module):
-            params.pop(name, None)
-            bufs.pop(name, None)
-            mods[name] = value
-        elif name in params:
+            _register(self, "_parameters", name, value)
+            return
+        if isinstance(value, Module):
+            _register(self, "_modules", name, value)
+            return
+        if name in params:
             if value is not None:
                 raise TypeError(
                     f"{type(self).__name__}.{name} is a parameter; assign a Parameter or None, "
@@ -136,19 +156,13 @@ class Module:
         """Register a Parameter (or None) under ``name``."""
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: {name!r} must be a Parameter or None")
-        self._buffers.pop(name, None)
-        self._modules.pop(name, None)
-        self._parameters[name] = param
-        object.__setattr__(self, name, param)
+        _register(self, "_parameters", name, param)
 
     def add_module(self, name: str, module) -> None:
         """Register a child module (or None) under ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {name!r} must be a Module or None")
-        self._parameters.pop(name, None)
-        self._buffers.pop(name, None)
-        self._modules[name] = module
-        object.__setattr__(self, name, module)
+        _register(self, "_modules", name, module)
 
     # ------------------------------------------------------------- calling
     def __call__(self, g, *args, **kwargs):
@@ -380,11 +394,7 @@ class Module:
                 bad.append((k, f"dtype {v.dtype} is not a real number type"))
             elif v.shape != target.shape:
                 mismatched.append((k, target.shape, v.shape))
-        problems = []
-        if strict and missing:
-            problems.append("missing key(s): " + ", ".join(repr(k) for k in missing))
-        if strict and unexpected:
-            problems.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
+        problems = key_problems(strict, missing, unexpected)
         for k, mine, theirs in mismatched:
             problems.append(f"size mismatch for {k!r}: the state dict has shape {theirs}, "
                             f"the model has {mine}")

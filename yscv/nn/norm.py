@@ -30,9 +30,12 @@ def _eps(v, layer: str) -> float:
     return v
 
 
-def _init_affine(self, channels: int, dtype) -> None:
-    """``weight`` (ones) and ``bias`` (zeros) of size ``channels`` when
-    ``self.affine``, else both None (PyTorch's norm-layer defaults)."""
+def _init_affine(self, layer: str, channels: int, eps, affine, dtype) -> None:
+    """Sets the checked ``eps``, ``affine`` and ``weight`` (ones), ``bias``
+    (zeros) of size ``channels`` when affine, else both None (PyTorch's
+    norm-layer defaults)."""
+    self.eps = _eps(eps, layer)
+    self.affine = bool(affine)
     if self.affine:
         self.weight = Parameter(np.ones(channels), dtype)
         self.bias = Parameter(np.zeros(channels), dtype)
@@ -70,15 +73,13 @@ class BatchNorm(Module):
         super().__init__()
         name = type(self).__name__
         self.num_features = _count(num_features, name, "num_features")
-        self.eps = _eps(eps, name)
+        c = self.num_features
+        dt = np.dtype(dtype)
+        _init_affine(self, name, c, eps, affine, dt)
         if momentum is None or not 0.0 <= float(momentum) <= 1.0:
             raise ValueError(f"{name}: momentum must be a float in [0, 1], got {momentum!r}")
         self.momentum = float(momentum)
-        self.affine = bool(affine)
         self.track_running_stats = bool(track_running_stats)
-        c = self.num_features
-        dt = np.dtype(dtype)
-        _init_affine(self, c, dt)
         if self.track_running_stats:
             self.register_buffer("running_mean", np.zeros(c, dt))
             self.register_buffer("running_var", np.ones(c, dt))
@@ -174,11 +175,7 @@ class GroupNorm(Module):
         if self.num_channels % self.num_groups:
             raise ValueError(f"GroupNorm: num_groups={self.num_groups} must divide "
                              f"num_channels={self.num_channels}")
-        self.eps = _eps(eps, "GroupNorm")
-        self.affine = bool(affine)
-        c = self.num_channels
-        dt = np.dtype(dtype)
-        _init_affine(self, c, dt)
+        _init_affine(self, "GroupNorm", self.num_channels, eps, affine, np.dtype(dtype))
 
     _affine = _affine
 
@@ -200,11 +197,7 @@ class InstanceNorm(Module):
                  dtype=np.float32):
         super().__init__()
         self.num_features = _count(num_features, "InstanceNorm", "num_features")
-        self.eps = _eps(eps, "InstanceNorm")
-        self.affine = bool(affine)
-        c = self.num_features
-        dt = np.dtype(dtype)
-        _init_affine(self, c, dt)
+        _init_affine(self, "InstanceNorm", self.num_features, eps, affine, np.dtype(dtype))
 
     _affine = _affine
 

@@ -49,7 +49,7 @@ import numpy as np
 from .attention import MultiHeadAttention
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
 from .linear import Linear
-from .module import StateDictError
+from .module import StateDictError, key_problems
 from .recurrent import _RNNBase
 
 __all__ = ["to_torch", "from_torch", "register_layout", "flatten_rows_to_torch",
@@ -237,11 +237,7 @@ def from_torch(module, state_dict, strict: bool = True,
             mismatched.append((key, want, v.shape))
         else:
             converted[key] = pair[1](v, m) if pair else v
-    problems = []
-    if strict and missing:
-        problems.append("missing key(s): " + ", ".join(repr(k) for k in missing))
-    if strict and unexpected:
-        problems.append("unexpected key(s): " + ", ".join(repr(k) for k in unexpected))
+    problems = key_problems(strict, missing, unexpected)
     for key, want, got in mismatched:
         problems.append(f"size mismatch for {key!r}: the state dict has shape {got}, the "
                         f"model expects {want} in PyTorch's layout")

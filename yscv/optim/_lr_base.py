@@ -39,6 +39,21 @@ def int_at_least(lo: int):
     return check
 
 
+def int_list(order: str):
+    """Checker: a list (or tuple) of ints >= 0 that ``sorted`` leaves unchanged;
+    ``order`` names that in the error ("sorted", "increasing")."""
+    item = int_at_least(0)
+
+    def check(key, v, n_groups=None):
+        if not isinstance(v, (list, tuple)):
+            raise TypeError(f"{key} must be a list of ints, got {v!r}")
+        out = [item(f"{key}[{k}]", m) for k, m in enumerate(v)]
+        if out != sorted(out):
+            raise ValueError(f"{key} must be {order}, got {v!r}")
+        return out
+    return check
+
+
 def real_in(lo=None, hi=None, lo_open=False, hi_open=False, finite=True):
     """Checker: a real number (not a bool) in the given range; NaN never passes."""
     def check(key, v, n_groups=None):

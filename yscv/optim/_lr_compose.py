@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 
-from ._lr_base import LRScheduler, check_optimizer, checked, int_at_least, rates
+from ._lr_base import LRScheduler, check_optimizer, checked, int_at_least, int_list, rates
 
 __all__ = ["SequentialLR", "ChainedScheduler"]
 
@@ -31,13 +31,7 @@ def _common_interval(schedulers) -> str:
     return "step" if all(s.interval == "step" for s in schedulers) else "epoch"
 
 
-def _milestones(key, v, n_groups=None):
-    if not isinstance(v, (list, tuple)):
-        raise TypeError(f"{key} must be a list of ints, got {v!r}")
-    out = [int_at_least(0)(f"{key}[{k}]", m) for k, m in enumerate(v)]
-    if out != sorted(out):
-        raise ValueError(f"{key} must be increasing, got {v!r}")
-    return out
+_milestones = int_list("increasing")
 
 
 class _Composite(LRScheduler):

@@ -31,7 +31,8 @@ import bisect
 import math
 import types
 
-from ._lr_base import LRScheduler, _copy, check_optimizer, checked, int_at_least, real_in
+from ._lr_base import (LRScheduler, _copy, check_optimizer, checked, int_at_least, int_list,
+                       real_in)
 from ._lr_compose import ChainedScheduler, SequentialLR
 from ._lr_onecycle import OneCycleLR
 from ._lr_plateau import ReduceLROnPlateau
@@ -122,13 +123,7 @@ class StepLR(LRScheduler):
         return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
 
 
-def _milestones(key, v, n_groups=None):
-    if not isinstance(v, (list, tuple)):
-        raise TypeError(f"{key} must be a list of ints, got {v!r}")
-    out = [int_at_least(0)(f"{key}[{k}]", m) for k, m in enumerate(v)]
-    if out != sorted(out):
-        raise ValueError(f"{key} must be sorted, got {v!r}")
-    return out
+_milestones = int_list("sorted")
 
 
 class MultiStepLR(LRScheduler):

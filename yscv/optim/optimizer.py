@@ -14,16 +14,16 @@ Semantics follow ``torch.optim.Optimizer``:
   everything before changing anything and restores exactly.
 
 The update itself is one fused Numba kernel per optimizer
-(:mod:`yscv.optim._kernels`), imported on the first ``step``.
+(:mod:`yscv.kernels.optim`), imported on the first ``step``.
 """
 from __future__ import annotations
 
 import copy
-import importlib
 import numbers
 
 import numpy as np
 
+from ..kernels import lazy
 from ..nn.parameter import Parameter
 
 __all__ = ["Optimizer", "required"]
@@ -35,15 +35,7 @@ class _Required:
 
 
 required = _Required()
-_kernels = None
-
-
-def kernels():
-    """The kernel module, imported on first use (it imports numba)."""
-    global _kernels
-    if _kernels is None:
-        _kernels = importlib.import_module("yscv.optim._kernels")
-    return _kernels
+_K = lazy("optim")  # the fused update kernels; imports numba on the first step
 
 
 def flat(arr: np.ndarray) -> np.ndarray:
@@ -135,7 +127,7 @@ class Optimizer:
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns ``closure()`` if given."""
         loss = closure() if closure is not None else None
-        K = kernels()
+        K = _K
         for group in self.param_groups:
             for p in group["params"]:
                 grad = p.grad

@@ -7,7 +7,8 @@ temporaries). The arithmetic follows PyTorch's single-tensor (foreach=False)
 order of operations in the array's dtype; every scalar is passed in already
 converted to that dtype, so no float64 leaks into float32 arithmetic.
 
-Imported lazily by :mod:`yscv.optim` (``import yscv`` must not import numba).
+Imported lazily by :mod:`yscv.optim.optimizer` through :func:`yscv.kernels.lazy`
+(``import yscv`` must not import numba).
 """
 from __future__ import annotations
 
@@ -42,6 +43,22 @@ def sgd_update(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maxim
         p[i] = pi - lr * d
 
 
+@jit(inline="always")
+def _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2, wd, decay, maximize):
+    """Element i's shared Adam step: stores the new m[i], v[i]; returns
+    (p[i] * decay, m[i], v[i])."""
+    gi = -g[i] if maximize else g[i]
+    pi = p[i] * decay
+    if wd != 0:
+        gi = gi + wd * pi
+    mi = m[i]
+    mi = mi + one_minus_beta1 * (gi - mi)
+    vi = v[i] * beta2 + one_minus_beta2 * gi * gi
+    m[i] = mi
+    v[i] = vi
+    return pi, mi, vi
+
+
 @jit
 def adam_update(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta2, step_size,
                 bias_correction2_sqrt, eps, wd, decay, amsgrad, maximize):
@@ -49,35 +66,22 @@ def adam_update(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta2, step_
 
     ``decay`` is AdamW's decoupled factor 1 - lr*wd (1 for Adam); ``wd`` is
     Adam's coupled L2 term (0 for AdamW). ``vmax`` is used when ``amsgrad``.
-    The amsgrad and plain loops are written out separately: a loop-invariant
-    branch on amsgrad inside one loop halves the plain loop's speed (measured).
+    The amsgrad and plain loops are written out separately (the shared part is
+    the inlined :func:`_adam_moments`): a loop-invariant branch on amsgrad
+    inside one loop makes the plain loop markedly slower.
     """
     if amsgrad:
         for i in range(p.size):
-            gi = -g[i] if maximize else g[i]
-            pi = p[i] * decay
-            if wd != 0:
-                gi = gi + wd * pi
-            mi = m[i]
-            mi = mi + one_minus_beta1 * (gi - mi)
-            vi = v[i] * beta2 + one_minus_beta2 * gi * gi
-            m[i] = mi
-            v[i] = vi
+            pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
+                                       wd, decay, maximize)
             vm = vmax[i]
             vm = vm if vm >= vi else vi  # a NaN vi propagates, as torch.maximum
             vmax[i] = vm
             p[i] = pi - step_size * mi / (math.sqrt(vm) / bias_correction2_sqrt + eps)
     else:
         for i in range(p.size):
-            gi = -g[i] if maximize else g[i]
-            pi = p[i] * decay
-            if wd != 0:
-                gi = gi + wd * pi
-            mi = m[i]
-            mi = mi + one_minus_beta1 * (gi - mi)
-            vi = v[i] * beta2 + one_minus_beta2 * gi * gi
-            m[i] = mi
-            v[i] = vi
+            pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
+                                       wd, decay, maximize)
             p[i] = pi - step_size * mi / (math.sqrt(vi) / bias_correction2_sqrt + eps)
 
 
