@@ -36,3 +36,23 @@ def test_uncached_jit_has_no_cache():
     fn = _jit.jit(cache=False)(lambda x: x + 1)
     assert fn(1) == 2
     assert type(fn._cache).__name__ == "NullCache"
+
+
+def test_region_kernel_compiles_in_a_process_that_loads_others_from_the_cache(tmp_path):
+    """Region kernels iterate the chunk generators of kernels/sync.py. A
+    generator loaded from the on-disk cache has no implementation registered
+    in the process, so a kernel compiled afterwards failed (KeyError in
+    Numba's get_generator_impl); the generators are therefore never cached."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    forward = ("import numpy as np, yscv; g = yscv.Graph(); "
+               "y = g.layer_norm(g.variable(np.ones((2048, 256)))); print('ok')")
+    both = ("import numpy as np, yscv; g = yscv.Graph(); x = g.variable(np.ones((2048, 256))); "
+            "y = g.layer_norm(x); g.backward(g.mean(y * y)); print('ok')")
+    for code in (forward, both):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -157,7 +157,11 @@ def region_claim(st):
     return atomic_add(st, NEXT, 1)
 
 
-@jit
+# Generators are never cached on disk: Numba registers a generator's
+# implementation only when it compiles it in the process, and a kernel that
+# iterates a generator loaded from the cache fails to compile (KeyError in
+# get_generator_impl). Their callers are cached as usual.
+@jit(cache=False)
 def region_chunks(st, n):
     """The chunk indices below ``n`` this participant claims, as a generator;
     the first one marks the caller as inside the region (:func:`region_enter`).
@@ -213,7 +217,7 @@ def region_claim2(st):
     return atomic_add(st, NEXT2, 1)
 
 
-@jit
+@jit(cache=False)
 def phase2_chunks(st, n):
     """The second-phase chunk indices below ``n`` this participant claims."""
     c = region_claim2(st)
