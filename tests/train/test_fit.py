@@ -471,3 +471,18 @@ def test_notebook_detection(monkeypatch):
     assert progress_mod.in_notebook() is False
     fake.get_ipython = lambda: types.SimpleNamespace(kernel=object())  # Jupyter kernel
     assert progress_mod.in_notebook() is True
+
+
+def test_backward_workers_same_run_and_validated():
+    """``backward_workers`` reaches g.backward: threads (or automatic) give the
+    serial run's per-step losses bit for bit; bad values raise at once."""
+    runs = []
+    for workers in (1, 2, None):
+        model, opt, s = _parts(sched="step")
+        runs.append(fit(model, "cross_entropy", opt, (X, Y), epochs=2, batch_size=16,
+                        scheduler=s, progress=False, backward_workers=workers).step_losses)
+    assert runs[1] == runs[0] and runs[2] == runs[0]
+    model, opt, s = _parts()
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="backward_workers"):
+            Trainer(model, "cross_entropy", opt, backward_workers=bad)
