@@ -50,6 +50,11 @@ def pair(batch, what: str):
     return np.asarray(batch[0]), np.asarray(batch[1])
 
 
+def count_batches(n: int, batch_size: int, drop_last: bool) -> int:
+    """Batches of ``batch_size`` in ``n`` samples (a last partial one unless ``drop_last``)."""
+    return n // batch_size if drop_last else -(-n // batch_size)
+
+
 def is_sharded(loader) -> bool:
     """Whether ``loader`` draws its indices from a ``DistributedSampler``."""
     sampler = getattr(loader, "sampler", None)
@@ -112,6 +117,7 @@ class BatchSource:
             if given:
                 raise ValueError(f"fit: {', '.join(given)} given with a DataLoader; set "
                                  "them on the DataLoader instead")
+            # [distributed] the loader must give each rank its share
             if dp is not None and not (is_sharded(train_data)
                                        and train_data.sampler.num_replicas == dp.world):
                 raise ValueError(
@@ -139,10 +145,11 @@ class BatchSource:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"fit: batch_size must be a positive int, got {batch_size!r}")
         n = len(x)
+        n_local = n if dp is None else dp.shard_size(n, drop_last)  # [distributed] per rank
+        if count_batches(n_local, batch_size, drop_last) == 0:
+            raise ValueError(f"fit: {n} samples make no full batch of {batch_size} with drop_last")
         self._train_loader, self._arrays = None, (x, y)
         self._batching = (batch_size, shuffle, drop_last)
-        if self._num_batches() == 0:
-            raise ValueError(f"fit: {n} samples make no full batch of {batch_size} with drop_last")
         self._data_sig = {"n": n, "batch_size": batch_size, "shuffle": shuffle,
                           "drop_last": drop_last}
         if dp is not None:
@@ -153,9 +160,9 @@ class BatchSource:
             return len(self._train_loader)
         batch_size, _, drop_last = self._batching
         n = len(self._arrays[0])
-        if self._dp is not None:  # batches come from this rank's shard of each permutation
+        if self._dp is not None:  # [distributed] batches come from this rank's shard
             n = self._dp.shard_size(n, drop_last)
-        return n // batch_size if drop_last else -(-n // batch_size)
+        return count_batches(n, batch_size, drop_last)
 
     def _epoch_batches(self):
         """Yield the current epoch's ``(inputs, targets)`` batches from batch
@@ -193,7 +200,7 @@ class BatchSource:
         else:  # resumed or restarted mid-epoch: redraw the same permutation
             rng.bit_generator.state = copy.deepcopy(self._epoch_rng_state)
         perm = rng.permutation(len(x)) if shuffle else np.arange(len(x))
-        if self._dp is not None:  # this rank's share (every rank drew the same permutation)
+        if self._dp is not None:  # [distributed] this rank's share of the same permutation
             perm = self._dp.shard(perm, drop_last)
         for b in range(start, self._num_batches()):
             idx = perm[b * batch_size:(b + 1) * batch_size]
