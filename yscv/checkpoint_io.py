@@ -14,14 +14,11 @@ safetensors header metadata. No pickle. The exact layout is in
 docs/checkpoint_format.md.
 
 Saving writes the temporary file ``.<name>.yscv.tmp`` in the target folder,
-flushes and fsyncs it, ``os.replace``-s it over the target and fsyncs the
-folder: a crash at any point leaves either the previous file or the new
-one, never a mix. The temporary name is fixed per target and a writer holds
-an ``flock`` on its temporary file until the rename, so a save killed
-mid-write leaves at most one temporary file per target, which the next save
-to that folder removes (it can tell a dead writer's file from a live one's).
+fsyncs it and renames it over the target: a crash at any point leaves
+either the previous file or the new one, never a mix (yscv/_checkpoint_atomic.py).
 New files get the permissions ``open()`` would give them (``0o666`` less
-the umask; an existing target's mode is kept).
+the umask; an existing target's mode is kept). The encoding of values with
+arrays and the checksum are in yscv/_checkpoint_encoding.py.
 
 Loading validates EVERYTHING (header, checksum, format version, keys,
 shapes, optimizer and scheduler structure, RNG state) before touching any
@@ -30,17 +27,16 @@ failed load changes nothing.
 """
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
 import os
-import stat
 import struct
 
 import numpy as np
 
 from . import random as _random
 from . import runtime
+from ._checkpoint_atomic import _atomic_write
+from ._checkpoint_encoding import _checksum, _contig, _decode, _dumps, _encode
 from .errors import CheckpointError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint_metadata", "FORMAT",
@@ -52,254 +48,11 @@ _MODEL = "model."
 _OPTIM = "optimizer.state."
 _EXTRA = "extra."
 _DATA = "data."
-#: a JSON object ``{_TENSOR: name}`` stands for the tensor ``name``; a user
-#: object that would read as a marker is wrapped as ``{_DICT: object}``
-_TENSOR = "__yscv_tensor__"
-_DICT = "__yscv_dict__"
-_TMP_SUFFIX = ".yscv.tmp"
-#: NumPy dtypes a checkpoint stores (what safetensors can hold)
-_ARRAY_DTYPES = tuple(np.dtype(t) for t in (
-    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
-    np.uint64, np.float16, np.float32, np.float64, np.complex64))
-
-
-# ---------------------------------------------------------------- helpers
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        raise TypeError("numpy arrays cannot go into checkpoint metadata outside extra "
-                        "and the data state; put them in the model or optimizer state")
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"object of type {type(o).__name__} is not JSON serialisable")
-
-
-def _dumps(obj) -> str:
-    return json.dumps(obj, default=_json_default, sort_keys=True, separators=(",", ":"))
-
-
-def _contig(a) -> np.ndarray:
-    """C-contiguous without promoting 0-d arrays to 1-d (np.ascontiguousarray does)."""
-    a = np.asarray(a)
-    return a if a.flags.c_contiguous else a.copy(order="C")
-
-
-def _checksum(meta_json: str, arrays: dict) -> str:
-    """SHA-256 over the metadata JSON and every tensor (key, dtype, shape, bytes)."""
-    h = hashlib.sha256()
-    h.update(meta_json.encode("utf-8"))
-    for key in sorted(arrays):
-        a = _contig(arrays[key])
-        h.update(b"\0" + key.encode("utf-8") + b"\0" + a.dtype.str.encode() + b"\0"
-                 + repr(tuple(a.shape)).encode() + b"\0")
-        h.update(memoryview(a).cast("B") if a.size else b"")
-    return h.hexdigest()
 
 
 def _lib_version() -> str:
     import yscv  # at call time: yscv/__init__ may still be importing us
     return getattr(yscv, "__version__", "unknown")
-
-
-def _fsync_dir(folder: str) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return  # e.g. Windows: directories cannot be opened; rename is durable there
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-try:
-    import fcntl as _fcntl
-except ImportError:  # Windows: no flock; temporary files are still one per target
-    _fcntl = None
-
-
-def _temp_path(path: str) -> str:
-    """The one temporary name of ``path``: ``<folder>/.<name>.yscv.tmp``."""
-    folder, name = os.path.split(os.path.abspath(path))
-    return os.path.join(folder, "." + name + _TMP_SUFFIX)
-
-
-def _lock(fd: int, block: bool):
-    """``flock`` ``fd`` exclusively: True (held), False (another process
-    holds it; only when not ``block``), None (no locks on this system or
-    file system)."""
-    if _fcntl is None:
-        return None
-    try:
-        _fcntl.flock(fd, _fcntl.LOCK_EX | (0 if block else _fcntl.LOCK_NB))
-        return True
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return False
-        return None
-
-
-def _same_file(fd: int, path: str) -> bool:
-    """``path`` still names the file open as ``fd`` (not renamed or unlinked)."""
-    try:
-        a, b = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-_O_BINARY = getattr(os, "O_BINARY", 0)
-
-
-def _open_temp(tmp: str) -> int:
-    """Create ``tmp`` afresh (mode ``0o666`` less the umask, as ``open()``)
-    and return its descriptor, locked where the system has ``flock``.
-
-    A file already there is a killed save's (removed) or a live save's of
-    the same target in another process (waited for: saves to one path run
-    one after the other). Each writer checks, once it holds the lock, that
-    the name still refers to its file, so no two writers ever share one."""
-    for _ in range(1000):
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o666)
-        except FileExistsError:
-            if _fcntl is None:            # no locks: a killed save's file (open files
-                try:                      # cannot be removed on Windows, so unlink first)
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                continue
-            try:
-                old = os.open(tmp, os.O_RDONLY | _O_BINARY)
-            except FileNotFoundError:
-                continue                  # renamed or removed meanwhile: try again
-            try:
-                if _lock(old, block=True) is not False and _same_file(old, tmp):
-                    os.unlink(tmp)        # no live writer: a killed save's file
-            finally:
-                os.close(old)
-            continue
-        got = _lock(fd, block=True)
-        if got is None or _same_file(fd, tmp):
-            return fd
-        os.close(fd)                      # removed by another writer before we locked it
-    raise FileExistsError(f"save_checkpoint: cannot create the temporary file {tmp!r} "
-                          "(something keeps taking its name)")
-
-
-def _remove_stale_temps(folder: str, mine: str) -> None:
-    """Remove the temporary files of saves that were killed (any target in
-    ``folder``): those no live writer holds locked. Only where ``flock``
-    works: elsewhere a dead writer's file cannot be told from a live one's."""
-    try:
-        names = [e.name for e in os.scandir(folder)
-                 if e.name.startswith(".") and e.name.endswith(_TMP_SUFFIX)]
-    except OSError:
-        return
-    for name in names:
-        tmp = os.path.join(folder, name)
-        if tmp == mine:
-            continue
-        try:
-            fd = os.open(tmp, os.O_RDONLY | _O_BINARY)
-        except OSError:
-            continue
-        try:
-            if _lock(fd, block=False) is True and _same_file(fd, tmp):
-                os.unlink(tmp)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temporary file, flush, fsync,
-    ``os.replace``, fsync of the folder. The temporary file is removed on
-    any error; one killed mid-save is removed by the next save."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = _temp_path(path)
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)  # an existing target keeps its mode
-    except OSError:
-        mode = None
-    fd = _open_temp(tmp)
-    try:
-        try:
-            if mode is not None and hasattr(os, "fchmod"):
-                os.fchmod(fd, mode)
-            with os.fdopen(os.dup(fd), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if _fcntl is None:
-                os.close(fd)              # Windows cannot rename an open file
-                fd = -1
-            os.replace(tmp, path)         # still locked: no other writer touches tmp
-        except BaseException:
-            try:
-                if fd < 0 or _same_file(fd, tmp):
-                    os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        _fsync_dir(folder)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    _remove_stale_temps(folder, tmp)
-
-
-# ---------------------------------------------- arrays inside JSON values
-def _encode(value, prefix: str, arrays: dict, where: str):
-    """``value`` (JSON values, dicts, lists, tuples and NumPy arrays) as a
-    JSON value in which each NumPy array is the object ``{"__yscv_tensor__":
-    "<prefix><n>"}`` and the array is ``arrays["<prefix><n>"]`` (n counts
-    from 0 in the order met). A user object of exactly one key that is one
-    of the two marker keys is wrapped as ``{"__yscv_dict__": object}``, so
-    decoding is unambiguous. ``where`` names the value in errors."""
-    if isinstance(value, np.ndarray):
-        a = np.asarray(value)
-        if a.dtype.byteorder == ">":      # safetensors is little-endian; values kept
-            a = a.astype(a.dtype.newbyteorder("<"))
-        if a.dtype not in _ARRAY_DTYPES:
-            names = ", ".join(str(d) for d in _ARRAY_DTYPES)
-            raise TypeError(f"save_checkpoint: {where} is a numpy array of dtype {a.dtype}, "
-                            f"which a checkpoint cannot store (dtypes: {names})")
-        name = f"{prefix}{sum(1 for k in arrays if k.startswith(prefix))}"
-        arrays[name] = _contig(a)
-        return {_TENSOR: name}
-    if isinstance(value, dict):
-        out = {k: _encode(v, prefix, arrays, f"{where}[{k!r}]") for k, v in value.items()}
-        if len(out) == 1 and next(iter(out)) in (_TENSOR, _DICT):
-            return {_DICT: out}
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_encode(v, prefix, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
-def _decode(value, arrays: dict, where: str):
-    """The inverse of :func:`_encode`: tensor markers become (writable,
-    owned) copies of the arrays; raises CheckpointError on a bad marker."""
-    if isinstance(value, dict):
-        if len(value) == 1:
-            ((k, v),) = value.items()
-            if k == _TENSOR:
-                if not isinstance(v, str) or v not in arrays:
-                    raise CheckpointError(f"{where} refers to a tensor {v!r} it does not hold")
-                return np.array(arrays[v], copy=True)
-            if k == _DICT:
-                if not isinstance(v, dict):
-                    raise CheckpointError(f"{where} has a corrupt {_DICT!r} object")
-                return {kk: _decode(vv, arrays, where) for kk, vv in v.items()}
-        return {k: _decode(v, arrays, where) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v, arrays, where) for v in value]
-    return value
 
 
 # ------------------------------------------------------------------- save

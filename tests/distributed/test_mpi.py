@@ -113,3 +113,20 @@ def test_readme_main_job_runs_under_mpiexec(tmp_path):
     assert acc >= 0.9, out
     assert "final.safetensors" in os.listdir(tmp_path)
     shutil.rmtree(tmp_path)
+
+
+def test_trainer_on_a_distributed_loader_resumes_exactly(tmp_path):
+    """A data-parallel Trainer fed by a DataLoader with a DistributedSampler,
+    killed after step 7 and resumed in new processes, reproduces the
+    uninterrupted run's per-step losses, epoch logs and parameters on every
+    rank; a DataLoader without a DistributedSampler is refused."""
+    ok(mpiexec("trainer_loader.py", 2, tmp_path, "full", timeout=90))
+    full = [_read(tmp_path, "full", r) for r in range(2)]
+    assert full[0] == full[1] and len(json.loads(full[0])["steps"]) == 15
+    out = ok(mpiexec("trainer_loader.py", 2, tmp_path, "crash", timeout=90))
+    assert tagged(out, "CRASHED") == ["0 2", "1 2"]
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["ckpt-00000003.safetensors",
+                                                     "ckpt-00000006.safetensors"]
+    ok(mpiexec("trainer_loader.py", 2, tmp_path, "resume", timeout=90))
+    for r in range(2):
+        assert _read(tmp_path, "resume", r) == full[r]

@@ -261,15 +261,15 @@ def test_single_process_checkpoint_keeps_the_format(tmp_path):
 
 
 def test_openblas_threads_are_set_through_ctypes():
-    from yscv.distributed import _comm
+    from yscv import runtime
 
-    before = _comm.blas_threads()
+    before = runtime.blas_threads()
     if before is None:   # a NumPy build without a bundled OpenBLAS: nothing to set
-        assert _comm.set_blas_threads(1) is False
+        assert runtime.set_blas_threads(1) is False
         return
     try:
-        assert _comm.set_blas_threads(1) is True
-        assert _comm.blas_threads() == 1
+        assert runtime.set_blas_threads(1) is True
+        assert runtime.blas_threads() == 1
     finally:
-        _comm.set_blas_threads(before)
-    assert _comm.blas_threads() == before
+        runtime.set_blas_threads(before)
+    assert runtime.blas_threads() == before

@@ -578,7 +578,7 @@ def test_a_live_save_is_not_disturbed_by_another(tmp_path):
 def test_a_stale_temporary_file_is_replaced(tmp_path, monkeypatch, flock):
     """A killed save's temporary file (here: junk, read-only) is removed by
     the next save to that target, with flock and without it (Windows)."""
-    import yscv.checkpoint_io as cio
+    import yscv._checkpoint_atomic as cio
 
     if not flock:
         monkeypatch.setattr(cio, "_fcntl", None)

@@ -244,7 +244,7 @@ def test_bad_arguments():
 
 # ------------------------------------------------------------------ DataLoader input
 from yscv.data import DataLoader, TensorDataset  # noqa: E402
-import yscv.train.trainer as trainer_mod  # noqa: E402
+import yscv.train._progress as progress_mod  # noqa: E402
 
 
 class Crash(Callback):
@@ -448,7 +448,7 @@ def test_progress_modes(capsys, monkeypatch):
     assert len(forced.out.strip().splitlines()) == 2
     assert "epoch 1/2" in forced.err and "epoch 2/2" in forced.err and "4/4" in forced.err
     assert run(False) == ("", "")
-    monkeypatch.setattr(trainer_mod, "_in_notebook", lambda: True)
+    monkeypatch.setattr(progress_mod, "in_notebook", lambda: True)
     notebook = run(None)
     assert "epoch 2/2" in notebook.err and "4/4" in notebook.err
     assert len(notebook.out.strip().splitlines()) == 2
@@ -462,12 +462,27 @@ def test_notebook_detection(monkeypatch):
     import sys
     import types
     monkeypatch.delitem(sys.modules, "IPython", raising=False)
-    assert trainer_mod._in_notebook() is False
+    assert progress_mod.in_notebook() is False
     fake = types.ModuleType("IPython")
     fake.get_ipython = lambda: None  # plain python
     monkeypatch.setitem(sys.modules, "IPython", fake)
-    assert trainer_mod._in_notebook() is False
+    assert progress_mod.in_notebook() is False
     fake.get_ipython = lambda: types.SimpleNamespace()  # terminal IPython: no kernel
-    assert trainer_mod._in_notebook() is False
+    assert progress_mod.in_notebook() is False
     fake.get_ipython = lambda: types.SimpleNamespace(kernel=object())  # Jupyter kernel
-    assert trainer_mod._in_notebook() is True
+    assert progress_mod.in_notebook() is True
+
+
+def test_backward_workers_same_run_and_validated():
+    """``backward_workers`` reaches g.backward: threads (or automatic) give the
+    serial run's per-step losses bit for bit; bad values raise at once."""
+    runs = []
+    for workers in (1, 2, None):
+        model, opt, s = _parts(sched="step")
+        runs.append(fit(model, "cross_entropy", opt, (X, Y), epochs=2, batch_size=16,
+                        scheduler=s, progress=False, backward_workers=workers).step_losses)
+    assert runs[1] == runs[0] and runs[2] == runs[0]
+    model, opt, s = _parts()
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="backward_workers"):
+            Trainer(model, "cross_entropy", opt, backward_workers=bad)

@@ -16,19 +16,15 @@ the cores (see docs/scaling_out.md).
 """
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
 import sys
 import traceback
 
 import numpy as np
 
+from .. import runtime
+
 __all__ = ["init", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
            "all_reduce", "broadcast", "all_gather", "launched_world_size", "threads_per_rank"]
-
-#: environment variables in which launchers publish the number of processes
-LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
 _INSTALL_HINT = ('pip install "yscv[mpi]"  (mpi4py and the mpich wheel, which brings mpiexec; '
                  'no system MPI needed)')
@@ -47,15 +43,9 @@ _DTYPE_CHARS = "fdbhilqBHILQ"
 
 
 def launched_world_size() -> int:
-    """The number of processes the launcher started (1 without ``mpiexec``)."""
-    for var in LAUNCHER_SIZE_VARS:
-        v = os.environ.get(var, "").strip()
-        if v:
-            try:
-                return max(1, int(v))
-            except ValueError:
-                continue
-    return 1
+    """The number of processes the launcher started (1 without ``mpiexec``;
+    read by :func:`yscv.runtime.launcher_world_size`)."""
+    return runtime.launcher_world_size()
 
 
 def init() -> None:
@@ -118,72 +108,27 @@ def _install_abort_hook() -> None:
 
 
 # ------------------------------------------------------------------ threads
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def threads_per_rank() -> int | None:
     """The thread count :func:`init` chose per rank (cores on this machine //
-    ranks on it; None in a world of one). ``YSCV_NUM_THREADS`` and
-    ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``, when set, win over it for
-    yscv's pool and for OpenBLAS respectively."""
+    ranks on it; None in a world of one). ``YSCV_NUM_THREADS`` (or an earlier
+    ``yscv.set_num_threads``) and ``OPENBLAS_NUM_THREADS`` /
+    ``OMP_NUM_THREADS``, when set, win over it for yscv's pool and for
+    OpenBLAS respectively."""
     return _threads
 
 
 def _limit_threads(local_ranks: int) -> None:
+    """Give each rank ``cores // ranks on this machine`` threads (yscv's
+    region helpers and OpenBLAS, through :mod:`yscv.runtime`), except where
+    the user chose a count."""
     global _threads
-    per = max(1, _usable_cores() // max(1, local_ranks))
+    per = max(1, runtime.usable_cores() // max(1, local_ranks))
     _threads = per
-    if not os.environ.get("YSCV_NUM_THREADS", "").strip():
-        from ..ops import _parallel
-
-        _parallel.WORKERS = min(_parallel.WORKERS, max(0, per - 1))
-    if not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
-        set_blas_threads(per)
-
-
-def _openblas():
-    """ctypes handle and (set, get) functions of the OpenBLAS NumPy loaded, or None."""
-    roots = [os.path.dirname(os.path.dirname(np.__file__))]
-    pats = ("numpy.libs/*openblas*", "numpy/.dylibs/*openblas*", "numpy.libs/*blas*")
-    for root in roots:
-        for pat in pats:
-            for path in sorted(glob.glob(os.path.join(root, pat))):
-                try:
-                    lib = ctypes.CDLL(path)
-                except OSError:
-                    continue
-                for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""),
-                                       ("openblas", "64_"), ("openblas", "")):
-                    try:
-                        set_fn = getattr(lib, f"{prefix}_set_num_threads{suffix}")
-                        get_fn = getattr(lib, f"{prefix}_get_num_threads{suffix}")
-                    except AttributeError:
-                        continue
-                    set_fn.argtypes, set_fn.restype = [ctypes.c_int], None
-                    get_fn.argtypes, get_fn.restype = [], ctypes.c_int
-                    return set_fn, get_fn
-    return None
-
-
-def set_blas_threads(n: int) -> bool:
-    """Set OpenBLAS's thread count in this process (NumPy's bundled library,
-    through ctypes). False when no OpenBLAS was found (another BLAS: set its
-    environment variable before NumPy loads instead)."""
-    fns = _openblas()
-    if fns is None:
-        return False
-    fns[0](int(n))
-    return True
-
-
-def blas_threads() -> int | None:
-    """OpenBLAS's current thread count (None when no OpenBLAS was found)."""
-    fns = _openblas()
-    return None if fns is None else int(fns[1]())
+    blas = not runtime.blas_threads_set_by_user()
+    if not runtime.threads_set_by_user():
+        runtime.set_num_threads(per, blas=blas)
+    elif blas:
+        runtime.set_blas_threads(per)
 
 
 # --------------------------------------------------------------- accessors

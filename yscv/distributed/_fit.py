@@ -4,7 +4,8 @@ The trainer keeps one :class:`DataParallelFit` (None in a world of one) and
 calls it at a few marked places: the epoch permutation is sharded as
 ``DistributedSampler`` shards it (padded by wrapping, rank r takes every
 world-th index), so ``batch_size`` is per rank (the global batch is
-``batch_size * world``); after each backward ONE allreduce averages the
+``batch_size * world``; a DataLoader shards itself with its
+``DistributedSampler``, which the trainer requires); after each backward ONE allreduce averages the
 gradients and sums the step's sample count, loss and metric sums over ranks
 (so the history, the running sums and the logged metrics are the same on
 every rank); evaluation splits the samples over ranks and sums; rank 0 alone

@@ -29,6 +29,7 @@ import weakref
 
 import numpy as np
 
+from .. import runtime
 from . import _comm
 
 __all__ = ["DistributedDataParallel", "GradientAverager", "broadcast_module"]
@@ -63,7 +64,7 @@ class GradientAverager:
         self._groups = list(groups.items())
         if stagger_compile is None:
             stagger_compile = _comm.world_size() > 1 and \
-                _comm.local_world_size() > _comm._usable_cores()
+                _comm.local_world_size() > runtime.usable_cores()
         self._stagger = bool(stagger_compile)
         self._warm = False
         self._waited = False

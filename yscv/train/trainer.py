@@ -20,164 +20,41 @@ shuffle generator's state (or the loader's state) at the start of the epoch,
 the running sums of the epoch's training metrics, the history and the
 callbacks' state. A resumed run redraws the same order, skips the batches
 already done and reproduces the uninterrupted run's per-step losses exactly.
+
+Data-parallel: launched with ``mpiexec -n N python -m mpi4py script.py``,
+the same code trains on N ranks: each rank takes its share of every epoch's
+permutation (``batch_size`` is per rank; a DataLoader must shard itself with
+a ``yscv.distributed.DistributedSampler``), gradients and the step's metric
+sums are averaged in one allreduce, evaluation is split over ranks, rank 0
+alone prints and writes checkpoints (every rank calls the save). The places
+are marked ``[distributed]``; the rank-side work is in
+yscv/distributed/_fit.py. See docs/scaling_out.md.
+
+The pieces: batches and their saved position (train/_batches.py), resume
+(train/_resume.py), the progress bar (train/_progress.py), losses and
+metrics by name (train/_losses.py).
 """
 from __future__ import annotations
 
-import copy
-import math
 import sys
 import time
 
 import numpy as np
 
-from .. import checkpoint_io
+from .. import checkpoint_io, runtime
 from ..graph import Graph
-from .callbacks import Callback, ModelCheckpoint, latest_checkpoint
+from ..nn.utils import clip_grad_norm_
+from ._batches import BatchSource, is_loader, is_sharded, pair, split, to_json
+from ._losses import accuracy, default_forward, resolve_loss, resolve_metrics
+from ._progress import epoch_bar
+from ._resume import ResumeState
+from .callbacks import Callback, ModelCheckpoint
 from .history import History
 
 __all__ = ["Trainer", "fit", "accuracy"]
 
-_LOSSES = {
-    "cross_entropy": "cross_entropy", "mse": "mse_loss", "mse_loss": "mse_loss",
-    "l1": "l1_loss", "l1_loss": "l1_loss", "huber": "huber_loss", "huber_loss": "huber_loss",
-    "nll": "nll_loss", "nll_loss": "nll_loss",
-    "bce_with_logits": "binary_cross_entropy_with_logits",
-    "binary_cross_entropy_with_logits": "binary_cross_entropy_with_logits",
-}
 
-
-def accuracy(output: np.ndarray, target: np.ndarray) -> float:
-    """Fraction of correct predictions: argmax over the last axis for [N, C]
-    outputs (C > 1), ``output > 0`` against 0/1 targets for [N] / [N, 1] logits."""
-    out = np.asarray(output)
-    tgt = np.asarray(target)
-    if out.ndim >= 2 and out.shape[-1] > 1:
-        pred = out.argmax(axis=-1)
-    else:
-        pred = (out.reshape(tgt.shape) > 0).astype(tgt.dtype)
-    return float(np.mean(pred == tgt))
-
-
-def _resolve_loss(loss_fn):
-    if isinstance(loss_fn, str):
-        if loss_fn not in _LOSSES:
-            raise ValueError(f"Trainer: unknown loss {loss_fn!r}; use one of {sorted(_LOSSES)} "
-                             "or a callable loss_fn(g, output, target) -> NodeId")
-        name = _LOSSES[loss_fn]
-        return lambda g, out, y: getattr(g, name)(out, y)
-    if not callable(loss_fn):
-        raise TypeError("Trainer: loss_fn must be a loss name or a callable "
-                        "loss_fn(g, output, target) -> NodeId")
-    return loss_fn
-
-
-def _resolve_metrics(metrics) -> list:
-    out = []
-    for m in metrics or ():
-        if m == "accuracy" or m == "acc":
-            out.append(("accuracy", accuracy))
-        elif callable(m):
-            out.append((getattr(m, "__name__", "metric"), m))
-        else:
-            raise ValueError(f"Trainer: unknown metric {m!r}; use 'accuracy' or a callable "
-                             "metric(output_array, target_array) -> float")
-    return out
-
-
-def _split(data, what: str):
-    if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise TypeError(f"{what} must be a pair (inputs, targets) of arrays with the same "
-                        "first dimension, or a yscv.data.DataLoader yielding such pairs")
-    x, y = np.asarray(data[0]), np.asarray(data[1])
-    if len(x) != len(y):
-        raise ValueError(f"{what}: {len(x)} inputs but {len(y)} targets")
-    if len(x) == 0:
-        raise ValueError(f"{what} is empty")
-    return x, y
-
-
-def _is_loader(data) -> bool:
-    """A DataLoader-like source: iterable, sized, with a state dict (duck-typed
-    so that the fit loop does not import its sibling package ``yscv.data``)."""
-    return not isinstance(data, (tuple, list, np.ndarray)) and all(
-        callable(getattr(data, a, None)) for a in ("__iter__", "__len__", "state_dict",
-                                                    "load_state_dict"))
-
-
-def _pair(batch, what: str):
-    """(inputs, targets) of one loader batch."""
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise TypeError(f"{what}: the DataLoader must yield (inputs, targets) pairs, got "
-                        f"{type(batch).__name__}" + (f" of {len(batch)}" if
-                                                     isinstance(batch, (tuple, list)) else ""))
-    return np.asarray(batch[0]), np.asarray(batch[1])
-
-
-def _to_json(obj):
-    """A loader state made JSON-safe for the checkpoint's ``extra``: NumPy
-    arrays become ``{"__ndarray__": dtype, "shape": .., "data": [..]}`` (exact:
-    JSON keeps Python ints and floats' shortest round-trip repr)."""
-    if isinstance(obj, np.ndarray):
-        return {"__ndarray__": obj.dtype.str, "shape": list(obj.shape),
-                "data": obj.ravel().tolist()}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, dict):
-        return {str(k): _to_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_to_json(v) for v in obj]
-    return obj
-
-
-def _from_json(obj):
-    if isinstance(obj, dict):
-        if "__ndarray__" in obj and set(obj) == {"__ndarray__", "shape", "data"}:
-            return np.array(obj["data"], dtype=np.dtype(obj["__ndarray__"])).reshape(obj["shape"])
-        return {k: _from_json(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_from_json(v) for v in obj]
-    return obj
-
-
-def _loader_mismatch(loader, saved: dict) -> str:
-    """What differs between a saved DataLoader state and ``loader`` (checked
-    before anything is restored, so a refused resume changes nothing)."""
-    mine = {"batch_size": getattr(loader, "batch_size", None),
-            "shuffle": getattr(loader, "shuffle", None),
-            "drop_last": getattr(loader, "drop_last", None)}
-    dataset = getattr(loader, "dataset", None)
-    if dataset is not None:
-        mine["dataset_len"] = len(dataset)
-    return ", ".join(f"{k}={saved[k]!r} (this loader: {v!r})" for k, v in mine.items()
-                     if isinstance(saved, dict) and k in saved and saved[k] != v)
-
-
-def _in_notebook() -> bool:
-    """True inside a Jupyter / IPython kernel (notebooks, VS Code, Colab):
-    stdout is not a terminal there, yet a (widget) progress bar shows."""
-    ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return False
-    try:
-        shell = ipython.get_ipython()
-    except Exception:
-        return False
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-def _stdout_isatty() -> bool:
-    try:
-        return bool(sys.stdout.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def _default_forward(g, model, xb):
-    # integer inputs (token indices for an Embedding) go to the model as arrays
-    return model(g, xb if xb.dtype.kind in "iub" else g.constant(xb))
-
-
-class Trainer:
+class Trainer(BatchSource, ResumeState):
     """A PyTorch-style training loop with checkpoints and exact resume.
 
     Args:
@@ -206,20 +83,28 @@ class Trainer:
             without a terminal (on stderr); False: nothing printed.
         forward: ``forward(g, model, x_batch) -> NodeId`` for models whose
             call is not ``model(g, g.constant(x))``.
-        grad_clip_norm: clip the global L2 norm of the gradients before each step.
+        grad_clip_norm: clip the global L2 norm of the gradients before each
+            step (:func:`yscv.nn.utils.clip_grad_norm_`).
         reuse_graph: one graph reused with ``truncate`` (default) or a fresh
             graph per step.
+        backward_workers: threads for each step's backward,
+            ``g.backward(loss, workers=backward_workers)``: 1 (default)
+            serial, n > 1 up to n threads on independent branches (same
+            bits), None automatic (see docs/engine.md).
     """
 
     def __init__(self, model, loss_fn, optimizer, scheduler=None, *, metrics=("accuracy",),
                  callbacks=(), scheduler_interval=None, checkpoint_dir=None,
                  checkpoint_every=None, keep_last: int = 3, seed: int = 0, progress=None,
-                 forward=None, grad_clip_norm=None, reuse_graph: bool = True):
+                 forward=None, grad_clip_norm=None, reuse_graph: bool = True,
+                 backward_workers=1):
+        # [distributed] data-parallel on more than one rank (yscv/distributed/_fit.py)
+        model, self._dp = _data_parallel(model)
         self.model = model
-        self.loss_fn = _resolve_loss(loss_fn)
+        self.loss_fn = resolve_loss(loss_fn)
         self.optimizer = optimizer
         self.scheduler = scheduler
-        self.metrics = _resolve_metrics(metrics)
+        self.metrics = resolve_metrics(metrics)
         if scheduler_interval is None:
             scheduler_interval = getattr(scheduler, "interval", "epoch")
         if scheduler_interval not in ("step", "epoch"):
@@ -245,9 +130,17 @@ class Trainer:
         if progress is not None and not isinstance(progress, (bool, np.bool_)):
             raise TypeError(f"Trainer: progress must be None, True or False, got {progress!r}")
         self.progress = None if progress is None else bool(progress)
-        self.forward = forward or _default_forward
+        if self._dp is not None and self._dp.rank != 0:  # [distributed] rank 0 prints
+            self.progress = False
+        self.forward = forward or default_forward
         self.grad_clip_norm = grad_clip_norm
         self.reuse_graph = bool(reuse_graph)
+        if backward_workers is not None and (
+                isinstance(backward_workers, bool)
+                or not isinstance(backward_workers, (int, np.integer)) or backward_workers < 1):
+            raise ValueError(f"Trainer: backward_workers must be a positive int or None, got "
+                             f"{backward_workers!r}")
+        self.backward_workers = backward_workers
         params = list(model.parameters())
         self.dtype = params[0].data.dtype if params else np.dtype(np.float32)
         self.history = History()
@@ -277,34 +170,32 @@ class Trainer:
         if self.progress is not False:
             print(msg, flush=True)
 
-    def _clip(self) -> None:
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        total = math.sqrt(sum(float(np.dot(gr.ravel().astype(np.float64), gr.ravel()))
-                              for gr in grads))
-        coef = self.grad_clip_norm / (total + 1e-6)
-        if coef < 1.0:
-            for p in self.model.parameters():
-                if p.grad is not None:
-                    p.grad = p.grad * p.grad.dtype.type(coef)
-
     def _step(self, g, k, xb, yb):
+        """Forward, backward and update on one batch: (loss, output, sums);
+        ``sums`` is None in a world of one, else the step's [n, loss*n,
+        metric*n ...] summed over ranks."""
         if self.reuse_graph:
             g.truncate(k)
         else:
             g = Graph(self.dtype)
+        if self._dp is not None:  # [distributed] rank 0 compiles the kernels first
+            self._dp.averager.before_forward()
         out = self.forward(g, self.model, xb)
         loss = self.loss_fn(g, out, yb)
-        g.backward(loss)
+        g.backward(loss, workers=self.backward_workers)
         # read before the update: a released (checkpointed) value recomputed
         # later would see the new parameters
         loss_value, out_value = float(g.value(loss)), g.value(out)
+        sums = None
+        if self._dp is not None:  # [distributed] mean gradients + the step's sums over ranks
+            sums = self._dp.sync_step(loss_value, out_value, yb, self.metrics)
         if self.grad_clip_norm is not None:
-            self._clip()
+            clip_grad_norm_(self.model.parameters(), self.grad_clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad()
         if self.reuse_graph:
             g.zero_grads()
-        return loss_value, out_value
+        return loss_value, out_value, sums
 
     # ------------------------------------------------------------ training
     def fit(self, train_data, epochs: int = 1, batch_size=None, val_data=None,
@@ -328,13 +219,15 @@ class Trainer:
                 (a fresh start when there is none).
         """
         self._set_train_data(train_data, batch_size, shuffle, drop_last)
-        self._val_loader = val_data if _is_loader(val_data) else None
+        self._val_loader = val_data if is_loader(val_data) else None
         n_batches = self._num_batches()
         if resume:
             self._resume()
         self.stop_training = False
         for cb in self.callbacks:
             cb.on_train_begin(self)
+        if self._dp is not None:  # [distributed] rank 0's parameters and buffers everywhere
+            self._dp.broadcast(self.model)
         g = Graph(self.dtype)
         k = self.model.bind(g) if self.reuse_graph else 0
         self.model.train()
@@ -345,7 +238,7 @@ class Trainer:
             for cb in self.callbacks:
                 cb.on_epoch_begin(self, e)
             t0 = time.perf_counter()
-            bar = self._bar(e, epochs, n_batches)
+            bar = epoch_bar(self.progress, e, epochs, n_batches, self._batch_in_epoch)
             batches = self._epoch_batches()
             try:
                 for b, (xb, yb) in enumerate(batches, start=self._batch_in_epoch):
@@ -366,15 +259,18 @@ class Trainer:
     def _train_step(self, g, k, e, b, xb, yb, bar) -> None:
         """One optimizer step on batch ``b`` of epoch ``e``, with its
         bookkeeping: running sums, history, per-step scheduler, bar, callbacks."""
-        loss, out = self._step(g, k, xb, yb)
+        loss, out, sums = self._step(g, k, xb, yb)
         self.global_step += 1
         self._batch_in_epoch = b + 1
-        n = len(yb)
         acc = self._acc
-        acc["n"] += n
-        acc["loss"] += loss * n
-        for name, fn in self.metrics:
-            acc[name] += float(fn(out, yb)) * n
+        if sums is None:
+            n = len(yb)
+            acc["n"] += n
+            acc["loss"] += loss * n
+            for name, fn in self.metrics:
+                acc[name] += float(fn(out, yb)) * n
+        else:  # [distributed] the whole step's sums, the same on every rank
+            loss = self._dp.add_sums(acc, sums, self.metrics)
         lr = self._lr()
         self.history.log_step(self.global_step, e, loss, lr)
         if (self.scheduler is not None and self.scheduler_interval == "step"
@@ -386,101 +282,6 @@ class Trainer:
         logs = {"loss": loss, "lr": lr}
         for cb in self.callbacks:
             cb.on_step_end(self, self.global_step, logs)
-
-    # ------------------------------------------------------------ batching
-    def _set_train_data(self, train_data, batch_size, shuffle, drop_last) -> None:
-        """Validate fit's data arguments; record the source and its signature
-        (checked on resume)."""
-        if _is_loader(train_data):
-            given = [name for name, v in (("batch_size", batch_size), ("shuffle", shuffle),
-                                          ("drop_last", drop_last)) if v is not None]
-            if given:
-                raise ValueError(f"fit: {', '.join(given)} given with a DataLoader; set "
-                                 "them on the DataLoader instead")
-            n_batches = len(train_data)
-            if n_batches == 0:
-                raise ValueError("fit: the DataLoader yields no batch")
-            self._train_loader, self._arrays, self._batching = train_data, None, None
-            dataset = getattr(train_data, "dataset", None)
-            self._data_sig = {"loader": True, "batches": n_batches,
-                              "n": None if dataset is None else len(dataset),
-                              "batch_size": getattr(train_data, "batch_size", None),
-                              "shuffle": getattr(train_data, "shuffle", None),
-                              "drop_last": getattr(train_data, "drop_last", None)}
-            return
-        x, y = _split(train_data, "fit: train_data")
-        batch_size = 32 if batch_size is None else batch_size
-        shuffle = True if shuffle is None else bool(shuffle)
-        drop_last = False if drop_last is None else bool(drop_last)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"fit: batch_size must be a positive int, got {batch_size!r}")
-        n = len(x)
-        if (n // batch_size if drop_last else -(-n // batch_size)) == 0:
-            raise ValueError(f"fit: {n} samples make no full batch of {batch_size} with drop_last")
-        self._train_loader, self._arrays = None, (x, y)
-        self._batching = (batch_size, shuffle, drop_last)
-        self._data_sig = {"n": n, "batch_size": batch_size, "shuffle": shuffle,
-                          "drop_last": drop_last}
-
-    def _num_batches(self) -> int:
-        if self._train_loader is not None:
-            return len(self._train_loader)
-        batch_size, _, drop_last = self._batching
-        n = len(self._arrays[0])
-        return n // batch_size if drop_last else -(-n // batch_size)
-
-    def _epoch_batches(self):
-        """Yield the current epoch's ``(inputs, targets)`` batches from batch
-        ``self._batch_in_epoch`` on: the one place that makes batches.
-
-        At the epoch's start it records what redraws the epoch's order (the
-        shuffle generator's state, or the loader's state); mid-epoch (after a
-        resume or a stop) it restores that record and skips the batches done.
-        """
-        start = self._batch_in_epoch
-        if self._train_loader is not None:
-            loader = self._train_loader
-            if start >= len(loader):
-                return
-            if start == 0:
-                it = iter(loader)  # starts the loader's next epoch
-                self._loader_epoch_state = copy.deepcopy(loader.state_dict())
-            else:
-                loader.load_state_dict(dict(copy.deepcopy(self._loader_epoch_state),
-                                            batches_consumed=start))
-                it = iter(loader)
-            try:
-                for batch in it:
-                    yield _pair(batch, "fit")
-            finally:
-                close = getattr(it, "close", None)
-                if close is not None:
-                    close()
-            return
-        x, y = self._arrays
-        batch_size, shuffle, _ = self._batching
-        rng = self._shuffle_rng
-        if start == 0:
-            self._epoch_rng_state = copy.deepcopy(rng.bit_generator.state)
-        else:  # resumed or restarted mid-epoch: redraw the same permutation
-            rng.bit_generator.state = copy.deepcopy(self._epoch_rng_state)
-        perm = rng.permutation(len(x)) if shuffle else np.arange(len(x))
-        for b in range(start, self._num_batches()):
-            idx = perm[b * batch_size:(b + 1) * batch_size]
-            yield x[idx], y[idx]
-
-    def _bar(self, epoch, epochs, n_batches):
-        if self.progress is False:
-            return None
-        notebook = _in_notebook()
-        if self.progress is None and not (notebook or _stdout_isatty()):
-            return None
-        if notebook:
-            from tqdm.auto import tqdm  # a widget bar when ipywidgets is installed
-        else:
-            from tqdm import tqdm
-        return tqdm(total=n_batches, initial=self._batch_in_epoch, leave=False,
-                    desc=f"epoch {epoch + 1}/{epochs}")
 
     def _end_epoch(self, e, epochs, val_data, elapsed) -> None:
         acc = self._acc
@@ -513,11 +314,19 @@ class Trainer:
 
         ``data``: ``(inputs, targets)`` arrays (in batches of ``batch_size``)
         or a DataLoader yielding ``(inputs, targets)`` (one iteration of it).
+        In a data-parallel run each rank evaluates its share of the arrays
+        (or of a DataLoader with a ``DistributedSampler``; another DataLoader
+        is evaluated whole on every rank) and the sums are added over ranks.
         """
-        if _is_loader(data):
-            batches = (_pair(batch, "evaluate") for batch in data)
+        split_over_ranks = False
+        if is_loader(data):
+            batches = (pair(batch, "evaluate") for batch in data)
+            split_over_ranks = self._dp is not None and is_sharded(data)
         else:
-            x, y = _split(data, "evaluate: data")
+            x, y = split(data, "evaluate: data")
+            if self._dp is not None:  # [distributed] each rank evaluates its share
+                x, y = self._dp.eval_share(x, y)
+                split_over_ranks = True
             batches = ((x[s:s + batch_size], y[s:s + batch_size])
                        for s in range(0, len(x), batch_size))
         was_training = self.model.training
@@ -539,6 +348,9 @@ class Trainer:
                         sums[name] += float(fn(ov, yb)) * len(xb)
         finally:
             self.model.train(was_training)
+        if split_over_ranks:  # [distributed] the sums and the count over ranks
+            sums = self._dp.sum_over_ranks(dict(sums, __count__=float(count)))
+            count = int(round(sums.pop("__count__")))
         if count == 0:
             raise ValueError("evaluate: the data yielded no sample")
         return {k2: v / count for k2, v in sums.items()}
@@ -569,24 +381,13 @@ class Trainer:
             else self._epoch_rng_state
         return {"global_step": self.global_step, "epoch": self.epoch,
                 "batch_in_epoch": self._batch_in_epoch, "epoch_rng_state": rng_state,
-                "loader": _to_json(self._train_loader_state()),
-                "val_loader": _to_json(None if self._val_loader is None
+                "loader": to_json(self._train_loader_state()),
+                "val_loader": to_json(None if self._val_loader is None
                                        else self._val_loader.state_dict()),
                 "acc": dict(self._acc), "data": self._data_sig,
                 "history": self.history.to_dict(),
                 "callbacks": [{"class": type(cb).__name__, "state": cb.state_dict()}
                               for cb in self.callbacks]}
-
-    def _train_loader_state(self):
-        """The train loader's state at the trainer's position: the epoch's
-        start state with ``batches_consumed`` = batches done (mid-epoch), or
-        the loader's own state between epochs."""
-        loader = self._train_loader
-        if loader is None:
-            return None
-        if self._batch_in_epoch > 0 and self._loader_epoch_state is not None:
-            return dict(self._loader_epoch_state, batches_consumed=self._batch_in_epoch)
-        return loader.state_dict()
 
     def save_checkpoint(self, path, extra=None) -> str:
         """Write a full training checkpoint (model, optimizer, scheduler, RNG,
@@ -608,77 +409,34 @@ class Trainer:
         self._apply_state(info["extra"]["fit"])
         return info["extra"].get("user")
 
-    def _check_resume(self, st: dict, path) -> None:
-        saved = st.get("data")
-        if self._data_sig is not None and saved is not None and saved != self._data_sig:
-            raise ValueError(f"resume: checkpoint {path!r} was written for {saved}, but fit was "
-                             f"called with {self._data_sig}; resuming would not replay the "
-                             "same batches")
-        for what, loader, saved_state in (("train", self._train_loader, st.get("loader")),
-                                          ("validation", self._val_loader, st.get("val_loader"))):
-            if loader is None:
-                continue
-            if saved_state is None:
-                if what == "train":
-                    raise ValueError(f"resume: checkpoint {path!r} holds no DataLoader state")
-                continue
-            diff = _loader_mismatch(loader, saved_state)
-            if diff:
-                raise ValueError(f"resume: checkpoint {path!r} holds a {what} DataLoader state "
-                                 f"saved with {diff}; resuming would not replay the same "
-                                 "batches")
-        cbs = st.get("callbacks", [])
-        names = [c["class"] for c in cbs]
-        mine = [type(cb).__name__ for cb in self.callbacks]
-        if names != mine:
-            raise ValueError(f"resume: checkpoint {path!r} has callbacks {names}, this trainer "
-                             f"has {mine}")
 
-    def _apply_state(self, st: dict) -> None:
-        self.global_step = int(st["global_step"])
-        self.epoch = int(st["epoch"])
-        self._batch_in_epoch = int(st["batch_in_epoch"])
-        self._epoch_rng_state = st["epoch_rng_state"]
-        if st["epoch_rng_state"] is not None:  # None: batches came from a DataLoader
-            self._shuffle_rng.bit_generator.state = copy.deepcopy(st["epoch_rng_state"])
-        self._acc = dict(st["acc"])
-        if self._train_loader is not None:
-            loader_state = _from_json(st.get("loader"))
-            self._loader_epoch_state = dict(loader_state, batches_consumed=0)
-            self._train_loader.load_state_dict(loader_state)
-        if self._val_loader is not None and st.get("val_loader") is not None:
-            self._val_loader.load_state_dict(_from_json(st["val_loader"]))
-        self.history = History.from_dict(st["history"])
-        for cb, saved in zip(self.callbacks, st.get("callbacks", [])):
-            cb.load_state_dict(saved["state"])
 
-    def _resume(self) -> None:
-        if self.checkpoint_dir is None:
-            raise ValueError("fit: resume=True needs checkpoint_dir")
-        prefixes = {cb.prefix for cb in self.callbacks if isinstance(cb, ModelCheckpoint)}
-        path = None
-        for prefix in prefixes or {"ckpt"}:
-            path = latest_checkpoint(self.checkpoint_dir, prefix) or path
-        if path is None:
-            self._print(f"resume: no checkpoint in {self.checkpoint_dir!r}; starting fresh")
-            return
-        self.load_checkpoint(path)
-        self._print(f"resumed from {path} (step {self.global_step}, epoch {self.epoch + 1}, "
-                    f"batch {self._batch_in_epoch})")
+def _data_parallel(model):
+    """(model, None) in a world of one; else (the model, unwrapped from a
+    DistributedDataParallel, and the rank-side helper). yscv.distributed is
+    imported only then: a single process never loads it."""
+    if (runtime.launcher_world_size() <= 1 and "mpi4py.MPI" not in sys.modules
+            and type(model).__name__ != "DistributedDataParallel"):
+        return model, None
+    from ..distributed._fit import for_trainer
+
+    return for_trainer(model)
 
 
 def fit(model, loss_fn, optimizer, train_data, epochs: int = 1, batch_size=None,
         scheduler=None, val_data=None, metrics=("accuracy",), callbacks=(), checkpoint_dir=None,
         checkpoint_every=None, keep_last: int = 3, resume: bool = False, seed: int = 0,
-        progress=None, **trainer_kwargs) -> History:
+        progress=None, backward_workers=1, **trainer_kwargs) -> History:
     """One call: build a :class:`Trainer` and run :meth:`Trainer.fit`; returns the History.
 
     ``train_data`` / ``val_data``: ``(inputs, targets)`` arrays or a
-    :class:`yscv.data.DataLoader`; ``batch_size`` (default 32) is for arrays.
+    :class:`yscv.data.DataLoader`; ``batch_size`` (default 32) is for arrays;
+    ``backward_workers``: threads per backward (1, n or None: automatic).
     """
     trainer = Trainer(model, loss_fn, optimizer, scheduler, metrics=metrics, callbacks=callbacks,
                       checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                      keep_last=keep_last, seed=seed, progress=progress, **trainer_kwargs)
+                      keep_last=keep_last, seed=seed, progress=progress,
+                      backward_workers=backward_workers, **trainer_kwargs)
     return trainer.fit(train_data, epochs=epochs, batch_size=batch_size, val_data=val_data,
                        resume=resume)
 

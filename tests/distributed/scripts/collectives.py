@@ -61,15 +61,16 @@ for call, exc, words in (
 # unless the environment chose
 import os
 
-from yscv.distributed import _comm
-from yscv.ops import _parallel
+from yscv import runtime
+from yscv.compute import regions
 
 per = max(1, len(os.sched_getaffinity(0)) // dist.local_world_size())
 assert dist.threads_per_rank() == per, (dist.threads_per_rank(), per)
 if not os.environ.get("YSCV_NUM_THREADS"):
-    assert _parallel.WORKERS <= per - 1, _parallel.WORKERS
+    assert runtime.get_num_threads() == per, runtime.get_num_threads()
+    assert regions.workers() <= per - 1, regions.workers()
 if not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
-    assert _comm.blas_threads() in (None, per), _comm.blas_threads()
+    assert runtime.blas_threads() in (None, per), runtime.blas_threads()
 
 dist.barrier()
 print(f"OK {r} {w}", flush=True)
