@@ -13,7 +13,7 @@ stats) are bound once; each step truncates back to them, zeroes the grads,
 applies the op and runs backward (PyTorch: ``grad = None`` then backward).
 Both sides use the machine's cores: yscv splits each kernel call of these
 sizes into row chunks run on the calling thread and one worker thread
-(yscv/ops/_parallel.py; ``YSCV_NUM_THREADS=1`` keeps it on one thread),
+(yscv/compute/regions.py; ``yscv.set_num_threads(1)`` keeps it on one thread),
 PyTorch uses its OpenMP pool. The "1 thread" rows run both sides on one
 thread (PyTorch ``set_num_threads(1)``, yscv's chunks in sequence on the
 caller, same results) to compare the kernels core for core.
@@ -63,15 +63,15 @@ def _yscv_step(x0, cot, build, c):
 
 def _one_thread(step):
     """``step`` with yscv's row chunks run in sequence on the calling thread."""
-    import yscv.ops._parallel as par
+    from yscv import runtime
 
     def step_one_thread():
-        prev = par.WORKERS
-        par.WORKERS = 0
+        prev = runtime.get_num_threads()
+        runtime.set_num_threads(1, blas=False)
         try:
             return step()
         finally:
-            par.WORKERS = prev
+            runtime.set_num_threads(prev, blas=False)
 
     return step_one_thread
 
