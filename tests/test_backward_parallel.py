@@ -306,3 +306,13 @@ def test_graph_freed_after_parallel_backward_without_the_cycle_collector():
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_workers_none_uses_threads_for_big_branchy_graphs(monkeypatch):
+    monkeypatch.setattr(walk_parallel, "_cores", lambda: 2)
+    g = yscv.Graph()
+    x = g.variable(np.ones((512, 1024)))
+    total = g.sum(g.tanh(x)) + g.sum(g.exp(x)) + g.sum(g.sigmoid(x))
+    assert walk_parallel.choose_workers(g, g._index(total)) == 2
+    monkeypatch.setattr(walk_parallel, "_cores", lambda: 1)
+    assert walk_parallel.choose_workers(g, g._index(total)) == 1

@@ -44,9 +44,10 @@ from .node import Op
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
-#: ``workers=None`` stays serial below this many gradient elements in the
-#: visited non-leaf nodes (a thread hand-off costs more than small nodes' work)
-AUTO_MIN_ELEMENTS = 1 << 16
+#: ``workers=None`` stays serial below this many elements in the visited
+#: non-leaf values: smaller branches do not pay for the hand-offs and the
+#: GIL (docs/engine.md, docs/benchmarks.md)
+AUTO_MIN_ELEMENTS = 1 << 20
 #: ``workers=None`` never uses more threads than this
 AUTO_MAX_WORKERS = 4
 
