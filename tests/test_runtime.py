@@ -71,6 +71,8 @@ def test_gemm_policy(monkeypatch):
     with pytest.raises(ValueError, match="set_gemm"):
         runtime.set_gemm("fast")
     monkeypatch.setattr(runtime, "_gemm", runtime.get_gemm())
+    runtime.set_gemm("auto")
+    assert not gemm.tiles_enabled()      # the default is NumPy's BLAS
     runtime.set_gemm("blas")
     assert not gemm.tiles_enabled()
     runtime.set_gemm("tiles")

@@ -21,9 +21,10 @@ Threads: yscv's region helpers (yscv/compute/regions.py) use
 also sets NumPy's OpenBLAS thread count when NumPy ships OpenBLAS, so one
 call makes a process single-threaded (what ``mpiexec`` ranks want).
 
-GEMM policy: ``"auto"`` (the default) runs large float32 products on yscv's
-register-blocked tiles only where the CPU has AVX-512; ``"tiles"`` always,
-``"blas"`` never (NumPy's BLAS).
+GEMM policy: ``"auto"`` (the default) and ``"blas"`` compute matmuls with
+NumPy's BLAS; ``"tiles"`` runs large float32 products on yscv's
+register-blocked tiles (measured slower than a user's OpenBLAS on the MLP
+and transformer shapes: docs/ops/linalg.md).
 
 Allocator: glibc returns freed blocks above its mmap threshold to the OS, so
 a step that allocates fresh activation arrays page-faults them in again

@@ -1,30 +1,24 @@
-"""2-D float32 matrix products on yscv's GEMM tiles, where they beat NumPy's BLAS.
+"""2-D float32 matrix products: NumPy's BLAS, or yscv's GEMM tiles on request.
 
-NumPy's wheels ship OpenBLAS with per-CPU kernels; on the AMD Zen 5 machines
-here it picks its AVX2 ("Haswell") kernels although the CPU has AVX-512,
-and runs a [512, 128] @ [128, 512] float32 product in ~365 us on two
-threads. yscv's register-blocked tiles (yscv/kernels/gemm.py) use 512-bit
-vectors where the CPU has them and take ~165 us on the same two cores
-(docs/ops/linalg.md). :func:`dot` (and :func:`matmul_into`,
-:func:`matmul_tn_add`) therefore compute the product with the tiles, split
-over two cores (a region, yscv/compute/regions.py), when:
+:func:`dot` (and :func:`matmul_into`, :func:`matmul_tn_add`) compute a
+product with ``np.dot`` (NumPy's OpenBLAS) under the default GEMM policy
+``"auto"``. With ``yscv.runtime.set_gemm("tiles")`` (or ``YSCV_GEMM=1``)
+they use yscv's register-blocked tiles (yscv/kernels/gemm.py, the kernels
+the recurrent ops run inside their sequence loops), split over the cores as
+a region (yscv/compute/regions.py), when:
 
 * the operands are float32, each C-contiguous or the transpose of a
   C-contiguous array (``x.T @ g`` and ``g @ w.T`` of a backward);
-* the product has at least :data:`MIN_WORK` multiply-adds, the size from
-  which OpenBLAS itself uses several threads. Every product that would wake
-  OpenBLAS's worker threads goes to the tiles: those workers keep spinning
-  for up to ~0.1 s after a call and take the second core from yscv's own
-  helper (docs/engine.md). Results narrower than :data:`PAD_COLS` columns
-  are computed on a zero-padded ``b`` and sliced;
-* the target CPU has AVX-512 (elsewhere, with 16 vector registers, the
-  tiles only match OpenBLAS), unless the runtime's GEMM policy says otherwise
-  (``yscv.runtime.set_gemm("blas" | "tiles")``, or ``YSCV_GEMM=0`` / ``1``).
+* the product has at least :data:`MIN_WORK` multiply-adds. Results
+  narrower than :data:`PAD_COLS` columns are computed on a zero-padded
+  ``b`` and sliced.
 
-Everything else is ``np.dot``, as before. Results differ from ``np.dot``'s in
-the last bits (another summation order, fused multiply-adds), as BLAS
-results differ between machines; every element is summed by one thread in a
-fixed order, so they are the same bits with one thread or two.
+Why BLAS by default: measured with the BLAS a user has (OpenBLAS choosing
+its own kernels, docs/ops/linalg.md), the tiles lose on the MLP and
+transformer shapes and at 1024^3; they won only against OpenBLAS forced onto
+its AVX2 kernels. Tile results differ from ``np.dot``'s in the last bits
+(another summation order, fused multiply-adds); every element is summed by
+one thread in a fixed order, so they are the same bits with one thread or two.
 """
 from __future__ import annotations
 
@@ -46,21 +40,10 @@ PAD_COLS = 16
 #: row blocks of a product split over the cores
 BLOCKS = 4
 
-_avx512 = None
-
-
 def tiles_enabled() -> bool:
-    """Whether :func:`dot` may use the tiles: the runtime's GEMM policy
-    ("tiles" / "blas"), or with "auto" whether the CPU has AVX-512."""
-    global _avx512
-    policy = runtime.get_gemm()
-    if policy != "auto":
-        return policy == "tiles"
-    if _avx512 is None:
-        from ..kernels import simd
-
-        _avx512 = simd.VBYTES == 64
-    return _avx512
+    """Whether :func:`dot` may use the tiles: only under the "tiles" policy
+    ("auto" and "blas" use NumPy's BLAS; see the module docstring)."""
+    return runtime.get_gemm() == "tiles"
 
 
 def _row_bounds(rows: int) -> np.ndarray:
