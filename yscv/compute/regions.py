@@ -14,10 +14,10 @@ whose chunk results are combined in chunk order (partial sums added as
 ``part[0] + part[1] + ...``, see :func:`combine`) gives the same bits on
 every machine and every run, whichever thread ran which chunk.
 
-Cost. Idle virtual CPUs here halt at once, so a thread that sleeps, even for
-microseconds (a blocking queue, a GIL it waits for), costs 30-50 us to wake:
-a pool of sleeping Python threads cost ~50 us per call (one call per kernel
-of a norm op, whose kernels take 100-300 us). A region costs a few us: a
+Cost. Idle virtual CPUs halt at once, so a thread that sleeps, even briefly
+(a blocking queue, a GIL it waits for), is slow to wake, and a pool of
+sleeping Python threads cost more per call than a norm kernel's chunk is
+worth (figures in docs/engine.md, "Two cores"). A region is cheap: a
 helper spins (politely: ``pause``, and ``sched_yield`` every 32 rounds, so an
 OpenBLAS worker or another process gets the core at once) for about
 :data:`SPIN_ROUNDS` after its last region before it sleeps; it takes the GIL
@@ -59,7 +59,7 @@ S = lazy("sync")
 
 #: at most this many chunks per call (fixed, machine-independent)
 MAX_CHUNKS = 4
-#: spin rounds of an idle helper before it sleeps (~1 ms; yscv/kernels/sync.py)
+#: spin rounds of an idle helper before it sleeps (about a millisecond; yscv/kernels/sync.py)
 SPIN_ROUNDS = 20_000
 #: seconds the exit hook waits for the pool's condition (another thread may
 #: hold it) and for each helper to stop; then it gives up (they are daemons)
