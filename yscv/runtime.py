@@ -62,6 +62,14 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def env(name: str) -> str:
     """The value a yscv environment variable had at import ('' when unset)."""
     return _ENV.get(name, "")

@@ -353,6 +353,10 @@ BAD = [
          lambda g, x, w: g.conv2d(x, w, padding=10 ** 7), ValueError,
          r"conv2d: stride=\(1, 1\), padding=\(10000000, 10000000\), dilation=\(1, 1\) gives "
          r"an output of shape \(1, 20000004, 20000004, 8192\)"),
+    _bad(C2, "conv2d_padding_1e7_small_image_beyond_memory", [(1, 4, 4, 1), (3, 3, 1, 2)],
+         lambda g, x, w: g.conv2d(x, w, padding=10 ** 7), ValueError,
+         r"conv2d: stride=\(1, 1\), padding=\(10000000, 10000000\), dilation=\(1, 1\) gives "
+         r"an output of shape \(1, 20000002, 20000002, 2\) .* more than this machine's memory"),
     _bad(C3, "conv3d_stride_2pow63", [(1, 3, 3, 3, 2), (1, 1, 1, 2, 2)],
          lambda g, x, w: g.conv3d(x, w, stride=BIG), ValueError, "conv3d: stride=.* too large"),
     _bad(C3, "conv3d_padding_1e7_output_beyond_any_array", [(1, 3, 3, 3, 2), (1, 1, 1, 2, 2)],

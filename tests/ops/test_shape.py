@@ -428,10 +428,13 @@ def test_forward_is_pure_replay(dtype):
         np.testing.assert_array_equal(again, g.value(y))
 
 
-def test_check_array_size_limits():
+def test_check_array_size_limits(monkeypatch):
     """The shared size check (yscv/ops/_common.py): NumPy's own limits, on
     Python ints (no overflow), naming the op and the cause."""
+    from yscv.ops import _common
     from yscv.ops._common import MAX_INTP, check_array_size
+
+    monkeypatch.setattr(_common, "_MEMORY_LIMIT", MAX_INTP)   # NumPy's limits alone here
 
     assert MAX_INTP == np.iinfo(np.intp).max
     assert check_array_size("op", (MAX_INTP // 8, 1), 8, x=1) == (MAX_INTP // 8, 1)
@@ -446,3 +449,16 @@ def test_check_array_size_limits():
             np.empty(shape, np.uint8)                           # NumPy refuses these as well
         with pytest.raises(ValueError, match="larger than any array can be"):
             check_array_size("op", shape, 1, x=4)
+
+
+def test_check_array_size_refuses_more_than_the_machine_memory(monkeypatch):
+    """An array NumPy could describe but this machine cannot hold is refused
+    up front, naming the op and the cause (not a MemoryError later)."""
+    from yscv.ops import _common
+
+    monkeypatch.setattr(_common, "_MEMORY_LIMIT", 1 << 20)
+    assert _common.check_array_size("op", (1 << 18,), 4, x=1) == (1 << 18,)
+    with pytest.raises(ValueError, match=r"op: x=2 gives an output of shape \(262145,\) "
+                                         r"\(262145 elements, 1048580 bytes\), more than this "
+                                         r"machine's memory \(1048576 bytes\)"):
+        _common.check_array_size("op", ((1 << 18) + 1,), 4, x=2)

@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from .. import runtime
 from ..errors import ShapeError
 from ..node import NodeId
 from ..registry import register_forward
@@ -21,6 +22,9 @@ _FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
 #: cannot reach the Numba kernels (which type them as int64), and NumPy
 #: refuses arrays whose byte count exceeds it.
 MAX_INTP = int(np.iinfo(np.intp).max)
+#: arrays above this many bytes are refused up front: MAX_INTP, or the
+#: machine's physical memory when known
+_MEMORY_LIMIT = min(MAX_INTP, runtime.physical_memory() or MAX_INTP)
 
 
 def as_graph_array(a, dtype, op: str, arg: str, copy: bool = True) -> np.ndarray:
@@ -124,20 +128,24 @@ def check_int_bound(e: int, op: str, arg: str, given=None) -> int:
 def check_array_size(op: str, shape: tuple, itemsize: int, what: str = "an output", /,
                      **args):
     """ValueError unless an array of ``shape`` (a tuple of Python ints) with
-    ``itemsize``-byte elements can exist in principle: every dimension and
-    the byte count at most :data:`MAX_INTP` (NumPy's own limits; a smaller
-    array may still not fit in memory, which NumPy reports as a MemoryError
-    when it allocates). ``args`` are the arguments that produced the shape,
-    named in the message (formatted only on failure); ``what`` names the
-    array. Python-int arithmetic, so nothing overflows on the way.
+    ``itemsize``-byte elements can exist: every dimension and the byte count
+    at most :data:`MAX_INTP` (NumPy's own limits), and the byte count at most
+    this machine's physical memory (a larger allocation would only fail later
+    as a MemoryError naming no op). ``args`` are the arguments that produced
+    the shape, named in the message (formatted only on failure); ``what``
+    names the array. Python-int arithmetic, so nothing overflows on the way.
     """
     count = math.prod(shape)
-    if count * itemsize <= MAX_INTP and max(shape, default=0) <= MAX_INTP:
+    nbytes = count * itemsize
+    if nbytes <= _MEMORY_LIMIT and max(shape, default=0) <= MAX_INTP:
         return shape
     cause = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    if nbytes <= MAX_INTP and max(shape, default=0) <= MAX_INTP:
+        limit = f"more than this machine's memory ({_MEMORY_LIMIT} bytes)"
+    else:
+        limit = f"larger than any array can be (at most {MAX_INTP} bytes and elements per axis)"
     raise ValueError(f"{op}: {cause} gives {what} of shape {tuple(shape)} ({count} elements, "
-                     f"{count * itemsize} bytes), larger than any array can be (at most "
-                     f"{MAX_INTP} bytes and elements per axis)")
+                     f"{nbytes} bytes), {limit}")
 
 
 def check_ndim(shape: tuple, ndims, op: str, arg: str, layout: str = "") -> None:
