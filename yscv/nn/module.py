@@ -59,6 +59,18 @@ def _check_graph(module, g) -> None:
             f"first, got {type(g).__name__} as the graph")
 
 
+#: state-dict layouts other than yscv's own: name -> (to_layout(module,
+#: flatten_from), from_layout(module, state_dict, strict, flatten_from));
+#: yscv.nn.torch_layout registers "torch" (so this module never imports it)
+_STATE_LAYOUTS: dict = {}
+
+
+def register_state_layout(name: str, to_layout, from_layout) -> None:
+    """Make ``state_dict(layout=name)`` / ``load_state_dict(..., layout=name)``
+    convert through ``to_layout`` / ``from_layout``."""
+    _STATE_LAYOUTS[name] = (to_layout, from_layout)
+
+
 def _check_layout(layout, fn: str, flatten_from) -> None:
     if layout != "yscv":
         raise ValueError(f"{fn}: layout must be 'yscv' or 'torch', got {layout!r}")
@@ -351,9 +363,8 @@ class Module:
         the equivalent torch module, NumPy arrays; see
         :mod:`yscv.nn.torch_layout`, which also explains ``flatten_from``).
         """
-        if layout == "torch":
-            from . import torch_layout
-            return torch_layout.to_torch(self, flatten_from)
+        if layout in _STATE_LAYOUTS:
+            return _STATE_LAYOUTS[layout][0](self, flatten_from)
         _check_layout(layout, "state_dict", flatten_from)
         copies = {}
         out = OrderedDict()
@@ -422,9 +433,8 @@ class Module:
         e.g. loaded with ``safetensors.numpy.load_file``); see
         :mod:`yscv.nn.torch_layout` and ``flatten_from`` there.
         """
-        if layout == "torch":
-            from . import torch_layout
-            state_dict = torch_layout.from_torch(self, state_dict, strict, flatten_from)
+        if layout in _STATE_LAYOUTS:
+            state_dict = _STATE_LAYOUTS[layout][1](self, state_dict, strict, flatten_from)
         else:
             _check_layout(layout, "load_state_dict", flatten_from)
         result = self.check_state_dict(state_dict, strict)

@@ -49,7 +49,7 @@ import numpy as np
 from .attention import MultiHeadAttention
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
 from .linear import Linear
-from .module import StateDictError, key_problems
+from .module import StateDictError, key_problems, register_state_layout
 from .recurrent import _RNNBase
 
 __all__ = ["to_torch", "from_torch", "register_layout", "flatten_rows_to_torch",
@@ -249,3 +249,6 @@ def from_torch(module, state_dict, strict: bool = True,
     for k in unexpected:
         converted[k] = state_dict[k]
     return converted
+
+
+register_state_layout("torch", to_torch, from_torch)
