@@ -19,21 +19,35 @@ def _mlp_chain(g, h, params, lo, hi):
     return h
 
 
-def _run_chain(segments, n=12, d=6, batch=5, retain_graph=True):
-    """Gradients of sum(chain(x)) with the chain split into checkpointed segments."""
-    rng = np.random.default_rng(0)
+def _chain_setup(seed, n, d, batch):
+    """A float64 graph with input leaf x and n (w, b) layer leaves."""
+    rng = np.random.default_rng(seed)
     raw = _layers(rng, n, d)
     x0 = rng.standard_normal((batch, d))
     g = Graph(F64)
     x = g.variable(x0)
     params = [(g.variable(w), g.variable(b)) for w, b in raw]
-    h = x
+    return g, x0, raw, x, params
+
+
+def _checkpointed_segments(g, h, params, n, segments):
+    """h through the chain split into ``segments`` checkpointed segments;
+    returns the output and each segment's output."""
+    mids = []
+    bounds = np.linspace(0, n, segments + 1).astype(int)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        h = g.checkpoint(lambda g, h, lo=lo, hi=hi: _mlp_chain(g, h, params, lo, hi), h)
+        mids.append(h)
+    return h, mids
+
+
+def _run_chain(segments, n=12, d=6, batch=5, retain_graph=True):
+    """Gradients of sum(chain(x)) with the chain split into checkpointed segments."""
+    g, _, _, x, params = _chain_setup(0, n, d, batch)
     if segments:
-        bounds = np.linspace(0, n, segments + 1).astype(int)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            h = g.checkpoint(lambda g, h, lo=lo, hi=hi: _mlp_chain(g, h, params, lo, hi), h)
+        h, _ = _checkpointed_segments(g, x, params, n, segments)
     else:
-        h = _mlp_chain(g, h, params, 0, n)
+        h = _mlp_chain(g, x, params, 0, n)
     loss = g.sum(h * h)
     held = g.memory()["values"]
     g.backward(loss, retain_graph=retain_graph)
@@ -330,18 +344,8 @@ def test_peak_bytes_held_during_backward_is_bounded():
 
 
 def _checkpointed_chain(segments, n=8, d=5, batch=4):
-    rng = np.random.default_rng(1)
-    raw = _layers(rng, n, d)
-    x0 = rng.standard_normal((batch, d))
-    g = Graph(F64)
-    x = g.variable(x0)
-    params = [(g.variable(w), g.variable(b)) for w, b in raw]
-    h = x
-    mids = []
-    bounds = np.linspace(0, n, segments + 1).astype(int)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        h = g.checkpoint(lambda g, h, lo=lo, hi=hi: _mlp_chain(g, h, params, lo, hi), h)
-        mids.append(h)
+    g, x0, raw, x, params = _chain_setup(1, n, d, batch)
+    h, mids = _checkpointed_segments(g, x, params, n, segments)
     return g, x0, raw, x, params, mids, g.sum(h * h)
 
 

@@ -34,7 +34,8 @@ def ref_rnn(x, w_ih, w_hh, b, h0=None, relu=False):
     return out[:, 0] if unb else out
 
 
-def ref_lstm(x, w_ih, w_hh, b, h0=None, c0=None):
+def _ref_lstm_run(x, w_ih, w_hh, b, h0=None, c0=None):
+    """(all hidden states, final cell state) of the reference LSTM."""
     x, h0, unb = _batch(x, h0)
     if c0 is not None and c0.ndim == 1:
         c0 = c0[None, :]
@@ -50,7 +51,11 @@ def ref_lstm(x, w_ih, w_hh, b, h0=None, c0=None):
         h = o * np.tanh(c)
         outs.append(h)
     out = np.stack(outs)
-    return out[:, 0] if unb else out
+    return (out[:, 0], c[0]) if unb else (out, c)
+
+
+def ref_lstm(x, w_ih, w_hh, b, h0=None, c0=None):
+    return _ref_lstm_run(x, w_ih, w_hh, b, h0, c0)[0]
 
 
 def ref_gru(x, w_ih, w_hh, b_ih, b_hh, h0=None):
@@ -474,19 +479,7 @@ def test_blocks_give_the_same_bits_on_one_thread_or_two(op, dtype, monkeypatch):
 # ------------------------------------------------ LSTM final cell state
 def ref_lstm_cell(x, w_ih, w_hh, b, h0=None, c0=None):
     """The final cell state c_{T-1} of :func:`ref_lstm` ([B, H] or [H])."""
-    x, h0, unb = _batch(x, h0)
-    if c0 is not None and c0.ndim == 1:
-        c0 = c0[None, :]
-    n = w_hh.shape[0]
-    h = np.zeros((x.shape[1], n)) if h0 is None else h0
-    c = np.zeros((x.shape[1], n)) if c0 is None else c0
-    for t in range(x.shape[0]):
-        z = x[t] @ w_ih + b + h @ w_hh
-        i, f = _sigmoid(z[:, :n]), _sigmoid(z[:, n:2 * n])
-        gg, o = np.tanh(z[:, 2 * n:3 * n]), _sigmoid(z[:, 3 * n:])
-        c = f * c + i * gg
-        h = o * np.tanh(c)
-    return c[0] if unb else c
+    return _ref_lstm_run(x, w_ih, w_hh, b, h0, c0)[1]
 
 
 def _both_loss(g, hs, c_n):
