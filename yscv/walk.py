@@ -344,7 +344,25 @@ class WalkMixin:
         self._accumulate_stored(i, gi)
         p = self._param_of.get(i) if self._param_of else None
         if p is not None:
-            p.grad = gi.copy() if p.grad is None else p.grad + gi
+            cur = p.grad
+            slot = getattr(p, "grad_slot", None)
+            if slot is None:
+                p.grad = gi.copy() if cur is None else cur + gi
+            else:  # data-parallel: into the allreduce bucket, times grad_scale
+                scale = p.grad_scale
+                if cur is None and slot.shape == gi.shape and slot.dtype == gi.dtype:
+                    if scale == 1.0:
+                        np.copyto(slot, gi)
+                    else:
+                        np.multiply(gi, scale, out=slot)
+                    p.grad = slot
+                else:
+                    if scale != 1.0:
+                        gi = gi * scale
+                    if cur is slot:
+                        np.add(cur, gi, out=cur)     # same bits as cur + gi
+                    else:
+                        p.grad = gi.copy() if cur is None else cur + gi
         post = self._post_hooks.get(i) if self._post_hooks else None
         if post:
             nid = self._node_id(i)

@@ -69,14 +69,39 @@ class GradientAverager:
         self._warm = False
         self._waited = False
         self._buffers: dict = {}
+        self._slotted = False     # every parameter has its grad_slot in a bucket
+        self._scale = 1.0         # the grad_scale the parameters carry now
 
-    def before_forward(self) -> None:
-        """Call before the first forward: ranks other than 0 wait for rank 0's
-        first backward (its kernels are then in Numba's cache)."""
-        if self._stagger and not self._warm and not self._waited and _comm.world_size() > 1 \
+    def before_forward(self, synced: bool = True) -> None:
+        """Call before every forward. The first time, ranks other than 0 wait
+        for rank 0's first backward (its kernels are then in Numba's cache).
+        ``synced``: the backward of this forward will be averaged (False
+        inside ``no_sync``). Once the buckets exist, a synced backward writes
+        each contribution times ``1 / world`` into its bucket slot
+        (``Parameter.grad_scale``), so the allreduce's sum is the mean and no
+        division pass follows; a gradient already held is rescaled here to
+        match (as PyTorch, the forward decides whether its backward syncs)."""
+        world = _comm.world_size()
+        if self._stagger and not self._warm and not self._waited and world > 1 \
                 and _comm.rank() != 0:
             _comm.barrier()
             self._waited = True
+        if world > 1 and self._slotted:
+            self._set_scale(1.0 / world if synced else 1.0)
+
+    def _set_scale(self, scale: float) -> None:
+        if scale == self._scale:
+            return
+        ratio = scale / self._scale
+        for p in self.params:
+            grad = p.grad
+            if grad is not None:
+                if grad is p.grad_slot:
+                    grad *= ratio
+                else:
+                    p.grad = grad * ratio
+            p.grad_scale = scale
+        self._scale = scale
 
     def _after_first_backward(self) -> None:
         if self._stagger and not self._warm and _comm.world_size() > 1:
@@ -86,8 +111,10 @@ class GradientAverager:
 
     def sync(self, extra=None):
         """Average the gradients over ranks, in place: ``p.grad`` becomes a view
-        of this averager's flat buffer, which the next sync reuses (as PyTorch's
-        gradient buckets; copy a gradient to keep it past the next step).
+        of this averager's flat buffer and the parameter's ``grad_slot``: the
+        next backward writes its gradient straight into that slice (PyTorch's
+        ``gradient_as_bucket_view``; copy a gradient to keep it past the next
+        step), so a step copies no gradient into the buffer.
         ``extra``: optional float64 values summed over ranks in the same
         allreduce (appended to the first dtype's buffer); returns their sums
         as float64 (or None)."""
@@ -99,46 +126,57 @@ class GradientAverager:
         out_extra = None
         for gi, (dt, params) in enumerate(self._groups):
             n_extra = extra.size if (gi == 0 and extra is not None) else 0
-            buf, slots, total = self._buffer(gi, dt, params, n_extra)
+            buf, slots, total, views = self._buffer(gi, dt, params, n_extra)
             flags = buf[total:total + len(params)]
-            for j, (p, (lo, hi)) in enumerate(zip(params, slots)):
+            for j, (p, (lo, hi), view) in enumerate(zip(params, slots, views)):
                 grad = p.grad
                 if grad is None:
                     buf[lo:hi] = 0
                     flags[j] = 0
                 else:
-                    dst = buf[lo:hi]
-                    if not (grad.base is buf and grad.__array_interface__["data"][0]
-                            == dst.__array_interface__["data"][0]):
-                        dst[...] = grad.reshape(-1)
+                    if grad is not view:  # backward wrote elsewhere: copy in
+                        view[...] = grad
                     flags[j] = 1
             if n_extra:
                 buf[total + len(params):] = extra
             _comm._comm.Allreduce(_comm._MPI.IN_PLACE, buf, op=_comm._MPI.SUM)
             if n_extra:
                 out_extra = buf[total + len(params):].astype(np.float64)
-            grads = buf[:total]
-            grads /= dt.type(world)
-            for j, (p, (lo, hi)) in enumerate(zip(params, slots)):
-                p.grad = grads[lo:hi].reshape(p.data.shape) if flags[j] > 0 else None
+            if self._scale == 1.0:  # the contributions were not pre-scaled
+                grads = buf[:total]
+                grads /= dt.type(world)
+            for j, (p, view) in enumerate(zip(params, views)):
+                p.grad = view if flags[j] > 0 else None
+                # the next backward writes this parameter's gradient straight
+                # into its slice of the bucket (Parameter.grad_slot)
+                p.grad_slot = view
+        self._slotted = True
+        if self._scale != 1.0:  # p.grad is the mean now: later contributions count as is
+            for p in self.params:
+                p.grad_scale = 1.0
+            self._scale = 1.0
         if extra is not None and out_extra is None:  # no parameters at all
             out_extra = extra.copy()
             _comm.all_reduce(out_extra, "sum")
         return out_extra
 
     def _buffer(self, gi, dt, params, n_extra):
-        """(flat buffer, [(lo, hi)] per parameter, gradient length) of group
-        ``gi``, allocated once per (group, extra length)."""
+        """(flat buffer, [(lo, hi)] per parameter, gradient length, [view shaped
+        as the parameter] per parameter) of group ``gi``, allocated once per
+        (group, extra length)."""
         key = (gi, n_extra)
         cached = self._buffers.get(key)
-        sizes = [p.data.size for p in params]
-        if cached is None or cached[3] != sizes:
+        shapes = [p.data.shape for p in params]
+        if cached is None or cached[4] != shapes:
+            sizes = [p.data.size for p in params]
             total = sum(sizes)
             bounds = np.cumsum([0] + sizes).tolist()
             slots = list(zip(bounds[:-1], bounds[1:]))
-            cached = (np.empty(total + len(params) + n_extra, dtype=dt), slots, total, sizes)
+            buf = np.zeros(total + len(params) + n_extra, dtype=dt)
+            views = [buf[lo:hi].reshape(shape) for (lo, hi), shape in zip(slots, shapes)]
+            cached = (buf, slots, total, views, shapes)
             self._buffers[key] = cached
-        return cached[0], cached[1], cached[2]
+        return cached[:4]
 
 
 class DistributedDataParallel:
@@ -197,7 +235,7 @@ class DistributedDataParallel:
                     _comm.broadcast(b, 0)
         # after the broadcasts: no collective may run between a rank's wait
         # here and rank 0's first backward end
-        self._averager.before_forward()
+        self._averager.before_forward(self._require_sync)
         return self.module(g, *args, **kwargs)
 
     forward = __call__

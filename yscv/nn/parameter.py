@@ -6,6 +6,16 @@ a variable leaf whose value is a view of ``p.data`` (no copy), and after
 ``p.data`` IN PLACE, so a graph reused across steps (``g.truncate``) keeps
 seeing the current values. Replacing ``p.data`` by a new array is allowed but
 detaches graphs that already bound the parameter.
+
+``grad_slot`` (None by default) is where a gradient arriving on a parameter
+without one is written: data-parallel training sets it to the parameter's
+slice of the gradient bucket, so backward writes straight into the buffer
+the allreduce sends (PyTorch's ``gradient_as_bucket_view``): no copy per
+step. The next step then overwrites the array ``p.grad`` pointed to.
+``grad_scale`` (1.0 by default) multiplies every contribution written
+through the slot: data-parallel training sets it to ``1 / world`` for a
+synced backward, so the allreduce's sum is already the mean (no division
+pass over the bucket). Both are ignored while ``grad_slot`` is None.
 """
 from __future__ import annotations
 
@@ -24,7 +34,7 @@ class Parameter:
             leaf and optimizers skip it (its ``grad`` stays None).
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "__weakref__")
+    __slots__ = ("data", "grad", "requires_grad", "grad_slot", "grad_scale", "__weakref__")
 
     def __init__(self, data, dtype=np.float32, requires_grad: bool = True):
         dt = np.dtype(dtype)
@@ -36,6 +46,8 @@ class Parameter:
         self.data = np.array(arr, dtype=dt, copy=True, order="C")
         self.grad = None
         self.requires_grad = bool(requires_grad)
+        self.grad_slot = None
+        self.grad_scale = 1.0
 
     @property
     def shape(self) -> tuple:

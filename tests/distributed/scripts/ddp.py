@@ -105,4 +105,48 @@ h.backward(total * (1.0 / w))
 np.testing.assert_allclose(flat(net.body.parameters(), "grad"), flat(ref.body.parameters(), "grad"),
                            rtol=2e-5, atol=1e-7)
 assert same_on_all_ranks(flat(net.body.parameters(), "grad"))
+
+# the bucket path: after a sync every gradient lives in its bucket slot, and a
+# synced backward writes contributions pre-scaled by 1/world (no division
+# pass). Cases where a gradient is already held when a forward starts:
+# synced steps without zero_grad accumulate the means, and a second backward
+# of one forward (retain_graph) adds a second mean.
+body = list(net.body.parameters())
+assert all(p.grad is p.grad_slot for p in body), "gradients are not bucket views"
+opt.zero_grad()
+ref.zero_grad()
+
+
+def ref_mean(h, step):
+    total = None
+    for k in range(w):
+        xk, yk = data(step, k)
+        lk = h.cross_entropy(ref(h, h.constant(xk)), yk)
+        total = lk if total is None else total + lk
+    return total * (1.0 / w)
+
+
+for step in (20, 21):                 # two synced steps, no zero_grad between
+    g = yscv.Graph()
+    x, y = data(step, r)
+    g.backward(g.cross_entropy(model(g, g.constant(x)), y))
+    h = yscv.Graph()
+    h.backward(ref_mean(h, step))
+    np.testing.assert_allclose(flat(body, "grad"), flat(ref.body.parameters(), "grad"),
+                               rtol=2e-5, atol=1e-7)
+    assert same_on_all_ranks(flat(body, "grad"))
+opt.zero_grad()
+ref.zero_grad()
+g = yscv.Graph()
+x, y = data(22, r)
+loss = g.cross_entropy(model(g, g.constant(x)), y)
+g.backward(loss, retain_graph=True)
+g.backward(loss)                      # no forward in between: counted as is
+h = yscv.Graph()
+m = ref_mean(h, 22)
+h.backward(m, retain_graph=True)
+h.backward(m)
+np.testing.assert_allclose(flat(body, "grad"), flat(ref.body.parameters(), "grad"),
+                           rtol=2e-5, atol=1e-7)
+assert same_on_all_ranks(flat(body, "grad"))
 print(f"OK {r} {w}", flush=True)
