@@ -10,8 +10,19 @@ back-propagated again and again, gradients zeroed in between).
   least 1.4x faster with two workers (ratio <= 0.71).
 - chain24: 24 x (linear 256 + tanh) on batch 64, one chain: nothing to run
   in parallel; the scheduling must not show (ratio <= 1.05).
+
+``python benches/bench_backward_parallel.py --rules`` measures the ceiling:
+each backward rule of the towers graph called on two of its nodes, first
+one after the other, then on two threads at once (kernels on one thread
+each, so nothing else competes), and prints the speed-up of the two-thread
+run. No scheduler is involved, so no parallel walk can beat these figures.
 """
 from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
 
 import numpy as np
 
@@ -72,3 +83,53 @@ def benches(torch):
         Bench("backward chain24, workers=2 vs 1", _step(chain_graph, 2),
               _step(chain_graph, 1), reference_name="yscv workers=1", target=1.05),
     ]
+
+
+def rule_ceiling(rounds: int = 5, calls: int = 300) -> list:
+    """[(op name, serial us per call, two-thread us per call, speed-up)] for
+    the towers graph's backward rules (see the module docstring)."""
+    from yscv import registry
+    from yscv.node import Op
+
+    yscv.set_num_threads(1)
+    g, loss = towers_graph()
+    g.backward(loss)
+    rows = []
+    for name in ("MATMUL", "CONV2D", "TANH", "MEAN", "RELU"):
+        code = int(getattr(Op, name))
+        nodes = [i for i, op in enumerate(g._ops) if op == code]
+        pair = (nodes[-2], nodes[-1])   # same shapes, same needs: equal work
+        gis = {i: np.ones_like(g._values[i]) for i in pair}
+        rule = registry.BACKWARD[code]
+
+        def run(i, n, rule=rule, gis=gis):
+            ins = tuple(g._values[j] for j in g._inputs[i])
+            for _ in range(n):
+                rule(gis[i], ins, g._values[i], g._attrs[i], g._saved[i], g._needs[i])
+
+        run(pair[0], 20)
+        run(pair[1], 20)
+        serial, threaded = [], []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            run(pair[0], calls)
+            run(pair[1], calls)
+            serial.append(time.perf_counter() - t)
+            ths = [threading.Thread(target=run, args=(i, calls)) for i in pair]
+            t = time.perf_counter()
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join()
+            threaded.append(time.perf_counter() - t)
+        s_us = statistics.median(serial) / (2 * calls) * 1e6
+        t_us = statistics.median(threaded) / (2 * calls) * 1e6
+        rows.append((name, s_us, t_us, s_us / t_us))
+    return rows
+
+
+if __name__ == "__main__" and "--rules" in sys.argv:
+    print("towers backward rules, kernels on one thread: two nodes one after the other vs on two threads")
+    print(f"{'rule':<8}{'serial us/call':>16}{'2 threads us/call':>20}{'speed-up':>10}")
+    for name, s_us, t_us, sp in rule_ceiling():
+        print(f"{name:<8}{s_us:>16.1f}{t_us:>20.1f}{sp:>9.2f}x")

@@ -52,6 +52,8 @@ _ENV = {k: os.environ.get(k, "").strip() for k in (
 
 _GEMM_POLICIES = ("auto", "tiles", "blas")
 _lock = threading.Lock()
+_single_depth = 0          # hold_single_threaded_kernels(True) calls not yet undone
+_single_saved_blas = None  # OpenBLAS's thread count to restore
 
 
 def usable_cores() -> int:
@@ -99,6 +101,35 @@ _threads_from_user = _num_threads is not None
 def get_num_threads() -> int:
     """Threads yscv uses for its region kernels (the caller and helpers)."""
     return _num_threads if _num_threads is not None else usable_cores()
+
+
+def kernel_threads() -> int:
+    """Threads a region kernel may use now: :func:`get_num_threads`, or 1
+    while a parallel backward runs its branches on threads (see
+    :func:`hold_single_threaded_kernels`)."""
+    return 1 if _single_depth else get_num_threads()
+
+
+def hold_single_threaded_kernels(hold: bool) -> None:
+    """``True``: from now on yscv's region kernels and NumPy's OpenBLAS run
+    on the calling thread only; ``False`` undoes one ``True`` (the last one
+    restores OpenBLAS's thread count). The parallel backward holds it while
+    its own threads are the parallelism: kernels that each spread over the
+    cores as well would oversubscribe them (measured: docs/engine.md)."""
+    global _single_depth, _single_saved_blas
+    with _lock:
+        if hold:
+            _single_depth += 1
+            if _single_depth == 1:
+                n = blas_threads()
+                _single_saved_blas = n if n is not None and n > 1 else None
+                if _single_saved_blas is not None:
+                    set_blas_threads(1)
+        elif _single_depth > 0:
+            _single_depth -= 1
+            if _single_depth == 0 and _single_saved_blas is not None:
+                set_blas_threads(_single_saved_blas)
+                _single_saved_blas = None
 
 
 def threads_set_by_user() -> bool:

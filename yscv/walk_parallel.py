@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-from . import registry
+from . import registry, runtime
 from .node import Op
 
 _LEAF = int(Op.LEAF)
@@ -167,8 +167,14 @@ class _Walk:
                 self.cond.notify_all()
             for th in self.threads:
                 th.join()
+            if self.threads:
+                runtime.hold_single_threaded_kernels(False)
 
     def _start_helper(self) -> None:
+        if not self.threads:
+            # from here on the walk's threads are the parallelism: kernels
+            # run on one thread each (restored in run once they are joined)
+            runtime.hold_single_threaded_kernels(True)
         th = threading.Thread(target=self._helper, name="yscv-backward", daemon=True)
         self.threads.append(th)
         th.start()

@@ -67,10 +67,10 @@ CLOSE_TIMEOUT = 1.0
 
 
 def workers() -> int:
-    """Helper threads besides the caller: ``runtime.get_num_threads() - 1``,
+    """Helper threads besides the caller: ``runtime.kernel_threads() - 1``,
     at most ``MAX_CHUNKS - 1``; 0 runs the chunks in sequence on the caller,
     with the same results."""
-    return max(0, min(runtime.get_num_threads(), MAX_CHUNKS) - 1)
+    return max(0, min(runtime.kernel_threads(), MAX_CHUNKS) - 1)
 
 
 class _Pool:
