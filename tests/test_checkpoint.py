@@ -428,3 +428,25 @@ def test_shape_of_a_released_node_does_not_recompute(monkeypatch):
     assert a.shape == (3, 4) and a.dtype == np.float64
     assert out.shape == (4,)
     assert g._values[a.index] is None
+
+
+def test_truncate_after_checkpointing_keeps_or_clears_released_state():
+    """truncate rescans for released values only after a release: truncating
+    above a checkpointed segment keeps it released (and its gradients exact),
+    truncating below it leaves a graph whose walk takes the plain path with
+    the same bits as a never-checkpointed graph."""
+    _, _, ref, _ = _run_chain(0)
+    g, x0, raw, x, params = _chain_setup(0, 12, 6, 5)
+    base = len(g)
+    h, _ = _checkpointed_segments(g, x, params, 12, 3)
+    assert g._has_released
+    g.truncate(len(g))  # nothing removed: the segments stay released
+    assert g._has_released
+    g.backward(g.sum(h * h))
+    _assert_bit_equal([g.grad(x)] + [g.grad(p) for pair in params for p in pair], ref)
+    g.truncate(base)  # every released node removed
+    assert not g._has_released
+    g.zero_grads()
+    h = _mlp_chain(g, x, params, 0, 12)
+    g.backward(g.sum(h * h))
+    _assert_bit_equal([g.grad(x)] + [g.grad(p) for pair in params for p in pair], ref)

@@ -395,7 +395,8 @@ class _GraphCore:
         self._segment_starts = {}
         for seg in segs:
             self._segment_starts.setdefault(seg.start, []).append(seg)
-        self._has_released = any(v is None for v in self._values)
+        if self._has_released:  # only a release sets it: no scan otherwise
+            self._has_released = any(v is None for v in self._values)
 
     @contextlib.contextmanager
     def no_grad(self):

@@ -213,6 +213,12 @@ class WalkMixin:
         released = self._has_released
         backward = _BACKWARD
         ndarray = _ndarray
+        plain_leaves = not (param_of or post_hooks)
+        # One flag for the features a plain backward does not use, so a node
+        # of the common case pays one test for all of them (the per-node
+        # path; hooks can only be added during the walk by a hook, which
+        # needs hooks at the start).
+        special = capture is not None or bool(hooks) or borrowed or bool(retained) or released
         for i in range(t, stop, -1):
             if seg_starts and i + 1 in seg_starts:
                 for seg in seg_starts[i + 1]:  # the walk has left these segments
@@ -224,29 +230,32 @@ class WalkMixin:
             if type(gi) is not ndarray:  # 0-d arithmetic yields NumPy scalars
                 gi = np.asarray(gi)
             ins = inputs[i]
-            if capture is not None and ins and i in capture:
-                capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
-            if hooks and i in hooks:
-                gi = self._run_hooks(i, gi)
-            if borrowed and (not ins or (retained and i in retained)) \
-                    and not gi.flags.writeable:
-                gi = gi.copy()
+            if special:
+                if capture is not None and ins and i in capture:
+                    capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
+                if hooks and i in hooks:
+                    gi = self._run_hooks(i, gi)
+                if borrowed and (not ins or (retained and i in retained)) \
+                        and not gi.flags.writeable:
+                    gi = gi.copy()
+                if not ins:
+                    if capture is not None:  # a leaf input: after its hooks, as torch
+                        if i in capture:
+                            capture[i] = gi
+                        continue
+                else:
+                    if retained and i in retained:
+                        self._accumulate_stored(i, gi)
+                    if released:
+                        self._prepare_node_for_backward(i)
             if not ins:
-                if capture is not None:  # a leaf input: after its hooks, as torch
-                    if i in capture:
-                        capture[i] = gi
-                    continue
-                if rg[i] and not (param_of or post_hooks):  # plain leaf: store or add
+                if plain_leaves and rg[i]:  # plain leaf: store or add
                     cur = stored.get(i)
                     stored[i] = gi if cur is None else np.asarray(cur + gi)
                 else:
                     self._accumulate_leaf(i, gi)
                 continue
-            if retained and i in retained:
-                self._accumulate_stored(i, gi)
             op = ops[i]
-            if released:
-                self._prepare_node_for_backward(i)
             # Conform and add, written out per path: one- and two-input nodes
             # (nearly all) are unrolled, with no per-node zip loop or call on
             # this hot path (both measured slower: docs/engine.md, "Why the hot

@@ -15,7 +15,8 @@ signature around a small rule written like the math:
 Each built function calls the rule once, so the per-node cost stays that of
 a hand-written rule plus one Python call. Rules needing
 ``saved`` or one fused pass for several inputs are written out in full with
-``@register_backward``.
+``@register_backward``, and so are the hottest ones (mul, tanh, sigmoid,
+relu), where that one call measured ~2% of a scalar chain.
 """
 from __future__ import annotations
 

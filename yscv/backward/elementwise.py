@@ -11,7 +11,17 @@ from ._rules import binary, linear, unary
 
 linear(Op.ADD, 1, 1)
 linear(Op.SUB, 1, -1)
-binary(Op.MUL, lambda g, a, b, y, at: g * b, lambda g, a, b, y, at: g * a)
+
+
+@register_backward(Op.MUL)
+def mul_backward(g, inputs, out, attrs, saved, needs):
+    """(g*b, g*a). Written out rather than through ``binary``: mul is on the
+    per-node hot path and the helper's extra call per rule measured ~2%
+    on the scalar chain (docs/engine.md)."""
+    a, b = inputs
+    return (g * b if needs[0] else None), (g * a if needs[1] else None)
+
+
 binary(Op.DIV, lambda g, a, b, y, at: g / b, lambda g, a, b, y, at: np.negative(g) * y / b)
 
 

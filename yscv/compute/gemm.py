@@ -67,9 +67,11 @@ def _c_operand(m: np.ndarray):
 
 
 def _tiles_for(M: int, K: int, N: int, *arrays) -> bool:
-    """Whether a product of these sizes and arrays goes to the tiles."""
-    return (all(x.dtype == np.float32 for x in arrays) and M * N * K >= MIN_WORK
-            and tiles_enabled())
+    """Whether a product of these sizes and arrays goes to the tiles. The
+    policy is tested first: under the default ("auto") nothing else runs,
+    which keeps a small product's dispatch cheap (the per-node path)."""
+    return (tiles_enabled() and M * N * K >= MIN_WORK
+            and all(x.dtype == np.float32 for x in arrays))
 
 
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -111,7 +113,7 @@ def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
 
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
-    if not (a.ndim == 2 and b.ndim == 2):
+    if not (a.ndim == 2 and b.ndim == 2) or not tiles_enabled():
         return np.dot(a, b)
     M, K = a.shape
     N = b.shape[1]
