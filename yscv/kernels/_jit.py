@@ -9,7 +9,10 @@ every process) and one ``RuntimeWarning`` says so.
 No ``fastmath`` (it would delete NaN checks), ``error_model="numpy"``
 (division by zero gives inf/nan as NumPy does, and no exception-check
 branches in inner loops), and no eager signatures: functions compile on first
-call, for the dtypes actually used.
+call, for the dtypes actually used. ``no_cfunc_wrapper``: Numba would also
+build and optimise a C-callable wrapper of every kernel (for ``cfunc``
+addresses and first-class function values, which yscv never uses); skipping
+it trims first-call compile time (docs/engine.md, "Cold start").
 
 Cache freshness. Numba stamps a cached function with the contents of the one
 file that defines it, so a kernel that calls a helper from another module
@@ -118,7 +121,7 @@ def _njit(fn, opts):
 
 def jit(fn=None, **overrides):
     """``@jit`` / ``@jit(inline="always")``: numba.njit with the project flags."""
-    opts = dict(cache=True, nogil=True, error_model="numpy")
+    opts = dict(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True)
     opts.update(overrides)
     if fn is None:
         return lambda f: _njit(f, opts)
