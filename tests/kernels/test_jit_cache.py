@@ -80,7 +80,8 @@ def _package_copy(tmp_path):
     dst = tmp_path / "site" / "yscv"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     for d, _, _ in os.walk(dst):
-        (tmp_path / "site" / d / "__pycache__").write_text("not a directory\n")
+        with open(os.path.join(d, "__pycache__"), "w") as fh:
+            fh.write("not a directory\n")
     return dst.parent
 
 
