@@ -12,7 +12,7 @@ empty directory (so every kernel compiles on first use), the *warm* run
 repeats the program with the cache that run filled. Rounds alternate the
 programs; medians (and min-max) are printed, with the number of kernels
 (``.nbi`` index files) and compiled signatures (``.nbc`` files) the cold run
-left in its cache. Run it as the benchmarks are run
+left in its cache (with ``--warmup-first``, the warmup's as well). Run it as the benchmarks are run
 (``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE``; docs/benchmarks.md).
 """
 from __future__ import annotations
