@@ -14,7 +14,16 @@ allocator tuning     ``YSCV_MALLOC_TUNING``  :func:`malloc_tuning`,
 launcher world size  ``PMI_SIZE``,           :func:`launcher_world_size`
                      ``OMPI_COMM_WORLD_SIZE``,
                      ...
+kernel cache         ``XDG_CACHE_HOME``,     :func:`kernel_cache_dir`
+fallback             ``HOME``
 ===================  ======================  =====================================
+
+Kernel cache: Numba keeps compiled kernels next to their module
+(``yscv/kernels/__pycache__``), or under ``NUMBA_CACHE_DIR`` when that is
+set (Numba reads it). When the package folder is read-only (a system-wide
+or container installation) yscv/kernels/_jit.py caches in the per-user
+directory :func:`kernel_cache_dir` instead; when that is not writable
+either, kernels compile in every process (with one warning).
 
 Threads: yscv's region helpers (yscv/compute/regions.py) use
 ``get_num_threads() - 1`` helper threads (at most 3). :func:`set_num_threads`
@@ -41,14 +50,15 @@ import threading
 
 __all__ = ["get_num_threads", "set_num_threads", "get_gemm", "set_gemm", "malloc_tuning",
            "tune_malloc_once", "usable_cores", "launcher_world_size", "set_blas_threads",
-           "blas_threads"]
+           "blas_threads", "kernel_cache_dir"]
 
 #: the variables yscv reads, as they were at import
 _ENV = {k: os.environ.get(k, "").strip() for k in (
     "YSCV_NUM_THREADS", "YSCV_GEMM", "YSCV_MALLOC_TUNING",
     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
     "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
-    "MPI_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_SIZE")}
+    "MPI_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_SIZE",
+    "XDG_CACHE_HOME", "HOME")}
 
 _GEMM_POLICIES = ("auto", "tiles", "blas")
 _lock = threading.Lock()
@@ -70,6 +80,17 @@ def physical_memory() -> int | None:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def kernel_cache_dir() -> str:
+    """The per-user kernel cache used when the package folder is read-only:
+    ``$XDG_CACHE_HOME/yscv/numba`` (an absolute ``XDG_CACHE_HOME``), else
+    ``~/.cache/yscv/numba`` (``HOME``, else the password database's home)."""
+    base = _ENV["XDG_CACHE_HOME"]
+    if not os.path.isabs(base):
+        home = _ENV["HOME"] or os.path.expanduser("~")
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "yscv", "numba")
 
 
 def env(name: str) -> str:

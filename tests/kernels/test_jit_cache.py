@@ -56,3 +56,75 @@ def test_region_kernel_compiles_in_a_process_that_loads_others_from_the_cache(tm
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, timeout=600)
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+# ------------------------------------------------ read-only installations
+_PROBE = ("import warnings, numpy as np\n"
+          "warnings.simplefilter('always')\n"
+          "from yscv.kernels import gemm\n"
+          "out = np.zeros((3, 2))\n"
+          "gemm.transpose_into(np.arange(6.0).reshape(2, 3), out)\n"
+          "assert (out == np.arange(6.0).reshape(2, 3).T).all()\n"
+          "print(sum(gemm.transpose_into.stats.cache_hits.values()),"
+          " sum(gemm.transpose_into.stats.cache_misses.values()))\n")
+
+
+def _package_copy(tmp_path):
+    """A copy of the yscv package whose ``__pycache__`` folders cannot be
+    created (each is a plain file: unwritable even for root, who ignores
+    file modes), as in a read-only installation."""
+    import os
+    import shutil
+
+    src = os.path.dirname(_jit.KERNELS_DIR)
+    dst = tmp_path / "site" / "yscv"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    for d, _, _ in os.walk(dst):
+        with open(os.path.join(d, "__pycache__"), "w") as fh:
+            fh.write("not a directory\n")
+    return dst.parent
+
+
+def _probe(site, **env):
+    import os
+    import subprocess
+    import sys
+
+    e = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    e.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", **env)
+    out = subprocess.run([sys.executable, "-c", _PROBE], env=e, capture_output=True, text=True,
+                         timeout=600, cwd=str(site))
+    assert out.returncode == 0, out.stderr[-3000:]
+    hits, misses = map(int, out.stdout.split())
+    return hits, misses, out.stderr
+
+
+def test_read_only_package_caches_in_the_per_user_directory(tmp_path):
+    site = _package_copy(tmp_path)
+    xdg = tmp_path / "xdg"
+    assert _probe(site, XDG_CACHE_HOME=str(xdg))[:2] == (0, 1)      # compiled, written
+    cached = [p.name for p in (xdg / "yscv" / "numba").rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert any(n.startswith("gemm.transpose_into") and n.endswith(".nbi") for n in cached)
+    assert any(n.endswith(".nbc") for n in cached)
+    assert _probe(site, XDG_CACHE_HOME=str(xdg))[:2] == (1, 0)      # loaded by a new process
+    assert not any(p.suffix in (".nbi", ".nbc") for p in site.rglob("*"))
+
+
+def test_no_writable_cache_compiles_and_warns_once(tmp_path):
+    site = _package_copy(tmp_path)
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    # XDG_CACHE_HOME and HOME below a plain file: no per-user directory either
+    hits, misses, err = _probe(site, XDG_CACHE_HOME=str(blocked / "xdg"), HOME=str(blocked))
+    assert (hits, misses) == (0, 1)
+    assert err.count("no writable kernel cache") == 1, err[-3000:]
+
+
+def test_kernel_cache_dir_follows_xdg_then_home(monkeypatch):
+    from yscv import runtime
+
+    monkeypatch.setitem(runtime._ENV, "XDG_CACHE_HOME", "/x/cache")
+    assert runtime.kernel_cache_dir() == "/x/cache/yscv/numba"
+    monkeypatch.setitem(runtime._ENV, "XDG_CACHE_HOME", "relative")    # not absolute: ignored
+    monkeypatch.setitem(runtime._ENV, "HOME", "/home/u")
+    assert runtime.kernel_cache_dir() == "/home/u/.cache/yscv/numba"

@@ -93,18 +93,20 @@ def per_lane(a: np.ndarray, width: int) -> np.ndarray:
 
 
 def lane_coefficients(dtype, width: int, mean_c, rest) -> np.ndarray:
-    """Read-only ``[N, 2 + len(rest), width]`` coefficients of the grouped
-    elementwise kernels in ``dtype``: the float64 per-channel mean ``[N, C]``
-    split as ``hi``, ``lo`` (see kernels/norm.py), then each of ``rest``
-    (``[N, C]``, ``[C]`` or a scalar), repeated over the ``width`` lanes of a
-    packed row (lane j is channel j % C)."""
+    """``[N, 2 + len(rest), width]`` coefficients of the grouped elementwise
+    kernels in ``dtype``: the float64 per-channel mean ``[N, C]`` split as
+    ``hi``, ``lo`` (see kernels/norm.py), then each of ``rest`` (``[N, C]``,
+    ``[C]`` or a scalar), repeated over the ``width`` lanes of a packed row
+    (lane j is channel j % C). Writeable, as the coefficients the training
+    forward's region computes in place: one compiled ``group_apply`` serves
+    both (a read-only array would compile a second variant)."""
     n, c = mean_c.shape
     coef = np.empty((n, len(rest) + 2, c), dtype)
     coef[:, 0] = mean_c                    # rounded: mean_hi
     coef[:, 1] = mean_c - coef[:, 0]       # float64 remainder, rounded: mean_lo
     for j, a in enumerate(rest):
         coef[:, 2 + j] = a
-    return readonly(per_lane(coef, width))
+    return per_lane(coef, width)
 
 
 def row_chunks(rows: int, work: int, grain: int) -> list:

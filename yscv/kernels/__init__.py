@@ -3,7 +3,8 @@
 Kernel modules import numba at their top, so nothing here is imported by
 ``import yscv``: compute modules and the optimizers reach kernels through
 :func:`yscv.kernels.lazy`, which imports the kernel module on first use.
-Kernels never import the package (only math, numpy, numba and ``._jit``).
+Kernels never import the rest of the package (only math, numpy, numba and
+``._jit``, which asks ``yscv.runtime`` for the per-user cache directory).
 """
 from __future__ import annotations
 

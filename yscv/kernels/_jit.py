@@ -1,12 +1,18 @@
 """The project's one JIT decorator, holding the Numba flags.
 
-``cache=True`` keeps compiled code on disk: next to the module
-(``__pycache__``), or, when that folder is read-only, in a per-user cache
-directory (override both with the ``NUMBA_CACHE_DIR`` environment variable).
+``cache=True`` keeps compiled code on disk, in the first of these that is
+writable: ``NUMBA_CACHE_DIR`` when set; ``__pycache__`` next to the module;
+the per-user :func:`yscv.runtime.kernel_cache_dir` (``~/.cache/yscv/numba``:
+a read-only installation still compiles each kernel once per user, not once
+per process). When none is writable a kernel is not cached (it compiles in
+every process) and one ``RuntimeWarning`` says so.
 No ``fastmath`` (it would delete NaN checks), ``error_model="numpy"``
 (division by zero gives inf/nan as NumPy does, and no exception-check
 branches in inner loops), and no eager signatures: functions compile on first
-call, for the dtypes actually used.
+call, for the dtypes actually used. ``no_cfunc_wrapper``: Numba would also
+build and optimise a C-callable wrapper of every kernel (for ``cfunc``
+addresses and first-class function values, which yscv never uses); skipping
+it trims first-call compile time (docs/engine.md, "Cold start").
 
 Cache freshness. Numba stamps a cached function with the contents of the one
 file that defines it, so a kernel that calls a helper from another module
@@ -24,7 +30,11 @@ from __future__ import annotations
 import hashlib
 import os
 
+import warnings
+
 import numba
+
+from ..runtime import kernel_cache_dir
 
 KERNELS_DIR = os.path.dirname(os.path.abspath(__file__))
 _stamp_memo: dict = {}
@@ -55,12 +65,21 @@ def package_stamp() -> bytes:
 
 def _package_function_cache():
     """A ``numba.core.caching.FunctionCache`` subclass whose locators stamp
-    with :func:`package_stamp`, or None if Numba's classes are not there."""
+    with :func:`package_stamp`, or None if Numba's classes are not there.
+    Locators, first usable wins: ``NUMBA_CACHE_DIR``, the module's
+    ``__pycache__``, :func:`yscv.runtime.kernel_cache_dir`."""
     try:
         from numba.core import caching
 
-        bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator,
-                 caching.UserWideCacheLocator)
+        class UserCacheLocator(caching.UserWideCacheLocator):
+            """Numba's per-user locator, in yscv's own per-user directory."""
+
+            def __init__(self, py_func, py_file):
+                super().__init__(py_func, py_file)
+                self._cache_path = os.path.join(kernel_cache_dir(),
+                                                self.get_suitable_cache_subpath(py_file))
+
+        bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, UserCacheLocator)
 
         class _Stamp:
             def get_source_stamp(self):
@@ -77,21 +96,32 @@ def _package_function_cache():
 _FunctionCache = _package_function_cache()
 
 
+_warned_uncached = []
+
+
 def _njit(fn, opts):
     opts = dict(opts)
     cache = opts.pop("cache", True)
     disp = numba.njit(**opts)(fn)
     if cache:
         try:
-            disp._cache = _FunctionCache(disp.py_func)
-        except (TypeError, RuntimeError):  # no package cache, or no locator for this file
-            disp.enable_caching()
+            try:
+                disp._cache = _FunctionCache(disp.py_func)
+            except TypeError:  # no package cache classes in this Numba
+                disp.enable_caching()
+        except RuntimeError:  # no writable cache directory: compile in every process
+            if not _warned_uncached:
+                _warned_uncached.append(True)
+                warnings.warn(
+                    "yscv: no writable kernel cache (the package folder, "
+                    f"{kernel_cache_dir()} and NUMBA_CACHE_DIR are not writable); "
+                    "kernels compile in every process", RuntimeWarning, stacklevel=3)
     return disp
 
 
 def jit(fn=None, **overrides):
     """``@jit`` / ``@jit(inline="always")``: numba.njit with the project flags."""
-    opts = dict(cache=True, nogil=True, error_model="numpy")
+    opts = dict(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True)
     opts.update(overrides)
     if fn is None:
         return lambda f: _njit(f, opts)

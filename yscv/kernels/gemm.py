@@ -409,7 +409,8 @@ def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1, m0, m1):
                     for u in range(nm):
                         for v in range(nj):
                             edge[u, v] = c[m + u, j + v]
-                    _TN_PACKED(ap[p], bp, edge, 0, 0, q1 - q0)
+                    origin = m - m   # a run-time 0: a literal 0 compiles a second tile
+                    _TN_PACKED(ap[p], bp, edge, origin, origin, q1 - q0)
                     for u in range(nm):
                         for v in range(nj):
                             c[m + u, j + v] = edge[u, v]

@@ -1,0 +1,103 @@
+"""``python -m yscv.warmup`` (yscv/warmup.py): what it compiles is what real
+programs load, bad arguments, and one compiled variant per kernel in a
+float32 run."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import yscv.warmup as warmup
+
+# jitted functions compiled by this process, from Numba's compile events
+_COUNT_COMPILES = """
+from numba.core import event
+compiled = []
+class _L(event.Listener):
+    def on_start(self, ev):
+        pass
+    def on_end(self, ev):
+        f = ev.data['dispatcher'].py_func
+        if f.__module__.startswith('yscv.'):
+            compiled.append(f.__module__ + '.' + f.__qualname__)
+event.register('numba:compile', _L())
+"""
+
+_OTHER_MLP = """
+import numpy as np, yscv, yscv.nn as nn, yscv.optim as optim
+from yscv.train import Trainer
+yscv.manual_seed(1)
+model = nn.Sequential(nn.Linear(20, 40), nn.GELU(), nn.Dropout(0.2), nn.Linear(40, 3))
+x = np.random.default_rng(1).standard_normal((90, 20)).astype(np.float32)
+t = Trainer(model, 'cross_entropy', optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+            progress=False)
+t.fit((x, np.arange(90) % 3), epochs=2, batch_size=25)
+t.evaluate((x, np.arange(90) % 3))
+print('compiled', sorted(set(compiled)))
+"""
+
+
+def _run(code, cache_dir, *args):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
+    return subprocess.run([sys.executable, *args] if args else [sys.executable, "-c", code],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_a_program_after_warmup_compiles_nothing(tmp_path):
+    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "mlp")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "yscv.warmup: mlp          float32" in out.stdout
+    assert any(f.endswith(".nbc") for _, _, fs in os.walk(tmp_path) for f in fs)
+    out = _run(_COUNT_COMPILES + _OTHER_MLP, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "compiled []"
+    # the same program in an empty cache does compile (the check above can fail)
+    out = _run(_COUNT_COMPILES + _OTHER_MLP, tmp_path / "empty")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "yscv.kernels.loss.cross_entropy_forward" in out.stdout
+
+
+_ONE_VARIANT = """
+import numpy as np
+import yscv.warmup as w
+w.warmup(['cnn'])
+from yscv.kernels import gemm
+# the recurrent weight-gradient product: full 4-row panels and an edge panel (M = 6)
+a = np.random.default_rng(0).random((3, 5, 6), dtype=np.float32)
+b = np.random.default_rng(1).random((3, 5, 40), dtype=np.float32)
+c = np.zeros((6, 40), np.float32)
+gemm.matmul_tn_steps(a, b, c, 0, 3, 0, 0, 5, 0, 6)
+assert np.allclose(c, np.einsum('tim,tin->mn', a.astype(np.float64), b), rtol=1e-5)
+import sys
+from numba.core.registry import CPUDispatcher
+many = []
+for m in sorted(sys.modules):
+    if m.startswith('yscv.kernels.'):
+        for k, v in vars(sys.modules[m]).items():
+            if isinstance(v, CPUDispatcher) and v.py_func.__module__ == m and len(v.signatures) > 1:
+                many.append((m + '.' + k, [str(s) for s in v.signatures]))
+print('kernels with more than one variant', many)
+"""
+
+
+def test_a_float32_run_compiles_one_variant_per_kernel(tmp_path):
+    """From an empty cache (so helpers called from other kernels compile in
+    this process too): a float32 CNN run (training with batch norm, then
+    evaluation) and the recurrent gradient product compile every kernel once
+    -- no float64 twin, no read-only / writeable twin, no literal-argument
+    twin."""
+    out = _run(_ONE_VARIANT, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "kernels with more than one variant []"
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown category 'gan'"):
+        warmup.warmup(["gan"])
+    with pytest.raises(ValueError, match="float32 or float64"):
+        warmup.warmup(["mlp"], dtypes=("int32",))
+    with pytest.raises(SystemExit) as e:
+        warmup.main(["--only", "gan", "--quiet"])
+    assert e.value.code == 2
