@@ -60,9 +60,13 @@ def _padded(x, kernel, stride, padding, dilation, out_sp):
             zip(sp, kernel, stride, padding, dilation, out_sp)]
     if size == sp and not any(padding):
         return x
-    xp = np.zeros((n, *size, c), dtype=x.dtype)
-    xp[:, padding[0]:padding[0] + sp[0], padding[1]:padding[1] + sp[1],
-       padding[2]:padding[2] + sp[2]] = x
+    xp = np.empty((n, *size, c), dtype=x.dtype)
+    inner = [slice(p, p + i) for p, i in zip(padding, sp)]
+    for a in range(3):            # zero the border slabs only
+        lead = (slice(None),) * (a + 1)
+        xp[lead + (slice(0, padding[a]),)] = 0
+        xp[lead + (slice(padding[a] + sp[a], None),)] = 0
+    xp[(slice(None), *inner)] = x
     return xp
 
 

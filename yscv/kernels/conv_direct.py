@@ -41,11 +41,12 @@ from ._jit import jit
 from .simd import lanes, vfma, vload, vsplat, vstore, vzero
 from .sync import region_chunks
 
-#: positions per block of the weight-gradient sum (its cotangent rows stay in L2)
-S_BLOCK = 128
+#: bytes of cotangent rows per block of the weight-gradient sum: the
+#: block's rows of ``b`` stay in L1 while every tile reads them
+S_BLOCK_BYTES = 16384
 
 
-@jit
+@jit(inline="always")
 def _tile8x2(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
     """``c[i0:i0+8, j:j+2L]`` of the product above, ``s`` in ``[s0, s1)``.
 
@@ -102,7 +103,7 @@ def _tile8x2(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
     vstore(cf, o7, c70); vstore(cf, o7 + L, c71)
 
 
-@jit
+@jit(inline="always")
 def _tile8x1(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
     """As :func:`_tile8x2` for one vector of columns ``c[i0:i0+8, j:j+L]``."""
     uj = np.uint64(j)
@@ -145,7 +146,7 @@ def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
     """Rows ``[i0, i1)`` (multiples of 8) of ``c``, every column, ``s`` in ``[s0, s1)``."""
     L2 = 2 * lanes(cf)
     for i in range(i0, i1, 8):
-        j = 0
+        j = i0 - i0               # a run-time 0: a literal would be its own specialisation
         while j + L2 <= N:
             _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
             j += L2
@@ -160,8 +161,9 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bounds, st):
     bounds[k+1])``; ``mode`` 0 (no bias) or 1 (``init`` = the bias [N])."""
     N = cf.shape[0] // ro.shape[0]
     S = so.shape[0]
+    zero = S - S                  # run-time 0s (see _rows)
     for k in region_chunks(st, bounds.shape[0] - 1):
-        _rows(xf, ro, bounds[k], bounds[k + 1], so, 0, S, bf, N, cf, 0, init, mode)
+        _rows(xf, ro, bounds[k], bounds[k + 1], so, zero, S, bf, N, cf, zero, init, mode)
 
 
 @jit
@@ -170,12 +172,14 @@ def direct_sum_region(xf, ro, so, bf, parts, bounds, st):
     gradient), chunk ``k`` covering ``s`` in ``[bounds[k], bounds[k+1])``.
 
     ``parts`` is flat [chunks, len(ro), N]; each chunk goes through its
-    positions in blocks of :data:`S_BLOCK` (all rows per block: the
-    block's ``b`` rows stay in cache while every tile reads them)."""
+    positions in blocks of :data:`S_BLOCK_BYTES` of ``b`` (all rows per
+    block: the block's ``b`` rows stay in cache while every tile reads them)."""
     M = ro.shape[0]
     N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
+    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    zero = M - M                  # a run-time 0 (see _rows)
     for k in region_chunks(st, bounds.shape[0] - 1):
         cb = k * M * N
-        for s0 in range(bounds[k], bounds[k + 1], S_BLOCK):
-            s1 = min(s0 + S_BLOCK, bounds[k + 1])
-            _rows(xf, ro, 0, M, so, s0, s1, bf, N, parts, cb, bf, 0 if s0 == bounds[k] else 2)
+        for s0 in range(bounds[k], bounds[k + 1], sb):
+            s1 = min(s0 + sb, bounds[k + 1])
+            _rows(xf, ro, zero, M, so, s0, s1, bf, N, parts, cb, bf, 0 if s0 == bounds[k] else 2)
