@@ -88,3 +88,20 @@ def test_environment_is_read_once_at_import():
 
 def test_launcher_world_size_defaults_to_one():
     assert runtime.launcher_world_size() >= 1
+
+
+def test_small_products_run_on_one_blas_thread(monkeypatch):
+    """gemm.dot runs products below SMALL_WORK multiply-adds with OpenBLAS at
+    one thread and restores the count; larger ones leave it alone."""
+    seen = []
+    monkeypatch.setattr(runtime, "blas_threads", lambda: 2)
+    monkeypatch.setattr(runtime, "set_blas_threads", lambda n: seen.append(n) or True)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 256)), rng.standard_normal((256, 10))
+    np.testing.assert_array_equal(gemm.dot(a, b), np.dot(a, b))
+    assert seen == [1, 2]
+    seen.clear()
+    big = rng.standard_normal((256, 256))
+    assert 256 ** 3 >= gemm.SMALL_WORK
+    np.testing.assert_array_equal(gemm.dot(big, big), np.dot(big, big))
+    assert seen == []
