@@ -347,7 +347,8 @@ def direct_passes() -> None:
                  lambda: D.weight_grad(x, g, w.shape, one, pad, one))]
         if D.usable(np.float32, c, 1):
             rows.append(("dx",
-                         lambda: G._im2col_backward(g, w, one, pad, one, 1, x, x.shape, True, False),
+                         lambda: G._im2col_backward(g, w, one, pad, one, 1, x, x.shape, True,
+                                                    False),
                          lambda: D.data_grad(g, w, x.shape, pad, one)))
         for name, old, new in rows:
             a, d = [], []

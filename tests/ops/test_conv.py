@@ -199,13 +199,15 @@ CASES = [
     # direct tiles (yscv/compute/conv_direct.py): output channels in whole
     # vectors (16 float32 / 8 float64 values) -- forward and dW; input
     # channels too, with stride 1 -- dx
-    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1), [(2, 3, 4, 16), (3, 3, 16, 16), (16,)],
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1),
+         [(2, 3, 4, 16), (3, 3, 16, 16), (16,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_3x3_pad1_bias"),
     _row(C2, lambda g, x, w: g.conv2d(x, w, stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
          [(2, 5, 4, 3), (3, 2, 3, 16)],
          lambda x, w: ref_conv(x, w, None, (2, 1), (1, 2), (1, 2)),
          "direct_conv2d_stride_pad_dilation_cin3"),
-    _row(C2, lambda g, x, w: g.conv2d(x, w, padding=(2, 1), dilation=2), [(1, 5, 4, 8), (2, 2, 8, 24)],
+    _row(C2, lambda g, x, w: g.conv2d(x, w, padding=(2, 1), dilation=2),
+         [(1, 5, 4, 8), (2, 2, 8, 24)],
          lambda x, w: ref_conv(x, w, None, 1, (2, 1), 2), "direct_conv2d_dilation2_cout24"),
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, stride=2, padding=1, dilation=2),
          [(2, 9, 2), (3, 2, 16), (16,)],
@@ -213,7 +215,8 @@ CASES = [
     _row(C3, lambda g, x, w, b: g.conv3d(x, w, b, padding=(1, 0, 1)),
          [(1, 3, 3, 4, 8), (2, 2, 3, 8, 8), (8,)],
          lambda x, w, b: ref_conv(x, w, b, 1, (1, 0, 1)), "direct_conv3d_pad_bias"),
-    _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b, padding=1), [(1, 3, 3, 16), (3, 3, 16, 16), (16,)],
+    _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b, padding=1),
+         [(1, 3, 3, 16), (3, 3, 16, 16), (16,)],
          lambda x, w, b: ref_conv_transpose2d(x, w, b, 1, 1), "direct_conv_transpose2d_pad1_bias"),
     _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, output_padding=1, dilation=2),
          [(1, 3, 2, 8), (2, 2, 8, 8)],
@@ -612,9 +615,15 @@ def test_direct_tiles_taken_and_equal_to_im2col(monkeypatch, dtype):
     from yscv.compute import conv_direct as direct
 
     calls = []
+
+    def counted(name, fn):
+        def run(*a, **k):
+            calls.append(name)
+            return fn(*a, **k)
+        return run
+
     for name in ("forward", "weight_grad", "data_grad"):
-        fn = getattr(direct, name)
-        monkeypatch.setattr(direct, name, lambda *a, _f=fn, _n=name, **k: calls.append(_n) or _f(*a, **k))
+        monkeypatch.setattr(direct, name, counted(name, getattr(direct, name)))
     rng = np.random.default_rng(11)
     arrays = [rng.standard_normal((3, 9, 10, 16)), rng.standard_normal((3, 3, 16, 32)),
               rng.standard_normal(32)]
