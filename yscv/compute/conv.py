@@ -1,4 +1,10 @@
-"""How the convolutions are computed: layouts, im2col + GEMM, the chunk scratch.
+"""How the convolutions are computed: layouts, the choice between the direct
+tiles and im2col + GEMM, the chunk scratch.
+
+Per pass: whole vectors of output channels (groups 1, not a plain 1x1) run
+the forward and dW on the direct tiles (yscv/compute/conv_direct.py, no
+column matrix); whole vectors of input channels with stride 1 run dx there
+too. Everything else takes the im2col + GEMM path below.
 
 Shared by the forwards (yscv/ops/conv.py) and the backward rules
 (yscv/backward/conv.py), which only state shapes and formulas. Everything
