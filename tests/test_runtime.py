@@ -88,3 +88,25 @@ def test_environment_is_read_once_at_import():
 
 def test_launcher_world_size_defaults_to_one():
     assert runtime.launcher_world_size() >= 1
+
+
+def test_small_products_run_on_one_blas_thread(monkeypatch):
+    """gemm.dot runs products of BLAS_THREADED up to SMALL_WORK multiply-adds
+    with OpenBLAS at one thread and restores the count; smaller and larger
+    ones leave it alone."""
+    seen = []
+    monkeypatch.setattr(runtime, "blas_threads", lambda: 2)
+    monkeypatch.setattr(runtime, "set_blas_threads", lambda n: seen.append(n) or True)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 2048)), rng.standard_normal((2048, 10))
+    assert gemm.BLAS_THREADED <= 32 * 2048 * 10 < gemm.SMALL_WORK
+    np.testing.assert_array_equal(gemm.dot(a, b), np.dot(a, b))
+    assert seen == [1, 2]
+    seen.clear()
+    tiny = rng.standard_normal((32, 64))     # OpenBLAS runs it on one thread anyway
+    np.testing.assert_array_equal(gemm.dot(tiny, tiny.T), np.dot(tiny, tiny.T))
+    assert seen == []
+    big = rng.standard_normal((256, 256))
+    assert 256 ** 3 >= gemm.SMALL_WORK
+    np.testing.assert_array_equal(gemm.dot(big, big), np.dot(big, big))
+    assert seen == []

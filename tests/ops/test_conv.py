@@ -196,6 +196,32 @@ CASES = [
          "conv3d_stride_dilation_groups"),
     _row(C3, lambda g, x, w: g.conv3d_ndhwc(x, w, None, 2), [(1, 4, 3, 3, 1), (2, 1, 2, 1, 2)],
          lambda x, w: ref_conv(x, w, None, 2), "conv3d_ndhwc_alias"),
+    # direct tiles (yscv/compute/conv_direct.py): output channels in whole
+    # vectors (16 float32 / 8 float64 values) -- forward and dW; input
+    # channels too, with stride 1 -- dx
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1),
+         [(2, 3, 4, 16), (3, 3, 16, 16), (16,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_3x3_pad1_bias"),
+    _row(C2, lambda g, x, w: g.conv2d(x, w, stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
+         [(2, 5, 4, 3), (3, 2, 3, 16)],
+         lambda x, w: ref_conv(x, w, None, (2, 1), (1, 2), (1, 2)),
+         "direct_conv2d_stride_pad_dilation_cin3"),
+    _row(C2, lambda g, x, w: g.conv2d(x, w, padding=(2, 1), dilation=2),
+         [(1, 5, 4, 8), (2, 2, 8, 24)],
+         lambda x, w: ref_conv(x, w, None, 1, (2, 1), 2), "direct_conv2d_dilation2_cout24"),
+    _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, stride=2, padding=1, dilation=2),
+         [(2, 9, 2), (3, 2, 16), (16,)],
+         lambda x, w, b: ref_conv(x, w, b, 2, 1, 2), "direct_conv1d_stride_pad_dilation_bias"),
+    _row(C3, lambda g, x, w, b: g.conv3d(x, w, b, padding=(1, 0, 1)),
+         [(1, 3, 3, 4, 8), (2, 2, 3, 8, 8), (8,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, (1, 0, 1)), "direct_conv3d_pad_bias"),
+    _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b, padding=1),
+         [(1, 3, 3, 16), (3, 3, 16, 16), (16,)],
+         lambda x, w, b: ref_conv_transpose2d(x, w, b, 1, 1), "direct_conv_transpose2d_pad1_bias"),
+    _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, output_padding=1, dilation=2),
+         [(1, 3, 2, 8), (2, 2, 8, 8)],
+         lambda x, w: ref_conv_transpose2d(x, w, None, 1, 0, 1, 1, 2),
+         "direct_conv_transpose2d_dilation_outpad"),
     # depthwise
     _row(DW, lambda g, x, w, b: g.depthwise_conv2d(x, w, b, padding=1),
          [(2, 4, 4, 3), (3, 3, 3, 1), (3,)],
@@ -567,6 +593,70 @@ def test_conv2d_matches_torch():
     _torch_check(lambda g, x, w, b: g.conv2d(x, w, b, **kw),
                  lambda x, w, b: F.conv2d(x, w, b, **kw), arrays,
                  [(0, 3, 1, 2), (3, 2, 0, 1), (0,)], (0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=(0, 1), dilation=(2, 1))])
+def test_conv2d_direct_tiles_match_torch(kw):
+    """Shapes large enough for several row chunks and dW partials (float64)."""
+    F = pytest.importorskip("torch.nn.functional")
+    rng = np.random.default_rng(10)
+    arrays = [rng.standard_normal((4, 12, 11, 16)), rng.standard_normal((3, 3, 16, 32)),
+              rng.standard_normal(32)]
+    _torch_check(lambda g, x, w, b: g.conv2d(x, w, b, **kw),
+                 lambda x, w, b: F.conv2d(x, w, b, **kw), arrays,
+                 [(0, 3, 1, 2), (3, 2, 0, 1), (0,)], (0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_tiles_taken_and_equal_to_im2col(monkeypatch, dtype):
+    """The direct path runs for whole vectors of channels (every pass of a
+    stride-1 conv), and agrees with im2col + BLAS (forced by making the
+    direct path unusable)."""
+    from yscv.compute import conv_direct as direct
+
+    calls = []
+
+    def counted(name, fn):
+        def run(*a, **k):
+            calls.append(name)
+            return fn(*a, **k)
+        return run
+
+    for name in ("forward", "weight_grad", "data_grad"):
+        monkeypatch.setattr(direct, name, counted(name, getattr(direct, name)))
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal((3, 9, 10, 16)), rng.standard_normal((3, 3, 16, 32)),
+              rng.standard_normal(32)]
+    build = lambda g, x, w, b: g.conv2d(x, w, b, padding=1)  # noqa: E731
+    y1, g1 = _grads(build, arrays, dtype)
+    assert sorted(set(calls)) == ["data_grad", "forward", "weight_grad"]
+    monkeypatch.setattr(direct, "usable", lambda *a: False)
+    calls.clear()
+    y2, g2 = _grads(build, arrays, dtype)
+    assert not calls
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(y1, y2, rtol=tol, atol=tol)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 10)
+
+
+def test_direct_tiles_same_bits_on_one_thread_and_two():
+    """Row chunks and dW partials depend on the sizes only, not the threads."""
+    rng = np.random.default_rng(12)
+    arrays = [rng.standard_normal((4, 16, 16, 16)).astype(np.float32),
+              rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
+    build = lambda g, x, w: g.conv2d(x, w, padding=1)  # noqa: E731
+    before = yscv.get_num_threads()
+    try:
+        yscv.set_num_threads(1, blas=False)
+        y1, g1 = _grads(build, arrays, np.float32)
+        yscv.set_num_threads(2, blas=False)
+        y2, g2 = _grads(build, arrays, np.float32)
+    finally:
+        yscv.set_num_threads(before, blas=False)
+    assert np.array_equal(y1, y2)
+    for a, b in zip(g1, g2):
+        assert np.array_equal(a, b)
 
 
 def test_conv3d_matches_torch():

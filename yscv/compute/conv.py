@@ -1,4 +1,10 @@
-"""How the convolutions are computed: layouts, im2col + GEMM, the chunk scratch.
+"""How the convolutions are computed: layouts, the choice between the direct
+tiles and im2col + GEMM, the chunk scratch.
+
+Per pass: whole vectors of output channels (groups 1, not a plain 1x1) run
+the forward and dW on the direct tiles (yscv/compute/conv_direct.py, no
+column matrix); whole vectors of input channels with stride 1 run dx there
+too. Everything else takes the im2col + GEMM path below.
 
 Shared by the forwards (yscv/ops/conv.py) and the backward rules
 (yscv/backward/conv.py), which only state shapes and formulas. Everything
@@ -29,6 +35,7 @@ import threading
 import numpy as np
 
 from ..kernels import lazy
+from . import conv_direct as direct
 
 _K = lazy("conv")
 _D = lazy("conv_deform")
@@ -141,18 +148,31 @@ def _is_pointwise(wshape, stride, padding) -> bool:
     return wshape[0] == wshape[1] == wshape[2] == 1 and stride == (1, 1, 1) and padding == (0, 0, 0)
 
 
-def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None):
-    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (no bias).
+def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None):
+    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w, plus ``bias``
+    [Cout] when given.
 
     ``out_sp`` overrides the output extent (conv_transpose's backward, where
     output_padding >= stride leaves the last rows of the transpose's output
-    outside every window of its input).
+    outside every window of its input). Whole vectors of output channels
+    (groups 1, not a plain 1x1) go to the direct tiles
+    (yscv/compute/conv_direct.py), the rest to im2col + BLAS.
     """
     n, d, h, wd, cin = x.shape
     kd, kh, kw, cg, cout = w.shape
     if out_sp is None:
         out_sp = tuple(out_size(i, k, s, p, dl) for i, k, s, p, dl in
                        zip((d, h, wd), (kd, kh, kw), stride, padding, dilation))
+    pointwise = _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd)
+    if not pointwise and direct.usable(x.dtype, cout, groups):
+        return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp)
+    return add_bias(_im2col_forward(x, w, stride, padding, dilation, groups, out_sp), bias)
+
+
+def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
+    """:func:`conv_forward` without bias by (chunked) im2col + BLAS."""
+    n, d, h, wd, cin = x.shape
+    kd, kh, kw, cg, cout = w.shape
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     og = cout // groups
     t = kd * kh * kw
@@ -186,10 +206,32 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
 
     Returns ``(dx, dw)`` (None where not needed). ``x`` is required for dw;
     ``x_shape`` gives dx's shape when x is not passed. Also the forward of
-    conv_transpose (its ``dx`` with ``g`` = the transpose's input).
+    conv_transpose (its ``dx`` with ``g`` = the transpose's input). dW runs
+    on the direct tiles when Cout is whole vectors, dx when Cin is (and the
+    stride is 1); what is left goes through im2col + BLAS.
     """
     if x_shape is None:
         x_shape = x.shape
+    cin, cout = x_shape[4], w.shape[4]
+    dx = dw = None
+    if not (_is_pointwise(w.shape, stride, padding) and g.shape[1:4] == tuple(x_shape[1:4])):
+        if need_w and direct.usable(g.dtype, cout, groups):
+            dw = direct.weight_grad(x, g, w.shape, stride, padding, dilation)
+            need_w = False
+        if (need_x and direct.usable(g.dtype, cin, groups)
+                and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
+            dx = direct.data_grad(g, w, x_shape, padding, dilation)
+            need_x = False
+    if need_x or need_w:
+        dx2, dw2 = _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape,
+                                    need_x, need_w)
+        dx = dx2 if need_x else dx
+        dw = dw2 if need_w else dw
+    return dx, dw
+
+
+def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w):
+    """:func:`conv_backward` by (chunked) im2col + BLAS and col2im."""
     n = x_shape[0]
     cin = x_shape[4]
     kd, kh, kw, cg, cout = w.shape

@@ -39,6 +39,15 @@ MIN_WORK = 1 << 18
 PAD_COLS = 16
 #: row blocks of a product split over the cores
 BLOCKS = 4
+#: OpenBLAS runs products from this many multiply-adds on on its threads
+BLAS_THREADED = 1 << 18
+#: NumPy products from BLAS_THREADED up to this many multiply-adds run on
+#: one OpenBLAS thread: its threads gain little that small, and its woken
+#: worker then spins on the second core for up to ~0.1 s, against yscv's
+#: region helpers (the CNN step's linear layer, 32x2048 @ 2048x10, cost its
+#: convolutions ~0.4 ms per step that way; docs/ops/conv.md). Smaller
+#: products never wake a worker and skip the switch (the per-node path).
+SMALL_WORK = 1 << 21
 
 def tiles_enabled() -> bool:
     """Whether :func:`dot` may use the tiles: only under the "tiles" policy
@@ -111,13 +120,27 @@ def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
     par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
 
 
+def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.dot(a, b)`` on one OpenBLAS thread (see :data:`SMALL_WORK`)."""
+    n = runtime.blas_threads()
+    if n is None or n <= 1:
+        return np.dot(a, b)
+    runtime.set_blas_threads(1)
+    try:
+        return np.dot(a, b)
+    finally:
+        runtime.set_blas_threads(n)
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
-    if not (a.ndim == 2 and b.ndim == 2) or not tiles_enabled():
+    if not (a.ndim == 2 and b.ndim == 2):
         return np.dot(a, b)
     M, K = a.shape
     N = b.shape[1]
-    if not _tiles_for(M, K, N, a, b):
+    if not _tiles_for(M, K, N, a, b):   # the policy is tested first (cheap)
+        if BLAS_THREADED <= M * N * K < SMALL_WORK:
+            return _small_dot(a, b)
         return np.dot(a, b)
     if N < PAD_COLS:                   # a narrow result: pad b to one vector of columns
         bp = np.zeros((K, PAD_COLS), dtype=np.float32)

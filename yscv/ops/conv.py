@@ -105,9 +105,8 @@ def conv_nd_forward(attrs, x, w, b=None):
     """y [N, *out, Cout]: grouped cross-correlation of x with w, plus bias."""
     nsp = x.ndim - 2
     y = C.conv_forward(C.lift_x(x), C.lift_w(w), attrs.stride, attrs.padding, attrs.dilation,
-                       attrs.groups)
-    y = y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4])
-    return C.add_bias(y, b), None
+                       attrs.groups, bias=b)
+    return y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4]), None
 
 
 @register_forward(Op.DEPTHWISE_CONV2D)

@@ -1,0 +1,185 @@
+"""Direct (implicit-GEMM) convolution: register tiles that read the input
+through offset tables instead of a gathered column matrix.
+
+Every product of a convolution on a zero-padded channel-last input ``xp``
+(flattened) has the form
+
+    c[i, j] (+)= sum_s xp[ro[i] + so[s]] * b[s, j]
+
+with two int64 offset tables (yscv/compute/conv_direct.py builds them):
+
+* forward (and the data gradient, as a forward on the padded cotangent with
+  the flipped kernel): ``i`` = output position, ``ro[i]`` = where its window
+  starts in ``xp``; ``s`` = (tap, channel), ``so[s]`` = where that tap and
+  channel sit relative to the window start; ``b`` = the weight [K, Cout];
+  ``c`` = the output [positions, Cout].
+* weight gradient: the roles swap: ``i`` = (tap, channel) with ``ro`` the
+  tap table, ``s`` = output position with ``so`` the window table, ``b`` =
+  the cotangent [positions, Cout], ``c`` = dW [K, Cout].
+
+So stride, dilation, 1 to 3 spatial axes and the tap order are all in the
+tables, and one tile does every pass; no column block is written or read.
+
+Tiles: 8 rows of ``c`` x 2 vectors (16 accumulators; per step two vector
+loads of ``b``, eight broadcasts of ``xp``, sixteen fused multiply-adds),
+and 8 x 1 vector for a last odd vector of columns. ``Cout`` must be a
+multiple of the vector length and the row count a multiple of 8 (the caller
+pads the tables and the output rows). Offsets are uint64 (no wrap-around
+test per load; see yscv/kernels/conv.py).
+
+Numerics: each element is ``c0 + x0*b0 + x1*b1 + ...`` in ``s`` order with
+one rounding per fused multiply-add (``c0`` = the bias row, zero, or the
+value in ``c`` when accumulating); the split of rows over threads does not
+change it. The weight gradient sums fixed blocks of positions into one
+partial per chunk; the caller adds the partials in chunk order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit
+from .simd import lanes, vfma, vload, vsplat, vstore, vzero
+from .sync import region_chunks
+
+#: bytes of cotangent rows per block of the weight-gradient sum: the
+#: block's rows of ``b`` stay in L1 while every tile reads them
+S_BLOCK_BYTES = 16384
+
+
+@jit(inline="always")
+def _tile8x2(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
+    """``c[i0:i0+8, j:j+2L]`` of the product above, ``s`` in ``[s0, s1)``.
+
+    ``cf`` flat, row ``i`` at ``cb + i*ldc``; ``mode`` 0: start from zero,
+    1: from ``init[j:j+2L]`` (the bias), 2: from ``c`` (accumulate)."""
+    L = lanes(cf)
+    uj = np.uint64(j)
+    ub = np.uint64(ldb)
+    o0 = np.uint64(cb + i0 * ldc + j)
+    dc = np.uint64(ldc)
+    o1 = o0 + dc
+    o2 = o1 + dc
+    o3 = o2 + dc
+    o4 = o3 + dc
+    o5 = o4 + dc
+    o6 = o5 + dc
+    o7 = o6 + dc
+    if mode == 2:
+        c00 = vload(cf, o0); c01 = vload(cf, o0 + L)
+        c10 = vload(cf, o1); c11 = vload(cf, o1 + L)
+        c20 = vload(cf, o2); c21 = vload(cf, o2 + L)
+        c30 = vload(cf, o3); c31 = vload(cf, o3 + L)
+        c40 = vload(cf, o4); c41 = vload(cf, o4 + L)
+        c50 = vload(cf, o5); c51 = vload(cf, o5 + L)
+        c60 = vload(cf, o6); c61 = vload(cf, o6 + L)
+        c70 = vload(cf, o7); c71 = vload(cf, o7 + L)
+    else:
+        z0 = vload(init, uj) if mode == 1 else vzero(cf)
+        z1 = vload(init, uj + L) if mode == 1 else z0
+        c00 = z0; c01 = z1; c10 = z0; c11 = z1; c20 = z0; c21 = z1; c30 = z0; c31 = z1
+        c40 = z0; c41 = z1; c50 = z0; c51 = z1; c60 = z0; c61 = z1; c70 = z0; c71 = z1
+    r0 = np.uint64(ro[i0]); r1 = np.uint64(ro[i0 + 1]); r2 = np.uint64(ro[i0 + 2])
+    r3 = np.uint64(ro[i0 + 3]); r4 = np.uint64(ro[i0 + 4]); r5 = np.uint64(ro[i0 + 5])
+    r6 = np.uint64(ro[i0 + 6]); r7 = np.uint64(ro[i0 + 7])
+    for s in range(s0, s1):
+        q = np.uint64(so[s])
+        bq = np.uint64(s) * ub + uj
+        b0 = vload(bf, bq); b1 = vload(bf, bq + L)
+        a = vsplat(xf[r0 + q]); c00 = vfma(a, b0, c00); c01 = vfma(a, b1, c01)
+        a = vsplat(xf[r1 + q]); c10 = vfma(a, b0, c10); c11 = vfma(a, b1, c11)
+        a = vsplat(xf[r2 + q]); c20 = vfma(a, b0, c20); c21 = vfma(a, b1, c21)
+        a = vsplat(xf[r3 + q]); c30 = vfma(a, b0, c30); c31 = vfma(a, b1, c31)
+        a = vsplat(xf[r4 + q]); c40 = vfma(a, b0, c40); c41 = vfma(a, b1, c41)
+        a = vsplat(xf[r5 + q]); c50 = vfma(a, b0, c50); c51 = vfma(a, b1, c51)
+        a = vsplat(xf[r6 + q]); c60 = vfma(a, b0, c60); c61 = vfma(a, b1, c61)
+        a = vsplat(xf[r7 + q]); c70 = vfma(a, b0, c70); c71 = vfma(a, b1, c71)
+    vstore(cf, o0, c00); vstore(cf, o0 + L, c01)
+    vstore(cf, o1, c10); vstore(cf, o1 + L, c11)
+    vstore(cf, o2, c20); vstore(cf, o2 + L, c21)
+    vstore(cf, o3, c30); vstore(cf, o3 + L, c31)
+    vstore(cf, o4, c40); vstore(cf, o4 + L, c41)
+    vstore(cf, o5, c50); vstore(cf, o5 + L, c51)
+    vstore(cf, o6, c60); vstore(cf, o6 + L, c61)
+    vstore(cf, o7, c70); vstore(cf, o7 + L, c71)
+
+
+@jit(inline="always")
+def _tile8x1(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
+    """As :func:`_tile8x2` for one vector of columns ``c[i0:i0+8, j:j+L]``."""
+    uj = np.uint64(j)
+    ub = np.uint64(ldb)
+    o0 = np.uint64(cb + i0 * ldc + j)
+    dc = np.uint64(ldc)
+    o1 = o0 + dc
+    o2 = o1 + dc
+    o3 = o2 + dc
+    o4 = o3 + dc
+    o5 = o4 + dc
+    o6 = o5 + dc
+    o7 = o6 + dc
+    if mode == 2:
+        c0 = vload(cf, o0); c1 = vload(cf, o1); c2 = vload(cf, o2); c3 = vload(cf, o3)
+        c4 = vload(cf, o4); c5 = vload(cf, o5); c6 = vload(cf, o6); c7 = vload(cf, o7)
+    else:
+        z = vload(init, uj) if mode == 1 else vzero(cf)
+        c0 = z; c1 = z; c2 = z; c3 = z; c4 = z; c5 = z; c6 = z; c7 = z
+    r0 = np.uint64(ro[i0]); r1 = np.uint64(ro[i0 + 1]); r2 = np.uint64(ro[i0 + 2])
+    r3 = np.uint64(ro[i0 + 3]); r4 = np.uint64(ro[i0 + 4]); r5 = np.uint64(ro[i0 + 5])
+    r6 = np.uint64(ro[i0 + 6]); r7 = np.uint64(ro[i0 + 7])
+    for s in range(s0, s1):
+        q = np.uint64(so[s])
+        b = vload(bf, np.uint64(s) * ub + uj)
+        c0 = vfma(vsplat(xf[r0 + q]), b, c0)
+        c1 = vfma(vsplat(xf[r1 + q]), b, c1)
+        c2 = vfma(vsplat(xf[r2 + q]), b, c2)
+        c3 = vfma(vsplat(xf[r3 + q]), b, c3)
+        c4 = vfma(vsplat(xf[r4 + q]), b, c4)
+        c5 = vfma(vsplat(xf[r5 + q]), b, c5)
+        c6 = vfma(vsplat(xf[r6 + q]), b, c6)
+        c7 = vfma(vsplat(xf[r7 + q]), b, c7)
+    vstore(cf, o0, c0); vstore(cf, o1, c1); vstore(cf, o2, c2); vstore(cf, o3, c3)
+    vstore(cf, o4, c4); vstore(cf, o5, c5); vstore(cf, o6, c6); vstore(cf, o7, c7)
+
+
+@jit(inline="always")
+def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
+    """Rows ``[i0, i1)`` (multiples of 8) of ``c``, every column, ``s`` in ``[s0, s1)``."""
+    L2 = 2 * lanes(cf)
+    for i in range(i0, i1, 8):
+        j = i0 - i0               # a run-time 0: a literal would be its own specialisation
+        while j + L2 <= N:
+            _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+            j += L2
+        if j < N:
+            _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+
+
+@jit
+def direct_region(xf, ro, so, bf, cf, init, mode, bounds, st):
+    """``c[i] = init + sum_s xp[ro[i] + so[s]] * b[s]`` for every row ``i``
+    of ``c`` [len(ro), N] (flat ``cf``), by chunks of rows ``[bounds[k],
+    bounds[k+1])``; ``mode`` 0 (no bias) or 1 (``init`` = the bias [N])."""
+    N = cf.shape[0] // ro.shape[0]
+    S = so.shape[0]
+    zero = S - S                  # run-time 0s (see _rows)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        _rows(xf, ro, bounds[k], bounds[k + 1], so, zero, S, bf, N, cf, zero, init, mode)
+
+
+@jit
+def direct_sum_region(xf, ro, so, bf, parts, bounds, st):
+    """``parts[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` (the weight
+    gradient), chunk ``k`` covering ``s`` in ``[bounds[k], bounds[k+1])``.
+
+    ``parts`` is flat [chunks, len(ro), N]; each chunk goes through its
+    positions in blocks of :data:`S_BLOCK_BYTES` of ``b`` (all rows per
+    block: the block's ``b`` rows stay in cache while every tile reads them)."""
+    M = ro.shape[0]
+    N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
+    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    zero = M - M                  # a run-time 0 (see _rows)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        cb = k * M * N
+        for s0 in range(bounds[k], bounds[k + 1], sb):
+            s1 = min(s0 + sb, bounds[k + 1])
+            _rows(xf, ro, zero, M, so, s0, s1, bf, N, parts, cb, bf, 0 if s0 == bounds[k] else 2)
