@@ -106,6 +106,11 @@ def main(argv=None) -> int:
     rows = []
     for topic in topics:
         mod = importlib.import_module(f"bench_{topic}")
+        if not hasattr(mod, "benches"):
+            # a standalone bench (bench_scaling launches mpiexec itself)
+            if args.topics:
+                print(f"bench_{topic}.py runs on its own: python benches/bench_{topic}.py")
+            continue
         for index, b in enumerate(mod.benches(torch)):
             first = time_once(b.yscv)  # includes Numba compilation (or cache load)
             if b.reference is not None:
