@@ -353,30 +353,37 @@ class WalkMixin:
         self._accumulate_stored(i, gi)
         p = self._param_of.get(i) if self._param_of else None
         if p is not None:
-            cur = p.grad
-            slot = getattr(p, "grad_slot", None)
-            if slot is None:
-                p.grad = gi.copy() if cur is None else cur + gi
-            else:  # data-parallel: into the allreduce bucket, times grad_scale
-                scale = p.grad_scale
-                if cur is None and slot.shape == gi.shape and slot.dtype == gi.dtype:
-                    if scale == 1.0:
-                        np.copyto(slot, gi)
-                    else:
-                        np.multiply(gi, scale, out=slot)
-                    p.grad = slot
-                else:
-                    if scale != 1.0:
-                        gi = gi * scale
-                    if cur is slot:
-                        np.add(cur, gi, out=cur)     # same bits as cur + gi
-                    else:
-                        p.grad = gi.copy() if cur is None else cur + gi
+            _add_param_grad(p, gi)
         post = self._post_hooks.get(i) if self._post_hooks else None
         if post:
             nid = self._node_id(i)
             for fn in list(post):
                 fn(self, nid)
+
+
+def _add_param_grad(p, gi: np.ndarray) -> None:
+    """``p.grad += gi`` (a copy of ``gi`` when ``p.grad`` is None); through
+    ``p.grad_slot``, times ``p.grad_scale``, when the parameter has a slot
+    (data-parallel gradient buckets: yscv/nn/parameter.py)."""
+    cur = p.grad
+    slot = getattr(p, "grad_slot", None)
+    if slot is None:
+        p.grad = gi.copy() if cur is None else cur + gi
+        return
+    scale = p.grad_scale
+    if cur is None and slot.shape == gi.shape and slot.dtype == gi.dtype:
+        if scale == 1.0:
+            np.copyto(slot, gi)
+        else:
+            np.multiply(gi, scale, out=slot)
+        p.grad = slot
+        return
+    if scale != 1.0:
+        gi = gi * scale
+    if cur is slot:
+        np.add(cur, gi, out=cur)     # same bits as cur + gi
+    else:
+        p.grad = gi.copy() if cur is None else cur + gi
 
 
 def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -> np.ndarray:

@@ -93,13 +93,18 @@ class GradientAverager:
         if scale == self._scale:
             return
         ratio = scale / self._scale
-        for p in self.params:
+        for p in self.params:   # gradients already held count at the new scale
             grad = p.grad
             if grad is not None:
                 if grad is p.grad_slot:
                     grad *= ratio
                 else:
                     p.grad = grad * ratio
+        self._mark_scale(scale)
+
+    def _mark_scale(self, scale: float) -> None:
+        """Every parameter's ``grad_scale`` (what backward multiplies by)."""
+        for p in self.params:
             p.grad_scale = scale
         self._scale = scale
 
@@ -152,9 +157,7 @@ class GradientAverager:
                 p.grad_slot = view
         self._slotted = True
         if self._scale != 1.0:  # p.grad is the mean now: later contributions count as is
-            for p in self.params:
-                p.grad_scale = 1.0
-            self._scale = 1.0
+            self._mark_scale(1.0)
         if extra is not None and out_extra is None:  # no parameters at all
             out_extra = extra.copy()
             _comm.all_reduce(out_extra, "sum")
