@@ -393,3 +393,52 @@ def test_yscv_gemm_environment_switch():
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True)
         assert out.stdout.strip() == want
+
+
+# ------------------------------ small products with a transposed b (issue 16)
+@pytest.mark.parametrize("m,k,n", [(32, 64, 64), (48, 16, 96), (64, 64, 60)])
+def test_small_nt_products_use_a_c_ordered_copy(m, k, n):
+    """``a @ w.T`` below BLAS_THREADED with >= NT_MIN_ROWS rows and a small
+    ``w`` runs as ``a @ (C copy of w.T)``: those bits, NumPy's product's value."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((m, n)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    assert m * k * n < _gemm.BLAS_THREADED and m >= _gemm.NT_MIN_ROWS
+    assert k * n < 1 << 13          # implied by the two bounds
+    out = _gemm.dot(a, w.T)
+    assert out.shape == (m, k) and out.dtype == np.float32 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, np.dot(a, np.ascontiguousarray(w.T)))
+    np.testing.assert_allclose(out, a.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["few rows", "float64", "c order", "big work"])
+def test_other_products_stay_on_numpy_dot(monkeypatch, case):
+    """Outside the small-NT rule ``dot`` is ``np.dot`` on the operands as given."""
+    rng = np.random.default_rng(12)
+    m, k, n, dt = {"few rows": (16, 64, 64, np.float32), "float64": (32, 64, 64, np.float64),
+                   "c order": (32, 64, 64, np.float32),
+                   "big work": (128, 64, 64, np.float32)}[case]
+    a = rng.standard_normal((m, n)).astype(dt)
+    w = rng.standard_normal((k, n)).astype(dt)
+    b = np.ascontiguousarray(w.T) if case == "c order" else w.T
+    copies = []
+    real = np.ascontiguousarray
+    monkeypatch.setattr(_gemm.np, "ascontiguousarray", lambda x: copies.append(x) or real(x))
+    np.testing.assert_array_equal(_gemm.dot(a, b), np.dot(a, b))
+    assert copies == []
+
+
+def test_matmul_backward_small_nt_values():
+    """The chain's layer (32x64 @ 64x64): the input gradient g @ w.T through
+    the copy equals the float64 product, the weight gradient NumPy's."""
+    rng = np.random.default_rng(13)
+    h = rng.standard_normal((32, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    seed = rng.standard_normal((32, 64)).astype(np.float32)
+    g = yscv.Graph()
+    hn, wn = g.variable(h), g.variable(w)
+    g.backward(g.matmul(hn, wn), grad=seed)
+    np.testing.assert_allclose(g.grad(hn), seed.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(g.grad(wn), np.dot(h.T, seed))
