@@ -14,11 +14,7 @@ a region (yscv/compute/regions.py), when:
   ``b`` and sliced.
 
 Products below :data:`BLAS_THREADED` multiply-adds (the per-node path of
-small layers) go straight to ``np.dot``; a float32 one with a transposed
-``b`` and at least :data:`NT_MIN_ROWS` rows (``g @ w.T``) on a C-ordered
-copy of ``b`` (OpenBLAS's small-matrix path is slower for transposed
-operands). The copy changes the summation order of some shapes in the last
-bit, never the value beyond rounding.
+small layers) go straight to ``np.dot``, after one size test.
 
 Why BLAS by default: measured with the BLAS a user has (OpenBLAS choosing
 its own kernels, docs/ops/linalg.md), the tiles lose on the MLP and
@@ -55,15 +51,6 @@ BLAS_THREADED = 1 << 18
 #: convolutions ~0.4 ms per step that way; docs/ops/conv.md). Smaller
 #: products never wake a worker and skip the switch (the per-node path).
 SMALL_WORK = 1 << 21
-#: Small products ``a @ b.T`` (below :data:`BLAS_THREADED`) with at least
-#: this many rows run on a C-ordered copy of ``b``: OpenBLAS's small-matrix
-#: path is about twice as fast with ``N``-``N`` operands as with a
-#: transposed ``b`` (32x64 @ (64x64).T: 4.6 us, against 1.9 us plus 1.1 us
-#: for the copy; docs/engine.md). With fewer rows the copy does not pay; the
-#: two bounds keep ``b`` under 2^13 elements, where NumPy's transposed copy
-#: stays cheap (128x128 takes 7.8 us).
-NT_MIN_ROWS = 32
-_F32 = np.dtype(np.float32)
 
 def tiles_enabled() -> bool:
     """Whether :func:`dot` may use the tiles: only under the "tiles" policy
@@ -148,14 +135,6 @@ def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         runtime.set_blas_threads(n)
 
 
-def _small_nt(a: np.ndarray, b: np.ndarray, M: int) -> bool:
-    """Whether the small product ``a @ b`` with a transposed ``b`` (``g @ w.T``
-    of a matmul backward) runs on a C-ordered copy of ``b``: float32 and at
-    least :data:`NT_MIN_ROWS` rows (see there)."""
-    return (M >= NT_MIN_ROWS and not b.flags.c_contiguous and b.flags.f_contiguous
-            and a.dtype == _F32 and b.dtype == _F32)
-
-
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
     if not (a.ndim == 2 and b.ndim == 2):
@@ -164,8 +143,6 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     N = b.shape[1]
     work = M * K * N
     if work < BLAS_THREADED and work < MIN_WORK:  # small: np.dot, the per-node path
-        if _small_nt(a, b, M):
-            return np.dot(a, np.ascontiguousarray(b))
         return np.dot(a, b)
     if not _tiles_for(M, K, N, a, b):   # the policy is tested first (cheap)
         if BLAS_THREADED <= M * N * K < SMALL_WORK:
