@@ -12,7 +12,9 @@
   lowest ~60 layers' are subnormal floats, which cost x86 cores a slow path
   per operation (a 32x64 @ 64x64 product ~290 us instead of 2-4 us, on both
   sides); a second row runs the same chain with the bound times GAIN, where
-  every gradient stays normal and the step is the per-node cost itself.
+  every gradient stays normal and the step is the per-node cost itself; a
+  third row runs PyTorch's initialisation with subnormals flushed to zero on
+  both sides (``yscv.set_flush_denormal`` / ``torch.set_flush_denormal``).
 
 Run standalone (``python benches/bench_checkpoint.py``) for the memory table.
 """
@@ -188,7 +190,27 @@ def benches(torch):
         Bench(f"200x(linear 64 + tanh), batch 32, weights x{GAIN:g} (no subnormals)", normal,
               torch_step(torch, 32, gain=GAIN) if torch is not None else None, target=0.5,
               note="the per-node overhead this bench is meant to show"),
+        Bench("200x(linear 64 + tanh), batch 32, flush denormals on both sides",
+              flushing(small, yscv.set_flush_denormal),
+              flushing(torch_step(torch, 32), torch.set_flush_denormal)
+              if torch is not None else None,
+              note="PyTorch's init; each step runs with FTZ/DAZ set "
+                   "(yscv.set_flush_denormal / torch.set_flush_denormal) and clears it after"),
     ]
+
+
+def flushing(step, set_flush):
+    """``step`` run with subnormals flushed to zero (FTZ/DAZ), switched on
+    before and off after every call so no other bench in the process runs
+    with it."""
+    def run():
+        set_flush(True)
+        try:
+            return step()
+        finally:
+            set_flush(False)
+
+    return run
 
 
 if __name__ == "__main__":

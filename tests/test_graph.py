@@ -662,3 +662,53 @@ def test_walk_plain_and_special_paths_agree_bitwise():
     gx, gw = g.gradients(loss, (x, w))
     np.testing.assert_array_equal(gx, ref[0])
     np.testing.assert_array_equal(gw, ref[1])
+
+
+# ------------------------------------------ bias gradients (sum_rows, issue 16)
+from yscv.compute import arrays as _arrays  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(32, 64), (1, 5), (0, 7), (7, 3), (200, 64)])
+def test_sum_rows_matches_add_reduce(dtype, shape):
+    """Small 2-d gradients sum by one ones-vector product, larger ones by
+    np.add.reduce; both are the column sums (float64 reference)."""
+    g = np.random.default_rng(21).standard_normal(shape).astype(dtype)
+    out = _arrays.sum_rows(g)
+    assert out.shape == shape[1:] and out.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, g.astype(np.float64).sum(axis=0), rtol=tol, atol=tol)
+    if g.size >= _arrays.SUM_ROWS_GEMV_MAX or g.ndim != 2:
+        np.testing.assert_array_equal(out, np.add.reduce(g, axis=0))
+
+
+def test_sum_rows_propagates_nan_and_inf_and_leaves_input():
+    g = np.ones((4, 3), dtype=np.float32)
+    g[1, 0], g[2, 1], g[3, 1] = np.nan, np.inf, -np.inf
+    g[0, 2] = np.inf
+    before = g.copy()
+    with np.errstate(invalid="ignore"):  # inf - inf (np.add.reduce warns alike)
+        out = _arrays.sum_rows(g)
+    assert np.isnan(out[0]) and np.isnan(out[1]) and out[2] == np.inf
+    np.testing.assert_array_equal(g, before)
+    assert out.flags.writeable           # a new array, not the cached ones vector
+    out[...] = 0
+    np.testing.assert_allclose(_arrays.sum_rows(np.ones((4, 3), np.float32)), [4, 4, 4])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_gradient_is_the_column_sum(dtype):
+    """x @ w + b: b's gradient is the seed's column sum (through sum_rows)."""
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((32, 16)).astype(dtype)
+    w = rng.standard_normal((16, 8)).astype(dtype)
+    b = rng.standard_normal(8).astype(dtype)
+    seed = rng.standard_normal((32, 8)).astype(dtype)
+    g = yscv.Graph(dtype)
+    bn = g.variable(b)
+    g.backward(g.matmul(g.constant(x), g.variable(w)) + bn, grad=seed)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(g.grad(bn), seed.astype(np.float64).sum(0), rtol=tol, atol=tol)
+    assert g.grad(bn).dtype == dtype
+    if dtype == np.float64:
+        assert yscv.gradcheck(lambda g, x_, w_, b_: g.tanh(g.matmul(x_, w_) + b_), [x, w, b])

@@ -110,3 +110,117 @@ def test_small_products_run_on_one_blas_thread(monkeypatch):
     assert 256 ** 3 >= gemm.SMALL_WORK
     np.testing.assert_array_equal(gemm.dot(big, big), np.dot(big, big))
     assert seen == []
+
+
+# ------------------------------------------------- set_flush_denormal (FTZ/DAZ)
+import threading  # noqa: E402
+import time  # noqa: E402
+
+SUB32 = np.float32(1e-39)          # a subnormal float32
+
+
+@pytest.fixture
+def flush_off_after():
+    yield
+    runtime.set_flush_denormal(False)
+
+
+def _flushed() -> bool:
+    """Whether the calling thread flushes: a subnormal times one reads as 0."""
+    return float(np.multiply(np.array([SUB32]), np.float32(1.0))[0]) == 0.0
+
+
+def test_flush_denormal_is_off_by_default():
+    assert runtime.flush_denormal() is False
+    assert not _flushed()
+    assert float(SUB32 * np.float32(1.0)) > 0.0
+    m = runtime.mxcsr()
+    assert m is None or m & 0x8040 == 0
+
+
+def test_set_flush_denormal_rejects_non_bools():
+    for bad in (1, 0, "yes", None):
+        with pytest.raises(TypeError, match="set_flush_denormal"):
+            runtime.set_flush_denormal(bad)
+    assert runtime.flush_denormal() is False
+
+
+@pytest.mark.skipif(runtime.mxcsr() is None, reason="FTZ/DAZ is x86-64 Linux only")
+def test_flush_denormal_reaches_caller_new_threads_and_openblas(flush_off_after):
+    """On: the caller, a thread started afterwards and OpenBLAS's (restarted)
+    worker threads flush; off: none does. A threaded product of a subnormal
+    matrix is 0 exactly where every participating thread has DAZ."""
+    prev = runtime.blas_threads()
+    runtime.set_blas_threads(2)
+    try:
+        a = np.full((512, 512), SUB32, dtype=np.float32)
+        b = np.ones((512, 512), dtype=np.float32)
+        assert (a @ b).min() > 0                     # starts OpenBLAS's workers
+        assert yscv.set_flush_denormal(True) is True
+        assert runtime.flush_denormal() is True
+        assert runtime.mxcsr() & 0x8040 == 0x8040
+        assert _flushed()
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(_flushed()))
+        t.start()
+        t.join()
+        assert seen == [True]
+        np.testing.assert_array_equal(a @ b, 0.0)    # every row, whichever thread
+        assert runtime.set_flush_denormal(False) is True
+        assert runtime.mxcsr() & 0x8040 == 0
+        assert not _flushed()
+        assert (a @ b).min() > 0
+    finally:
+        runtime.set_blas_threads(prev if prev else 1)
+
+
+@pytest.mark.skipif(runtime.mxcsr() is None, reason="FTZ/DAZ is x86-64 Linux only")
+def test_flush_denormal_reaches_region_helpers(monkeypatch, flush_off_after):
+    """yscv's helper threads (made before the switch) apply the setting at
+    their next region, on and off again."""
+    monkeypatch.setattr(runtime, "kernel_threads", lambda: 2)
+    S = regions.S
+
+    def helper_states():
+        seen = {}
+        me = threading.get_ident()
+
+        def call(st):
+            if threading.get_ident() != me:
+                seen["helper"] = _flushed()
+                return
+            st[S.IN_KERNEL] = st[S.SIG]             # as a region kernel's first step
+            end = time.monotonic() + 5.0
+            while "helper" not in seen and time.monotonic() < end:
+                time.sleep(0.001)
+
+        regions.run_region(call, 4)
+        return seen.get("helper")
+
+    assert helper_states() is False                  # the pool exists before the switch
+    runtime.set_flush_denormal(True)
+    assert helper_states() is True
+    runtime.set_flush_denormal(False)
+    assert helper_states() is False
+
+
+@pytest.mark.skipif(runtime.mxcsr() is None, reason="FTZ/DAZ is x86-64 Linux only")
+def test_flush_denormal_in_a_graph_and_the_parallel_backward(flush_off_after):
+    """A subnormal value and gradient flush to 0 in forward and in a
+    parallel backward's threads (started per call, after the switch);
+    without the switch both stay subnormal."""
+    def run():
+        g = yscv.Graph()
+        x = g.variable(np.full((64, 64), 1.0, dtype=np.float32))
+        s = np.full((64, 64), 1e-20, dtype=np.float32)   # 1e-20 * 1e-20: subnormal
+        branches = [g.tanh(x * s) * s for _ in range(4)]  # forks: helper threads start
+        y = branches[0] + branches[1] + branches[2] + branches[3]
+        g.backward(y, grad=np.ones((64, 64), dtype=np.float32), workers=2)
+        return g.value(y), g.grad(x)
+
+    y0, gx0 = run()
+    assert y0.min() > 0 and gx0.min() > 0 and gx0.max() < 1.2e-38    # subnormal
+    runtime.set_flush_denormal(True)
+    y1, gx1 = run()
+    np.testing.assert_array_equal(y1, 0.0)
+    np.testing.assert_array_equal(gx1, 0.0)

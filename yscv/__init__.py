@@ -23,7 +23,7 @@ from .gradcheck import gradcheck
 from .graph import Graph
 from .node import NodeId, Op
 from .random import manual_seed
-from .runtime import get_num_threads, set_num_threads
+from .runtime import get_num_threads, set_flush_denormal, set_num_threads
 
 __version__ = "0.1.0"
 
@@ -51,6 +51,7 @@ __all__ = [
     "manual_seed",
     "set_num_threads",
     "get_num_threads",
+    "set_flush_denormal",
     "runtime",
     *_errors.__all__,
     "__version__",

@@ -11,6 +11,8 @@ threads              ``YSCV_NUM_THREADS``    :func:`set_num_threads`,
 GEMM policy          ``YSCV_GEMM`` (0 / 1)   :func:`set_gemm`, :func:`get_gemm`
 allocator tuning     ``YSCV_MALLOC_TUNING``  :func:`malloc_tuning`,
                                              :func:`tune_malloc_once`
+denormals (FTZ/DAZ)  --                      :func:`set_flush_denormal`,
+                                             :func:`flush_denormal`
 launcher world size  ``PMI_SIZE``,           :func:`launcher_world_size`
                      ``OMPI_COMM_WORLD_SIZE``,
                      ...
@@ -50,7 +52,7 @@ import threading
 
 __all__ = ["get_num_threads", "set_num_threads", "get_gemm", "set_gemm", "malloc_tuning",
            "tune_malloc_once", "usable_cores", "launcher_world_size", "set_blas_threads",
-           "blas_threads", "kernel_cache_dir"]
+           "blas_threads", "kernel_cache_dir", "set_flush_denormal", "flush_denormal"]
 
 #: the variables yscv reads, as they were at import
 _ENV = {k: os.environ.get(k, "").strip() for k in (
@@ -228,7 +230,8 @@ _blas_fns = None
 
 
 def _openblas():
-    """(set, get) thread-count functions of the OpenBLAS NumPy loaded, or None."""
+    """(set, get) thread-count functions of the OpenBLAS NumPy loaded and its
+    ``blas_thread_shutdown_`` (or None), or None."""
     global _blas_fns
     if _blas_fns is not None:
         return _blas_fns or None
@@ -254,7 +257,10 @@ def _openblas():
                     continue
                 set_fn.argtypes, set_fn.restype = [ctypes.c_int], None
                 get_fn.argtypes, get_fn.restype = [], ctypes.c_int
-                found = (set_fn, get_fn)
+                stop_fn = getattr(lib, "blas_thread_shutdown_", None)  # see _restart_blas_threads
+                if stop_fn is not None:
+                    stop_fn.argtypes, stop_fn.restype = [], ctypes.c_int
+                found = (set_fn, get_fn, stop_fn)
                 break
             if found:
                 break
@@ -283,6 +289,112 @@ def blas_threads() -> int | None:
 def blas_threads_set_by_user() -> bool:
     """Whether ``OPENBLAS_NUM_THREADS`` or ``OMP_NUM_THREADS`` was set."""
     return bool(_ENV["OPENBLAS_NUM_THREADS"] or _ENV["OMP_NUM_THREADS"])
+
+
+# --------------------------------------------------- denormals (FTZ / DAZ)
+#: MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6) bits
+_FTZ_DAZ = 0x8040
+#: fenv_t of glibc on x86-64: the x87 environment (28 bytes), then MXCSR
+_FENV_BYTES, _MXCSR_OFFSET = 32, 28
+_fenv_fns = None
+_flush = False
+_fp_generation = 0           # counts set_flush_denormal calls: helpers compare it
+
+
+def _fenv():
+    """(fegetenv, fesetenv) of glibc's libm on x86-64 Linux, or None."""
+    global _fenv_fns
+    if _fenv_fns is None:
+        _fenv_fns = ()
+        import platform
+        if sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64"):
+            import ctypes
+            try:
+                libm = ctypes.CDLL("libm.so.6")
+                get_fn, set_fn = libm.fegetenv, libm.fesetenv
+            except (OSError, AttributeError):
+                pass
+            else:
+                get_fn.argtypes = set_fn.argtypes = [ctypes.c_void_p]
+                get_fn.restype = set_fn.restype = ctypes.c_int
+                _fenv_fns = (get_fn, set_fn)
+    return _fenv_fns or None
+
+
+def mxcsr() -> int | None:
+    """The calling thread's MXCSR register (None where :func:`set_flush_denormal`
+    is not supported)."""
+    fns = _fenv()
+    if fns is None:
+        return None
+    import ctypes
+    buf = ctypes.create_string_buffer(_FENV_BYTES)
+    fns[0](buf)
+    return int.from_bytes(buf.raw[_MXCSR_OFFSET:_MXCSR_OFFSET + 4], "little")
+
+
+def apply_flush_denormal() -> None:
+    """Set the calling thread's FTZ and DAZ bits to the process setting
+    (:func:`set_flush_denormal`); yscv's helper threads call it when the
+    setting changed since their last region."""
+    fns = _fenv()
+    if fns is None:
+        return
+    import ctypes
+    buf = ctypes.create_string_buffer(_FENV_BYTES)
+    fns[0](buf)
+    old = int.from_bytes(buf.raw[_MXCSR_OFFSET:_MXCSR_OFFSET + 4], "little")
+    new = (old | _FTZ_DAZ) if _flush else (old & ~_FTZ_DAZ)
+    if new != old:
+        ctypes.memmove(ctypes.addressof(buf) + _MXCSR_OFFSET, new.to_bytes(4, "little"), 4)
+        fns[1](buf)
+
+
+def fp_generation() -> int:
+    """How many times :func:`set_flush_denormal` changed the setting."""
+    return _fp_generation
+
+
+def flush_denormal() -> bool:
+    """Whether :func:`set_flush_denormal` turned flushing on."""
+    return _flush
+
+
+def _restart_blas_threads() -> None:
+    """Stop NumPy's OpenBLAS worker threads (``blas_thread_shutdown_``, what
+    OpenBLAS itself does around ``fork``); OpenBLAS starts new ones at its
+    next threaded call, and a new thread starts with the MXCSR of the thread
+    that creates it (Linux copies it on ``clone``)."""
+    fns = _openblas()
+    if fns is not None and fns[2] is not None:
+        fns[2]()
+
+
+def set_flush_denormal(on: bool) -> bool:
+    """Flush subnormal floats to zero (``True``) or not (``False``, the
+    default), as ``torch.set_flush_denormal``: sets the FTZ and DAZ bits of
+    MXCSR, so subnormal results become 0 and subnormal inputs read as 0 in
+    every SSE/AVX operation (NumPy, BLAS, yscv's kernels). This changes
+    results (values below ~1.2e-38 in float32 become 0) and avoids the
+    slow microcode path x86 cores take for each subnormal operand.
+
+    It applies to the calling thread at once, to yscv's region helpers at
+    their next region, to threads created afterwards (the parallel
+    backward's), and to NumPy's OpenBLAS threads, which are stopped and
+    restarted by OpenBLAS at its next threaded product. Other threads of the
+    program keep their own setting. Returns whether it is supported (x86-64
+    Linux with glibc); elsewhere it does nothing and returns False."""
+    global _flush, _fp_generation
+    if not isinstance(on, bool):
+        raise TypeError(f"set_flush_denormal: on must be a bool, got {type(on).__name__}")
+    if _fenv() is None:
+        return False
+    with _lock:
+        _flush = on
+        _fp_generation += 1
+    apply_flush_denormal()
+    _restart_blas_threads()
+    return True
 
 
 # ----------------------------------------------------------------- launcher

@@ -22,6 +22,7 @@ from . import registry
 from . import walk_parallel as _walk_parallel
 from .errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
 from .node import NodeId, Op
+from .compute.arrays import sum_rows
 from .ops._common import as_graph_array
 
 _BACKWARD = registry.BACKWARD
@@ -391,7 +392,7 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -
     extra = grad.ndim - len(shape)
     gshape = grad.shape
     if extra == 1 and gshape[1:] == shape:  # a bias [C] added to rows [N, C]
-        return np.add.reduce(grad, axis=0)
+        return sum_rows(grad)
     ok = extra >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[extra:]))
     if not ok:
         name = Op(op).name.lower()

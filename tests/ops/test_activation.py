@@ -694,3 +694,49 @@ def test_prelu_nan_input_matches_pytorch():
     torch.nn.functional.prelu(xt, at).backward(torch.tensor(cot))  # 2-d: channel axis is 1 = last
     np.testing.assert_array_equal(g.grad(xn), xt.grad.numpy())
     np.testing.assert_array_equal(g.grad(an), at.grad.numpy())
+
+
+# ------------------------------------------- tanh paths (per-node work, issue 16)
+from yscv.compute import activation as _act  # noqa: E402
+
+
+@pytest.mark.parametrize("simd", [True, False])
+def test_tanh_float32_forward_paths(monkeypatch, simd):
+    """float32 tanh is np.tanh itself where NumPy's tanh is vectorised
+    (NUMPY_SIMD_TANH), else the rational kernel from TANH_TINY elements;
+    both within the kernel's documented error of the float64 tanh."""
+    monkeypatch.setattr(_act, "NUMPY_SIMD_TANH", simd)
+    x = np.random.default_rng(3).uniform(-9.0, 9.0, (32, 64)).astype(np.float32)
+    assert x.size >= _act.TANH_TINY
+    g = yscv.Graph()
+    y = g.value(g.tanh(g.variable(x)))
+    assert y.dtype == np.float32 and y.shape == x.shape
+    if simd:
+        np.testing.assert_array_equal(y, np.tanh(x))
+    else:
+        np.testing.assert_array_equal(y, _act.unary_forward(x, _act.TANH))
+    np.testing.assert_allclose(y, np.tanh(x.astype(np.float64)), rtol=0, atol=5e-7)
+
+
+def test_numpy_simd_tanh_probe_is_a_bool():
+    assert isinstance(_act.NUMPY_SIMD_TANH, bool)
+    assert _act._numpy_simd_tanh() is _act.NUMPY_SIMD_TANH
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(3,), (32, 64)])
+def test_tanh_and_sigmoid_grads_in_place_are_the_three_ufuncs(dtype, shape):
+    """The small-array backward passes (one temporary, written in place) give
+    the bits of the plain NumPy formulas g (1 - y^2) and (g y)(1 - y)."""
+    rng = np.random.default_rng(4)
+    gr = rng.standard_normal(shape).astype(dtype)
+    y = np.tanh(rng.standard_normal(shape)).astype(dtype)
+    one = dtype(1.0)
+    np.testing.assert_array_equal(_act.tanh_grad(gr, y), gr * (one - y * y))
+    s = (0.5 + 0.5 * y).astype(dtype)
+    np.testing.assert_array_equal(_act.sigmoid_grad(gr, s), (gr * s) * (one - s))
+    ro = y.copy()
+    ro.flags.writeable = False           # values are read-only: never written
+    _act.tanh_grad(gr, ro)
+    _act.sigmoid_grad(gr, ro)
+    np.testing.assert_array_equal(ro, y)

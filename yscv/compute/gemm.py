@@ -13,6 +13,9 @@ a region (yscv/compute/regions.py), when:
   narrower than :data:`PAD_COLS` columns are computed on a zero-padded
   ``b`` and sliced.
 
+Products below :data:`BLAS_THREADED` multiply-adds (the per-node path of
+small layers) go straight to ``np.dot``, after one size test.
+
 Why BLAS by default: measured with the BLAS a user has (OpenBLAS choosing
 its own kernels, docs/ops/linalg.md), the tiles lose on the MLP and
 transformer shapes and at 1024^3; they won only against OpenBLAS forced onto
@@ -138,6 +141,9 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.dot(a, b)
     M, K = a.shape
     N = b.shape[1]
+    work = M * K * N
+    if work < BLAS_THREADED and work < MIN_WORK:  # small: np.dot, the per-node path
+        return np.dot(a, b)
     if not _tiles_for(M, K, N, a, b):   # the policy is tested first (cheap)
         if BLAS_THREADED <= M * N * K < SMALL_WORK:
             return _small_dot(a, b)

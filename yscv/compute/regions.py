@@ -95,9 +95,13 @@ class _Pool:
     def _helper(self) -> None:
         st = self.state
         last, joined = 0, False
+        fp_seen = 0                     # runtime.set_flush_denormal calls applied here
         while not self.closing:
             last, joined = S.helper_wait(st, last, joined, SPIN_ROUNDS)
             if joined:
+                if fp_seen != runtime.fp_generation():
+                    fp_seen = runtime.fp_generation()
+                    runtime.apply_flush_denormal()
                 try:
                     self.call(st)
                 except BaseException as e:  # noqa: BLE001 -- raised by the caller
