@@ -16,8 +16,18 @@ from ..registry import register_backward
 
 
 @register_backward(Op.MAX_POOL2D)
-@register_backward(Op.ADAPTIVE_MAX_POOL2D)
 def max_pool2d_backward(g, inputs, out, attrs, saved, needs):
+    """Windows that tile the input (stride = kernel, no padding: the usual
+    2x2 / 2) write dx in one pass; others scatter-add into zeros."""
+    if not needs[0]:
+        return (None,)
+    kh, kw, sh, sw, ph, pw = attrs
+    tiles = (kh, kw) if (kh, kw) == (sh, sw) and ph == pw == 0 else None
+    return (P.max_scatter(g, inputs[0].shape, saved, tiles),)
+
+
+@register_backward(Op.ADAPTIVE_MAX_POOL2D)
+def adaptive_max_pool2d_backward(g, inputs, out, attrs, saved, needs):
     if not needs[0]:
         return (None,)
     return (P.max_scatter(g, inputs[0].shape, saved),)

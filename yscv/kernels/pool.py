@@ -21,11 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
+from .sync import region_chunks
 
 
 @jit
-def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf):
-    """Max over each bin, per channel, into ``out`` and ``arg``.
+def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf, bounds, st):
+    """Max over each bin, per channel, into ``out`` and ``arg``; a region
+    kernel (yscv/compute/regions.py) over chunks of output rows.
 
     Args:
         x: [N, H, W, C] float32/float64, C-contiguous.
@@ -34,9 +36,14 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf):
         arg: [N, OH, OW, C] integer (overwritten): the flat position
             ``ih * W + iw`` of the FIRST maximum in row-major window order;
             NaN wins (and propagates), as PyTorch.
-        mbuf: [2, C] x.dtype scratch; abuf: [2, C] arg.dtype scratch.
+        mbuf: [chunks, 2, >= C] x.dtype scratch; abuf: [chunks, 2, >= C]
+            arg.dtype scratch (one pair of rows per chunk; the caller pads
+            the rows so that two chunks never share a cache line).
+        bounds: int64 [chunks + 1]: chunk ``k`` covers the flat output rows
+            ``r = n * OH + oh`` in ``[bounds[k], bounds[k + 1])``.
+        st: the region state.
     """
-    n_, h_, w_, c_ = x.shape
+    h_, w_, c_ = x.shape[1], x.shape[2], x.shape[3]
     oh_ = hs.shape[0]
     ow_ = ws.shape[0]
     neg_inf = -np.inf
@@ -45,18 +52,20 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf):
     # one row in place (``m[c] = v if v > m[c] else m[c]``) is turned by LLVM
     # into masked stores (vmaskmovps), which are slow on some x86 cores
     # (docs/ops/pool.md has the measurements).
-    for n in range(n_):
-        for oh in range(oh_):
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        for r in range(bounds[k], bounds[k + 1]):
+            n = r // oh_
+            oh = r - n * oh_
             h0 = hs[oh]
             h1 = he[oh]
             for ow in range(ow_):
                 w0 = ws[ow]
                 w1 = we[ow]
                 first = h0 * w_ + w0
-                m_src = mbuf[0]
-                m_dst = mbuf[1]
-                a_src = abuf[0]
-                a_dst = abuf[1]
+                m_src = mbuf[k, 0]
+                m_dst = mbuf[k, 1]
+                a_src = abuf[k, 0]
+                a_dst = abuf[k, 1]
                 for c in range(c_):
                     m_src[c] = neg_inf
                     a_src[c] = first
@@ -74,6 +83,37 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf):
                 for c in range(c_):
                     out[n, oh, ow, c] = m_src[c]
                     arg[n, oh, ow, c] = a_src[c]
+
+
+@jit
+def max_pool_tiles_backward(g, arg, kh, kw, gx, bounds, st):
+    """The max-pool gradient for windows that tile the input (stride =
+    kernel, no padding): every input element of window (oh, ow) gets
+    ``g[n, oh, ow, c]`` if it is the saved argmax, else 0, written once
+    (no zero fill, no scatter); a region kernel over chunks of output rows.
+
+    Args:
+        g, arg: [N, OH, OW, C] cotangent and the forward's argmax (``ih*W + iw``).
+        gx: [N, H, W, C] (overwritten in rows ``[0, OH*kh)`` and columns
+            ``[0, OW*kw)``; the caller zeroes any remainder rows/columns).
+        bounds: int64 [chunks + 1] over the flat output rows ``n * OH + oh``.
+    """
+    oh_, ow_, c_ = g.shape[1], g.shape[2], g.shape[3]
+    w_ = gx.shape[2]
+    zero = gx.dtype.type(0)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        for r in range(bounds[k], bounds[k + 1]):
+            n = r // oh_
+            oh = r - n * oh_
+            for i in range(kh):
+                ih = oh * kh + i
+                for ow in range(ow_):
+                    for j in range(kw):
+                        iw = ow * kw + j
+                        idx = ih * w_ + iw
+                        for c in range(c_):
+                            # ``+ zero``: -0.0 becomes +0.0, as the scatter into zeros gives
+                            gx[n, ih, iw, c] = g[n, oh, ow, c] + zero if arg[n, oh, ow, c] == idx else zero
 
 
 @jit
