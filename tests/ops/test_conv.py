@@ -762,3 +762,33 @@ def test_largest_representable_stride_works_forward_and_backward():
         np.testing.assert_array_equal(y1, y2)
         for a, b in zip(g1, g2):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("needs", ["w_b", "x_b", "b_only"])
+def test_direct_bias_gradient_summed_in_the_weight_pass(monkeypatch, dtype, needs):
+    """With the direct dW pass the bias gradient comes from that pass (the
+    separate sum is not called); without a dW (frozen weight) it is the
+    separate sum. Against the float64 sum of the cotangent: float32 within
+    a few ulp of the sum of |g| (block-wise summation), several chunks."""
+    from yscv.compute import conv as drivers
+
+    calls = []
+    real = drivers.bias_grad
+    monkeypatch.setattr(drivers, "bias_grad", lambda g: (calls.append(1), real(g))[1])
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((16, 32, 32, 3)).astype(dtype)
+    w = rng.standard_normal((3, 3, 3, 16)).astype(dtype)
+    b = rng.standard_normal(16).astype(dtype)
+    cot = rng.standard_normal((16, 32, 32, 16)).astype(dtype)
+    g = yscv.Graph(dtype)
+    xs = g.variable(x) if needs == "x_b" else g.constant(x)
+    ws = g.variable(w) if needs == "w_b" else g.constant(w)
+    bs = g.variable(b)
+    g.backward(g.conv2d(xs, ws, bs, padding=1), grad=cot)
+    want = cot.astype(np.float64).sum(axis=(0, 1, 2))
+    scale = np.abs(cot.astype(np.float64)).sum(axis=(0, 1, 2))
+    eps = np.finfo(dtype).eps
+    assert np.all(np.abs(g.grad(bs) - want) <= 4 * eps * scale)
+    assert g.grad(bs).dtype == dtype and g.grad(bs).shape == (16,)
+    assert len(calls) == (0 if needs == "w_b" else 1)

@@ -137,8 +137,11 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
     return y[:m * cout].reshape(n, *out_sp, cout)
 
 
-def weight_grad(x, g, wshape, stride, padding, dilation):
-    """dW [KD, KH, KW, Cin, Cout] of :func:`forward` for the cotangent ``g``."""
+def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
+    """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of :func:`forward`
+    for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
+    ``g`` over positions) is taken in the same pass, per chunk, added in
+    chunk order like dW."""
     kernel = wshape[:3]
     cin, cout = wshape[3], wshape[4]
     out_sp = g.shape[1:4]
@@ -151,11 +154,13 @@ def weight_grad(x, g, wshape, stride, padding, dilation):
     nch = par.num_chunks(m, m * k * cout, GRAIN)
     bounds = np.array([m * i // nch for i in range(nch + 1)], dtype=np.int64)
     parts = np.empty(nch * kp * cout, dtype=x.dtype)
+    bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))
     xf = readonly(xp.reshape(-1))
-    par.run_region(lambda st: _K.direct_sum_region(xf, ro, so, g2, parts, bounds, st), nch)
+    par.run_region(lambda st: _K.direct_sum_region(xf, ro, so, g2, parts, bsum, bounds, st), nch)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))
-    return np.ascontiguousarray(dw[:k]).reshape(wshape)
+    db = par.combine([b[0] for b in bsum]).copy() if need_b else None
+    return np.ascontiguousarray(dw[:k]).reshape(wshape), db
 
 
 def data_grad(g, w, x_shape, padding, dilation):

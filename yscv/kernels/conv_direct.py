@@ -167,19 +167,40 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bounds, st):
 
 
 @jit
-def direct_sum_region(xf, ro, so, bf, parts, bounds, st):
+def direct_sum_region(xf, ro, so, bf, parts, bsum, bounds, st):
     """``parts[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` (the weight
     gradient), chunk ``k`` covering ``s`` in ``[bounds[k], bounds[k+1])``.
 
     ``parts`` is flat [chunks, len(ro), N]; each chunk goes through its
     positions in blocks of :data:`S_BLOCK_BYTES` of ``b`` (all rows per
-    block: the block's ``b`` rows stay in cache while every tile reads them)."""
+    block: the block's ``b`` rows stay in cache while every tile reads them).
+
+    ``bsum`` [chunks, 3, N] (or [0, 3, N]: not wanted) gets the column sums
+    of ``b`` per chunk in row 0 (the bias gradient, while each block is in
+    L1): each block is summed from zero in row 1, then added to row 0, so
+    the error grows with the block length plus the number of blocks, not
+    with the chunk length. Row 2 keeps two chunks off one cache line."""
     M = ro.shape[0]
     N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
     sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
     zero = M - M                  # a run-time 0 (see _rows)
+    fzero = parts.dtype.type(0)
+    with_bias = bsum.shape[0] > 0
     for k in region_chunks(st, bounds.shape[0] - 1):
         cb = k * M * N
+        if with_bias:
+            tot = bsum[k, 0]
+            blk = bsum[k, 1]
+            for j in range(N):
+                tot[j] = fzero
         for s0 in range(bounds[k], bounds[k + 1], sb):
             s1 = min(s0 + sb, bounds[k + 1])
             _rows(xf, ro, zero, M, so, s0, s1, bf, N, parts, cb, bf, 0 if s0 == bounds[k] else 2)
+            if with_bias:
+                for j in range(N):
+                    blk[j] = fzero
+                for s in range(np.uint64(s0), np.uint64(s1)):
+                    for j in range(N):
+                        blk[j] += bf[s * np.uint64(N) + np.uint64(j)]
+                for j in range(N):
+                    tot[j] += blk[j]
