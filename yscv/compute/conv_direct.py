@@ -35,6 +35,8 @@ _K = lazy("conv_direct")
 
 #: multiply-adds per chunk of a region (fewer: one thread does it all)
 GRAIN = 1 << 20
+#: padded elements per chunk of the padding pass
+PAD_GRAIN = 1 << 16
 
 
 def usable(dtype, cout: int, groups: int) -> bool:
@@ -57,19 +59,27 @@ def _ceil8(n: int) -> int:
 
 
 def _padded(x, kernel, stride, padding, dilation, out_sp):
-    """x zero-padded so that every window of the ``out_sp`` grid lies inside."""
+    """x zero-padded so that every window of the ``out_sp`` grid lies inside:
+    one pass writing each element once (the copy or a zero), split over the
+    cores by rows (the NumPy form, a zeroed border and a strided copy, ran
+    on one core)."""
     n, *sp, c = x.shape
     size = [max(p + i, (o - 1) * s + d * (k - 1) + 1) for i, k, s, p, d, o in
             zip(sp, kernel, stride, padding, dilation, out_sp)]
     if size == sp and not any(padding):
         return x
     xp = np.empty((n, *size, c), dtype=x.dtype)
-    inner = [slice(p, p + i) for p, i in zip(padding, sp)]
-    for a in range(3):            # zero the border slabs only
-        lead = (slice(None),) * (a + 1)
-        xp[lead + (slice(0, padding[a]),)] = 0
-        xp[lead + (slice(padding[a] + sp[a], None),)] = 0
-    xp[(slice(None), *inner)] = x
+    rows = n * size[0] * size[1]
+    if xp.size == 0:
+        return xp
+    bounds = par.bounds(par.split(rows, par.num_chunks(rows, xp.size, PAD_GRAIN)))
+    xf = readonly(np.ascontiguousarray(x).reshape(-1))
+    dims = np.array([*sp, c], dtype=np.int64)
+    pdims = np.array(size, dtype=np.int64)
+    pads = np.array(padding, dtype=np.int64)
+    pf = xp.reshape(-1)
+    par.run_region(lambda st: _K.pad_region(xf, dims, pf, pdims, pads, bounds, st),
+                   len(bounds) - 1)
     return xp
 
 

@@ -204,3 +204,38 @@ def direct_sum_region(xf, ro, so, bf, parts, bsum, bounds, st):
                         blk[j] += bf[s * np.uint64(N) + np.uint64(j)]
                 for j in range(N):
                     tot[j] += blk[j]
+
+
+@jit
+def pad_region(xf, dims, pf, pdims, pads, bounds, st):
+    """The zero-padded copy ``xp`` of ``x`` in one pass (every element of
+    ``xp`` written once: the copy or a zero); a region kernel over chunks of
+    ``xp``'s rows ``(n, z, y)``, ``[bounds[k], bounds[k+1])``.
+
+    ``xf``/``pf`` flat; ``dims`` = (D, H, W, C) of x, ``pdims`` = (Dp, Hp,
+    Wp) of xp, ``pads`` = the leading padding (pd, ph, pw); x sits at
+    ``xp[:, pd:pd+D, ph:ph+H, pw:pw+W]``."""
+    d_, h_, w_, c_ = dims[0], dims[1], dims[2], dims[3]
+    dp, hp, wp = pdims[0], pdims[1], pdims[2]
+    pd, ph, pw = pads[0], pads[1], pads[2]
+    zero = pf.dtype.type(0)
+    row = np.uint64(wp * c_)
+    left = np.uint64(pw * c_)
+    run = np.uint64(w_ * c_)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        for r in range(bounds[k], bounds[k + 1]):
+            y = r % hp
+            z = (r // hp) % dp
+            n = r // (hp * dp)
+            o = np.uint64(r) * row
+            if pd <= z < pd + d_ and ph <= y < ph + h_:
+                src = np.uint64(((n * d_ + z - pd) * h_ + y - ph) * w_ * c_)
+                for i in range(left):
+                    pf[o + i] = zero
+                for i in range(run):
+                    pf[o + left + i] = xf[src + i]
+                for i in range(left + run, row):
+                    pf[o + i] = zero
+            else:
+                for i in range(row):
+                    pf[o + i] = zero
