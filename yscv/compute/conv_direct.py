@@ -54,8 +54,8 @@ def data_grad_usable(stride, padding, dilation, kernel) -> bool:
                                        zip(padding, dilation, kernel))
 
 
-def _ceil8(n: int) -> int:
-    return -(-n // 8) * 8
+def _ceil_to(n: int, b: int) -> int:
+    return -(-n // b) * b
 
 
 def _padded(x, kernel, stride, padding, dilation, out_sp):
@@ -84,17 +84,18 @@ def _padded(x, kernel, stride, padding, dilation, out_sp):
 
 
 @functools.lru_cache(maxsize=64)
-def _tables(xp_shape, kernel, stride, dilation, out_sp, cin):
+def _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block):
     """(window starts [N*OD*OH*OW], tap offsets [KD*KH*KW*cin]) in ``xp``,
     int64, read-only; each padded with copies of its last entry to
-    :data:`ROW_PAD` entries (the tiles' rows; callers slice what they sum
+    a multiple of ``block`` entries (the tiles' rows, ``row_block`` of
+    yscv/kernels/conv_direct.py; callers slice what they sum
     over). Cached: a training step asks for the same few tables every step,
     and building them (NumPy broadcasting over every output position) cost
     ~60 us per call on the CNN, 0.3 ms per step."""
     ro, so = _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin)
     out = []
     for t in (ro, so):
-        t = np.concatenate([t, np.full(_ceil8(len(t)) - len(t), t[-1], dtype=np.int64)])
+        t = np.concatenate([t, np.full(_ceil_to(len(t), block) - len(t), t[-1], dtype=np.int64)])
         t.flags.writeable = False
         out.append(t)
     return tuple(out)
@@ -115,10 +116,10 @@ def _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin):
     return ro.reshape(-1).astype(np.int64), so.reshape(-1).astype(np.int64)
 
 
-def _row_chunks(rows8: int, work: int) -> np.ndarray:
-    """Region bounds over ``rows8`` rows (a multiple of 8), multiples of 8."""
-    k = par.num_chunks(rows8 // 8, work, GRAIN)
-    return np.array([8 * ((rows8 // 8) * i // k) for i in range(k + 1)], dtype=np.int64)
+def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
+    """Region bounds over ``rows`` rows (whole row blocks of ``b``), whole blocks."""
+    k = par.num_chunks(rows // b, work, GRAIN)
+    return np.array([b * ((rows // b) * i // k) for i in range(k + 1)], dtype=np.int64)
 
 
 def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
@@ -130,7 +131,8 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
         out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin)
+    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin,
+                     _K.row_block(cout, x.itemsize))
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
     mp = ro.shape[0]
@@ -139,7 +141,7 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
     # the graph's values carry (yscv/compute/arrays.py)
     w2 = readonly(np.ascontiguousarray(w).reshape(-1))
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
-    bounds = _row_chunks(mp, m * so.shape[0] * cout)
+    bounds = _row_chunks(mp, m * so.shape[0] * cout, _K.row_block(cout, x.itemsize))
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
     par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bounds, st),
@@ -156,7 +158,8 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
     cin, cout = wshape[3], wshape[4]
     out_sp = g.shape[1:4]
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin)
+    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin,
+                     _K.row_block(cout, x.itemsize))
     k = kernel[0] * kernel[1] * kernel[2] * cin
     kp = ro.shape[0]
     m = g.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
