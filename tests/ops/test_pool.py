@@ -620,3 +620,31 @@ def test_max_pool_same_bits_on_one_thread_and_two():
         yscv.set_num_threads(before, blas=False)
     for a, b in zip(one, two):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_2x2_kernel_equals_the_generic_one(monkeypatch, dtype):
+    """2 x 2 / 2 without padding runs the four-taps-in-registers kernel; its
+    max and argmax equal the generic bins kernel's bit for bit (ties, NaN,
+    -inf, an odd remainder row and column), and the op takes it."""
+    from yscv.compute import pool as P
+
+    rng = np.random.default_rng(23)
+    x = rng.integers(-2, 3, size=(5, 33, 31, 24)).astype(dtype)
+    x[0, 0, 0, :4] = [np.nan, -np.inf, np.inf, -0.0]
+    x[1, 2, 3, 5] = x[1, 3, 2, 5] = np.nan
+    x[2, 4:6, 4:6, 6] = -np.inf
+    plan = P.window_plan(33, 31, 2, 2, 2, 2, 0, 0, True, x.dtype)
+    m1, a1 = P.max_pool(x, plan)
+    m2, a2 = P.max_pool(x, plan, two_by_two=True)
+    np.testing.assert_array_equal(m1, m2)
+    np.testing.assert_array_equal(a1, a2)
+    assert a2.dtype == np.int32 and a2[2, 2, 2, 6] == 4 * 31 + 4
+    seen = []
+    real = P.max_pool
+    monkeypatch.setattr(P, "max_pool", lambda x, plan, two=False: (seen.append(two),
+                                                                    real(x, plan, two))[1])
+    g = yscv.Graph(dtype)
+    g.max_pool2d(g.variable(x), 2)
+    g.max_pool2d(g.variable(x), 2, 1)
+    assert seen == [True, False]

@@ -85,10 +85,12 @@ def _row_bounds(rows: int, work: int) -> np.ndarray:
     return par.bounds(par.split(rows, par.num_chunks(rows, work, GRAIN)))
 
 
-def max_pool(x, plan):
+def max_pool(x, plan, two_by_two=False):
     """(max [N, OH, OW, C], argmax [N, OH, OW, C]) over the bins of ``plan``;
     argmax holds the flat position ``ih*W + iw`` of the first maximum.
-    Output rows are split over the cores (each chunk has its scratch rows)."""
+    Output rows are split over the cores (each chunk has its scratch rows).
+    ``two_by_two``: the plan is 2 x 2 windows, stride 2, no padding (the
+    kernel with the four taps in registers)."""
     hs, he, ws, we, _ = plan
     n, h, w, c = x.shape
     out = np.empty((n, len(hs), len(ws), c), dtype=x.dtype)
@@ -98,12 +100,15 @@ def max_pool(x, plan):
         return out, arg
     bounds = _row_bounds(rows, x.size)
     k = len(bounds) - 1
+    x = np.ascontiguousarray(x)
+    if two_by_two:
+        par.run_region(lambda st: K.max_pool_2x2_forward(x, out, arg, bounds, st), k)
+        return out, arg
     # each chunk's scratch rows end 64 bytes before the next chunk's start:
     # two threads never write one cache line (false sharing made the
     # two-thread pass 5x slower than one thread)
     mbuf = np.empty((k, 2, c + 64 // x.itemsize), dtype=x.dtype)
     abuf = np.empty((k, 2, c + 64 // arg.itemsize), dtype=arg.dtype)
-    x = np.ascontiguousarray(x)
     par.run_region(lambda st: K.max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf,
                                                       bounds, st), k)
     return out, arg

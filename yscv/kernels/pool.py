@@ -86,6 +86,44 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf, bounds, st):
 
 
 @jit
+def max_pool_2x2_forward(x, out, arg, bounds, st):
+    """max_pool_bins_forward for 2 x 2 windows with stride 2 and no padding
+    (the common pool), the four taps in registers: one straight-line select
+    chain per channel, vectorised over the channels (no scratch rows, no
+    per-tap loop). Same results: the first maximum in row-major order, NaN
+    wins (the last NaN). A region kernel over chunks of output rows
+    ``n * OH + oh`` (``bounds``)."""
+    w_ = x.shape[2]
+    oh_, ow_, c_ = out.shape[1], out.shape[2], out.shape[3]
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        for r in range(bounds[k], bounds[k + 1]):
+            n = r // oh_
+            oh = r - n * oh_
+            ih = 2 * oh
+            for ow in range(ow_):
+                iw = 2 * ow
+                i0 = ih * w_ + iw
+                i1 = i0 + 1
+                i2 = i0 + w_
+                i3 = i2 + 1
+                for c in range(c_):
+                    m = x[n, ih, iw, c]
+                    a = i0
+                    v = x[n, ih, iw + 1, c]
+                    t = (v > m) | (v != v)
+                    m = v if t else m
+                    a = i1 if t else a
+                    v = x[n, ih + 1, iw, c]
+                    t = (v > m) | (v != v)
+                    m = v if t else m
+                    a = i2 if t else a
+                    v = x[n, ih + 1, iw + 1, c]
+                    t = (v > m) | (v != v)
+                    out[n, oh, ow, c] = v if t else m
+                    arg[n, oh, ow, c] = i3 if t else a
+
+
+@jit
 def max_pool_tiles_backward(g, arg, kh, kw, gx, bounds, st):
     """The max-pool gradient for windows that tile the input (stride =
     kernel, no padding): every input element of window (oh, ow) gets
