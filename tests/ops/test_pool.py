@@ -137,10 +137,10 @@ CASES = [
     _max((1, 7, 7, 2), "max_k2_s3_gaps", 2, 3),
     _max((1, 5, 6, 3), "max_k3_s2_p1", 3, 2, 1),
     _max((1, 4, 4, 2), "max_pool2d_nhwc_alias", 2, None, 0, alias=True),
-    # windows that tile the input: the one-pass backward, with rows and
-    # columns that no window covers (zero gradient)
-    _max((2, 7, 9, 3), "max_k2_tiles_remainder", 2),
-    _max((1, 7, 8, 2), "max_k32_s32_tiles_remainder", (3, 2), (3, 2)),
+    # 2 x 2 / 2: the register kernels, with an odd last row and column that
+    # no window covers (zero gradient); 3 x 2 / (3, 2): non-overlapping, generic
+    _max((2, 7, 9, 3), "max_k2_odd_remainder", 2),
+    _max((1, 7, 8, 2), "max_k32_s32_remainder", (3, 2), (3, 2)),
     _avg((2, 4, 6, 3), "avg_k2_default_stride_batch2", 2),
     _avg((1, 5, 5, 2), "avg_k3_s1_p1_include_pad", 3, 1, 1, True),
     _avg((1, 5, 5, 2), "avg_k3_s1_p1_exclude_pad", 3, 1, 1, False),
@@ -559,36 +559,34 @@ def test_largest_representable_stride_and_huge_kernel_work():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("kernel", [2, (3, 2)])
-def test_max_pool_tiles_path_taken_and_matches_scatter(monkeypatch, dtype, kernel):
-    """stride = kernel, no padding: the one-pass backward runs (it writes
-    every element, 0 off the argmax and in uncovered rows/columns) and
-    equals the zero-fill + scatter-add path bit for bit, NaN and ties
-    included; large enough for several row chunks."""
+def test_max_pool_2x2_backward_taken_and_matches_scatter(monkeypatch, dtype):
+    """2 x 2 / 2 without padding: the one-pass backward runs (it writes every
+    element, 0 off the argmax and in an odd last row/column) and equals the
+    zero-fill + scatter-add path bit for bit (signed zeros too), NaN and
+    ties included; large enough for several row chunks."""
     from yscv.compute import pool as P
 
     calls = []
-    real = P.K.max_pool_tiles_backward
-    monkeypatch.setattr(P.K, "max_pool_tiles_backward",
-                        lambda *a: (calls.append(1), real(*a))[1], raising=False)
+    real = P.K.max_pool_2x2_backward
+    monkeypatch.setattr(P.K, "max_pool_2x2_backward", lambda *a: (calls.append(1), real(*a))[1],
+                        raising=False)
     rng = np.random.default_rng(21)
     x = rng.integers(-3, 4, size=(6, 33, 35, 16)).astype(dtype)   # many ties
     x[0, 0, 0, 0] = x[2, 5, 7, 3] = x[2, 5, 8, 3] = np.nan
-    cot = rng.standard_normal((6, 33 // _pair(kernel)[0], 35 // _pair(kernel)[1], 16))
-    cot = cot.astype(dtype)
+    cot = rng.standard_normal((6, 16, 17, 16)).astype(dtype)
     cot[1, 1, 1, 1] = -0.0
 
     def run():
         g = yscv.Graph(dtype)
         v = g.variable(x)
-        out = g.max_pool2d(v, kernel)
+        out = g.max_pool2d(v, 2)
         g.backward(out, grad=cot)
         return g.value(out), g.grad(v)
 
     y1, gx1 = run()
     assert calls
     monkeypatch.setattr(P, "max_scatter",
-                        lambda g_, shape, arg, tiles=None, f=P.max_scatter: f(g_, shape, arg))
+                        lambda g_, shape, arg, two=False, f=P.max_scatter: f(g_, shape, arg))
     y2, gx2 = run()
     np.testing.assert_array_equal(y1, y2)
     assert np.array_equal(gx1, gx2)

@@ -17,13 +17,11 @@ from ..registry import register_backward
 
 @register_backward(Op.MAX_POOL2D)
 def max_pool2d_backward(g, inputs, out, attrs, saved, needs):
-    """Windows that tile the input (stride = kernel, no padding: the usual
-    2x2 / 2) write dx in one pass; others scatter-add into zeros."""
+    """2 x 2 windows with stride 2, no padding (the usual pool) write dx in
+    one pass; others scatter-add into zeros."""
     if not needs[0]:
         return (None,)
-    kh, kw, sh, sw, ph, pw = attrs
-    tiles = (kh, kw) if (kh, kw) == (sh, sw) and ph == pw == 0 else None
-    return (P.max_scatter(g, inputs[0].shape, saved, tiles),)
+    return (P.max_scatter(g, inputs[0].shape, saved, tuple(attrs) == (2, 2, 2, 2, 0, 0)),)
 
 
 @register_backward(Op.ADAPTIVE_MAX_POOL2D)

@@ -123,24 +123,23 @@ def avg_pool(x, plan):
     return out
 
 
-def max_scatter(g, x_shape, arg, tiles=None):
+def max_scatter(g, x_shape, arg, two_by_two=False):
     """dx [N, H, W, C]: ``g`` added at the saved argmax positions.
 
-    ``tiles = (kh, kw)`` says the windows tile the input (stride = kernel,
-    no padding: each input element is in at most one window); then one
-    threaded pass writes every element of dx once (``g`` at the argmax, 0
-    elsewhere) instead of a zero fill and a scatter."""
+    ``two_by_two``: the windows are 2 x 2 with stride 2 and no padding (each
+    input element in at most one window); then one threaded pass writes
+    every element of dx once (``g`` at the argmax, 0 elsewhere) instead of a
+    zero fill and a scatter."""
     n, h, w, c = x_shape
     oh, ow = g.shape[1], g.shape[2]
-    if tiles is not None and n * oh * c > 0:
-        kh, kw = tiles
+    if two_by_two and n * oh * ow * c > 0:
         gx = np.empty(x_shape, dtype=g.dtype)
-        gx[:, oh * kh:] = 0                 # rows and columns no window covers
-        gx[:, :, ow * kw:] = 0
+        gx[:, 2 * oh:] = 0                  # an odd last row / column: in no window
+        gx[:, :, 2 * ow:] = 0
         rows = n * oh
         bounds = _row_bounds(rows, n * h * w * c)
         g = np.ascontiguousarray(g)
-        par.run_region(lambda st: K.max_pool_tiles_backward(g, arg, kh, kw, gx, bounds, st),
+        par.run_region(lambda st: K.max_pool_2x2_backward(g, arg, gx, bounds, st),
                        len(bounds) - 1)
         return gx
     p = oh * ow

@@ -124,34 +124,37 @@ def max_pool_2x2_forward(x, out, arg, bounds, st):
 
 
 @jit
-def max_pool_tiles_backward(g, arg, kh, kw, gx, bounds, st):
-    """The max-pool gradient for windows that tile the input (stride =
-    kernel, no padding): every input element of window (oh, ow) gets
-    ``g[n, oh, ow, c]`` if it is the saved argmax, else 0, written once
-    (no zero fill, no scatter); a region kernel over chunks of output rows.
+def max_pool_2x2_backward(g, arg, gx, bounds, st):
+    """The gradient of :func:`max_pool_2x2_forward`: every input element of
+    window (oh, ow) gets ``g[n, oh, ow, c]`` if it is the saved argmax, else
+    0, written once (no zero fill, no scatter; the windows do not overlap),
+    vectorised over the channels. A region kernel over chunks of output
+    rows ``n * OH + oh``.
 
     Args:
         g, arg: [N, OH, OW, C] cotangent and the forward's argmax (``ih*W + iw``).
-        gx: [N, H, W, C] (overwritten in rows ``[0, OH*kh)`` and columns
-            ``[0, OW*kw)``; the caller zeroes any remainder rows/columns).
-        bounds: int64 [chunks + 1] over the flat output rows ``n * OH + oh``.
+        gx: [N, H, W, C] (overwritten in rows ``[0, 2*OH)`` and columns
+            ``[0, 2*OW)``; the caller zeroes an odd last row / column).
     """
     oh_, ow_, c_ = g.shape[1], g.shape[2], g.shape[3]
     w_ = gx.shape[2]
     zero = gx.dtype.type(0)
+    # one contiguous store stream per loop (input row by input row); four
+    # stores per channel into two rows measured 1.6x slower
     for k in region_chunks(st, bounds.shape[0] - 1):
         for r in range(bounds[k], bounds[k + 1]):
             n = r // oh_
             oh = r - n * oh_
-            for i in range(kh):
-                ih = oh * kh + i
+            for i in range(2):
+                ih = 2 * oh + i
                 for ow in range(ow_):
-                    for j in range(kw):
-                        iw = ow * kw + j
+                    for j in range(2):
+                        iw = 2 * ow + j
                         idx = ih * w_ + iw
                         for c in range(c_):
                             # ``+ zero``: -0.0 becomes +0.0, as the scatter into zeros gives
-                            gx[n, ih, iw, c] = g[n, oh, ow, c] + zero if arg[n, oh, ow, c] == idx else zero
+                            hit = arg[n, oh, ow, c] == idx
+                            gx[n, ih, iw, c] = g[n, oh, ow, c] + zero if hit else zero
 
 
 @jit
