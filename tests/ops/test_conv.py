@@ -222,8 +222,8 @@ CASES = [
          [(1, 3, 2, 8), (2, 2, 8, 8)],
          lambda x, w: ref_conv_transpose2d(x, w, None, 1, 0, 1, 1, 2),
          "direct_conv_transpose2d_dilation_outpad"),
-    # 6 x 4-vector tiles (float64: 32 channels), alone and next to 8-row tiles
-    # (40 = 32 + 8: rows in blocks of 24), every pass
+    # 6 x 4-vector tiles (float64: 32 channels = four vectors) and, for 40
+    # channels (not whole fours), the 8-row tiles; every pass
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1),
          [(1, 3, 4, 32), (3, 3, 32, 32), (32,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_wide_tiles_cout32_bias"),
@@ -607,7 +607,7 @@ def test_conv2d_matches_torch():
 @pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=(0, 1), dilation=(2, 1))])
 def test_conv2d_direct_tiles_match_torch(kw, cout):
     """Shapes large enough for several row chunks and dW partials (float64;
-    32 output channels: 6 x 4-vector tiles, 40: those and 8 x 1)."""
+    32 output channels: the 6 x 4-vector tiles, 40: 8 x 2 and 8 x 1)."""
     F = pytest.importorskip("torch.nn.functional")
     rng = np.random.default_rng(10)
     arrays = [rng.standard_normal((4, 12, 11, 16)), rng.standard_normal((3, 3, 16, cout)),
@@ -807,8 +807,13 @@ def test_direct_bias_gradient_summed_in_the_weight_pass(monkeypatch, dtype, need
 
 @pytest.mark.parametrize("cout", [64, 80])
 def test_direct_wide_tiles_float32_match_float64(cout):
-    """float32 on the 6 x 4-vector tiles (64 channels; 80 = 64 + 16 mixes
-    them with 8-row tiles) against the float64 result, every pass."""
+    """float32 on the 6 x 4-vector tiles (64 channels; 80 channels, not
+    whole fours of vectors, on the 8-row tiles) against the float64 result,
+    every pass; the wide kernels run exactly when the channels allow."""
+    from yscv.compute import conv_direct as direct
+
+    assert direct._K.wide_tiles(64, 4) == direct._K.WIDE_TILES
+    assert not direct._K.wide_tiles(80, 4) and not direct._K.wide_tiles(32, 4)
     rng = np.random.default_rng(14)
     arrays = [rng.standard_normal((2, 9, 10, 64)), rng.standard_normal((3, 3, 64, cout)) / 24,
               rng.standard_normal(cout)]

@@ -87,8 +87,8 @@ def _padded(x, kernel, stride, padding, dilation, out_sp):
 def _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block):
     """(window starts [N*OD*OH*OW], tap offsets [KD*KH*KW*cin]) in ``xp``,
     int64, read-only; each padded with copies of its last entry to
-    a multiple of ``block`` entries (the tiles' rows, ``row_block`` of
-    yscv/kernels/conv_direct.py; callers slice what they sum
+    a multiple of ``block`` entries (the tiles' rows: 6 for the 6 x 4-vector
+    tiles, 8 for the others, yscv/kernels/conv_direct.py; callers slice what they sum
     over). Cached: a training step asks for the same few tables every step,
     and building them (NumPy broadcasting over every output position) cost
     ~60 us per call on the CNN, 0.3 ms per step."""
@@ -131,8 +131,9 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
         out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin,
-                     _K.row_block(cout, x.itemsize))
+    wide = _K.wide_tiles(cout, x.itemsize)
+    block = 6 if wide else 8
+    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, block)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
     mp = ro.shape[0]
@@ -141,11 +142,11 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
     # the graph's values carry (yscv/compute/arrays.py)
     w2 = readonly(np.ascontiguousarray(w).reshape(-1))
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
-    bounds = _row_chunks(mp, m * so.shape[0] * cout, _K.row_block(cout, x.itemsize))
+    bounds = _row_chunks(mp, m * so.shape[0] * cout, block)
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bounds, st),
-                   len(bounds) - 1)
+    kern = _K.direct_region_wide if wide else _K.direct_region
+    par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bounds, st), len(bounds) - 1)
     return y[:m * cout].reshape(n, *out_sp, cout)
 
 
@@ -158,8 +159,8 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
     cin, cout = wshape[3], wshape[4]
     out_sp = g.shape[1:4]
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin,
-                     _K.row_block(cout, x.itemsize))
+    wide = _K.wide_tiles(cout, x.itemsize)
+    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, 6 if wide else 8)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     kp = ro.shape[0]
     m = g.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
@@ -170,7 +171,8 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
     bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))
     xf = readonly(xp.reshape(-1))
-    par.run_region(lambda st: _K.direct_sum_region(xf, ro, so, g2, parts, bsum, bounds, st), nch)
+    kern = _K.direct_sum_region_wide if wide else _K.direct_sum_region
+    par.run_region(lambda st: kern(xf, ro, so, g2, parts, bsum, bounds, st), nch)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))
     db = par.combine([b[0] for b in bsum]).copy() if need_b else None
     return np.ascontiguousarray(dw[:k]).reshape(wshape), db

@@ -45,15 +45,16 @@ from .sync import region_chunks
 WIDE_TILES = VBYTES == 64
 
 
-def row_block(n: int, itemsize: int) -> int:
-    """The multiple of rows that :func:`_rows` needs for ``n`` columns of
-    ``itemsize`` bytes: 6 when only 6 x 4-vector tiles run (``n`` a multiple
-    of four vectors), 8 when only 8-row tiles run, 24 when both do. The
-    callers pad the rows (and cut the chunks) to it."""
-    lanes4 = 4 * (VBYTES // itemsize)
-    if not WIDE_TILES or n < lanes4:
-        return 8
-    return 6 if n % lanes4 == 0 else 24
+def wide_tiles(n: int, itemsize: int) -> bool:
+    """Whether a product with ``n`` columns of ``itemsize`` bytes runs the
+    6 x 4-vector tiles (the ``*_wide`` region kernels, rows in multiples of
+    6): ``n`` whole groups of four vectors, with AVX-512. Otherwise the
+    8-row tiles (rows in multiples of 8). Two kernel pairs rather than one
+    with both tiles: each tile adds ~0.7 s to its kernel's first compile,
+    and a model compiles only the pair its channel counts use."""
+    return WIDE_TILES and n % (4 * (VBYTES // itemsize)) == 0
+
+
 #: bytes of cotangent rows per block of the weight-gradient sum: the
 #: block's rows of ``b`` stay in L1 while every tile reads them
 S_BLOCK_BYTES = 16384
@@ -215,28 +216,28 @@ def _tile6x4(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
 
 @jit(inline="always")
 def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """Rows ``[i0, i1)`` (multiples of :func:`row_block`) of ``c``, every
-    column, ``s`` in ``[s0, s1)``: 6 x 4-vector tiles over the columns in
-    whole groups of four vectors (with AVX-512's 32 registers), 8 x 2 and
-    8 x 1 tiles over the rest."""
-    L = lanes(cf)
-    L2 = 2 * L
-    j4 = i0 - i0                  # a run-time 0: a literal would be its own specialisation
-    if WIDE_TILES:
-        j4 = N - N % (4 * L)
-        for i in range(i0, i1, 6):
-            j = i0 - i0
-            while j < j4:
-                _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
-                j += 4 * L
-    if j4 < N:
-        for i in range(i0, i1, 8):
-            j = j4
-            while j + L2 <= N:
-                _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
-                j += L2
-            if j < N:
-                _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+    """Rows ``[i0, i1)`` (multiples of 8) of ``c``, every column, ``s`` in
+    ``[s0, s1)``: 8 x 2-vector tiles, and 8 x 1 for a last odd vector."""
+    L2 = 2 * lanes(cf)
+    for i in range(i0, i1, 8):
+        j = i0 - i0               # a run-time 0: a literal would be its own specialisation
+        while j + L2 <= N:
+            _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+            j += L2
+        if j < N:
+            _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+
+
+@jit(inline="always")
+def _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
+    """As :func:`_rows` with 6 x 4-vector tiles: rows ``[i0, i1)`` in
+    multiples of 6, ``N`` a multiple of four vectors (:func:`wide_tiles`)."""
+    L4 = 4 * lanes(cf)
+    for i in range(i0, i1, 6):
+        j = i0 - i0
+        while j < N:
+            _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+            j += L4
 
 
 @jit
@@ -249,6 +250,31 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bounds, st):
     zero = S - S                  # run-time 0s (see _rows)
     for k in region_chunks(st, bounds.shape[0] - 1):
         _rows(xf, ro, bounds[k], bounds[k + 1], so, zero, S, bf, N, cf, zero, init, mode)
+
+
+@jit
+def direct_region_wide(xf, ro, so, bf, cf, init, mode, bounds, st):
+    """:func:`direct_region` on the 6 x 4-vector tiles (:func:`wide_tiles`)."""
+    N = cf.shape[0] // ro.shape[0]
+    S = so.shape[0]
+    zero = S - S
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        _rows_wide(xf, ro, bounds[k], bounds[k + 1], so, zero, S, bf, N, cf, zero, init, mode)
+
+
+@jit(inline="always")
+def _bias_block(bf, s0, s1, N, bsum, k):
+    """Column sums of the ``b`` rows ``[s0, s1)`` added to ``bsum[k, 0]``:
+    summed from zero in ``bsum[k, 1]`` first (the block is in L1)."""
+    tot = bsum[k, 0]
+    blk = bsum[k, 1]
+    for j in range(N):
+        blk[j] = 0
+    for s in range(np.uint64(s0), np.uint64(s1)):
+        for j in range(N):
+            blk[j] += bf[s * np.uint64(N) + np.uint64(j)]
+    for j in range(N):
+        tot[j] += blk[j]
 
 
 @jit
@@ -269,26 +295,33 @@ def direct_sum_region(xf, ro, so, bf, parts, bsum, bounds, st):
     N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
     sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
     zero = M - M                  # a run-time 0 (see _rows)
-    fzero = parts.dtype.type(0)
-    with_bias = bsum.shape[0] > 0
     for k in region_chunks(st, bounds.shape[0] - 1):
-        cb = k * M * N
-        if with_bias:
-            tot = bsum[k, 0]
-            blk = bsum[k, 1]
-            for j in range(N):
-                tot[j] = fzero
+        if bsum.shape[0] > 0:
+            bsum[k, 0, :] = 0
         for s0 in range(bounds[k], bounds[k + 1], sb):
             s1 = min(s0 + sb, bounds[k + 1])
-            _rows(xf, ro, zero, M, so, s0, s1, bf, N, parts, cb, bf, 0 if s0 == bounds[k] else 2)
-            if with_bias:
-                for j in range(N):
-                    blk[j] = fzero
-                for s in range(np.uint64(s0), np.uint64(s1)):
-                    for j in range(N):
-                        blk[j] += bf[s * np.uint64(N) + np.uint64(j)]
-                for j in range(N):
-                    tot[j] += blk[j]
+            _rows(xf, ro, zero, M, so, s0, s1, bf, N, parts, k * M * N, bf,
+                  0 if s0 == bounds[k] else 2)
+            if bsum.shape[0] > 0:
+                _bias_block(bf, s0, s1, N, bsum, k)
+
+
+@jit
+def direct_sum_region_wide(xf, ro, so, bf, parts, bsum, bounds, st):
+    """:func:`direct_sum_region` on the 6 x 4-vector tiles (:func:`wide_tiles`)."""
+    M = ro.shape[0]
+    N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
+    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    zero = M - M
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        if bsum.shape[0] > 0:
+            bsum[k, 0, :] = 0
+        for s0 in range(bounds[k], bounds[k + 1], sb):
+            s1 = min(s0 + sb, bounds[k + 1])
+            _rows_wide(xf, ro, zero, M, so, s0, s1, bf, N, parts, k * M * N, bf,
+                       0 if s0 == bounds[k] else 2)
+            if bsum.shape[0] > 0:
+                _bias_block(bf, s0, s1, N, bsum, k)
 
 
 @jit
