@@ -18,14 +18,19 @@ with two int64 offset tables (yscv/compute/conv_direct.py builds them):
   the cotangent [positions, Cout], ``c`` = dW [K, Cout].
 
 So stride, dilation, 1 to 3 spatial axes and the tap order are all in the
-tables, and one tile does every pass; no column block is written or read.
+tables, and the same tiles do every pass; no column block is written or read.
 
 Tiles: 8 rows of ``c`` x 2 vectors (16 accumulators; per step two vector
 loads of ``b``, eight broadcasts of ``xp``, sixteen fused multiply-adds),
-and 8 x 1 vector for a last odd vector of columns. ``Cout`` must be a
-multiple of the vector length and the row count a multiple of 8 (the caller
-pads the tables and the output rows). Offsets are uint64 (no wrap-around
-test per load; see yscv/kernels/conv.py).
+and 8 x 1 vector for a last odd vector of columns (:func:`direct_region`,
+:func:`direct_sum_region`; rows a multiple of 8); with AVX-512 and columns
+in whole groups of four vectors, 6 rows x 4 vectors (24 accumulators;
+:func:`direct_region_wide`, :func:`direct_sum_region_wide`; rows a
+multiple of 6; :func:`wide_tiles` decides). ``Cout`` must be a multiple of
+the vector length (the caller pads the tables and the output rows).
+Offsets are uint64 (no wrap-around test per load; see yscv/kernels/conv.py).
+
+:func:`pad_region` writes the zero-padded input the tiles read.
 
 Numerics: each element is ``c0 + x0*b0 + x1*b1 + ...`` in ``s`` order with
 one rounding per fused multiply-add (``c0`` = the bias row, zero, or the
