@@ -384,13 +384,22 @@ outs = [run(g.conv2d(x, g.variable(np.ones((3, 3, 2, 2), f)), padding=1)),
 for o in outs:
     g.backward(o, grad=np.ones(g.value(o).shape, f))
     marks.append(clock())
+for c in (16, 64):   # the direct tiles: 8-row pair (16 channels), 6 x 4 pair (64)
+    xc = g.variable(np.ones((1, 5, 5, c), f))
+    o = run(g.conv2d(xc, g.variable(np.ones((3, 3, c, c), f)), g.variable(np.ones(c, f)),
+                     padding=1))
+    g.backward(o, grad=np.ones(g.value(o).shape, f))
+    marks.append(clock())
 print(" ".join(f"{(b[0] - a[0]) * 1e3:.0f}/{(b[1] - a[1]) * 1e3:.0f}"
                for a, b in zip(marks, marks[1:])))
 """
     steps = ["import numba", "conv2d fwd: set-up + im2col", "conv_transpose2d fwd: col2im",
              "depthwise fwd: depthwise_forward", "deformable fwd: deform_im2col",
              "conv2d bwd (no new kernel)", "conv_transpose2d bwd (none)",
-             "depthwise bwd: depthwise_backward", "deformable bwd: deform_col2im"]
+             "depthwise bwd: depthwise_backward", "deformable bwd: deform_col2im",
+             "conv2d 16->16 fwd: pad_region + direct_region",
+             "conv2d 16->16 bwd: direct_sum_region (dx: direct_region)",
+             "conv2d 64->64 fwd: direct_region_wide", "conv2d 64->64 bwd: direct_sum_region_wide"]
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(HERE.parent)}

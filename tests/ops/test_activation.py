@@ -740,3 +740,65 @@ def test_tanh_and_sigmoid_grads_in_place_are_the_three_ufuncs(dtype, shape):
     _act.tanh_grad(gr, ro)
     _act.sigmoid_grad(gr, ro)
     np.testing.assert_array_equal(ro, y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_large_arrays_take_the_threaded_kernel(monkeypatch, dtype):
+    """From RELU_BIG elements relu forward and backward run the one-pass
+    kernel (several chunks); values equal NumPy's max / threshold_backward
+    bit for bit: NaN input stays NaN and passes its gradient on, x = 0
+    and -0.0 give 0 and a zero gradient, a -0.0 input gives +0.0."""
+    from yscv.compute import activation as A
+
+    calls = []
+    real = A.K.relu_select
+    monkeypatch.setattr(A.K, "relu_select", lambda *a: (calls.append(1), real(*a))[1],
+                        raising=False)
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((A.RELU_BIG + 37,)).astype(dtype).reshape(-1, 1)
+    x[:5, 0] = [np.nan, 0.0, -0.0, np.inf, -np.inf]
+    cot = rng.standard_normal(x.shape).astype(dtype)
+    g = yscv.Graph(dtype)
+    v = g.variable(x)
+    y = g.relu(v)
+    g.backward(y, grad=cot)
+    assert len(calls) == 2
+    want = np.where(x <= 0, 0.0, x).astype(dtype)
+    np.testing.assert_array_equal(g.value(y), want)
+    assert not np.signbit(g.value(y)[2, 0])
+    np.testing.assert_array_equal(g.grad(v), np.where(x <= 0, 0.0, cot).astype(dtype))
+    assert g.grad(v)[0, 0] == cot[0, 0]
+
+
+def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
+    """float64 gradcheck on the kernel path (RELU_BIG lowered), and the same
+    bits on one thread and two (a large float32 array, several chunks)."""
+    from yscv.compute import activation as A
+    from yscv.gradcheck import gradcheck
+
+    monkeypatch.setattr(A, "RELU_BIG", 8)
+    x = np.random.default_rng(32).standard_normal((3, 5, 4))
+    x[np.abs(x) < 1e-3] = 0.5                    # keep the kink out of the difference step
+    assert gradcheck(lambda g, n: g.relu(g.relu(n) * 2.0 - 0.5), [x])
+    monkeypatch.undo()
+
+    big = np.random.default_rng(33).standard_normal((4, 64, 1024)).astype(np.float32)
+    cot = np.cos(big)
+
+    def run():
+        g = yscv.Graph(np.float32)
+        v = g.variable(big)
+        y = g.relu(v)
+        g.backward(y, grad=cot)
+        return g.value(y).copy(), g.grad(v).copy()
+
+    before = yscv.get_num_threads()
+    try:
+        yscv.set_num_threads(1, blas=False)
+        one = run()
+        yscv.set_num_threads(2, blas=False)
+        two = run()
+    finally:
+        yscv.set_num_threads(before, blas=False)
+    for a, b in zip(one, two):
+        assert np.array_equal(a, b)

@@ -222,6 +222,14 @@ CASES = [
          [(1, 3, 2, 8), (2, 2, 8, 8)],
          lambda x, w: ref_conv_transpose2d(x, w, None, 1, 0, 1, 1, 2),
          "direct_conv_transpose2d_dilation_outpad"),
+    # 6 x 4-vector tiles (float64: 32 channels = four vectors) and, for 40
+    # channels (not whole fours), the 8-row tiles; every pass
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1),
+         [(1, 3, 4, 32), (3, 3, 32, 32), (32,)],
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_wide_tiles_cout32_bias"),
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, stride=(1, 2), padding=(1, 0)),
+         [(1, 4, 5, 40), (2, 2, 40, 40), (40,)],
+         lambda x, w, b: ref_conv(x, w, b, (1, 2), (1, 0)), "direct_conv2d_wide_and_narrow_cout40"),
     # depthwise
     _row(DW, lambda g, x, w, b: g.depthwise_conv2d(x, w, b, padding=1),
          [(2, 4, 4, 3), (3, 3, 3, 1), (3,)],
@@ -595,13 +603,15 @@ def test_conv2d_matches_torch():
                  [(0, 3, 1, 2), (3, 2, 0, 1), (0,)], (0, 2, 3, 1))
 
 
+@pytest.mark.parametrize("cout", [32, 40])
 @pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=(0, 1), dilation=(2, 1))])
-def test_conv2d_direct_tiles_match_torch(kw):
-    """Shapes large enough for several row chunks and dW partials (float64)."""
+def test_conv2d_direct_tiles_match_torch(kw, cout):
+    """Shapes large enough for several row chunks and dW partials (float64;
+    32 output channels: the 6 x 4-vector tiles, 40: 8 x 2 and 8 x 1)."""
     F = pytest.importorskip("torch.nn.functional")
     rng = np.random.default_rng(10)
-    arrays = [rng.standard_normal((4, 12, 11, 16)), rng.standard_normal((3, 3, 16, 32)),
-              rng.standard_normal(32)]
+    arrays = [rng.standard_normal((4, 12, 11, 16)), rng.standard_normal((3, 3, 16, cout)),
+              rng.standard_normal(cout)]
     _torch_check(lambda g, x, w, b: g.conv2d(x, w, b, **kw),
                  lambda x, w, b: F.conv2d(x, w, b, **kw), arrays,
                  [(0, 3, 1, 2), (3, 2, 0, 1), (0,)], (0, 2, 3, 1))
@@ -762,3 +772,54 @@ def test_largest_representable_stride_works_forward_and_backward():
         np.testing.assert_array_equal(y1, y2)
         for a, b in zip(g1, g2):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("needs", ["w_b", "x_b", "b_only"])
+def test_direct_bias_gradient_summed_in_the_weight_pass(monkeypatch, dtype, needs):
+    """With the direct dW pass the bias gradient comes from that pass (the
+    separate sum is not called); without a dW (frozen weight) it is the
+    separate sum. Against the float64 sum of the cotangent: float32 within
+    a few ulp of the sum of |g| (block-wise summation), several chunks."""
+    from yscv.compute import conv as drivers
+
+    calls = []
+    real = drivers.bias_grad
+    monkeypatch.setattr(drivers, "bias_grad", lambda g: (calls.append(1), real(g))[1])
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((16, 32, 32, 3)).astype(dtype)
+    w = rng.standard_normal((3, 3, 3, 16)).astype(dtype)
+    b = rng.standard_normal(16).astype(dtype)
+    cot = rng.standard_normal((16, 32, 32, 16)).astype(dtype)
+    g = yscv.Graph(dtype)
+    xs = g.variable(x) if needs == "x_b" else g.constant(x)
+    ws = g.variable(w) if needs == "w_b" else g.constant(w)
+    bs = g.variable(b)
+    g.backward(g.conv2d(xs, ws, bs, padding=1), grad=cot)
+    want = cot.astype(np.float64).sum(axis=(0, 1, 2))
+    scale = np.abs(cot.astype(np.float64)).sum(axis=(0, 1, 2))
+    eps = np.finfo(dtype).eps
+    assert np.all(np.abs(g.grad(bs) - want) <= 4 * eps * scale)
+    assert g.grad(bs).dtype == dtype and g.grad(bs).shape == (16,)
+    assert len(calls) == (0 if needs == "w_b" else 1)
+
+
+
+@pytest.mark.parametrize("cout", [64, 80])
+def test_direct_wide_tiles_float32_match_float64(cout):
+    """float32 on the 6 x 4-vector tiles (64 channels; 80 channels, not
+    whole fours of vectors, on the 8-row tiles) against the float64 result,
+    every pass; the wide kernels run exactly when the channels allow."""
+    from yscv.compute import conv_direct as direct
+
+    assert direct._K.wide_tiles(64, 4) == direct._K.WIDE_TILES
+    assert not direct._K.wide_tiles(80, 4) and not direct._K.wide_tiles(32, 4)
+    rng = np.random.default_rng(14)
+    arrays = [rng.standard_normal((2, 9, 10, 64)), rng.standard_normal((3, 3, 64, cout)) / 24,
+              rng.standard_normal(cout)]
+    build = lambda g, x, w, b: g.conv2d(x, w, b, padding=1)  # noqa: E731
+    y64, g64 = _grads(build, arrays, np.float64)
+    y32, g32 = _grads(build, [a.astype(np.float32) for a in arrays], np.float32)
+    np.testing.assert_allclose(y32, y64, rtol=1e-4, atol=1e-4)
+    for a, b in zip(g32, g64):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)

@@ -137,6 +137,10 @@ CASES = [
     _max((1, 7, 7, 2), "max_k2_s3_gaps", 2, 3),
     _max((1, 5, 6, 3), "max_k3_s2_p1", 3, 2, 1),
     _max((1, 4, 4, 2), "max_pool2d_nhwc_alias", 2, None, 0, alias=True),
+    # 2 x 2 / 2: the register kernels, with an odd last row and column that
+    # no window covers (zero gradient); 3 x 2 / (3, 2): non-overlapping, generic
+    _max((2, 7, 9, 3), "max_k2_odd_remainder", 2),
+    _max((1, 7, 8, 2), "max_k32_s32_remainder", (3, 2), (3, 2)),
     _avg((2, 4, 6, 3), "avg_k2_default_stride_batch2", 2),
     _avg((1, 5, 5, 2), "avg_k3_s1_p1_include_pad", 3, 1, 1, True),
     _avg((1, 5, 5, 2), "avg_k3_s1_p1_exclude_pad", 3, 1, 1, False),
@@ -552,3 +556,93 @@ def test_largest_representable_stride_and_huge_kernel_work():
     want = np.full(x.shape, 1.0 / float(k) ** 2)
     want[0, 1, 1, :] += 1.0                              # max of the one 2x2 window
     np.testing.assert_allclose(g.grad(xn), want, rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_2x2_backward_taken_and_matches_scatter(monkeypatch, dtype):
+    """2 x 2 / 2 without padding: the one-pass backward runs (it writes every
+    element, 0 off the argmax and in an odd last row/column) and equals the
+    zero-fill + scatter-add path bit for bit (signed zeros too), NaN and
+    ties included; large enough for several row chunks."""
+    from yscv.compute import pool as P
+
+    calls = []
+    real = P.K.max_pool_2x2_backward
+    monkeypatch.setattr(P.K, "max_pool_2x2_backward", lambda *a: (calls.append(1), real(*a))[1],
+                        raising=False)
+    rng = np.random.default_rng(21)
+    x = rng.integers(-3, 4, size=(6, 33, 35, 16)).astype(dtype)   # many ties
+    x[0, 0, 0, 0] = x[2, 5, 7, 3] = x[2, 5, 8, 3] = np.nan
+    cot = rng.standard_normal((6, 16, 17, 16)).astype(dtype)
+    cot[1, 1, 1, 1] = -0.0
+
+    def run():
+        g = yscv.Graph(dtype)
+        v = g.variable(x)
+        out = g.max_pool2d(v, 2)
+        g.backward(out, grad=cot)
+        return g.value(out), g.grad(v)
+
+    y1, gx1 = run()
+    assert calls
+    monkeypatch.setattr(P, "max_scatter",
+                        lambda g_, shape, arg, two=False, f=P.max_scatter: f(g_, shape, arg))
+    y2, gx2 = run()
+    np.testing.assert_array_equal(y1, y2)
+    assert np.array_equal(gx1, gx2)
+    assert np.array_equal(np.signbit(gx1), np.signbit(gx2))
+    assert gx1.shape == x.shape and np.isfinite(gx1).all()
+
+
+def test_max_pool_same_bits_on_one_thread_and_two():
+    """Row chunks depend on the sizes only: forward and backward give the
+    same bits whatever the number of threads."""
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((8, 32, 32, 16)).astype(np.float32)
+
+    def run():
+        g = yscv.Graph(np.float32)
+        v = g.variable(x)
+        outs = [g.max_pool2d(v, 2), g.max_pool2d(v, 3, 1, 1)]
+        for o in outs:
+            g.backward(o, grad=np.cos(g.value(o)))
+        return [g.value(o).copy() for o in outs] + [g.grad(v).copy()]
+
+    before = yscv.get_num_threads()
+    try:
+        yscv.set_num_threads(1, blas=False)
+        one = run()
+        yscv.set_num_threads(2, blas=False)
+        two = run()
+    finally:
+        yscv.set_num_threads(before, blas=False)
+    for a, b in zip(one, two):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_2x2_kernel_equals_the_generic_one(monkeypatch, dtype):
+    """2 x 2 / 2 without padding runs the four-taps-in-registers kernel; its
+    max and argmax equal the generic bins kernel's bit for bit (ties, NaN,
+    -inf, an odd remainder row and column), and the op takes it."""
+    from yscv.compute import pool as P
+
+    rng = np.random.default_rng(23)
+    x = rng.integers(-2, 3, size=(5, 33, 31, 24)).astype(dtype)
+    x[0, 0, 0, :4] = [np.nan, -np.inf, np.inf, -0.0]
+    x[1, 2, 3, 5] = x[1, 3, 2, 5] = np.nan
+    x[2, 4:6, 4:6, 6] = -np.inf
+    plan = P.window_plan(33, 31, 2, 2, 2, 2, 0, 0, True, x.dtype)
+    m1, a1 = P.max_pool(x, plan)
+    m2, a2 = P.max_pool(x, plan, two_by_two=True)
+    np.testing.assert_array_equal(m1, m2)
+    np.testing.assert_array_equal(a1, a2)
+    assert a2.dtype == np.int32 and a2[2, 2, 2, 6] == 4 * 31 + 4
+    seen = []
+    real = P.max_pool
+    monkeypatch.setattr(P, "max_pool", lambda x, plan, two=False: (seen.append(two),
+                                                                    real(x, plan, two))[1])
+    g = yscv.Graph(dtype)
+    g.max_pool2d(g.variable(x), 2)
+    g.max_pool2d(g.variable(x), 2, 1)
+    assert seen == [True, False]

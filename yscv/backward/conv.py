@@ -23,15 +23,20 @@ def _bias_grad(g, needs, k):
 @register_backward(Op.CONV2D)
 @register_backward(Op.CONV3D)
 def conv_nd_backward(g, inputs, out, attrs, saved, needs):
+    """dx, dW and the bias gradient; on the direct tiles the bias gradient
+    is summed in the dW pass (yscv/compute/conv.py)."""
     x, w = inputs[0], inputs[1]
-    dx = dw = None
+    need_b = len(needs) > 2 and bool(needs[2])
+    dx = dw = db = None
     if needs[0] or needs[1]:
-        dx, dw = C.conv_backward(C.lift_x(g), C.lift_w(w), attrs.stride, attrs.padding,
-                                 attrs.dilation, attrs.groups, x=C.lift_x(x),
-                                 need_x=needs[0], need_w=needs[1])
+        dx, dw, db = C.conv_backward(C.lift_x(g), C.lift_w(w), attrs.stride, attrs.padding,
+                                     attrs.dilation, attrs.groups, x=C.lift_x(x),
+                                     need_x=needs[0], need_w=needs[1], need_b=need_b)
         dx = None if dx is None else dx.reshape(x.shape)
         dw = None if dw is None else dw.reshape(w.shape)
-    return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
+    elif need_b:
+        db = C.bias_grad(g)
+    return (dx, dw, db)[:len(inputs)]
 
 
 @register_backward(Op.DEPTHWISE_CONV2D)
@@ -57,8 +62,8 @@ def conv_transpose2d_backward(g, inputs, out, attrs, saved, needs):
         dx = C.conv_forward(g5, w5, attrs.stride, attrs.padding, attrs.dilation, attrs.groups,
                             out_sp=x5.shape[1:4]).reshape(x.shape)
     if needs[1]:
-        _, dw = C.conv_backward(C.lift_x(x), w5, attrs.stride, attrs.padding, attrs.dilation,
-                                attrs.groups, x=g5, need_x=False, need_w=True)
+        _, dw, _ = C.conv_backward(C.lift_x(x), w5, attrs.stride, attrs.padding, attrs.dilation,
+                                   attrs.groups, x=g5, need_x=False, need_w=True)
         dw = dw.reshape(w.shape)
     return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
 

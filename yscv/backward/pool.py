@@ -16,8 +16,16 @@ from ..registry import register_backward
 
 
 @register_backward(Op.MAX_POOL2D)
-@register_backward(Op.ADAPTIVE_MAX_POOL2D)
 def max_pool2d_backward(g, inputs, out, attrs, saved, needs):
+    """2 x 2 windows with stride 2, no padding (the usual pool) write dx in
+    one pass; others scatter-add into zeros."""
+    if not needs[0]:
+        return (None,)
+    return (P.max_scatter(g, inputs[0].shape, saved, tuple(attrs) == (2, 2, 2, 2, 0, 0)),)
+
+
+@register_backward(Op.ADAPTIVE_MAX_POOL2D)
+def adaptive_max_pool2d_backward(g, inputs, out, attrs, saved, needs):
     if not needs[0]:
         return (None,)
     return (P.max_scatter(g, inputs[0].shape, saved),)

@@ -26,6 +26,7 @@ import numpy as np
 from ..kernels import lazy
 from ..kernels.activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID,
                                         SILU, SOFTPLUS, TANH)
+from . import regions as par
 from .arrays import readonly as ro
 
 K = lazy("activation")
@@ -171,12 +172,46 @@ def tanh_grad(g: np.ndarray, t: np.ndarray) -> np.ndarray:
     return unary_backward(g, t, t, TANH)
 
 
+#: ReLU forward / backward: arrays with at least this many elements run the
+#: one-pass select kernel split over the cores (a conv layer's activations);
+#: smaller ones NumPy (docs/ops/activation.md)
+RELU_BIG = 1 << 16
+#: elements per chunk of the ReLU select kernel (a function of the size only)
+RELU_GRAIN = 1 << 16
+
+
+def _relu_select(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``g where not (x <= 0) else 0`` by the threaded one-pass kernel (flat
+    contiguous float32/float64 of one dtype and shape; see :data:`RELU_BIG`)."""
+    out = np.empty(x.shape, dtype=x.dtype)
+    n = x.size
+    bounds = par.bounds(par.split(n, par.num_chunks(n, n, RELU_GRAIN)))
+    gf, xf, of = ro(g.reshape(-1)), ro(x.reshape(-1)), out.reshape(-1)
+    par.run_region(lambda st: K.relu_select(gf, xf, of, bounds, st), len(bounds) - 1)
+    return out
+
+
+def _big(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the ReLU kernel takes these operands (:data:`RELU_BIG`)."""
+    return (a.size >= RELU_BIG and a.shape == b.shape and a.dtype == b.dtype
+            and a.dtype in ZERO and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """max(x, 0) (NaN stays NaN); large arrays in one threaded pass."""
+    if _big(x, x):
+        return _relu_select(x, x)
+    return np.maximum(x, ZERO[x.dtype])
+
+
 def relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """PyTorch's threshold_backward: zero where x <= 0, else g, so a NaN input
     passes its gradient on (``x > 0`` would drop it). One element: a Python
-    comparison."""
+    comparison; large arrays: one threaded pass (:data:`RELU_BIG`)."""
     if x.size == 1:
         return np.zeros_like(g) if x.item() <= 0.0 else g
+    if _big(g, x):
+        return _relu_select(g, x)
     keep = x <= ZERO[g.dtype]
     np.logical_not(keep, out=keep)
     return g * keep

@@ -201,23 +201,25 @@ def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
 
 
 def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
-                  need_x=True, need_w=True):
+                  need_x=True, need_w=True, need_b=False):
     """Gradients of :func:`conv_forward` for the cotangent ``g`` [N, OD, OH, OW, Cout].
 
-    Returns ``(dx, dw)`` (None where not needed). ``x`` is required for dw;
+    Returns ``(dx, dw, db)`` (None where not needed; ``db`` is the bias
+    gradient, ``g`` summed over positions). ``x`` is required for dw;
     ``x_shape`` gives dx's shape when x is not passed. Also the forward of
     conv_transpose (its ``dx`` with ``g`` = the transpose's input). dW runs
-    on the direct tiles when Cout is whole vectors, dx when Cin is (and the
-    stride is 1); what is left goes through im2col + BLAS.
+    on the direct tiles when Cout is whole vectors (db then comes from the
+    same pass over ``g``), dx when Cin is (and the stride is 1); what is
+    left goes through im2col + BLAS.
     """
     if x_shape is None:
         x_shape = x.shape
     cin, cout = x_shape[4], w.shape[4]
-    dx = dw = None
+    dx = dw = db = None
     if not (_is_pointwise(w.shape, stride, padding) and g.shape[1:4] == tuple(x_shape[1:4])):
         if need_w and direct.usable(g.dtype, cout, groups):
-            dw = direct.weight_grad(x, g, w.shape, stride, padding, dilation)
-            need_w = False
+            dw, db = direct.weight_grad(x, g, w.shape, stride, padding, dilation, need_b)
+            need_w = need_b = False
         if (need_x and direct.usable(g.dtype, cin, groups)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
             dx = direct.data_grad(g, w, x_shape, padding, dilation)
@@ -227,7 +229,9 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
                                     need_x, need_w)
         dx = dx2 if need_x else dx
         dw = dw2 if need_w else dw
-    return dx, dw
+    if need_b:
+        db = bias_grad(g)
+    return dx, dw, db
 
 
 def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w):

@@ -35,6 +35,8 @@ _K = lazy("conv_direct")
 
 #: multiply-adds per chunk of a region (fewer: one thread does it all)
 GRAIN = 1 << 20
+#: padded elements per chunk of the padding pass
+PAD_GRAIN = 1 << 16
 
 
 def usable(dtype, cout: int, groups: int) -> bool:
@@ -52,39 +54,48 @@ def data_grad_usable(stride, padding, dilation, kernel) -> bool:
                                        zip(padding, dilation, kernel))
 
 
-def _ceil8(n: int) -> int:
-    return -(-n // 8) * 8
+def _ceil_to(n: int, b: int) -> int:
+    return -(-n // b) * b
 
 
 def _padded(x, kernel, stride, padding, dilation, out_sp):
-    """x zero-padded so that every window of the ``out_sp`` grid lies inside."""
+    """x zero-padded so that every window of the ``out_sp`` grid lies inside:
+    one pass writing each element once (the copy or a zero), split over the
+    cores by rows (the NumPy form, a zeroed border and a strided copy, ran
+    on one core)."""
     n, *sp, c = x.shape
     size = [max(p + i, (o - 1) * s + d * (k - 1) + 1) for i, k, s, p, d, o in
             zip(sp, kernel, stride, padding, dilation, out_sp)]
     if size == sp and not any(padding):
         return x
     xp = np.empty((n, *size, c), dtype=x.dtype)
-    inner = [slice(p, p + i) for p, i in zip(padding, sp)]
-    for a in range(3):            # zero the border slabs only
-        lead = (slice(None),) * (a + 1)
-        xp[lead + (slice(0, padding[a]),)] = 0
-        xp[lead + (slice(padding[a] + sp[a], None),)] = 0
-    xp[(slice(None), *inner)] = x
+    rows = n * size[0] * size[1]
+    if xp.size == 0:
+        return xp
+    bounds = par.bounds(par.split(rows, par.num_chunks(rows, xp.size, PAD_GRAIN)))
+    xf = readonly(np.ascontiguousarray(x).reshape(-1))
+    dims = np.array([*sp, c], dtype=np.int64)
+    pdims = np.array(size, dtype=np.int64)
+    pads = np.array(padding, dtype=np.int64)
+    pf = xp.reshape(-1)
+    par.run_region(lambda st: _K.pad_region(xf, dims, pf, pdims, pads, bounds, st),
+                   len(bounds) - 1)
     return xp
 
 
 @functools.lru_cache(maxsize=64)
-def _tables(xp_shape, kernel, stride, dilation, out_sp, cin):
+def _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block):
     """(window starts [N*OD*OH*OW], tap offsets [KD*KH*KW*cin]) in ``xp``,
     int64, read-only; each padded with copies of its last entry to
-    :data:`ROW_PAD` entries (the tiles' rows; callers slice what they sum
+    a multiple of ``block`` entries (the tiles' rows: 6 for the 6 x 4-vector
+    tiles, 8 for the others, yscv/kernels/conv_direct.py; callers slice what they sum
     over). Cached: a training step asks for the same few tables every step,
     and building them (NumPy broadcasting over every output position) cost
     ~60 us per call on the CNN, 0.3 ms per step."""
     ro, so = _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin)
     out = []
     for t in (ro, so):
-        t = np.concatenate([t, np.full(_ceil8(len(t)) - len(t), t[-1], dtype=np.int64)])
+        t = np.concatenate([t, np.full(_ceil_to(len(t), block) - len(t), t[-1], dtype=np.int64)])
         t.flags.writeable = False
         out.append(t)
     return tuple(out)
@@ -105,10 +116,10 @@ def _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin):
     return ro.reshape(-1).astype(np.int64), so.reshape(-1).astype(np.int64)
 
 
-def _row_chunks(rows8: int, work: int) -> np.ndarray:
-    """Region bounds over ``rows8`` rows (a multiple of 8), multiples of 8."""
-    k = par.num_chunks(rows8 // 8, work, GRAIN)
-    return np.array([8 * ((rows8 // 8) * i // k) for i in range(k + 1)], dtype=np.int64)
+def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
+    """Region bounds over ``rows`` rows (whole row blocks of ``b``), whole blocks."""
+    k = par.num_chunks(rows // b, work, GRAIN)
+    return np.array([b * ((rows // b) * i // k) for i in range(k + 1)], dtype=np.int64)
 
 
 def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
@@ -120,7 +131,9 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
         out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin)
+    wide = _K.wide_tiles(cout, x.itemsize)
+    block = 6 if wide else 8
+    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, block)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
     mp = ro.shape[0]
@@ -129,21 +142,25 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
     # the graph's values carry (yscv/compute/arrays.py)
     w2 = readonly(np.ascontiguousarray(w).reshape(-1))
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
-    bounds = _row_chunks(mp, m * so.shape[0] * cout)
+    bounds = _row_chunks(mp, m * so.shape[0] * cout, block)
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bounds, st),
-                   len(bounds) - 1)
+    kern = _K.direct_region_wide if wide else _K.direct_region
+    par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bounds, st), len(bounds) - 1)
     return y[:m * cout].reshape(n, *out_sp, cout)
 
 
-def weight_grad(x, g, wshape, stride, padding, dilation):
-    """dW [KD, KH, KW, Cin, Cout] of :func:`forward` for the cotangent ``g``."""
+def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
+    """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of :func:`forward`
+    for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
+    ``g`` over positions) is taken in the same pass, per chunk, added in
+    chunk order like dW."""
     kernel = wshape[:3]
     cin, cout = wshape[3], wshape[4]
     out_sp = g.shape[1:4]
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin)
+    wide = _K.wide_tiles(cout, x.itemsize)
+    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, 6 if wide else 8)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     kp = ro.shape[0]
     m = g.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
@@ -151,11 +168,14 @@ def weight_grad(x, g, wshape, stride, padding, dilation):
     nch = par.num_chunks(m, m * k * cout, GRAIN)
     bounds = np.array([m * i // nch for i in range(nch + 1)], dtype=np.int64)
     parts = np.empty(nch * kp * cout, dtype=x.dtype)
+    bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))
     xf = readonly(xp.reshape(-1))
-    par.run_region(lambda st: _K.direct_sum_region(xf, ro, so, g2, parts, bounds, st), nch)
+    kern = _K.direct_sum_region_wide if wide else _K.direct_sum_region
+    par.run_region(lambda st: kern(xf, ro, so, g2, parts, bsum, bounds, st), nch)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))
-    return np.ascontiguousarray(dw[:k]).reshape(wshape)
+    db = par.combine([b[0] for b in bsum]).copy() if need_b else None
+    return np.ascontiguousarray(dw[:k]).reshape(wshape), db
 
 
 def data_grad(g, w, x_shape, padding, dilation):

@@ -16,9 +16,15 @@ import functools
 import numpy as np
 
 from ..kernels import lazy
+from . import regions as par
 
 K = lazy("pool")
 _I = lazy("indexing")
+
+#: input elements read per chunk of a threaded max-pool pass (fewer: the
+#: caller does it all); these passes are memory-bound, a chunk of 64 K
+#: values (256 KB float32) is what pays for waking the second core
+GRAIN = 1 << 16
 
 
 def _window_axis(size: int, k: int, s: int, p: int, count_include_pad: bool):
@@ -73,16 +79,38 @@ def index_dtype(h: int, w: int):
     return np.int32 if h * w < 2 ** 31 else np.int64
 
 
-def max_pool(x, plan):
+def _row_bounds(rows: int, work: int) -> np.ndarray:
+    """Region bounds over ``rows`` output rows (``n * OH + oh``): a number of
+    chunks fixed by the sizes (yscv/compute/regions.py)."""
+    return par.bounds(par.split(rows, par.num_chunks(rows, work, GRAIN)))
+
+
+def max_pool(x, plan, two_by_two=False):
     """(max [N, OH, OW, C], argmax [N, OH, OW, C]) over the bins of ``plan``;
-    argmax holds the flat position ``ih*W + iw`` of the first maximum."""
+    argmax holds the flat position ``ih*W + iw`` of the first maximum.
+    Output rows are split over the cores (each chunk has its scratch rows).
+    ``two_by_two``: the plan is 2 x 2 windows, stride 2, no padding (the
+    kernel with the four taps in registers)."""
     hs, he, ws, we, _ = plan
     n, h, w, c = x.shape
     out = np.empty((n, len(hs), len(ws), c), dtype=x.dtype)
     arg = np.empty(out.shape, dtype=index_dtype(h, w))
-    mbuf = np.empty((2, c), dtype=x.dtype)
-    abuf = np.empty((2, c), dtype=arg.dtype)
-    K.max_pool_bins_forward(np.ascontiguousarray(x), hs, he, ws, we, out, arg, mbuf, abuf)
+    rows = n * len(hs)
+    if rows == 0 or c == 0:
+        return out, arg
+    bounds = _row_bounds(rows, x.size)
+    k = len(bounds) - 1
+    x = np.ascontiguousarray(x)
+    if two_by_two:
+        par.run_region(lambda st: K.max_pool_2x2_forward(x, out, arg, bounds, st), k)
+        return out, arg
+    # each chunk's scratch rows end 64 bytes before the next chunk's start:
+    # two threads never write one cache line (false sharing made the
+    # two-thread pass 5x slower than one thread)
+    mbuf = np.empty((k, 2, c + 64 // x.itemsize), dtype=x.dtype)
+    abuf = np.empty((k, 2, c + 64 // arg.itemsize), dtype=arg.dtype)
+    par.run_region(lambda st: K.max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf,
+                                                      bounds, st), k)
     return out, arg
 
 
@@ -95,10 +123,26 @@ def avg_pool(x, plan):
     return out
 
 
-def max_scatter(g, x_shape, arg):
-    """dx [N, H, W, C]: ``g`` added at the saved argmax positions."""
+def max_scatter(g, x_shape, arg, two_by_two=False):
+    """dx [N, H, W, C]: ``g`` added at the saved argmax positions.
+
+    ``two_by_two``: the windows are 2 x 2 with stride 2 and no padding (each
+    input element in at most one window); then one threaded pass writes
+    every element of dx once (``g`` at the argmax, 0 elsewhere) instead of a
+    zero fill and a scatter."""
     n, h, w, c = x_shape
-    p = g.shape[1] * g.shape[2]
+    oh, ow = g.shape[1], g.shape[2]
+    if two_by_two and n * oh * ow * c > 0:
+        gx = np.empty(x_shape, dtype=g.dtype)
+        gx[:, 2 * oh:] = 0                  # an odd last row / column: in no window
+        gx[:, :, 2 * ow:] = 0
+        rows = n * oh
+        bounds = _row_bounds(rows, n * h * w * c)
+        g = np.ascontiguousarray(g)
+        par.run_region(lambda st: K.max_pool_2x2_backward(g, arg, gx, bounds, st),
+                       len(bounds) - 1)
+        return gx
+    p = oh * ow
     gx = np.zeros((n, h * w, c), dtype=g.dtype)
     _I.scatter_add_axis(gx, arg.reshape(n, p, c), np.ascontiguousarray(g).reshape(n, p, c))
     return gx.reshape(n, h, w, c)

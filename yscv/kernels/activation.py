@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from ._jit import jit
+from .sync import region_chunks
 from .activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID, SILU,
                                SOFTPLUS, TANH)
 from .fastmath import fast_erf, fast_exp, fast_log1p_unit, fast_sigmoid, fast_tanh, sigmoid_parts
@@ -250,3 +251,20 @@ def prelu_backward(g, x, alpha, need_x):
     for c in range(c_):
         total[c] += part[c]
     return gx, total
+
+
+@jit
+def relu_select(g, x, out, bounds, st):
+    """``out = g where not (x <= 0), else 0`` over flat arrays: the ReLU
+    input gradient (NaN in x passes g on, as PyTorch's threshold_backward)
+    and, with ``g = x``, the ReLU forward (NaN stays NaN, -0.0 becomes 0).
+    A region kernel (yscv/compute/regions.py): chunk ``k`` is the elements
+    ``[bounds[k], bounds[k + 1])``."""
+    zero = out.dtype.type(0.0)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        # unsigned indices: no wrap-around test per load (it blocks the
+        # vectorisation; yscv/kernels/conv.py)
+        for i in range(np.uint64(bounds[k]), np.uint64(bounds[k + 1])):
+            v = x[i]
+            w = g[i]
+            out[i] = zero if v <= zero else w

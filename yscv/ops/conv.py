@@ -125,8 +125,8 @@ def conv_transpose2d_forward(attrs, x, w, b=None):
                                                       attrs.padding, attrs.dilation,
                                                       attrs.output_padding))
     cout = w5.shape[3] * attrs.groups
-    y, _ = C.conv_backward(x5, w5, attrs.stride, attrs.padding, attrs.dilation, attrs.groups,
-                           x_shape=(x5.shape[0], *sp, cout), need_x=True, need_w=False)
+    y, _, _ = C.conv_backward(x5, w5, attrs.stride, attrs.padding, attrs.dilation, attrs.groups,
+                              x_shape=(x5.shape[0], *sp, cout), need_x=True, need_w=False)
     return C.add_bias(y.reshape(x.shape[0], *sp[1:], cout), b), None
 
 

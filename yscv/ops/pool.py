@@ -46,7 +46,8 @@ class AdaptivePoolAttrs(NamedTuple):
 @register_forward(Op.MAX_POOL2D)
 def max_pool2d_forward(attrs, x):
     _, h, w, _ = x.shape
-    return P.max_pool(x, P.window_plan(h, w, *attrs, True, x.dtype))
+    return P.max_pool(x, P.window_plan(h, w, *attrs, True, x.dtype),
+                      tuple(attrs) == (2, 2, 2, 2, 0, 0))
 
 
 @register_forward(Op.AVG_POOL2D)
