@@ -155,7 +155,8 @@ def _grad_coefficients(sums, mean, var, eps, gamma64, k: int, m: float, dtype, w
     channel by channel from 0.0, as ``cumsum`` does)."""
     n, c = sums.shape[1:]
     inv = 1.0 / np.sqrt(var + eps)                                 # [N, G]
-    grp = np.cumsum((sums * gamma64).reshape(2, n, c // k, k), axis=3)[..., -1] + 0.0
+    h = sums * gamma64                                             # [2, N, C]
+    grp = (h if k == 1 else np.cumsum(h.reshape(2, n, c // k, k), axis=3)[..., -1]) + 0.0
     q = -(inv * inv * inv) * grp[1] / m
     s = -inv * grp[0] / m
     p = gamma64 * expand_groups(inv, k)
