@@ -101,3 +101,30 @@ def test_bad_arguments():
     with pytest.raises(SystemExit) as e:
         warmup.main(["--only", "gan", "--quiet"])
     assert e.value.code == 2
+
+
+_BOTH_NORM_TIERS = """
+import numpy as np, yscv
+for shape in ((8, 8, 8, 32), (6, 32, 32, 256)):      # small tier, then the region tier
+    g = yscv.Graph(np.float32)
+    c = shape[-1]
+    x = g.variable(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    stats = (g.constant(np.zeros(c, np.float32)), g.constant(np.ones(c, np.float32)))
+    gamma, beta = g.variable(np.ones(c, np.float32)), g.variable(np.zeros(c, np.float32))
+    g.backward(g.sum(g.batch_norm(x, gamma, beta, *stats, training=True)))
+    g.batch_norm(x, gamma, beta, *stats, training=False)
+print('compiled', sorted(set(compiled)))
+"""
+
+
+def test_warmup_compiles_both_normalisation_tiers(tmp_path):
+    """Small batch norms run the row kernels, large ones the regions
+    (yscv/compute/norm.py): after ``--only cnn`` neither compiles anything."""
+    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "cnn")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = _run(_COUNT_COMPILES + _BOTH_NORM_TIERS, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "compiled []"
+    out = _run(_COUNT_COMPILES + _BOTH_NORM_TIERS, tmp_path / "empty")
+    assert "yscv.kernels.norm_regions.group_forward_region" in out.stdout
+    assert "yscv.kernels.norm.group_stats" in out.stdout

@@ -135,6 +135,27 @@ def _region_pool() -> None:
     regions.run_region(lambda st: None, 2)
 
 
+def _large_norms(dtype, category: str) -> None:
+    """The normalisations' region tier (yscv/compute/norm.py): the small
+    models above run the row kernels directly, inputs of two grains or more
+    (large batches or images) the region kernels; forward, backward and
+    evaluation of batch norm (``cnn``) or layer norm (``transformer``)."""
+    from .graph import Graph
+
+    g = Graph(dtype)
+    if category == "cnn":
+        shape = (4, 32, 32, 256)                 # 2**20 values: two grains
+        x = g.variable(np.ones(shape, dtype))
+        c = shape[-1]
+        stats = (g.constant(np.zeros(c, dtype)), g.constant(np.ones(c, dtype)))
+        gamma, beta = g.variable(np.ones(c, dtype)), g.variable(np.zeros(c, dtype))
+        g.backward(g.sum(g.batch_norm(x, gamma, beta, *stats, training=True)))
+        g.batch_norm(x, gamma, beta, *stats, training=False)
+    elif category == "transformer":
+        x = g.variable(np.ones((4096, 128), dtype))   # 2**19 values: two grains
+        g.backward(g.sum(g.layer_norm(x, g.variable(np.ones(128, dtype)))))
+
+
 def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
     """Compile (or load from the cache) the kernels of ``categories`` (names
     of :data:`CATEGORIES`, default all) for each of ``dtypes``; returns the
@@ -156,6 +177,7 @@ def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
             t0 = time.perf_counter()
             for program in CATEGORIES[c]:
                 _train(program, dt)
+            _large_norms(dt, c)
             seconds[c, np.dtype(dt).name] = time.perf_counter() - t0
             if verbose:
                 print(f"yscv.warmup: {c:12s} {np.dtype(dt).name:8s} "

@@ -674,6 +674,7 @@ def test_two_threads_give_the_same_results():
 import yscv.compute.regions as par  # noqa: E402
 from yscv import runtime  # noqa: E402
 import yscv.compute.norm as norm_ops  # noqa: E402
+from yscv.gradcheck import gradcheck  # noqa: E402
 
 _GRAINS = ("GRAIN_LN_FORWARD", "GRAIN_LN_BACKWARD", "GRAIN_STATS", "GRAIN_APPLY",
            "GRAIN_GRAD_SUMS")
@@ -952,3 +953,94 @@ def test_region_pool_closes_its_helpers(monkeypatch):
     assert sorted(c for c, _ in seen) == [0, 1, 2]
     pool.close()
     assert not any(t.is_alive() for t in pool.threads)
+
+
+# ------------------------------------------- size tiers (yscv/compute/norm.py)
+def _count_regions(monkeypatch):
+    """Counts the region calls of yscv.compute.norm (the large tier)."""
+    calls = []
+    real = norm_ops.par.run_region
+
+    def counting(call, chunks):
+        calls.append(chunks)
+        return real(call, chunks)
+
+    monkeypatch.setattr(norm_ops.par, "run_region", counting)
+    return calls
+
+
+@pytest.mark.parametrize("name", sorted(_BIG_BUILD))
+def test_small_inputs_take_the_row_kernels_and_large_ones_the_regions(name, monkeypatch):
+    """Below two grains every call runs the row kernels directly (no region);
+    with small grains the same input runs regions; both match the float64
+    reference."""
+    case = _big_case(name, np.float64)
+    calls = _count_regions(monkeypatch)
+    small = _run_big(name, np.float64, *case)
+    assert calls == []
+    for grain in _GRAINS:
+        monkeypatch.setattr(norm_ops, grain, 4096)
+    large = _run_big(name, np.float64, *case)
+    assert calls and max(calls) > 1
+    want = _ref_big(name, *case)
+    for got in (small, large):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("per_sample,k", [(False, 1), (True, 1), (True, 3)])
+def test_small_tier_gives_the_bits_of_a_one_chunk_region(dtype, per_sample, k):
+    """The small tier's NumPy merges and coefficients are the region kernels'
+    float64 operations in their order: forward and backward give the same
+    bytes as the two-phase region kernels run on one chunk."""
+    KR = norm_ops.KR
+    rng = np.random.default_rng(30)
+    shape, c = (4, 5, 6, 12), 12
+    x = (2.0 + rng.standard_normal(shape)).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    gamma = rng.uniform(0.5, 1.5, c).astype(dtype)
+    beta = rng.standard_normal(c).astype(dtype)
+    eps = 1e-5
+    y, (mean, var) = norm_ops.group_train_forward(x, gamma, beta, eps, per_sample, k)
+    dx, dgam, dbet = norm_ops.group_backward(g, x, gamma, mean, var, eps, per_sample, k, True,
+                                             True, True, True)
+    n, r, w = norm_ops.packed_layout(shape, per_sample)
+    x3 = norm_ops.as_rows3(x, (n, r, w))
+    b = np.array([0, r], dtype=np.int64)
+    st = par.new_state()
+    mean1, var1 = np.empty((n, c // k)), np.empty((n, c // k))
+    y1 = np.empty((n, r, w), dtype)
+    KR.group_forward_region(x3, c, k, eps, norm_ops.readonly(gamma), norm_ops.readonly(beta),
+                            np.empty((1, 2, n, c // k)), mean1, var1,
+                            np.empty((n, 4, w), dtype), y1, b, b, st)
+    assert y.tobytes() == y1.tobytes()
+    assert mean.tobytes() == mean1.tobytes() and var.tobytes() == var1.tobytes()
+    lay = norm_ops.group_layout(shape, per_sample)
+    mean_w = norm_ops.readonly(norm_ops.per_lane(norm_ops.expand_groups(mean, k), w))
+    sums = np.empty((2, n, c))
+    dx1 = np.empty((n, r, w), dtype)
+    KR.group_backward_region(norm_ops.as_rows3(g, (n, r, w)), x3, mean_w,
+                             norm_ops.readonly(mean), norm_ops.readonly(var), eps,
+                             norm_ops.readonly(gamma.astype(np.float64)), c, k,
+                             float(lay[1] * k), np.empty((1, 2, n, c)), sums,
+                             np.empty((n, 5, w), dtype), dx1, b, b, par.new_state())
+    assert dx.tobytes() == dx1.tobytes()
+    inv_c = norm_ops.expand_groups(1.0 / np.sqrt(var + eps), k)
+    assert dgam.tobytes() == (sums[1] * inv_c).sum(axis=0).tobytes()
+    assert dbet.tobytes() == sums[0].sum(axis=0).tobytes()
+
+
+@pytest.mark.parametrize("name", sorted(_BIG_BUILD))
+def test_gradcheck_on_the_region_tier(name, monkeypatch):
+    """float64 gradcheck with grains small enough that every call runs a
+    region of several chunks."""
+    for grain in _GRAINS:
+        monkeypatch.setattr(norm_ops, grain, 64)
+    calls = _count_regions(monkeypatch)
+    rng = np.random.default_rng(31)
+    shape = (4, 5, 4, 8)
+    x0 = 1.0 + rng.standard_normal(shape)
+    gam0, bet0 = rng.uniform(0.5, 1.5, 8), rng.standard_normal(8)
+    assert gradcheck(_BIG_BUILD[name], [x0, gam0, bet0])
+    assert calls and max(calls) > 1

@@ -47,3 +47,40 @@ def test_model_uses_activation_checkpointing_when_available(example):
     assert g.value(out).shape == (2, 10)
     if hasattr(yscv.Graph, "checkpoint"):
         assert len(g._segments) == 2  # the two conv blocks are checkpointed segments
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_data_is_scikit_learns_digits_and_stratified_split(example, seed):
+    """The example reads scikit-learn's shipped digits without importing it;
+    data and split are exactly load_digits + train_test_split(stratify=y)."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    x = (x.reshape(-1, 8, 8, 1) / 16.0).astype(np.float32)
+    want = train_test_split(x, y.astype(np.int64), test_size=0.2, random_state=seed, stratify=y)
+    got = example.load_data(seed)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    # another class mix and test fraction (ties in the fractional parts)
+    labels = np.repeat(np.arange(5), [7, 3, 3, 9, 4])
+    tr, te = example.stratified_split(labels, test_size=0.3, seed=seed)
+    want_tr, want_te = train_test_split(np.arange(len(labels)), test_size=0.3, random_state=seed,
+                                        stratify=labels)
+    np.testing.assert_array_equal(tr, want_tr)
+    np.testing.assert_array_equal(te, want_te)
+
+
+def test_example_does_not_import_scikit_learn():
+    """Start-up: loading the data must not import scikit-learn (or SciPy)."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('ex', "
+            f"{str(EXAMPLE)!r}); m = importlib.util.module_from_spec(spec); "
+            "spec.loader.exec_module(m); m.load_data(0); "
+            "print(sorted(k for k in sys.modules if k.split('.')[0] in ('sklearn', 'scipy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

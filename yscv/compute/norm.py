@@ -12,6 +12,18 @@ calling thread and the region pool's helpers (:mod:`yscv.compute.regions`,
 grains below); chunk results are merged in chunk order, so values are the
 same bits with one thread or several. docs/ops/norm.md has the measurements
 behind the grains, the packing width and the partial-sum padding.
+
+Two size tiers, decided by :func:`row_chunks` alone: a call whose every
+phase is one chunk (fewer than two grains of work: the normalisations of
+small networks, such as the README's CNN) calls the row kernels of
+yscv/kernels/norm.py and yscv/kernels/layer_norm.py directly, with the
+merges and per-lane coefficients between the phases done in NumPy on the
+tiny ``[N, C]`` statistics (the same float64 operations in the same order
+as the region kernels' single-chunk path, so both tiers give the same
+bits); larger calls run the region kernels of yscv/kernels/norm_regions.py.
+The small tier never compiles the region kernels and their two-phase
+synchronisation (about 2 s of first-call compile time; docs/engine.md,
+"Cold start").
 """
 from __future__ import annotations
 
@@ -25,6 +37,8 @@ from . import regions as par
 from .arrays import readonly
 
 KR = lazy("norm_regions")
+KN = lazy("norm")
+KL = lazy("layer_norm")
 
 # Work (elements of x) per chunk when a kernel call is split over threads: a
 # call of ``work`` elements runs as ``min(4, work // grain)`` chunks, so from
@@ -111,10 +125,43 @@ def lane_coefficients(dtype, width: int, mean_c, rest) -> np.ndarray:
 
 def row_chunks(rows: int, work: int, grain: int) -> list:
     """The fixed split of ``rows`` rows holding ``work`` elements (see
-    :mod:`yscv.compute.regions`)."""
+    :mod:`yscv.compute.regions`); one chunk (below two grains) takes the
+    small tier (the row kernels called directly)."""
     if work < 2 * grain:
         return [(0, rows)]
     return par.split(rows, par.num_chunks(rows, work, grain))
+
+
+def _one_chunk(*splits) -> bool:
+    """The small tier: every phase's split is a single chunk."""
+    return all(len(r) == 1 for r in splits)
+
+
+def _merged_stats(parts, values: int):
+    """float64 ``(mean, var)`` of a single chunk's ``(mean, M2)`` partials
+    ``parts[1, 2, N, G]`` holding ``values`` values per group: what
+    ``merge_stats`` (yscv/kernels/norm_regions.py) gives for one chunk (nan
+    for no values)."""
+    mean = parts[0, 0].copy()
+    if values == 0:
+        return mean, np.full_like(mean, np.nan)
+    return mean, parts[0, 1] / float(values)
+
+
+def _grad_coefficients(sums, mean, var, eps, gamma64, k: int, m: float, dtype, width: int):
+    """``coef[N, 5, width]`` of ``group_grad_apply`` from one chunk's
+    ``sums[2, N, C]``: NumPy with the float64 operations, in the order, of
+    ``grad_coefficients`` (yscv/kernels/norm_regions.py; group sums added
+    channel by channel from 0.0, as ``cumsum`` does)."""
+    n, c = sums.shape[1:]
+    inv = 1.0 / np.sqrt(var + eps)                                 # [N, G]
+    h = sums * gamma64                                             # [2, N, C]
+    grp = (h if k == 1 else np.cumsum(h.reshape(2, n, c // k, k), axis=3)[..., -1]) + 0.0
+    q = -(inv * inv * inv) * grp[1] / m
+    s = -inv * grp[0] / m
+    p = gamma64 * expand_groups(inv, k)
+    return lane_coefficients(dtype, width, expand_groups(mean, k),
+                             (p, expand_groups(q, k), expand_groups(s, k)))
 
 
 # ------------------------------------------------------------- grouped forwards
@@ -129,6 +176,9 @@ def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: 
     x3 = as_rows3(x, layout)
     y = np.empty(layout, x.dtype)
     ranges = row_chunks(layout[1], x.size, GRAIN_APPLY)
+    if _one_chunk(ranges):
+        KN.group_apply(x3, coef, y, 0, layout[1])
+        return y.reshape(x.shape)
     b = par.bounds(ranges)
     par.run_region(lambda st: KR.group_apply_region(x3, coef, y, b, st), len(ranges))
     return y.reshape(x.shape)
@@ -145,8 +195,12 @@ def group_train_forward(x, gamma, beta, eps: float, per_sample: bool, k: int):
     x3 = as_rows3(x, layout)
     r1 = row_chunks(r, x.size, GRAIN_STATS)
     r2 = row_chunks(r, x.size, GRAIN_APPLY)
-    b1, b2 = par.bounds(r1), par.bounds(r2)
     parts = np.empty((len(r1), 2, n, c // k))
+    if _one_chunk(r1, r2):                      # small tier: statistics, then normalise
+        KN.group_stats(x3, c, k, 0, r, parts, 0)
+        mean, var = _merged_stats(parts, r * (w // c) * k)
+        return group_normalize(x, gamma, beta, mean, var, eps, per_sample, k), (mean, var)
+    b1, b2 = par.bounds(r1), par.bounds(r2)
     mean = np.empty((n, c // k))
     var = np.empty((n, c // k))
     coef = np.empty((n, 4, w), dt)
@@ -169,6 +223,9 @@ def group_statistics(x, per_sample: bool, k: int):
     x3 = as_rows3(x, layout)
     ranges = row_chunks(r, x.size, GRAIN_STATS)
     parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
+    if _one_chunk(ranges):
+        KN.group_stats(x3, c, k, 0, r, parts, 0)
+        return _merged_stats(parts, r * (w // c) * k)
     b = par.bounds(ranges)
     par.run_region(lambda st: KR.group_stats_region(x3, c, k, parts, b, st), len(ranges))
     mean = np.empty((n, c // k))
@@ -202,11 +259,20 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
     x3 = as_rows3(x, layout)
     mean_c = expand_groups(mean, k)
     mean_w = readonly(per_lane(mean_c, w))
-    r1 = row_chunks(layout[1], x.size, GRAIN_GRAD_SUMS)
+    rows = layout[1]
+    r1 = row_chunks(rows, x.size, GRAIN_GRAD_SUMS)
     b1 = par.bounds(r1)
     parts = np.empty((len(r1), 2, n, c))        # per chunk: sum g, sum g (x - mean)
-    if need_x and batch_stats:                  # sums, coefficients and dx in one region
-        r2 = row_chunks(layout[1], x.size, GRAIN_APPLY)
+    r2 = row_chunks(rows, x.size, GRAIN_APPLY)
+    if _one_chunk(r1, r2):                      # small tier: the row kernels directly
+        KN.group_grad_sums(g3, x3, mean_w, c, 0, rows, parts, 0)
+        sg, sgx = parts[0]
+        if need_x and batch_stats:
+            coef = _grad_coefficients(parts[0], mean, var, eps, gamma64, k, float(r * k), dt, w)
+            dx = np.empty(layout, dt)
+            KN.group_grad_apply(g3, x3, coef, dx, 0, rows)
+            dx = dx.reshape(x.shape)
+    elif need_x and batch_stats:                # sums, coefficients and dx in one region
         b2 = par.bounds(r2)
         sums = np.empty((2, n, c))
         coef = np.empty((n, 5, w), dt)
@@ -244,6 +310,9 @@ def layer_norm_forward(x, gamma, beta, eps: float):
     mean = np.empty(m)
     var = np.empty(m)
     ranges = row_chunks(m, x2.size, GRAIN_LN_FORWARD)
+    if _one_chunk(ranges):
+        KL.layer_norm_forward(x2, gamma, beta, eps, y, mean, var, 0, m)
+        return y.reshape(x.shape), (mean, var)
     b = par.bounds(ranges)
     par.run_region(lambda st: KR.layer_norm_forward_region(x2, gamma, beta, eps, y, mean, var,
                                                            b, st), len(ranges))
@@ -272,10 +341,14 @@ def layer_norm_backward(g, x, gamma, mean, var, eps, need_x, need_gamma, need_be
     # doubles longer than c (the kernel fills and reads the first c)
     parts = np.empty((2 * k, c + PART_PAD))
     dg_parts, db_parts = parts[:k], parts[k:]
-    b = par.bounds(ranges)
-    par.run_region(lambda st: KR.layer_norm_backward_region(
-        g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, bool(need_x),
-        bool(need_affine), b, st), len(ranges))
+    if _one_chunk(ranges):
+        KL.layer_norm_backward(g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, 0,
+                               0, m, bool(need_x), bool(need_affine))
+    else:
+        b = par.bounds(ranges)
+        par.run_region(lambda st: KR.layer_norm_backward_region(
+            g2, x2, mean, inv, gamma, gamma64, dx, dg_parts, db_parts, bool(need_x),
+            bool(need_affine), b, st), len(ranges))
     dgamma = par.combine(dg_parts[:, :c]) if need_gamma else None
     dbeta = par.combine(db_parts[:, :c]) if need_beta else None
     return (dx.reshape(x.shape) if need_x else None), dgamma, dbeta

@@ -32,7 +32,9 @@ import math
 import numpy as np
 
 from ._jit import jit
-from .fastmath import fast_exp, row_max, row_sum
+from .fastmath import fast_exp
+from .fastmath import row_max_called as row_max
+from .fastmath import row_sum_called as row_sum
 
 
 @jit
@@ -57,11 +59,14 @@ def cross_entropy_forward(x, labels, weight, ignore_index, eps):
     has_w = weight.shape[0] > 0
     hit = one - dt(eps)
     off = dt(eps) / dt(c_)
-    w_all = row_sum(weight, c_) if has_w else dt(c_)
     loss = np.empty(r_, dtype=x.dtype)
     lse = np.empty(r_, dtype=x.dtype)
-    buf = np.empty(c_, dtype=x.dtype)
-    wbuf = np.empty(c_ if has_w else 0, dtype=x.dtype)
+    buf = np.empty(c_, dtype=x.dtype)    # exp(d_c)
+    wbuf = np.empty(c_, dtype=x.dtype)   # w_c d_c (d_c without a weight), when smoothing
+    if has_w:    # row_sum of a copy: one array type (and compiled variant) for row_sum
+        for c in range(c_):
+            wbuf[c] = weight[c]
+    w_all = row_sum(wbuf, c_) if has_w else dt(c_)
     for i in range(r_):
         y = labels[i]
         if y == ignore_index:
@@ -70,25 +75,17 @@ def cross_entropy_forward(x, labels, weight, ignore_index, eps):
             continue
         xr = x[i]
         m = row_max(xr, c_)
-        for c in range(c_):
-            buf[c] = xr[c] - m
-        dy = buf[y]
-        t = zero
         if smooth:
-            if has_w:
-                for c in range(c_):
-                    wbuf[c] = weight[c] * buf[c]
-                t = row_sum(wbuf, c_)
-            else:
-                t = row_sum(buf, c_)
+            for c in range(c_):
+                wbuf[c] = weight[c] * (xr[c] - m) if has_w else xr[c] - m
         for c in range(c_):
-            buf[c] = fast_exp(buf[c])
+            buf[c] = fast_exp(xr[c] - m)
         ls = math.log(row_sum(buf, c_))
         lse[i] = m + ls
         wy = weight[y] if has_w else one
-        li = wy * (ls - dy)
+        li = wy * (ls - (xr[y] - m))
         if smooth:
-            li = hit * li + off * (w_all * ls - t)
+            li = hit * li + off * (w_all * ls - row_sum(wbuf, c_))
         loss[i] = li
     return loss, lse
 
@@ -105,7 +102,10 @@ def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
     has_w = weight.shape[0] > 0
     hit = one - dt(eps)
     off = dt(eps) / dt(c_)
-    w_all = row_sum(weight, c_) if has_w else dt(c_)
+    wcopy = np.empty(c_ if has_w else 0, dtype=x.dtype)
+    for c in range(wcopy.shape[0]):   # row_sum of a copy, as the forward
+        wcopy[c] = weight[c]
+    w_all = row_sum(wcopy, c_) if has_w else dt(c_)
     per_row = up.shape[0] == r_
     out = np.empty((r_, c_), dtype=x.dtype)
     for i in range(r_):
@@ -118,14 +118,10 @@ def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
         xr = x[i]
         li = lse[i]
         u = up[i] if per_row else up[0]
-        if has_w:
-            wy = weight[y]
-            a = hit * wy + off * w_all
-            for c in range(c_):
-                orow[c] = u * (a * fast_exp(xr[c] - li) - off * weight[c])
-        else:
-            wy = one
-            for c in range(c_):
-                orow[c] = u * (fast_exp(xr[c] - li) - off)
+        wy = weight[y] if has_w else one
+        a = hit * wy + off * w_all if has_w else one     # A_i (1 without a weight)
+        for c in range(c_):
+            wc = weight[c] if has_w else one
+            orow[c] = u * (a * fast_exp(xr[c] - li) - off * wc)
         orow[y] -= u * (hit * wy)
     return out

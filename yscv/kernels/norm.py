@@ -77,14 +77,14 @@ def group_stats(x, C, K, r0, r1, out, i):
     N, _, W = x.shape
     G = C // K
     per_row = float((W // C) * K)        # values of a group in one packed row
-    rows = max(_MIN_ROWS, _CHUNK // W)
+    # conditional expressions, not max()/min() builtins, and no integer
+    # scratch array: each would compile a Numba helper of its own on first
+    # call (~0.03-0.05 s apiece; docs/engine.md, "Cold start")
+    rows = _CHUNK // W if _CHUNK // W > _MIN_ROWS else _MIN_ROWS
     P = W // C
     s1 = np.empty(W)
     s2 = np.empty(W)
     shift = np.empty(W)                  # per lane: the shift of its channel's group
-    group = np.empty(W, np.intp)         # per lane: its group (no integer division in loops)
-    for j in range(W):
-        group[j] = (j % C) // K
     mean = out[i, 0]
     m2 = out[i, 1]
     for n in range(N):
@@ -93,10 +93,10 @@ def group_stats(x, C, K, r0, r1, out, i):
         if r1 <= r0:
             continue
         for j in range(W):
-            shift[j] = x[n, r0, group[j] * K]
+            shift[j] = x[n, r0, ((j % C) // K) * K]
         count = 0.0
         for b0 in range(r0, r1, rows):
-            b1 = min(b0 + rows, r1)
+            b1 = b0 + rows if b0 + rows < r1 else r1
             s1[:] = 0.0
             s2[:] = 0.0
             r = b0
@@ -138,11 +138,11 @@ def group_stats(x, C, K, r0, r1, out, i):
                 delta = (shift[g * K] + bmean) - mean[n, g]
                 mean[n, g] += delta * w_new
                 m2[n, g] += (t2 - t1 * bmean) + delta * delta * w_cross
-            for j in range(W):
-                shift[j] = mean[n, group[j]]
+            for j in range(W):               # once per block: the division is cheap here
+                shift[j] = mean[n, (j % C) // K]
             count = total
         for g in range(G):
-            m2[n, g] = max(m2[n, g], 0.0)
+            m2[n, g] = 0.0 if 0.0 > m2[n, g] else m2[n, g]   # max(m2, 0.0): NaN stays
 
 
 @jit
