@@ -76,8 +76,8 @@ def _cnn(dtype):
     model = nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1, dtype=dtype), nn.BatchNorm2d(16, dtype=dtype), nn.ReLU(),
         nn.Conv2d(16, 32, 3, padding=1, dtype=dtype), nn.BatchNorm2d(32, dtype=dtype), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Dropout(0.25), nn.Conv2d(32, 32, 3, padding=1, dtype=dtype),
-        nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(2 * 2 * 32, 10, dtype=dtype))
+        nn.MaxPool2d(2), nn.Dropout(0.25), nn.Conv2d(32, 64, 3, padding=1, dtype=dtype),
+        nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(2 * 2 * 64, 10, dtype=dtype))
     x = np.random.default_rng(0).random((128, 8, 8, 1)).astype(dtype)
     return model, x, np.arange(128) % 10, "cross_entropy", optim.Adam
 
