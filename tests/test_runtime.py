@@ -224,3 +224,15 @@ def test_flush_denormal_in_a_graph_and_the_parallel_backward(flush_off_after):
     y1, gx1 = run()
     np.testing.assert_array_equal(y1, 0.0)
     np.testing.assert_array_equal(gx1, 0.0)
+
+
+def test_check_same_bits_on_threads_fails_when_a_result_depends_on_threads():
+    """yscv.testing.check_same_bits_on_threads restores the setting and
+    catches a result that changes with the thread count."""
+    from yscv.testing import check_same_bits_on_threads
+
+    before = yscv.get_num_threads()
+    check_same_bits_on_threads(lambda: [np.arange(3.0)])
+    with pytest.raises(AssertionError, match="output 0"):
+        check_same_bits_on_threads(lambda: [np.full(2, float(yscv.get_num_threads()))])
+    assert yscv.get_num_threads() == before

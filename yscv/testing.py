@@ -15,11 +15,12 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from . import runtime
 from .gradcheck import gradcheck
 from .node import Op
 
 __all__ = ["OpCase", "BadCase", "make_op_tests", "check_forward", "check_gradcheck",
-           "check_bad_arguments", "gradcheck"]
+           "check_bad_arguments", "check_same_bits_on_threads", "gradcheck"]
 
 
 @dataclasses.dataclass
@@ -136,6 +137,25 @@ def check_bad_arguments(case: BadCase) -> None:
         with pytest.raises(case.raises, match=case.match or None):
             case.call(g, *args)
         assert len(g) == before, f"{case.id}: failed call appended {len(g) - before} node(s)"
+
+
+def check_same_bits_on_threads(run: Callable[[], Sequence[np.ndarray]]) -> None:
+    """Call ``run`` (it builds a graph and returns arrays: values,
+    gradients) with yscv on one thread, then on two (OpenBLAS's threads
+    untouched), restore the setting, and assert every array is bit for bit
+    the same: work splits that depend on the sizes only, never the threads."""
+    before = runtime.get_num_threads()
+    try:
+        runtime.set_num_threads(1, blas=False)
+        one = [np.array(a, copy=True) for a in run()]
+        runtime.set_num_threads(2, blas=False)
+        two = [np.array(a, copy=True) for a in run()]
+    finally:
+        runtime.set_num_threads(before, blas=False)
+    assert len(one) == len(two)
+    for i, (a, b) in enumerate(zip(one, two)):
+        assert a.dtype == b.dtype and a.shape == b.shape, f"output {i}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f"output {i} differs between one thread and two"
 
 
 def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):

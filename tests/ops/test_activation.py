@@ -10,7 +10,7 @@ import pytest
 import yscv
 from yscv import Op, registry
 from yscv.compute.activation import TINY
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import BadCase, OpCase, check_same_bits_on_threads, make_op_tests
 
 _erf = np.vectorize(math.erf, otypes=[float])
 
@@ -792,13 +792,4 @@ def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
         g.backward(y, grad=cot)
         return g.value(y).copy(), g.grad(v).copy()
 
-    before = yscv.get_num_threads()
-    try:
-        yscv.set_num_threads(1, blas=False)
-        one = run()
-        yscv.set_num_threads(2, blas=False)
-        two = run()
-    finally:
-        yscv.set_num_threads(before, blas=False)
-    for a, b in zip(one, two):
-        assert np.array_equal(a, b)
+    check_same_bits_on_threads(run)

@@ -7,7 +7,7 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import BadCase, OpCase, check_same_bits_on_threads, make_op_tests
 
 
 # ------------------------------------------------------------ naive references
@@ -656,17 +656,12 @@ def test_direct_tiles_same_bits_on_one_thread_and_two():
     arrays = [rng.standard_normal((4, 16, 16, 16)).astype(np.float32),
               rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
     build = lambda g, x, w: g.conv2d(x, w, padding=1)  # noqa: E731
-    before = yscv.get_num_threads()
-    try:
-        yscv.set_num_threads(1, blas=False)
-        y1, g1 = _grads(build, arrays, np.float32)
-        yscv.set_num_threads(2, blas=False)
-        y2, g2 = _grads(build, arrays, np.float32)
-    finally:
-        yscv.set_num_threads(before, blas=False)
-    assert np.array_equal(y1, y2)
-    for a, b in zip(g1, g2):
-        assert np.array_equal(a, b)
+
+    def run():
+        y, grads = _grads(build, arrays, np.float32)
+        return [y, *grads]
+
+    check_same_bits_on_threads(run)
 
 
 def test_conv3d_matches_torch():

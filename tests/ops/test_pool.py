@@ -8,7 +8,7 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.registry import FORWARD
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import BadCase, OpCase, check_same_bits_on_threads, make_op_tests
 
 
 # ------------------------------------------------------------- references
@@ -608,16 +608,7 @@ def test_max_pool_same_bits_on_one_thread_and_two():
             g.backward(o, grad=np.cos(g.value(o)))
         return [g.value(o).copy() for o in outs] + [g.grad(v).copy()]
 
-    before = yscv.get_num_threads()
-    try:
-        yscv.set_num_threads(1, blas=False)
-        one = run()
-        yscv.set_num_threads(2, blas=False)
-        two = run()
-    finally:
-        yscv.set_num_threads(before, blas=False)
-    for a, b in zip(one, two):
-        assert np.array_equal(a, b)
+    check_same_bits_on_threads(run)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
