@@ -27,15 +27,11 @@ def conv_nd_backward(g, inputs, out, attrs, saved, needs):
     is summed in the dW pass (yscv/compute/conv.py)."""
     x, w = inputs[0], inputs[1]
     need_b = len(needs) > 2 and bool(needs[2])
-    dx = dw = db = None
-    if needs[0] or needs[1]:
-        dx, dw, db = C.conv_backward(C.lift_x(g), C.lift_w(w), attrs.stride, attrs.padding,
-                                     attrs.dilation, attrs.groups, x=C.lift_x(x),
-                                     need_x=needs[0], need_w=needs[1], need_b=need_b)
-        dx = None if dx is None else dx.reshape(x.shape)
-        dw = None if dw is None else dw.reshape(w.shape)
-    elif need_b:
-        db = C.bias_grad(g)
+    dx, dw, db = C.conv_backward(C.lift_x(g), C.lift_w(w), attrs.stride, attrs.padding,
+                                 attrs.dilation, attrs.groups, x=C.lift_x(x),
+                                 need_x=needs[0], need_w=needs[1], need_b=need_b)
+    dx = None if dx is None else dx.reshape(x.shape)
+    dw = None if dw is None else dw.reshape(w.shape)
     return (dx, dw, db)[:len(inputs)]
 
 

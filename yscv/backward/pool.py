@@ -21,7 +21,7 @@ def max_pool2d_backward(g, inputs, out, attrs, saved, needs):
     one pass; others scatter-add into zeros."""
     if not needs[0]:
         return (None,)
-    return (P.max_scatter(g, inputs[0].shape, saved, tuple(attrs) == (2, 2, 2, 2, 0, 0)),)
+    return (P.max_scatter(g, inputs[0].shape, saved, P.two_by_two(attrs)),)
 
 
 @register_backward(Op.ADAPTIVE_MAX_POOL2D)

@@ -199,7 +199,7 @@ def _big(a: np.ndarray, b: np.ndarray) -> bool:
 
 def relu(x: np.ndarray) -> np.ndarray:
     """max(x, 0) (NaN stays NaN); large arrays in one threaded pass."""
-    if _big(x, x):
+    if x.size >= RELU_BIG and _big(x, x):
         return _relu_select(x, x)
     return np.maximum(x, ZERO[x.dtype])
 

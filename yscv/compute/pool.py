@@ -79,6 +79,13 @@ def index_dtype(h: int, w: int):
     return np.int32 if h * w < 2 ** 31 else np.int64
 
 
+def two_by_two(attrs) -> bool:
+    """Whether max-pool attributes ``(kh, kw, sh, sw, ph, pw)`` are 2 x 2
+    windows with stride 2 and no padding: the kernels with the four taps in
+    registers (:func:`max_pool`, :func:`max_scatter`)."""
+    return tuple(attrs) == (2, 2, 2, 2, 0, 0)
+
+
 def _row_bounds(rows: int, work: int) -> np.ndarray:
     """Region bounds over ``rows`` output rows (``n * OH + oh``): a number of
     chunks fixed by the sizes (yscv/compute/regions.py)."""

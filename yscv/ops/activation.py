@@ -56,9 +56,7 @@ class DropoutAttrs(NamedTuple):
 # ---------------------------------------------------------------- forwards
 @register_forward(Op.RELU)
 def relu_forward(attrs, x):
-    if x.size >= act.RELU_BIG:      # one threaded pass (a conv layer's activations)
-        return act.relu(x), None
-    return np.maximum(x, act.ZERO[x.dtype]), None
+    return act.relu(x), None
 
 
 @register_forward(Op.LEAKY_RELU)

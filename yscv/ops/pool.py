@@ -47,7 +47,7 @@ class AdaptivePoolAttrs(NamedTuple):
 def max_pool2d_forward(attrs, x):
     _, h, w, _ = x.shape
     return P.max_pool(x, P.window_plan(h, w, *attrs, True, x.dtype),
-                      tuple(attrs) == (2, 2, 2, 2, 0, 0))
+                      P.two_by_two(attrs))
 
 
 @register_forward(Op.AVG_POOL2D)
