@@ -4,6 +4,7 @@
     python benches/run.py mlp chain       # only bench_mlp.py and bench_chain.py
     python benches/run.py --quick         # fewer rounds
     python benches/run.py --separate lstm # also time each side in its own process
+    python benches/run.py --threads       # yscv alone: default threads vs one thread
 
 Ratios are yscv time / reference time (PyTorch CPU when installed): lower is
 better, <= 1.0 means yscv is at least as fast. Absolute times are printed for
@@ -16,6 +17,11 @@ OpenMP threads and NumPy's OpenBLAS threads spin against each other on two
 cores, and importing PyTorch changes glibc's allocator behaviour, so the
 one-process ratio can flatter or penalise either side. Both columns are
 printed.
+
+``--threads`` checks issue 16's rule that the default threads are never slower
+than one: every yscv step alone in fresh interpreters, with the default
+threads and after ``yscv.set_num_threads(1)`` (which also puts OpenBLAS on one
+thread), three alternating pairs, medians.
 """
 from __future__ import annotations
 
@@ -54,6 +60,9 @@ torch = None
 if {use_torch}:
     import torch
     torch.set_num_threads(os.cpu_count() or 2)
+if {one_thread}:
+    import yscv
+    yscv.set_num_threads(1)
 import importlib
 b = importlib.import_module("bench_{topic}").benches(torch)[{index}]
 assert b.name == {name!r}, "bench_{topic}: row {index} differs without PyTorch: " + b.name
@@ -65,11 +74,13 @@ print(min(median_time(fn, 3) for _ in range({rounds})))
 
 
 def time_alone(topic: str, index: int, name: str, side: str, use_torch: bool,
-               rounds: int) -> float:
+               rounds: int, one_thread: bool = False) -> float:
     """Per-call seconds of one side of bench ``index`` of ``bench_<topic>``,
-    timed in a fresh interpreter that imports PyTorch only if ``use_torch``."""
+    timed in a fresh interpreter that imports PyTorch only if ``use_torch``
+    (and with ``yscv.set_num_threads(1)`` first if ``one_thread``)."""
     code = _CHILD.format(here=str(HERE), root=str(HERE.parent), use_torch=use_torch,
-                         topic=topic, index=index, name=name, side=side, rounds=rounds)
+                         topic=topic, index=index, name=name, side=side, rounds=rounds,
+                         one_thread=one_thread)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
     return float(res.stdout.strip().splitlines()[-1])
@@ -91,7 +102,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     ap.add_argument("--separate", action="store_true",
                     help="also time each side alone in its own process")
+    ap.add_argument("--threads", action="store_true",
+                    help="yscv alone: default threads vs one thread (no reference)")
     args = ap.parse_args(argv)
+    if args.threads:
+        return threads_table(args.topics, 3 if args.quick else 7)
 
     topics = args.topics or sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
@@ -145,6 +160,33 @@ def main(argv=None) -> int:
               f"{(f'{ratio:.2f}x' if ratio else '-')} |"
               + ((f" {alone:.2f}x |" if alone else " - |") if sep else "")
               + f" {tgt} | {first * 1e3:.0f} |")
+    return 0
+
+
+def threads_table(topics, rounds: int) -> int:
+    """yscv's steps with the default threads vs one thread, each in fresh
+    interpreters (three alternating pairs, medians); prints a table."""
+    topics = topics or sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; yscv alone")
+    rows = []
+    for topic in topics:
+        mod = importlib.import_module(f"bench_{topic}")
+        if not hasattr(mod, "benches"):
+            continue
+        for index, b in enumerate(mod.benches(None)):
+            dflt, one = [], []
+            for _ in range(3):
+                dflt.append(time_alone(topic, index, b.name, "yscv", False, rounds))
+                one.append(time_alone(topic, index, b.name, "yscv", False, rounds, True))
+            td, t1 = statistics.median(dflt), statistics.median(one)
+            rows.append((b.name, td, t1))
+            print(f"  {b.name}: default {td * 1e3:.3f} ms, one thread {t1 * 1e3:.3f} ms, "
+                  f"{td / t1:.2f}x", flush=True)
+    print()
+    print("| benchmark | default threads ms | one thread ms | default / one |")
+    print("|---|---:|---:|---:|")
+    for name, td, t1 in rows:
+        print(f"| {name} | {td * 1e3:.3f} | {t1 * 1e3:.3f} | {td / t1:.2f}x |")
     return 0
 
 
