@@ -36,6 +36,7 @@ import numpy as np
 
 from ..kernels import lazy
 from . import conv_direct as direct
+from . import conv_winograd as winograd
 
 _K = lazy("conv")
 _D = lazy("conv_deform")
@@ -164,6 +165,9 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
         out_sp = tuple(out_size(i, k, s, p, dl) for i, k, s, p, dl in
                        zip((d, h, wd), (kd, kh, kw), stride, padding, dilation))
     pointwise = _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd)
+    if (winograd.usable(x.dtype, cin, cout, w.shape[:3], stride, padding, dilation, groups, out_sp)
+            and out_sp == (d, h + 2 * padding[1] - 2, wd + 2 * padding[2] - 2)):
+        return winograd.forward(x, w, padding, bias=bias)
     if not pointwise and direct.usable(x.dtype, cout, groups):
         return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp)
     return add_bias(_im2col_forward(x, w, stride, padding, dilation, groups, out_sp), bias)
@@ -222,7 +226,13 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
             need_w = need_b = False
         if (need_x and direct.usable(g.dtype, cin, groups)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
-            dx = direct.data_grad(g, w, x_shape, padding, dilation)
+            if (winograd.usable(g.dtype, cout, cin, w.shape[:3], stride, padding, dilation,
+                                groups, x_shape[1:4])
+                    and g.shape[2] + 2 - 2 * padding[1] == x_shape[2]
+                    and g.shape[3] + 2 - 2 * padding[2] == x_shape[3]):
+                dx = winograd.data_grad(g, w, padding)
+            else:
+                dx = direct.data_grad(g, w, x_shape, padding, dilation)
             need_x = False
     if need_x or need_w:
         dx2, dw2 = _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape,

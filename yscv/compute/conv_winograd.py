@@ -25,14 +25,15 @@ _D = lazy("conv_direct")
 #: the weight transform G (4 x 3); U = G w G^T
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 #: bytes of V + M per block of tiles (with U, the block stays in L2)
-BLOCK_BYTES = 384 << 10
+BLOCK_BYTES = 192 << 10
 #: multiply-adds (of the direct convolution) per chunk of a region
 GRAIN = 1 << 20
-#: the smallest output extent (H and W) that runs Winograd: below it the
-#: transforms cost more than the products they save (docs/ops/conv.md)
-MIN_SIDE = 8
-#: the smallest channel counts (Cin and Cout) that run Winograd
-MIN_CHANNELS = 16
+#: the smallest output extent (H and W) that runs Winograd: smaller images
+#: gain too little per call to pay the kernel's first compile (docs/ops/conv.md)
+MIN_SIDE = 16
+#: the smallest channel counts (Cin and Cout) that run Winograd: with fewer,
+#: the transforms cost about what the products save (docs/ops/conv.md)
+MIN_CHANNELS = 32
 
 
 def usable(dtype, cin: int, cout: int, kernel, stride, padding, dilation, groups,
