@@ -92,8 +92,9 @@ def test_matches_torch_float64(calls, shape):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_float32_error_near_direct(calls, monkeypatch, shape):
     """float32 output and dx against a float64 reference: Winograd's error
-    is at most 4x the direct tiles' (measured 1.3-2.7x, docs/ops/conv.md)
-    and below 2e-6 of the largest value."""
+    is no larger than the direct tiles' (measured 0.26-0.33x of it on these
+    shapes: sums of Cin products instead of 9*Cin; docs/ops/conv.md) and
+    below 1e-6 of the largest value (measured <= 3e-7)."""
     torch = pytest.importorskip("torch")
     *dims, padding = shape
     arrays = _arrays(*dims)
@@ -106,7 +107,7 @@ def test_float32_error_near_direct(calls, monkeypatch, shape):
     assert len(calls) == 2
     for w_, d_, r in ((y_w, y_d, ref[0]), (dx_w, dx_d, ref[1])):
         err_w, err_d = np.abs(w_ - r).max(), np.abs(d_ - r).max()
-        assert err_w <= 4 * err_d and err_w <= 2e-6 * np.abs(r).max()
+        assert err_w <= err_d and err_w <= 1e-6 * np.abs(r).max()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
