@@ -24,8 +24,10 @@ _D = lazy("conv_direct")
 
 #: the weight transform G (4 x 3); U = G w G^T
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-#: bytes of V + M per block of tiles (with U, the block stays in L2)
-BLOCK_BYTES = 192 << 10
+#: tiles per block: V [16, 24, Cin] + M [16, 24, Cout] stay in L2 with U
+#: (96 KB each for 64 float32 channels); larger blocks slow the input
+#: transform, smaller ones the products (docs/ops/conv.md)
+BLOCK_TILES = 24
 #: multiply-adds (of the direct convolution) per chunk of a region
 GRAIN = 1 << 20
 #: the smallest output extent (H and W) that runs Winograd: smaller images
@@ -61,13 +63,6 @@ def weight_transform(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(16, *w.shape[2:]))
 
 
-def block_tiles(cin: int, cout: int, itemsize: int) -> int:
-    """Tiles per block: V [16, T, Cin] + M [16, T, Cout] in about
-    :data:`BLOCK_BYTES`, T a multiple of 24 (both register tiles' rows)."""
-    per_tile = 16 * (cin + cout) * itemsize
-    return max(24, BLOCK_BYTES // per_tile // 24 * 24)
-
-
 @functools.lru_cache(maxsize=32)
 def _tables(tb: int, cin: int):
     """(ro [16*tb] = r*cin, so [16*cin] = s mod cin), int64, read-only."""
@@ -87,7 +82,7 @@ def forward(x, w, padding, bias=None):
     th, tw = -(-oh // 2), -(-ow // 2)
     xp = direct._padded(x, (1, 3, 3), (1, 1, 1), padding, (1, 1, 1), (d, 2 * th, 2 * tw))
     u = readonly(weight_transform(w[0]).reshape(-1))
-    tb = block_tiles(cin, cout, x.itemsize)
+    tb = BLOCK_TILES
     ro, so = _tables(tb, cin)
     dims = np.array([th, tw, xp.shape[2], xp.shape[3], cin, cout, oh, ow, tb], dtype=np.int64)
     tiles = n * d * th * tw

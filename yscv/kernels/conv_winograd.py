@@ -146,7 +146,7 @@ def _output_tile(mf, dims, t, ti, yf, init, mode):
 
 
 @jit(inline="always")
-def _block(xf, dims, uf, yf, init, mode, ro, so, t0, t1, vf, mf, rb):
+def _block(xf, dims, t0, t1, vf, rb):
     """Tiles ``[t0, t1)`` (at most ``dims[TB]``) through the input transform
     into ``vf``, then (the caller) the products, then the output transform;
     returns the rows the products must cover (``t1 - t0`` rounded up to
@@ -164,6 +164,7 @@ def _block(xf, dims, uf, yf, init, mode, ro, so, t0, t1, vf, mf, rb):
 
 @jit(inline="always")
 def _finish(mf, dims, t0, t1, yf, init, mode):
+    """The output transform of tiles ``[t0, t1)`` into ``y``."""
     for t in range(t0, t1):
         _output_tile(mf, dims, t, t - t0, yf, init, mode)
 
@@ -182,7 +183,7 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     for k in region_chunks(st, bounds.shape[0] - 1):
         for t0 in range(bounds[k], bounds[k + 1], tb):
             t1 = min(t0 + tb, bounds[k + 1])
-            rows = _block(xf, dims, uf, yf, init, mode, ro, so, t0, t1, vf, mf, 8)
+            rows = _block(xf, dims, t0, t1, vf, 8)
             for q in range(16):
                 _rows(vf, ro, q * tb, q * tb + rows, so, q * cin, (q + 1) * cin, uf, cout,
                       mf, zero, uf, 0)
@@ -200,7 +201,7 @@ def winograd_region_wide(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     for k in region_chunks(st, bounds.shape[0] - 1):
         for t0 in range(bounds[k], bounds[k + 1], tb):
             t1 = min(t0 + tb, bounds[k + 1])
-            rows = _block(xf, dims, uf, yf, init, mode, ro, so, t0, t1, vf, mf, 6)
+            rows = _block(xf, dims, t0, t1, vf, 6)
             for q in range(16):
                 _rows_wide(vf, ro, q * tb, q * tb + rows, so, q * cin, (q + 1) * cin, uf, cout,
                            mf, zero, uf, 0)
