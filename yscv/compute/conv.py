@@ -4,7 +4,10 @@ tiles and im2col + GEMM, the chunk scratch.
 Per pass: whole vectors of output channels (groups 1, not a plain 1x1) run
 the forward and dW on the direct tiles (yscv/compute/conv_direct.py, no
 column matrix); whole vectors of input channels with stride 1 run dx there
-too. Everything else takes the im2col + GEMM path below.
+too. A 3x3 stride-1 conv with 32+ channels on both sides and outputs of
+16x16 or more runs the forward and dx by Winograd F(2x2, 3x3) instead
+(yscv/compute/conv_winograd.py, ``usable``). Everything else takes the
+im2col + GEMM path below.
 
 Shared by the forwards (yscv/ops/conv.py) and the backward rules
 (yscv/backward/conv.py), which only state shapes and formulas. Everything
@@ -155,8 +158,9 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
 
     ``out_sp`` overrides the output extent (conv_transpose's backward, where
     output_padding >= stride leaves the last rows of the transpose's output
-    outside every window of its input). Whole vectors of output channels
-    (groups 1, not a plain 1x1) go to the direct tiles
+    outside every window of its input). 3x3 stride-1 convs in the Winograd
+    gate go to yscv/compute/conv_winograd.py; whole vectors of output
+    channels (groups 1, not a plain 1x1) to the direct tiles
     (yscv/compute/conv_direct.py), the rest to im2col + BLAS.
     """
     n, d, h, wd, cin = x.shape
@@ -213,8 +217,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     ``x_shape`` gives dx's shape when x is not passed. Also the forward of
     conv_transpose (its ``dx`` with ``g`` = the transpose's input). dW runs
     on the direct tiles when Cout is whole vectors (db then comes from the
-    same pass over ``g``), dx when Cin is (and the stride is 1); what is
-    left goes through im2col + BLAS.
+    same pass over ``g``), dx when Cin is (and the stride is 1; by
+    Winograd for 3x3 in its gate); what is left goes through im2col + BLAS.
     """
     if x_shape is None:
         x_shape = x.shape
