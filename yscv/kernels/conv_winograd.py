@@ -151,10 +151,10 @@ def _output_tile(mf, dims, t, ti, yf, init, mode):
 
 @jit(inline="always")
 def _block(xf, dims, t0, t1, vf, rb):
-    """Tiles ``[t0, t1)`` (at most ``dims[TB]``) through the input transform
-    into ``vf``, then (the caller) the products, then the output transform;
-    returns the rows the products must cover (``t1 - t0`` rounded up to
-    ``rb``, the tile's rows; the extra rows of ``V`` are zeroed)."""
+    """The input transform of tiles ``[t0, t1)`` (at most ``dims[TB]``)
+    into ``vf``; returns the rows the products must cover (``t1 - t0``
+    rounded up to ``rb``, the register tile's rows; those extra rows of
+    ``V`` are zeroed, their outputs never stored)."""
     cin = dims[CIN]
     for t in range(t0, t1):
         _input_tile(xf, dims, t, vf, t - t0)
@@ -178,7 +178,7 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     """``y`` = the 3x3 stride-1 correlation of ``xp`` with the weights whose
     transform is ``uf`` [16, CIN, COUT] (+ the bias ``init`` when ``mode`` is
     1), tiles ``[bounds[k], bounds[k+1])`` per chunk ``k``, in blocks of
-    ``dims[TB]`` tiles (a multiple of 24); 8-row register tiles. ``ro``
+    ``dims[TB]`` tiles (24: a multiple of 6 and 8); 8-row register tiles. ``ro``
     [16*TB] and ``so`` [16*CIN] are the tables of the module docstring."""
     tb, cin, cout = dims[TB], dims[CIN], dims[COUT]
     vf = np.empty(16 * tb * cin, dtype=uf.dtype)
