@@ -171,3 +171,22 @@ def test_weight_transform_is_g_w_gt():
     ref = np.einsum("ai,ijcd,bj->abcd", conv_winograd.G, w, conv_winograd.G)
     np.testing.assert_allclose(u, ref, rtol=1e-14, atol=1e-14)
     assert conv_winograd.weight_transform(w.astype(np.float32)).dtype == np.float32
+
+
+def test_conv3d_with_a_flat_kernel_matches_torch(small_gate, calls):
+    """conv3d with a 1x3x3 kernel: the depth axis folded into the batch."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x, w, b = rng.standard_normal((2, 3, 6, 5, 8)), rng.standard_normal((1, 3, 3, 8, 16)), \
+        rng.standard_normal(16)
+    kw = dict(padding=(0, 1, 2))
+    y, grads = _grads(lambda g, xx, ww, bb: g.conv3d(xx, ww, bb, **kw), [x, w, b], np.float64)
+    assert len(calls) == 2
+    tx = torch.tensor(x.transpose(0, 4, 1, 2, 3), requires_grad=True)
+    tw = torch.tensor(w.transpose(4, 3, 0, 1, 2), requires_grad=True)
+    ty = torch.nn.functional.conv3d(tx, tw, torch.tensor(b), **kw)
+    cot = np.random.default_rng(1).standard_normal(y.shape)
+    ty.backward(torch.tensor(cot.transpose(0, 4, 1, 2, 3)))
+    np.testing.assert_allclose(y, ty.detach().numpy().transpose(0, 2, 3, 4, 1), atol=1e-10)
+    np.testing.assert_allclose(grads[0], tx.grad.numpy().transpose(0, 2, 3, 4, 1), atol=1e-10)
+    np.testing.assert_allclose(grads[1], tw.grad.numpy().transpose(2, 3, 4, 1, 0), atol=1e-10)
