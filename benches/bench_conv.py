@@ -17,7 +17,8 @@ step sets ``.grad = None`` and runs forward + ``backward``.
 of the conv kernels, cold (empty Numba cache) and warm, each in a fresh
 interpreter. ``python benches/bench_conv.py --variants`` times the algorithm
 variants behind the choices documented in docs/ops/conv.md;
-``--direct`` each pass on the direct tiles vs im2col + BLAS (issue 16).
+``--direct`` each pass on the direct tiles vs im2col + BLAS and, for
+3x3 stride 1, Winograd F(2x2, 3x3) (issue 16).
 ``python benches/bench_conv.py --paired`` gives ratios that survive a busy
 machine better: per-round paired timings (median ratio) and best times.
 """
@@ -309,14 +310,16 @@ def _depthwise_variants(timeit) -> None:
 
 
 def direct_passes() -> None:
-    """Each pass on the direct tiles vs chunked im2col + BLAS (the drivers of
-    yscv/compute/conv.py and conv_direct.py), default threads, wall-time
-    medians; the table in docs/ops/conv.md."""
+    """Each pass on the direct tiles vs chunked im2col + BLAS, and Winograd
+    F(2x2, 3x3) where it applies (the drivers of yscv/compute/conv.py,
+    conv_direct.py and conv_winograd.py, whatever the gate of conv.py says),
+    default threads, wall-time medians; the tables in docs/ops/conv.md."""
     import time
 
     import yscv
     from yscv.compute import conv as G
     from yscv.compute import conv_direct as D
+    from yscv.compute import conv_winograd as W
 
     def med(fn, n=40):
         time.sleep(0.3)               # let OpenBLAS's worker stop spinning (docs/engine.md)
@@ -332,30 +335,35 @@ def direct_passes() -> None:
     yscv.Graph(np.float32)            # the engine's allocator tuning, as in a real run
     rng = np.random.default_rng(0)
     one, pad = (1, 1, 1), (0, 1, 1)
-    print("| x, 3x3 pad 1 | pass | im2col + BLAS ms | direct ms |")
-    print("|---|---|---:|---:|")
-    for (n, h, c, o) in [(8, 32, 64, 64), (32, 32, 3, 16), (32, 16, 16, 32)]:
+    print("| x, 3x3 pad 1 | pass | im2col + BLAS ms | direct ms | Winograd ms |")
+    print("|---|---|---:|---:|---:|")
+    for (n, h, c, o) in [(8, 32, 64, 64), (32, 32, 3, 16), (32, 16, 16, 32), (8, 32, 32, 32)]:
         x = rng.standard_normal((n, 1, h, h, c)).astype(np.float32)
         w = rng.standard_normal((1, 3, 3, c, o)).astype(np.float32)
         g = rng.standard_normal((n, 1, h, h, o)).astype(np.float32)
         b = rng.standard_normal(o).astype(np.float32)
         sp = (1, h, h)
+        wino = c % 16 == 0
         rows = [("forward + bias",
                  lambda: G.add_bias(G._im2col_forward(x, w, one, pad, one, 1, sp), b),
-                 lambda: D.forward(x, w, one, pad, one, bias=b)),
+                 lambda: D.forward(x, w, one, pad, one, bias=b),
+                 (lambda: W.forward(x, w, pad, bias=b)) if wino else None),
                 ("dW", lambda: G._im2col_backward(g, w, one, pad, one, 1, x, x.shape, False, True),
-                 lambda: D.weight_grad(x, g, w.shape, one, pad, one))]
+                 lambda: D.weight_grad(x, g, w.shape, one, pad, one), None)]
         if D.usable(np.float32, c, 1):
             rows.append(("dx",
                          lambda: G._im2col_backward(g, w, one, pad, one, 1, x, x.shape, True,
                                                     False),
-                         lambda: D.data_grad(g, w, x.shape, pad, one)))
-        for name, old, new in rows:
-            a, d = [], []
-            for _ in range(3):            # alternate, so both share the machine's noise
-                a.append(med(old))
-                d.append(med(new))
-            print(f"| {n}x{h}x{h}x{c} -> {o} | {name} | {sorted(a)[1]:.2f} | {sorted(d)[1]:.2f} |")
+                         lambda: D.data_grad(g, w, x.shape, pad, one),
+                         lambda: W.data_grad(g, w, pad)))
+        for name, *fns in rows:
+            times = [[] for _ in fns]
+            for _ in range(3):            # alternate, so all share the machine's noise
+                for t, fn in zip(times, fns):
+                    if fn is not None:
+                        t.append(med(fn))
+            cells = [f"{sorted(t)[1]:.2f}" if t else "–" for t in times]
+            print(f"| {n}x{h}x{h}x{c} -> {o} | {name} | " + " | ".join(cells) + " |")
 
 
 # ------------------------------------------------------------------ 3. compile time

@@ -128,3 +128,33 @@ def test_warmup_compiles_both_normalisation_tiers(tmp_path):
     out = _run(_COUNT_COMPILES + _BOTH_NORM_TIERS, tmp_path / "empty")
     assert "yscv.kernels.norm_regions.group_forward_region" in out.stdout
     assert "yscv.kernels.norm.group_stats" in out.stdout
+
+
+_CONV64 = """
+import numpy as np, yscv
+g = yscv.Graph(np.float32)
+rng = np.random.default_rng(0)
+x = g.constant(rng.standard_normal((4, 32, 32, 3)).astype(np.float32))
+h = x
+for cin, cout in ((3, 64), (64, 64), (64, 32), (32, 64)):
+    w = g.variable(rng.standard_normal((3, 3, cin, cout)).astype(np.float32) / 10)
+    h = g.relu(g.conv2d(h, w, g.variable(np.zeros(cout, np.float32)), padding=1))
+g.backward(g.sum(h))
+print('compiled', sorted(c for c in set(compiled) if '.conv' in c))
+"""
+
+
+def test_warmup_compiles_the_convolutions_of_a_64_channel_model(tmp_path):
+    """After ``--only cnn``, 3x3 convolutions of 32 and 64 channels on 32x32
+    images (the Winograd kernels for the forward and dx, the direct tiles
+    for dW and the 3-channel layer) compile nothing; in an empty cache they
+    do, Winograd included."""
+    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "cnn")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = _run(_COUNT_COMPILES + _CONV64, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "compiled []"
+    out = _run(_COUNT_COMPILES + _CONV64, tmp_path / "empty")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "yscv.kernels.conv_winograd.winograd_region_wide" in out.stdout
+    assert "yscv.kernels.conv_winograd.winograd_region'" in out.stdout

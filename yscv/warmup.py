@@ -17,7 +17,8 @@ kernels would be cached anyway (``NUMBA_CACHE_DIR``, the package's
 ``__pycache__``, or the per-user :func:`yscv.runtime.kernel_cache_dir`).
 
 Categories: ``cnn`` (Conv2d, BatchNorm2d, ReLU, max and average pooling,
-dropout, Linear, cross-entropy; Adam), ``mlp`` (Linear, GELU, Tanh,
+dropout, Linear, cross-entropy; Adam; the Winograd 3x3 kernels of larger
+images), ``mlp`` (Linear, GELU, Tanh,
 Sigmoid, dropout; cross-entropy and MSE; SGD with momentum, AdamW-style
 weight decay), ``rnn`` (LSTM, GRU, RNN; Adam), ``transformer`` (Embedding,
 LayerNorm, MultiHeadAttention with a causal mask, GELU; Adam).
@@ -156,6 +157,20 @@ def _large_norms(dtype, category: str) -> None:
         g.backward(g.sum(g.layer_norm(x, g.variable(np.ones(128, dtype)))))
 
 
+def _large_convs(dtype) -> None:
+    """The Winograd kernels of 3x3 convolutions (yscv/compute/conv_winograd.py):
+    the small ``cnn`` model's 8x8 images stay on the direct tiles, images of
+    16x16 and more with 32+ channels take Winograd for the forward and the
+    data gradient; 64 channels run its 6 x 4-vector tiles, 32 its 8-row ones."""
+    from .graph import Graph
+
+    g = Graph(dtype)
+    x = g.variable(np.ones((2, 16, 16, 32), dtype))
+    h = g.conv2d(x, g.variable(np.ones((3, 3, 32, 64), dtype)), g.variable(np.ones(64, dtype)),
+                 padding=1)
+    g.backward(g.sum(g.conv2d(h, g.variable(np.ones((3, 3, 64, 32), dtype)), padding=1)))
+
+
 def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
     """Compile (or load from the cache) the kernels of ``categories`` (names
     of :data:`CATEGORIES`, default all) for each of ``dtypes``; returns the
@@ -178,6 +193,8 @@ def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
             for program in CATEGORIES[c]:
                 _train(program, dt)
             _large_norms(dt, c)
+            if c == "cnn":
+                _large_convs(dt)
             seconds[c, np.dtype(dt).name] = time.perf_counter() - t0
             if verbose:
                 print(f"yscv.warmup: {c:12s} {np.dtype(dt).name:8s} "

@@ -4,7 +4,10 @@ tiles and im2col + GEMM, the chunk scratch.
 Per pass: whole vectors of output channels (groups 1, not a plain 1x1) run
 the forward and dW on the direct tiles (yscv/compute/conv_direct.py, no
 column matrix); whole vectors of input channels with stride 1 run dx there
-too. Everything else takes the im2col + GEMM path below.
+too. A 3x3 stride-1 conv with 32+ channels on both sides and outputs of
+16x16 or more runs the forward and dx by Winograd F(2x2, 3x3) instead
+(yscv/compute/conv_winograd.py, ``usable``). Everything else takes the
+im2col + GEMM path below.
 
 Shared by the forwards (yscv/ops/conv.py) and the backward rules
 (yscv/backward/conv.py), which only state shapes and formulas. Everything
@@ -36,6 +39,7 @@ import numpy as np
 
 from ..kernels import lazy
 from . import conv_direct as direct
+from . import conv_winograd as winograd
 
 _K = lazy("conv")
 _D = lazy("conv_deform")
@@ -154,8 +158,9 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
 
     ``out_sp`` overrides the output extent (conv_transpose's backward, where
     output_padding >= stride leaves the last rows of the transpose's output
-    outside every window of its input). Whole vectors of output channels
-    (groups 1, not a plain 1x1) go to the direct tiles
+    outside every window of its input). 3x3 stride-1 convs in the Winograd
+    gate go to yscv/compute/conv_winograd.py; whole vectors of output
+    channels (groups 1, not a plain 1x1) to the direct tiles
     (yscv/compute/conv_direct.py), the rest to im2col + BLAS.
     """
     n, d, h, wd, cin = x.shape
@@ -164,6 +169,9 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
         out_sp = tuple(out_size(i, k, s, p, dl) for i, k, s, p, dl in
                        zip((d, h, wd), (kd, kh, kw), stride, padding, dilation))
     pointwise = _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd)
+    if (winograd.usable(x.dtype, cin, cout, w.shape[:3], stride, padding, dilation, groups, out_sp)
+            and out_sp == (d, h + 2 * padding[1] - 2, wd + 2 * padding[2] - 2)):
+        return winograd.forward(x, w, padding, bias=bias)
     if not pointwise and direct.usable(x.dtype, cout, groups):
         return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp)
     return add_bias(_im2col_forward(x, w, stride, padding, dilation, groups, out_sp), bias)
@@ -209,8 +217,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     ``x_shape`` gives dx's shape when x is not passed. Also the forward of
     conv_transpose (its ``dx`` with ``g`` = the transpose's input). dW runs
     on the direct tiles when Cout is whole vectors (db then comes from the
-    same pass over ``g``), dx when Cin is (and the stride is 1); what is
-    left goes through im2col + BLAS.
+    same pass over ``g``), dx when Cin is (and the stride is 1; by
+    Winograd for 3x3 in its gate); what is left goes through im2col + BLAS.
     """
     if x_shape is None:
         x_shape = x.shape
@@ -222,7 +230,13 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
             need_w = need_b = False
         if (need_x and direct.usable(g.dtype, cin, groups)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
-            dx = direct.data_grad(g, w, x_shape, padding, dilation)
+            if (winograd.usable(g.dtype, cout, cin, w.shape[:3], stride, padding, dilation,
+                                groups, x_shape[1:4])
+                    and g.shape[2] + 2 - 2 * padding[1] == x_shape[2]
+                    and g.shape[3] + 2 - 2 * padding[2] == x_shape[3]):
+                dx = winograd.data_grad(g, w, padding)
+            else:
+                dx = direct.data_grad(g, w, x_shape, padding, dilation)
             need_x = False
     if need_x or need_w:
         dx2, dw2 = _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape,
