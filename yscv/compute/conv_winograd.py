@@ -88,7 +88,7 @@ def forward(x, w, padding, bias=None):
     tiles = n * d * th * tw
     y = np.empty((n, d, oh, ow, cout), dtype=x.dtype)
     nch = par.num_chunks(tiles, n * d * oh * ow * 9 * cin * cout, GRAIN)
-    bounds = np.array([tiles * i // nch for i in range(nch + 1)], dtype=np.int64)
+    bounds = par.bounds(par.split(tiles, nch))
     init = u if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     mode = 0 if bias is None else 1
     kern = _K.winograd_region_wide if _D.wide_tiles(cout, x.itemsize) else _K.winograd_region
