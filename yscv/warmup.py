@@ -156,6 +156,17 @@ def _large_norms(dtype, category: str) -> None:
         g.backward(g.sum(g.layer_norm(x, g.variable(np.ones(128, dtype)))))
 
 
+def _large_cross_entropy(dtype) -> None:
+    """Cross-entropy's fused kernels (yscv/compute/loss.py): the models above
+    have small logits, which run as NumPy operations; [512, 10] logits
+    (more than ``NUMPY_MAX_ELEMENTS``) run the kernels, forward and backward."""
+    from .graph import Graph
+
+    g = Graph(dtype)
+    x = g.variable(np.zeros((512, 10), dtype))
+    g.backward(g.cross_entropy(x, np.arange(512) % 10))
+
+
 def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
     """Compile (or load from the cache) the kernels of ``categories`` (names
     of :data:`CATEGORIES`, default all) for each of ``dtypes``; returns the
@@ -178,6 +189,8 @@ def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
             for program in CATEGORIES[c]:
                 _train(program, dt)
             _large_norms(dt, c)
+            if c == categories[0]:
+                _large_cross_entropy(dt)
             seconds[c, np.dtype(dt).name] = time.perf_counter() - t0
             if verbose:
                 print(f"yscv.warmup: {c:12s} {np.dtype(dt).name:8s} "
