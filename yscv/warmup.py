@@ -171,6 +171,17 @@ def _large_convs(dtype) -> None:
     g.backward(g.sum(g.conv2d(h, g.variable(np.ones((3, 3, 64, 32), dtype)), padding=1)))
 
 
+def _large_cross_entropy(dtype) -> None:
+    """Cross-entropy's fused kernels (yscv/compute/loss.py): the models above
+    have small logits, which run as NumPy operations; [512, 10] logits
+    (more than ``NUMPY_MAX_ELEMENTS``) run the kernels, forward and backward."""
+    from .graph import Graph
+
+    g = Graph(dtype)
+    x = g.variable(np.zeros((512, 10), dtype))
+    g.backward(g.cross_entropy(x, np.arange(512) % 10))
+
+
 def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
     """Compile (or load from the cache) the kernels of ``categories`` (names
     of :data:`CATEGORIES`, default all) for each of ``dtypes``; returns the
@@ -195,6 +206,8 @@ def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
             _large_norms(dt, c)
             if c == "cnn":
                 _large_convs(dt)
+            if c == categories[0]:
+                _large_cross_entropy(dt)
             seconds[c, np.dtype(dt).name] = time.perf_counter() - t0
             if verbose:
                 print(f"yscv.warmup: {c:12s} {np.dtype(dt).name:8s} "

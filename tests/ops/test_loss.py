@@ -5,7 +5,18 @@ import pytest
 
 import yscv
 from yscv import Op
+from yscv.compute import loss as closs
 from yscv.testing import BadCase, OpCase, make_op_tests
+
+
+@pytest.fixture(autouse=True, params=["numpy", "kernel"])
+def ce_tier(request, monkeypatch):
+    """Every test here runs with both cross-entropy tiers
+    (yscv.compute.loss.numpy_tier): "kernel" forces the fused kernels on the
+    small test inputs by a size limit no input is under."""
+    if request.param == "kernel":
+        monkeypatch.setattr(closs, "NUMPY_MAX_ELEMENTS", -1)
+    return request.param
 
 
 # ------------------------------------------------------------ references
@@ -893,3 +904,58 @@ def test_bce_with_logits_pos_weight_is_stable_for_huge_logits(dtype):
     np.testing.assert_allclose(v, tv, rtol=rv, atol=ag)
     np.testing.assert_allclose(gx, tgx, rtol=rg, atol=ag)
     np.testing.assert_allclose(gt, tgt, rtol=rg, atol=ag)
+
+
+# ------------------------------------------------------------ the NumPy tier
+def test_cross_entropy_tier_is_taken_by_size(monkeypatch):
+    """[64, 10] logits (the README's job) run as NumPy operations, [64, 100]
+    on the kernels: the kernels are called exactly when the tier says so."""
+    import types
+
+    from yscv.kernels import loss as kloss
+    calls = []
+    spy = types.SimpleNamespace(**{
+        n: (lambda *a, _r=getattr(kloss, n), _n=n: calls.append(_n) or _r(*a))
+        for n in ("cross_entropy_forward", "cross_entropy_backward")})
+    monkeypatch.setattr(closs, "K", spy)
+    monkeypatch.setattr(closs, "NUMPY_MAX_ELEMENTS", 4096)
+    rng = np.random.default_rng(3)
+    for shape, kernel in (((64, 10), False), ((64, 100), True)):
+        calls.clear()
+        g = yscv.Graph(np.float32)
+        x = g.variable(rng.standard_normal(shape).astype(np.float32))
+        g.backward(g.cross_entropy(x, rng.integers(0, shape[1], shape[0])))
+        assert closs.numpy_tier(*shape) is not kernel
+        assert calls == (["cross_entropy_forward", "cross_entropy_backward"] if kernel else [])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.2])
+def test_cross_entropy_tiers_agree(dtype, weighted, eps):
+    """The NumPy tier and the kernels: the same loss, log-sum-exp and
+    gradient up to rounding, with weights, smoothing, an ignored row, huge
+    and -inf logits, per-row and shared upstream gradients."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((40, 7)) * 3).astype(dtype)
+    x[3] += dtype(1e4)
+    x[5, 2] = -np.inf
+    lab = rng.integers(0, 7, 40)
+    lab[7] = -100
+    lab[5] = 1
+    w = rng.uniform(0.2, 2.0, 7).astype(dtype) if weighted else None
+    w_k = w if weighted else np.empty(0, dtype)
+    from yscv.kernels import loss as kloss
+    loss_k, lse_k = kloss.cross_entropy_forward(x, lab, w_k, -100, eps)
+    loss_n, lse_n = closs._forward_numpy(x, lab, w, -100, eps)
+    tol = dict(rtol=2e-6, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
+    assert loss_n.dtype == lse_n.dtype == dtype
+    np.testing.assert_allclose(loss_n, loss_k, **tol)
+    np.testing.assert_allclose(lse_n, lse_k, rtol=tol["rtol"])
+    assert loss_n[7] == 0 and lse_n[7] == 0
+    for up in (rng.uniform(0.5, 2, 40).astype(dtype), np.array([0.25], dtype)):
+        g_k = kloss.cross_entropy_backward(x, lab, lse_k, w_k, -100, eps, up)
+        g_n = closs._backward_numpy(x, lab, lse_n, w, -100, eps, up)
+        assert g_n.dtype == dtype and g_n.shape == x.shape
+        np.testing.assert_allclose(g_n, g_k, **tol)
+        assert not g_n[7].any()

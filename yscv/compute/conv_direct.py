@@ -116,14 +116,14 @@ def _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin):
     return ro.reshape(-1).astype(np.int64), so.reshape(-1).astype(np.int64)
 
 
-def _tiles(cout: int, itemsize: int, forward: bool):
+def _tiles(cout: int, itemsize: int):
     """(region kernel, row block) for ``cout`` columns: the 6 x 4-vector
     tiles (rows in sixes) where :func:`yscv.kernels.conv_direct.wide_tiles`
-    says so, else the 8-row tiles; ``forward``: the output pass, else the
-    weight-gradient sum."""
+    says so, else the 8-row tiles. The kernel does the output pass
+    (``by_rows`` 1) and the weight-gradient sum (``by_rows`` 0)."""
     if _K.wide_tiles(cout, itemsize):
-        return (_K.direct_region_wide if forward else _K.direct_sum_region_wide), 6
-    return (_K.direct_region if forward else _K.direct_sum_region), 8
+        return _K.direct_region_wide, 6
+    return _K.direct_region, 8
 
 
 def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
@@ -141,7 +141,7 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
         out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    kern, block = _tiles(cout, x.itemsize, forward=True)
+    kern, block = _tiles(cout, x.itemsize)
     ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, block)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
@@ -154,7 +154,9 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
     bounds = _row_chunks(mp, m * so.shape[0] * cout, block)
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bounds, st), len(bounds) - 1)
+    bsum = np.empty((0, 3, cout), dtype=x.dtype)   # no bias sum in this pass
+    par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bsum, bounds, 1, st),
+                   len(bounds) - 1)
     return y[:m * cout].reshape(n, *out_sp, cout)
 
 
@@ -167,7 +169,7 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
     cin, cout = wshape[3], wshape[4]
     out_sp = g.shape[1:4]
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    kern, block = _tiles(cout, x.itemsize, forward=False)
+    kern, block = _tiles(cout, x.itemsize)
     so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, block)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     kp = ro.shape[0]
@@ -179,7 +181,7 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
     bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))
     xf = readonly(xp.reshape(-1))
-    par.run_region(lambda st: kern(xf, ro, so, g2, parts, bsum, bounds, st), nch)
+    par.run_region(lambda st: kern(xf, ro, so, g2, parts, g2, 0, bsum, bounds, 0, st), nch)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))
     db = par.combine([b[0] for b in bsum]).copy() if need_b else None
     return np.ascontiguousarray(dw[:k]).reshape(wshape), db

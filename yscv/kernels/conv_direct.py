@@ -22,11 +22,12 @@ tables, and the same tiles do every pass; no column block is written or read.
 
 Tiles: 8 rows of ``c`` x 2 vectors (16 accumulators; per step two vector
 loads of ``b``, eight broadcasts of ``xp``, sixteen fused multiply-adds),
-and 8 x 1 vector for a last odd vector of columns (:func:`direct_region`,
-:func:`direct_sum_region`; rows a multiple of 8); with AVX-512 and columns
-in whole groups of four vectors, 6 rows x 4 vectors (24 accumulators;
-:func:`direct_region_wide`, :func:`direct_sum_region_wide`; rows a
-multiple of 6; :func:`wide_tiles` decides). ``Cout`` must be a multiple of
+and 8 x 1 vector for a last odd vector of columns (:func:`direct_region`;
+rows a multiple of 8); with AVX-512 and columns in whole groups of four
+vectors, 6 rows x 4 vectors (24 accumulators; :func:`direct_region_wide`;
+rows a multiple of 6; :func:`wide_tiles` decides). Each region kernel does
+both kinds of pass (a flag picks how chunks split the work), so a program
+compiles each tile shape's tiles once. ``Cout`` must be a multiple of
 the vector length (the caller pads the tables and the output rows).
 Offsets are uint64 (no wrap-around test per load; see yscv/kernels/conv.py).
 
@@ -52,11 +53,11 @@ WIDE_TILES = VBYTES == 64
 
 def wide_tiles(n: int, itemsize: int) -> bool:
     """Whether a product with ``n`` columns of ``itemsize`` bytes runs the
-    6 x 4-vector tiles (the ``*_wide`` region kernels, rows in multiples of
+    6 x 4-vector tiles (:func:`direct_region_wide`, rows in multiples of
     6): ``n`` whole groups of four vectors, with AVX-512. Otherwise the
-    8-row tiles (rows in multiples of 8). Two kernel pairs rather than one
-    with both tiles: each tile adds ~0.7 s to its kernel's first compile,
-    and a model compiles only the pair its channel counts use."""
+    8-row tiles (rows in multiples of 8). Two kernels rather than one with
+    both tiles: each tile shape adds ~0.7 s to its kernel's first compile,
+    and a model compiles only the kernels its channel counts use."""
     return WIDE_TILES and n % (4 * (VBYTES // itemsize)) == 0
 
 
@@ -245,28 +246,6 @@ def _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
             j += L4
 
 
-@jit
-def direct_region(xf, ro, so, bf, cf, init, mode, bounds, st):
-    """``c[i] = init + sum_s xp[ro[i] + so[s]] * b[s]`` for every row ``i``
-    of ``c`` [len(ro), N] (flat ``cf``), by chunks of rows ``[bounds[k],
-    bounds[k+1])``; ``mode`` 0 (no bias) or 1 (``init`` = the bias [N])."""
-    N = cf.shape[0] // ro.shape[0]
-    S = so.shape[0]
-    zero = S - S                  # run-time 0s (see _rows)
-    for k in region_chunks(st, bounds.shape[0] - 1):
-        _rows(xf, ro, bounds[k], bounds[k + 1], so, zero, S, bf, N, cf, zero, init, mode)
-
-
-@jit
-def direct_region_wide(xf, ro, so, bf, cf, init, mode, bounds, st):
-    """:func:`direct_region` on the 6 x 4-vector tiles (:func:`wide_tiles`)."""
-    N = cf.shape[0] // ro.shape[0]
-    S = so.shape[0]
-    zero = S - S
-    for k in region_chunks(st, bounds.shape[0] - 1):
-        _rows_wide(xf, ro, bounds[k], bounds[k + 1], so, zero, S, bf, N, cf, zero, init, mode)
-
-
 @jit(inline="always")
 def _bias_block(bf, s0, s1, N, bsum, k):
     """Column sums of the ``b`` rows ``[s0, s1)`` added to ``bsum[k, 0]``:
@@ -282,49 +261,92 @@ def _bias_block(bf, s0, s1, N, bsum, k):
         tot[j] += blk[j]
 
 
+@jit(inline="always")
+def _fill_rows(cf, i0, i1, N, init):
+    """Rows ``[i0, i1)`` of ``c`` (flat, N wide) set to ``init[:N]`` (the bias).
+
+    The region kernels start the tiles from ``c`` (mode 2) after this, not
+    from the bias (mode 1): with one tile call site serving every pass, a
+    tile that may take any of the three starts kept its 24 accumulators in
+    memory around the loop (LLVM merged three sources per accumulator),
+    ~25% slower on the weight gradient's short blocks; with the mode known
+    to be 0 or 2 they stay in registers. Same bits: each sum still starts
+    from the bias value."""
+    for i in range(i0, i1):
+        o = i * N
+        for j in range(N):
+            cf[o + j] = init[j]
+
+
 @jit
-def direct_sum_region(xf, ro, so, bf, parts, bsum, bounds, st):
-    """``parts[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` (the weight
-    gradient), chunk ``k`` covering ``s`` in ``[bounds[k], bounds[k+1])``.
+def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
+    """The product above on the 8-row tiles, by chunks ``k`` of a region.
 
-    ``parts`` is flat [chunks, len(ro), N]; each chunk goes through its
-    positions in blocks of :data:`S_BLOCK_BYTES` of ``b`` (all rows per
-    block: the block's ``b`` rows stay in cache while every tile reads them).
+    ``by_rows`` (the forward and the data gradient): ``c[i] = init + sum_s
+    xp[ro[i] + so[s]] * b[s]``, ``c`` [len(ro), N] flat in ``cf``, chunk
+    ``k`` the rows ``[bounds[k], bounds[k+1])`` (multiples of 8), ``mode``
+    0 (from zero) or 1 (``init`` = the bias [N]).
 
-    ``bsum`` [chunks, 3, N] (or [0, 3, N]: not wanted) gets the column sums
-    of ``b`` per chunk in row 0 (the bias gradient, while each block is in
-    L1): each block is summed from zero in row 1, then added to row 0, so
-    the error grows with the block length plus the number of blocks, not
-    with the chunk length. Row 2 keeps two chunks off one cache line."""
+    Else (the weight gradient): ``cf`` is flat [chunks, len(ro), N],
+    ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
+    ``[bounds[k], bounds[k+1])``; each chunk goes through its ``s`` in
+    blocks of :data:`S_BLOCK_BYTES` of ``b`` (all rows per block: the
+    block's ``b`` rows stay in cache while every tile reads them); ``mode``
+    0. ``bsum`` [chunks, 3, N] (or [0, 3, N]: not wanted) gets the column
+    sums of ``b`` per chunk in row 0 (the bias gradient, while each block
+    is in L1): each block is summed from zero in row 1, then added to row
+    0, so the error grows with the block length plus the number of blocks,
+    not with the chunk length. Row 2 keeps two chunks off one cache line.
+
+    One kernel for both passes (the same arguments' types): the tiles are
+    typed, lowered and compiled once per program, not once per pass."""
     M = ro.shape[0]
-    N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
-    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    S = so.shape[0]
     zero = M - M                  # a run-time 0 (see _rows)
-    for k in region_chunks(st, bounds.shape[0] - 1):
+    nk = bounds.shape[0] - 1
+    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
+    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    for k in region_chunks(st, nk):
+        if by_rows:   # rows of this chunk, every s in one block (at least one)
+            i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
+        else:         # every row, this chunk's s in blocks, its own partial
+            i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
+        pre = by_rows == 1 and mode == 1
+        if pre:
+            _fill_rows(cf, i0, i1, N, init)
         if bsum.shape[0] > 0:
             bsum[k, 0, :] = 0
-        for s0 in range(bounds[k], bounds[k + 1], sb):
-            s1 = min(s0 + sb, bounds[k + 1])
-            _rows(xf, ro, zero, M, so, s0, s1, bf, N, parts, k * M * N, bf,
-                  0 if s0 == bounds[k] else 2)
+        for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
+            s1 = min(s0 + step, s_hi)
+            _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, 2 if s0 > s_lo or pre else 0)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
 
 
 @jit
-def direct_sum_region_wide(xf, ro, so, bf, parts, bsum, bounds, st):
-    """:func:`direct_sum_region` on the 6 x 4-vector tiles (:func:`wide_tiles`)."""
+def direct_region_wide(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
+    """:func:`direct_region` on the 6 x 4-vector tiles (rows in multiples of
+    6; :func:`wide_tiles`)."""
     M = ro.shape[0]
-    N = parts.shape[0] // ((bounds.shape[0] - 1) * M)
-    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    S = so.shape[0]
     zero = M - M
-    for k in region_chunks(st, bounds.shape[0] - 1):
+    nk = bounds.shape[0] - 1
+    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
+    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    for k in region_chunks(st, nk):
+        if by_rows:
+            i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
+        else:
+            i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
+        pre = by_rows == 1 and mode == 1
+        if pre:
+            _fill_rows(cf, i0, i1, N, init)
         if bsum.shape[0] > 0:
             bsum[k, 0, :] = 0
-        for s0 in range(bounds[k], bounds[k + 1], sb):
-            s1 = min(s0 + sb, bounds[k + 1])
-            _rows_wide(xf, ro, zero, M, so, s0, s1, bf, N, parts, k * M * N, bf,
-                       0 if s0 == bounds[k] else 2)
+        for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
+            s1 = min(s0 + step, s_hi)
+            _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init,
+                       2 if s0 > s_lo or pre else 0)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
 
