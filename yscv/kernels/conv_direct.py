@@ -279,6 +279,38 @@ def _fill_rows(cf, i0, i1, N, init):
 
 
 @jit
+def _chunk_plan(ro, so, cf, bf, bounds, by_rows):
+    """(M, S, chunks, N, sb, zero) of a :func:`direct_region` call: rows of
+    ``c``, length of ``so``, chunks, columns, the weight gradient's block of
+    ``s`` (:data:`S_BLOCK_BYTES` of ``b``) and a run-time 0 (see _rows)."""
+    M = ro.shape[0]
+    S = so.shape[0]
+    zero = M - M
+    nk = bounds.shape[0] - 1
+    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
+    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    return M, S, nk, N, sb, zero
+
+
+@jit
+def _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum, bounds, by_rows):
+    """Chunk ``k``'s work: ``(i0, i1, s_lo, s_hi, cb, step, pre)``: its rows
+    of ``c``, its ``s`` range (in blocks of ``step``), the offset of its
+    output in ``cf``, and whether the bias was written into its rows first
+    (:func:`_fill_rows`); clears its bias-sum row."""
+    if by_rows:   # rows of this chunk, every s in one block (at least one)
+        i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
+    else:         # every row, this chunk's s in blocks, its own partial
+        i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
+    pre = by_rows == 1 and mode == 1
+    if pre:
+        _fill_rows(cf, i0, i1, N, init)
+    if bsum.shape[0] > 0:
+        bsum[k, 0, :] = 0
+    return i0, i1, s_lo, s_hi, cb, step, pre
+
+
+@jit
 def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     """The product above on the 8-row tiles, by chunks ``k`` of a region.
 
@@ -300,22 +332,10 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
 
     One kernel for both passes (the same arguments' types): the tiles are
     typed, lowered and compiled once per program, not once per pass."""
-    M = ro.shape[0]
-    S = so.shape[0]
-    zero = M - M                  # a run-time 0 (see _rows)
-    nk = bounds.shape[0] - 1
-    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
-    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    M, S, nk, N, sb, zero = _chunk_plan(ro, so, cf, bf, bounds, by_rows)
     for k in region_chunks(st, nk):
-        if by_rows:   # rows of this chunk, every s in one block (at least one)
-            i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
-        else:         # every row, this chunk's s in blocks, its own partial
-            i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
-        pre = by_rows == 1 and mode == 1
-        if pre:
-            _fill_rows(cf, i0, i1, N, init)
-        if bsum.shape[0] > 0:
-            bsum[k, 0, :] = 0
+        i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
+                                                   bounds, by_rows)
         for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
             s1 = min(s0 + step, s_hi)
             _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, 2 if s0 > s_lo or pre else 0)
@@ -327,22 +347,10 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
 def direct_region_wide(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     """:func:`direct_region` on the 6 x 4-vector tiles (rows in multiples of
     6; :func:`wide_tiles`)."""
-    M = ro.shape[0]
-    S = so.shape[0]
-    zero = M - M
-    nk = bounds.shape[0] - 1
-    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
-    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    M, S, nk, N, sb, zero = _chunk_plan(ro, so, cf, bf, bounds, by_rows)
     for k in region_chunks(st, nk):
-        if by_rows:
-            i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
-        else:
-            i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
-        pre = by_rows == 1 and mode == 1
-        if pre:
-            _fill_rows(cf, i0, i1, N, init)
-        if bsum.shape[0] > 0:
-            bsum[k, 0, :] = 0
+        i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
+                                                   bounds, by_rows)
         for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
             s1 = min(s0 + step, s_hi)
             _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init,
