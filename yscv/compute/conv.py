@@ -169,8 +169,8 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
         out_sp = tuple(out_size(i, k, s, p, dl) for i, k, s, p, dl in
                        zip((d, h, wd), (kd, kh, kw), stride, padding, dilation))
     pointwise = _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd)
-    if (winograd.usable(x.dtype, cin, cout, w.shape[:3], stride, padding, dilation, groups, out_sp)
-            and out_sp == (d, h + 2 * padding[1] - 2, wd + 2 * padding[2] - 2)):
+    if winograd.forward_usable(x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
+                               out_sp):
         return winograd.forward(x, w, padding, bias=bias)
     if not pointwise and direct.usable(x.dtype, cout, groups):
         return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp)
@@ -230,10 +230,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
             need_w = need_b = False
         if (need_x and direct.usable(g.dtype, cin, groups)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
-            if (winograd.usable(g.dtype, cout, cin, w.shape[:3], stride, padding, dilation,
-                                groups, x_shape[1:4])
-                    and g.shape[2] + 2 - 2 * padding[1] == x_shape[2]
-                    and g.shape[3] + 2 - 2 * padding[2] == x_shape[3]):
+            if winograd.data_grad_usable(g.dtype, g.shape, w.shape, stride, padding, dilation,
+                                         groups, x_shape):
                 dx = winograd.data_grad(g, w, padding)
             else:
                 dx = direct.data_grad(g, w, x_shape, padding, dilation)

@@ -56,6 +56,27 @@ def usable(dtype, cin: int, cout: int, kernel, stride, padding, dilation, groups
             and min(out_sp[1], out_sp[2]) >= MIN_SIDE)
 
 
+def forward_usable(dtype, x_shape, w_shape, stride, padding, dilation, groups,
+                   out_sp) -> bool:
+    """Whether :func:`forward` does conv_forward's pass for x [N, D, H, W,
+    Cin] and w [KD, KH, KW, Cin, Cout]: :func:`usable`, and ``out_sp`` the
+    full stride-1 extent (conv_transpose's backward may ask for fewer rows)."""
+    _, d, h, wd, cin = x_shape
+    return (usable(dtype, cin, w_shape[4], w_shape[:3], stride, padding, dilation, groups, out_sp)
+            and tuple(out_sp) == (d, h + 2 * padding[1] - 2, wd + 2 * padding[2] - 2))
+
+
+def data_grad_usable(dtype, g_shape, w_shape, stride, padding, dilation, groups,
+                     x_shape) -> bool:
+    """Whether :func:`data_grad` gives dx [N, D, H, W, Cin] for the cotangent
+    g [N, D, OH, OW, Cout]: :func:`usable` with the channels exchanged, and
+    ``x``'s extent the one the padded cotangent's correlation produces."""
+    return (usable(dtype, w_shape[4], w_shape[3], w_shape[:3], stride, padding, dilation,
+                   groups, x_shape[1:4])
+            and g_shape[2] + 2 - 2 * padding[1] == x_shape[2]
+            and g_shape[3] + 2 - 2 * padding[2] == x_shape[3])
+
+
 def weight_transform(w: np.ndarray) -> np.ndarray:
     """U [16, Cin, Cout] = G w G^T per (ci, co) for w [3, 3, Cin, Cout], in w's dtype."""
     g = G.astype(w.dtype)
