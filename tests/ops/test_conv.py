@@ -650,12 +650,16 @@ def test_direct_tiles_taken_and_equal_to_im2col(monkeypatch, dtype):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 10)
 
 
-def test_direct_tiles_same_bits_on_one_thread_and_two():
-    """Row chunks and dW partials depend on the sizes only, not the threads."""
+@pytest.mark.parametrize("cin, cout", [(16, 32), (3, 16), (16, 64)])
+def test_direct_tiles_same_bits_on_one_thread_and_two(cin, cout):
+    """Row chunks and dW partials depend on the sizes only, not the threads
+    (with a bias: the forward starts each block of rows from it, the dW pass
+    sums its gradient; 64 channels: the 6 x 4-vector tiles with AVX-512)."""
     rng = np.random.default_rng(12)
-    arrays = [rng.standard_normal((4, 16, 16, 16)).astype(np.float32),
-              rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
-    build = lambda g, x, w: g.conv2d(x, w, padding=1)  # noqa: E731
+    arrays = [rng.standard_normal((16, 16, 16, cin)).astype(np.float32),
+              rng.standard_normal((3, 3, cin, cout)).astype(np.float32),
+              rng.standard_normal(cout).astype(np.float32)]
+    build = lambda g, x, w, b: g.conv2d(x, w, b, padding=1)  # noqa: E731
 
     def run():
         y, grads = _grads(build, arrays, np.float32)
