@@ -58,16 +58,19 @@ def _ceil_to(n: int, b: int) -> int:
     return -(-n // b) * b
 
 
-def _padded(x, kernel, stride, padding, dilation, out_sp):
+def _padded(x, kernel, stride, padding, dilation, out_sp, have=None):
     """x zero-padded so that every window of the ``out_sp`` grid lies inside:
     one pass writing each element once (the copy or a zero), split over the
     cores by rows (the NumPy form, a zeroed border and a strided copy, ran
-    on one core)."""
+    on one core). ``have``: this padding of x made earlier (the forward's,
+    kept for the weight pass), returned as is when its shape fits."""
     plan = _pad_plan(x.shape, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation),
                      tuple(out_sp))
     if plan is None:
         return x
     size, dims, pdims, pads, bounds = plan
+    if have is not None and have.shape == size and have.dtype == x.dtype:
+        return have
     xp = np.empty(size, dtype=x.dtype)
     if xp.size == 0:
         return xp
@@ -158,8 +161,11 @@ def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
     return kern, ro, so, bounds, np.empty((0, 3, cout), dtype=dtype)
 
 
-def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
-    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias)."""
+def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
+    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias);
+    with ``return_padded`` ``(y, xp)``: also the zero-padded input the tiles
+    read (None when x needed no padding), which :func:`weight_grad` can take
+    instead of padding x again."""
     n = x.shape[0]
     kernel = w.shape[:3]
     cout = w.shape[4]
@@ -180,7 +186,10 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
     mode = 0 if bias is None else 1
     par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bsum, bounds, 1, st),
                    len(bounds) - 1)
-    return y[:m * cout].reshape(n, *out_sp, cout)
+    y = y[:m * cout].reshape(n, *out_sp, cout)
+    if return_padded:
+        return y, (None if xp is x else xp)
+    return y
 
 
 @functools.lru_cache(maxsize=64)
@@ -197,15 +206,16 @@ def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
     return kern, ro, so, nch, bounds
 
 
-def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
+def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
     """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of :func:`forward`
     for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
     ``g`` over positions) is taken in the same pass, per chunk, added in
-    chunk order like dW."""
+    chunk order like dW. ``xp``: x as the forward padded it (its
+    ``return_padded``), used when its shape is the one this pass needs."""
     kernel = tuple(wshape[:3])
     cin, cout = wshape[3], wshape[4]
     out_sp = tuple(g.shape[1:4])
-    xp = _padded(x, kernel, stride, padding, dilation, out_sp)
+    xp = _padded(x, kernel, stride, padding, dilation, out_sp, have=xp)
     kern, ro, so, nch, bounds = _weight_plan(xp.shape, kernel, tuple(stride), tuple(dilation),
                                              out_sp, cout, x.dtype)
     k = kernel[0] * kernel[1] * kernel[2] * cin
