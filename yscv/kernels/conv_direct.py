@@ -223,20 +223,15 @@ def _tile6x4(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
 @jit(inline="always")
 def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
     """Rows ``[i0, i1)`` (multiples of 8) of ``c``, every column, ``s`` in
-    ``[s0, s1)``: 8 x 2-vector tiles, and 8 x 1 for a last odd vector.
-    ``mode`` 0 or 2 as the tiles', 3: each block of rows first set to the
-    bias (:func:`_fill_rows`), then accumulated onto."""
+    ``[s0, s1)``: 8 x 2-vector tiles, and 8 x 1 for a last odd vector."""
     L2 = 2 * lanes(cf)
-    tm = 0 if mode == 0 else 2
     for i in range(i0, i1, 8):
-        if mode == 3:
-            _fill_rows(cf, cb, i, i + 8, N, init)
         j = i0 - i0               # a run-time 0: a literal would be its own specialisation
         while j + L2 <= N:
-            _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, tm)
+            _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
             j += L2
         if j < N:
-            _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, tm)
+            _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
 
 
 @jit(inline="always")
@@ -244,13 +239,10 @@ def _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
     """As :func:`_rows` with 6 x 4-vector tiles: rows ``[i0, i1)`` in
     multiples of 6, ``N`` a multiple of four vectors (:func:`wide_tiles`)."""
     L4 = 4 * lanes(cf)
-    tm = 0 if mode == 0 else 2
     for i in range(i0, i1, 6):
-        if mode == 3:
-            _fill_rows(cf, cb, i, i + 6, N, init)
         j = i0 - i0
         while j < N:
-            _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, tm)
+            _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
             j += L4
 
 
@@ -347,10 +339,14 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     for k in region_chunks(st, nk):
         i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
                                                    bounds, by_rows)
+        rb = 8 if pre else max(i1 - i0, 1)
         for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
             s1 = min(s0 + step, s_hi)
-            _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init,
-                  3 if pre else (2 if s0 > s_lo else 0))
+            for r in range(i0, i1, rb):
+                if pre:
+                    _fill_rows(cf, cb, r, r + rb, N, init)
+                _rows(xf, ro, r, min(r + rb, i1), so, s0, s1, bf, N, cf, cb, init,
+                      2 if s0 > s_lo or pre else 0)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
 
@@ -363,10 +359,14 @@ def direct_region_wide(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st
     for k in region_chunks(st, nk):
         i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
                                                    bounds, by_rows)
+        rb = 6 if pre else max(i1 - i0, 1)
         for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
             s1 = min(s0 + step, s_hi)
-            _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init,
-                       3 if pre else (2 if s0 > s_lo else 0))
+            for r in range(i0, i1, rb):
+                if pre:
+                    _fill_rows(cf, cb, r, r + rb, N, init)
+                _rows_wide(xf, ro, r, min(r + rb, i1), so, s0, s1, bf, N, cf, cb, init,
+                           2 if s0 > s_lo or pre else 0)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
 
