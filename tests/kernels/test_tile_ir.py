@@ -3,14 +3,16 @@ against an explicitly ordered loop of simd fused multiply-adds (one
 accumulator at a time, in memory) and against a NumPy float64 sum; every
 start mode (0 zero, 1 bias row, 2 accumulate on c), both dtypes, the three
 tile shapes of the direct convolution, and the row sweeps the callers run
-(column counts of 1, 2, 3, 4, 5 and 8 vectors)."""
+(column counts of 1, 2, 3, 4, 5 and 8 vectors), and the choice between
+the 8-row and 6-row tiles."""
 from __future__ import annotations
 
 import numba
 import numpy as np
 import pytest
 
-from yscv.kernels.conv_direct import _rows, _rows_wide, _tile6x4, _tile8x1, _tile8x2
+from yscv.kernels.conv_direct import (_rows6, _rows8, _tile6x4, _tile8x1, _tile8x2, _wide,
+                                     wide_tiles)
 from yscv.kernels.simd import VBYTES, lanes, vfma, vload, vsplat, vstore, vzero
 
 SHAPES = {(8, 2): _tile8x2, (8, 1): _tile8x1, (6, 4): _tile6x4}
@@ -48,9 +50,9 @@ def _ordered(R, V, xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
 @numba.njit(error_model="numpy")
 def _sweep(wide, xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
     if wide:
-        _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+        _rows6(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
     else:
-        _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+        _rows8(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
 
 
 def _problem(rng, dtype, rows, S, N, ldc, c_rows):
@@ -137,3 +139,19 @@ def test_tile_rejects_bad_arguments():
         call(xf.astype(np.float64), ro, 0, so, 0, 8, bf, 32, cf, 0, 32, 0, init, 0)
     with pytest.raises(numba.core.errors.TypingError):   # a float where an offset goes
         call(xf, ro, 0.0, so, 0, 8, bf, 32, cf, 0, 32, 0, init, 0)
+
+
+@numba.njit(error_model="numpy")
+def _wide_in_kernel(N, cf):
+    return _wide(N, cf)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernels_pick_the_tiles_the_callers_pad_for(dtype):
+    """The region kernels' choice of tiles (compiled) is wide_tiles' (Python),
+    by which the callers pad the rows to 6 or 8."""
+    L = VBYTES // np.dtype(dtype).itemsize
+    cf = np.zeros(1, dtype)
+    for N in (L, 2 * L, 3 * L, 4 * L, 5 * L, 8 * L, 12 * L):
+        assert _wide_in_kernel(N, cf) == wide_tiles(N, np.dtype(dtype).itemsize)
+    assert _wide_in_kernel(4 * L, cf) == (VBYTES == 64)

@@ -22,13 +22,15 @@ tables, and the same tiles do every pass; no column block is written or read.
 
 Tiles: 8 rows of ``c`` x 2 vectors (16 accumulators; per step two vector
 loads of ``b``, eight broadcasts of ``xp``, sixteen fused multiply-adds),
-and 8 x 1 vector for a last odd vector of columns (:func:`direct_region`;
-rows a multiple of 8); with AVX-512 and columns in whole groups of four
-vectors, 6 rows x 4 vectors (24 accumulators; :func:`direct_region_wide`;
-rows a multiple of 6; :func:`wide_tiles` decides). Each region kernel does
-both kinds of pass (a flag picks how chunks split the work), so a program
-compiles each tile shape's tiles once. ``Cout`` must be a multiple of
-the vector length (the caller pads the tables and the output rows).
+and 8 x 1 vector for a last odd vector of columns (rows a multiple of 8);
+with AVX-512 and columns in whole groups of four vectors, 6 rows x 4
+vectors (24 accumulators; rows a multiple of 6; :func:`wide_tiles`
+decides). The tiles are LLVM IR from one generator
+(yscv/kernels/tile_ir.py). One region kernel, :func:`direct_region`, holds
+all three shapes and does both kinds of pass (a flag picks how chunks
+split the work), so a program compiles the tiles once, whatever its
+channel counts. ``Cout`` must be a multiple of the vector length (the
+caller pads the tables and the output rows to the tile's rows).
 Offsets are uint64 (no wrap-around test per load; see yscv/kernels/conv.py).
 
 :func:`pad_region` writes the zero-padded input the tiles read.
@@ -54,12 +56,16 @@ WIDE_TILES = VBYTES == 64
 
 def wide_tiles(n: int, itemsize: int) -> bool:
     """Whether a product with ``n`` columns of ``itemsize`` bytes runs the
-    6 x 4-vector tiles (:func:`direct_region_wide`, rows in multiples of
-    6): ``n`` whole groups of four vectors, with AVX-512. Otherwise the
-    8-row tiles (rows in multiples of 8). Two kernels rather than one with
-    both tiles: each tile shape adds ~0.7 s to its kernel's first compile,
-    and a model compiles only the kernels its channel counts use."""
+    6 x 4-vector tiles (rows in multiples of 6): ``n`` whole groups of four
+    vectors, with AVX-512. Otherwise the 8-row tiles (rows in multiples of
+    8). The region kernels decide the same in compiled code (:func:`_wide`)."""
     return WIDE_TILES and n % (4 * (VBYTES // itemsize)) == 0
+
+
+@jit(inline="always")
+def _wide(N, cf):
+    """:func:`wide_tiles` of ``N`` columns of ``cf``'s dtype, in a kernel."""
+    return WIDE_TILES and N % (4 * lanes(cf)) == 0
 
 
 #: bytes of cotangent rows per block of the weight-gradient sum: the
@@ -79,7 +85,7 @@ _tile6x4 = register_tile(6, 4)
 
 
 @jit(inline="always")
-def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
+def _rows8(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
     """Rows ``[i0, i1)`` (multiples of 8) of ``c``, every column, ``s`` in
     ``[s0, s1)``: 8 x 2-vector tiles, and 8 x 1 for a last odd vector."""
     L2 = 2 * lanes(cf)
@@ -93,8 +99,8 @@ def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
 
 
 @jit(inline="always")
-def _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """As :func:`_rows` with 6 x 4-vector tiles: rows ``[i0, i1)`` in
+def _rows6(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
+    """As :func:`_rows8` with 6 x 4-vector tiles: rows ``[i0, i1)`` in
     multiples of 6, ``N`` a multiple of four vectors (:func:`wide_tiles`)."""
     L4 = 4 * lanes(cf)
     for i in range(i0, i1, 6):
@@ -102,6 +108,16 @@ def _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
         while j < N:
             _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
             j += L4
+
+
+@jit(inline="always")
+def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
+    """Rows ``[i0, i1)`` of ``c`` on the tiles :func:`wide_tiles` picks for
+    ``N`` columns (rows in multiples of 6 or 8)."""
+    if _wide(N, cf):
+        _rows6(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+    else:
+        _rows8(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
 
 
 @jit(inline="always")
@@ -170,12 +186,13 @@ def _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum, bounds, by_rows):
 
 @jit
 def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
-    """The product above on the 8-row tiles, by chunks ``k`` of a region.
+    """The product above on the tiles :func:`wide_tiles` picks for ``N``
+    columns, by chunks ``k`` of a region.
 
     ``by_rows`` (the forward and the data gradient): ``c[i] = init + sum_s
     xp[ro[i] + so[s]] * b[s]``, ``c`` [len(ro), N] flat in ``cf``, chunk
-    ``k`` the rows ``[bounds[k], bounds[k+1])`` (multiples of 8), ``mode``
-    0 (from zero) or 1 (``init`` = the bias [N]).
+    ``k`` the rows ``[bounds[k], bounds[k+1])`` (multiples of 6 or 8: the
+    tiles' rows), ``mode`` 0 (from zero) or 1 (``init`` = the bias [N]).
 
     Else (the weight gradient): ``cf`` is flat [chunks, len(ro), N],
     ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
@@ -188,8 +205,10 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     0, so the error grows with the block length plus the number of blocks,
     not with the chunk length. Row 2 keeps two chunks off one cache line.
 
-    One kernel for both passes (the same arguments' types): the tiles are
-    typed, lowered and compiled once per program, not once per pass."""
+    One kernel for both passes and every tile shape (the same arguments'
+    types): the tiles are typed, lowered and compiled once per program (a
+    program with both tile families compiles one kernel, not two;
+    docs/ops/conv.md, "Compile time")."""
     M, S, nk, N, sb, zero = _chunk_plan(ro, so, cf, bf, bounds, by_rows)
     for k in region_chunks(st, nk):
         i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
@@ -201,20 +220,9 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
                 _bias_block(bf, s0, s1, N, bsum, k)
 
 
-@jit
-def direct_region_wide(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
-    """:func:`direct_region` on the 6 x 4-vector tiles (rows in multiples of
-    6; :func:`wide_tiles`)."""
-    M, S, nk, N, sb, zero = _chunk_plan(ro, so, cf, bf, bounds, by_rows)
-    for k in region_chunks(st, nk):
-        i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
-                                                   bounds, by_rows)
-        for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
-            s1 = min(s0 + step, s_hi)
-            _rows_wide(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init,
-                       2 if s0 > s_lo or pre else 0)
-            if bsum.shape[0] > 0:
-                _bias_block(bf, s0, s1, N, bsum, k)
+#: the same kernel (it picks the tiles from the columns); the name is kept
+#: for callers that choose by :func:`wide_tiles`
+direct_region_wide = direct_region
 
 
 @jit
