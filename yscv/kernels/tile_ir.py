@@ -33,11 +33,11 @@ results are the same bits.
 
 Why IR. Written with ``vload``/``vsplat``/``vfma`` calls, an 8 x 2 tile is
 ~100 call sites, each typed, lowered and (``inline="always"``) copied by
-Numba's front end: ~0.7 s of the first compile of each region kernel, most
-of it not LLVM's. Here the front end types one call per tile and the tile's
-IR is built directly (milliseconds); LLVM compiles the same loop as before.
-The accumulators are loop-carried ``phi`` values (no memory), the loop is
-``s0 <= s < s1`` on signed int64 as ``range`` is.
+Numba's front end, which was most of the region kernels' first compile
+(not LLVM). Here the front end types one call per tile and the tile's IR is
+built directly; LLVM compiles the same loop as before (docs/engine.md,
+"Cold start"). The accumulators are loop-carried ``phi`` values (no
+memory); the loop is ``s0 <= s < s1`` on signed int64, as ``range`` is.
 """
 from __future__ import annotations
 
