@@ -57,8 +57,7 @@ def _table(a) -> bool:
 
 def _emit(context, builder, sig, args, R: int, V: int):
     """The IR of the tile loop (module docstring) at the builder's position."""
-    xty, roty, _, soty, _, _, bty, _, cty, _, _, _, ity, _ = sig.args
-    vt = _VEC[cty.dtype]
+    vt = _VEC[sig.args[8].dtype]          # cf's
     L = vt.lanes
     lty = _llvm_vec(vt)
     vptr = ir.PointerType(lty)
