@@ -102,10 +102,13 @@ class WalkMixin:
         seed, borrowed = self._seed(t, grad, "backward")
         if workers is None:
             workers = _walk_parallel.choose_workers(self, t)
-        if workers > 1 and self._inputs[t]:
-            _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
-        else:
-            self._walk(t, seed, retain_graph, borrowed)
+        # inf + -inf = nan where two paths' gradients meet (after a log at 0,
+        # say) comes without NumPy's RuntimeWarning, as in PyTorch
+        with np.errstate(invalid="ignore", over="ignore"):
+            if workers > 1 and self._inputs[t]:
+                _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
+            else:
+                self._walk(t, seed, retain_graph, borrowed)
         if self._end_hooks:
             for fn in list(self._end_hooks):
                 fn(self)

@@ -181,7 +181,8 @@ class _Walk:
 
     def _helper(self) -> None:
         try:
-            self._work()
+            with np.errstate(invalid="ignore", over="ignore"):   # as the caller's walk (walk.py)
+                self._work()
         except BaseException as exc:  # never lose an error of a helper's own code
             with self.cond:
                 self.errors.setdefault(self.t + 1, exc)

@@ -119,6 +119,37 @@ def test_pow_gradients_at_zero_base_match_pytorch():
     np.testing.assert_allclose(g.grad(e), [0.0, 0.0, 8.0 * np.log(2.0)])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_domain_edges_are_silent_inf_and_nan_as_pytorch(dtype, workers):
+    """log(0), sqrt(-1), x/0, 0/0, pow(-1, 0.5), exp(1000) and their
+    derivatives give inf/nan without a RuntimeWarning (an error under
+    ``-W error``), with PyTorch's values; the gradients of the six branches
+    meet (inf + -inf) in the walk, on one thread and on two."""
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    xv = np.array([0.0, -1.0, 2.0], dtype=dtype)
+    g = yscv.Graph(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = g.variable(xv)
+        ys = [g.log(x), g.sqrt(x), g.div(x, x), g.div(1.0, x), g.pow(x, 0.5),
+              g.exp(g.mul(x, 1000.0))]
+        total = ys[0]
+        for y in ys[1:]:
+            total = g.add(total, y)
+        g.backward(g.sum(total), workers=workers)
+    xt = torch.tensor(xv, requires_grad=True)
+    yts = [xt.log(), xt.sqrt(), xt / xt, 1.0 / xt, xt ** 0.5, (xt * 1000.0).exp()]
+    sum(yts).sum().backward()
+    tol = 1e-6 if dtype == np.float32 else 1e-13   # the libraries' log may differ in the last bit
+    for y, yt in zip(ys, yts):
+        np.testing.assert_allclose(g.value(y), yt.detach().numpy(), rtol=tol)   # inf, nan equal
+    np.testing.assert_allclose(g.grad(x), xt.grad.numpy(), rtol=tol)
+    assert g.grad(x).dtype == dtype
+
+
 def test_scalar_operand_keeps_float32():
     g = yscv.Graph()
     x = g.variable(np.ones(3))

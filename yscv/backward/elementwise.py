@@ -22,7 +22,21 @@ def mul_backward(g, inputs, out, attrs, saved, needs):
     return (g * b if needs[0] else None), (g * a if needs[1] else None)
 
 
-binary(Op.DIV, lambda g, a, b, y, at: g / b, lambda g, a, b, y, at: np.negative(g) * y / b)
+def _quiet(fn):
+    """``fn`` with NumPy's divide/invalid/overflow warnings off: the
+    derivatives at a domain edge (``1/x`` at 0, ``1/(2 sqrt x)`` at 0) are
+    inf or nan silently, as in PyTorch and as the forwards
+    (yscv/ops/_common.py ``ufunc_forward(..., quiet=True)``)."""
+
+    def quiet(*args):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return fn(*args)
+
+    return quiet
+
+
+binary(Op.DIV, _quiet(lambda g, a, b, y, at: g / b),
+       _quiet(lambda g, a, b, y, at: np.negative(g) * y / b))
 
 
 @register_backward(Op.POW)
@@ -45,8 +59,8 @@ def pow_backward(g, inputs, out, attrs, saved, needs):
 linear(Op.NEG, -1)
 unary(Op.ABS, lambda g, x, y, a: g * np.sign(x))
 unary(Op.EXP, lambda g, x, y, a: g * y)
-unary(Op.LOG, lambda g, x, y, a: g / x)
-unary(Op.SQRT, lambda g, x, y, a: g / (y + y))
+unary(Op.LOG, _quiet(lambda g, x, y, a: g / x))
+unary(Op.SQRT, _quiet(lambda g, x, y, a: g / (y + y)))
 unary(Op.CLAMP, lambda g, x, y, a: g * _inside(x, a.lo, a.hi))
 
 

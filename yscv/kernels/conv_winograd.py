@@ -17,9 +17,9 @@ The sum over input channels is, for each of the 16 positions ``k`` of the
 Cin] @ U_k [Cin, Cout]``: 16 products per 2x2 outputs where the direct
 convolution does 36 (2.25x fewer multiply-adds).
 
-:func:`winograd_region` (8-row tiles) and :func:`winograd_region_wide`
-(6 x 4-vector tiles; :func:`yscv.kernels.conv_direct.wide_tiles`) run, per
-block of ``T`` tiles (all of it in L2 with ``U``; one thread per block):
+:func:`winograd_region` (on the 8-row or the 6 x 4-vector tiles, as
+:func:`yscv.kernels.conv_direct.wide_tiles` picks) runs, per block of ``T``
+tiles (all of it in L2 with ``U``; one thread per block):
 
 1. the input transform of the block into ``V`` [16, T, Cin] (vectors along
    the channels, 16 loads, 24 additions and 16 stores per channel vector);
@@ -31,9 +31,10 @@ block of ``T`` tiles (all of it in L2 with ``U``; one thread per block):
    ``y``, dropping the outputs past an odd edge.
 
 The transforms (:func:`_input_tile`, :func:`_output_tile`) are compiled
-functions of their own, called once per tile, not inlined: both region
-kernels share them, which took ~0.7 s off the first compile of a model
-that runs both (docs/ops/conv.md, "Compile time"), at no measurable cost.
+functions of their own, called once per tile, not inlined: when the two
+tile families had a region kernel each, sharing them took ~0.7 s off the
+first compile of a model that ran both (docs/ops/conv.md, "Compile time"),
+at no measurable cost; kept so.
 ``Cin`` and ``Cout`` are whole vectors (the caller checks). Numerics: the
 products sum over ``ci`` in order with one rounding per fused multiply-add;
 the transforms are additions only. Every output depends on its own tile
@@ -44,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .conv_direct import _rows, _rows_wide
+from .conv_direct import _rows, _wide
 from .simd import lanes, vadd, vload, vstore, vsub
 from .sync import region_chunks
 
@@ -178,35 +179,24 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     """``y`` = the 3x3 stride-1 correlation of ``xp`` with the weights whose
     transform is ``uf`` [16, CIN, COUT] (+ the bias ``init`` when ``mode`` is
     1), tiles ``[bounds[k], bounds[k+1])`` per chunk ``k``, in blocks of
-    ``dims[TB]`` tiles (24: a multiple of 6 and 8); 8-row register tiles. ``ro``
+    ``dims[TB]`` tiles (24: a multiple of 6 and 8); the register tiles
+    :func:`yscv.kernels.conv_direct.wide_tiles` picks for ``COUT``. ``ro``
     [16*TB] and ``so`` [16*CIN] are the tables of the module docstring."""
     tb, cin, cout = dims[TB], dims[CIN], dims[COUT]
     vf = np.empty(16 * tb * cin, dtype=uf.dtype)
     mf = np.empty(16 * tb * cout, dtype=uf.dtype)
-    zero = tb - tb                # a run-time 0 (see conv_direct._rows)
+    zero = tb - tb                # a run-time 0 (see conv_direct._rows8)
+    rb = 6 if _wide(cout, uf) else 8
     for k in region_chunks(st, bounds.shape[0] - 1):
         for t0 in range(bounds[k], bounds[k + 1], tb):
             t1 = min(t0 + tb, bounds[k + 1])
-            rows = _block(xf, dims, t0, t1, vf, 8)
+            rows = _block(xf, dims, t0, t1, vf, rb)
             for q in range(16):
                 _rows(vf, ro, q * tb, q * tb + rows, so, q * cin, (q + 1) * cin, uf, cout,
                       mf, zero, uf, 0)
             _finish(mf, dims, t0, t1, yf, init, mode)
 
 
-@jit
-def winograd_region_wide(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
-    """:func:`winograd_region` on the 6 x 4-vector tiles (``COUT`` whole
-    groups of four vectors, AVX-512)."""
-    tb, cin, cout = dims[TB], dims[CIN], dims[COUT]
-    vf = np.empty(16 * tb * cin, dtype=uf.dtype)
-    mf = np.empty(16 * tb * cout, dtype=uf.dtype)
-    zero = tb - tb
-    for k in region_chunks(st, bounds.shape[0] - 1):
-        for t0 in range(bounds[k], bounds[k + 1], tb):
-            t1 = min(t0 + tb, bounds[k + 1])
-            rows = _block(xf, dims, t0, t1, vf, 6)
-            for q in range(16):
-                _rows_wide(vf, ro, q * tb, q * tb + rows, so, q * cin, (q + 1) * cin, uf, cout,
-                           mf, zero, uf, 0)
-            _finish(mf, dims, t0, t1, yf, init, mode)
+#: the same kernel (it picks the tiles from ``COUT``); the name is kept for
+#: callers that choose by ``wide_tiles``
+winograd_region_wide = winograd_region

@@ -78,6 +78,25 @@ def _float_array(a) -> bool:
     return isinstance(a, types.Array) and a.layout == "C" and a.dtype in _VEC
 
 
+def splat_ir(builder, vt: VecType, x):
+    """IR of ``[x] * L`` (an insert and a broadcast shuffle) for a scalar value."""
+    lty = _llvm_vec(vt)
+    v = builder.insert_element(ir.Constant(lty, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
+    return builder.shuffle_vector(v, ir.Constant(lty, ir.Undefined), mask)
+
+
+def fma_ir(builder, vt: VecType):
+    """The module's declaration of the lane-wise fused multiply-add for ``vt``:
+    ``llvm.fma`` (one rounding), or ``llvm.fmuladd`` on a CPU without FMA."""
+    lty = _llvm_vec(vt)
+    name = ("llvm.fma." if _HAS_FMA else "llvm.fmuladd.") + f"v{vt.lanes}f{vt.dtype.bitwidth}"
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(lty, [lty, lty, lty]), name)
+    return fn
+
+
 def _elem_ptr(context, builder, aty, arr_val, idx_val, idx_ty, vt):
     arr = context.make_array(aty)(context, builder, arr_val)
     idx = context.cast(builder, idx_val, idx_ty, types.intp)
@@ -120,11 +139,7 @@ def vsplat(typingctx, x):
     vt = _VEC[x]
 
     def codegen(context, builder, sig, args):
-        lty = _llvm_vec(vt)
-        v = builder.insert_element(ir.Constant(lty, ir.Undefined), args[0],
-                                   ir.Constant(ir.IntType(32), 0))
-        mask = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
-        return builder.shuffle_vector(v, ir.Constant(lty, ir.Undefined), mask)
+        return splat_ir(builder, vt, args[0])
     return vt(x), codegen
 
 
@@ -186,13 +201,7 @@ def vfma(typingctx, x, y, z):
         return None
 
     def codegen(context, builder, sig, args):
-        lty = _llvm_vec(x)
-        suffix = f"v{x.lanes}f{x.dtype.bitwidth}"
-        name = ("llvm.fma." if _HAS_FMA else "llvm.fmuladd.") + suffix
-        fn = builder.module.globals.get(name)
-        if fn is None:
-            fn = ir.Function(builder.module, ir.FunctionType(lty, [lty, lty, lty]), name)
-        return builder.call(fn, list(args))
+        return builder.call(fma_ir(builder, x), list(args))
     return x(x, y, z), codegen
 
 

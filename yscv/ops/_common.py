@@ -170,12 +170,25 @@ def is_scalar(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def ufunc_forward(op, ufunc) -> None:
+def ufunc_forward(op, ufunc, quiet: bool = False) -> None:
     """Register ``ufunc(*input_values)`` as the forward of ``op``: no
-    attributes, nothing saved (``ufunc_forward(Op.EXP, np.exp)``)."""
-    if ufunc.nin == 1:
+    attributes, nothing saved (``ufunc_forward(Op.EXP, np.exp)``).
+
+    ``quiet``: the results outside the domain or range (``log(0) = -inf``,
+    ``sqrt(-1) = nan``, ``exp(1000) = inf``) come without NumPy's
+    RuntimeWarning, as in PyTorch (under ``-W error`` the warning would be an
+    exception). ``Graph.detect_anomaly`` still reports them."""
+    if ufunc.nin == 1 and quiet:
+        def forward(attrs, x):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                return ufunc(x), None
+    elif ufunc.nin == 1:
         def forward(attrs, x):
             return ufunc(x), None
+    elif quiet:
+        def forward(attrs, a, b):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                return ufunc(a, b), None
     else:
         def forward(attrs, a, b):
             return ufunc(a, b), None

@@ -45,17 +45,13 @@ def mul_forward(attrs, a, b):
     return a * b, None
 
 
-@register_forward(Op.DIV)
-def div_forward(attrs, a, b):
-    return a / b, None
-
-
-ufunc_forward(Op.POW, np.power)
+ufunc_forward(Op.DIV, np.true_divide, quiet=True)   # x / 0 = inf, 0 / 0 = nan: no warning
+ufunc_forward(Op.POW, np.power, quiet=True)
 ufunc_forward(Op.NEG, np.negative)
 ufunc_forward(Op.ABS, np.abs)
-ufunc_forward(Op.EXP, np.exp)
-ufunc_forward(Op.LOG, np.log)
-ufunc_forward(Op.SQRT, np.sqrt)
+ufunc_forward(Op.EXP, np.exp, quiet=True)
+ufunc_forward(Op.LOG, np.log, quiet=True)
+ufunc_forward(Op.SQRT, np.sqrt, quiet=True)
 ufunc_forward(Op.MAXIMUM, np.maximum)
 ufunc_forward(Op.MINIMUM, np.minimum)
 
