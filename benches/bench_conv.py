@@ -21,6 +21,8 @@ variants behind the choices documented in docs/ops/conv.md;
 3x3 stride 1, Winograd F(2x2, 3x3) (issue 16).
 ``python benches/bench_conv.py --paired`` gives ratios that survive a busy
 machine better: per-round paired timings (median ratio) and best times.
+``--step-ops``: where the yscv CNN step's time goes (per op inside the step,
+and each direct-convolution pass alone at its shapes).
 """
 from __future__ import annotations
 
@@ -366,6 +368,76 @@ def direct_passes() -> None:
             print(f"| {n}x{h}x{h}x{c} -> {o} | {name} | " + " | ".join(cells) + " |")
 
 
+# ------------------------------------------------------------------ CNN step pieces
+def step_ops(steps: int = 300) -> None:
+    """Where the yscv CNN step's time goes: every registered forward and
+    backward wrapped with a timer inside the step (median step and ms per
+    step per op), then each direct-convolution pass alone at the step's
+    shapes (median of 200 calls; dW gets the forward's padded input, as in
+    the step). Default threads; ``yscv.set_num_threads(1)`` first for one."""
+    import collections
+    import time
+
+    import yscv
+    from yscv import registry
+    from yscv.compute import conv_direct as D
+    from yscv.node import Op
+
+    acc = collections.defaultdict(float)
+
+    def timed(tab, i, name):
+        fn = tab[i]
+
+        def run(*a):
+            t = time.perf_counter()
+            r = fn(*a)
+            acc[name] += time.perf_counter() - t
+            return r
+        tab[i] = run
+
+    for i in range(len(registry.FORWARD)):
+        for tab, kind in ((registry.FORWARD, "fwd"), (registry.BACKWARD, "bwd")):
+            if tab[i] is not None:
+                timed(tab, i, f"{kind} {Op(i).name}")
+    step = _yscv_cnn()
+    for _ in range(30):
+        step()
+    acc.clear()
+    ts = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t)
+    print(f"CNN step median {1e3 * np.median(ts):.3f} ms; per op, ms per step:")
+    for name, v in sorted(acc.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:20s} {1e3 * v / steps:.3f}")
+    rng = np.random.default_rng(0)
+    f = np.float32
+    x1, w1, g1, x2, w2, g2 = (rng.standard_normal(s).astype(f) for s in (
+        (32, 1, 32, 32, 3), (1, 3, 3, 3, 16), (32, 1, 32, 32, 16),
+        (32, 1, 16, 16, 16), (1, 3, 3, 16, 32), (32, 1, 16, 16, 32)))
+    one, pad = (1, 1, 1), (0, 1, 1)
+    _, xp1 = D.forward(x1, w1, one, pad, one, bias=w1[0, 0, 0, 0], return_padded=True)
+    _, xp2 = D.forward(x2, w2, one, pad, one, bias=w2[0, 0, 0, 0], return_padded=True)
+    passes = {
+        "forward 3->16 + bias": lambda: D.forward(x1, w1, one, pad, one, bias=w1[0, 0, 0, 0]),
+        "forward 16->32 + bias": lambda: D.forward(x2, w2, one, pad, one, bias=w2[0, 0, 0, 0]),
+        "dW + db 3->16": lambda: D.weight_grad(x1, g1, w1.shape, one, pad, one, True, xp=xp1),
+        "dW + db 16->32": lambda: D.weight_grad(x2, g2, w2.shape, one, pad, one, True, xp=xp2),
+        "dx 16->32 (pads g)": lambda: D.data_grad(g2, w2, x2.shape, pad, one),
+    }
+    print("direct passes alone at the step's shapes, ms (median of 200):")
+    for name, fn in passes.items():
+        for _ in range(10):
+            fn()
+        ts = []
+        for _ in range(200):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        print(f"  {name:24s} {1e3 * np.median(ts):.3f}")
+
+
 # ------------------------------------------------------------------ 3. compile time
 def compile_times() -> None:
     """First-call time of the conv family (float32), cold cache then warm; wall
@@ -433,6 +505,8 @@ if __name__ == "__main__":
         direct_passes()
     elif "--paired" in sys.argv:
         paired()
+    elif "--step-ops" in sys.argv:
+        step_ops()
     else:
         import run
 

@@ -650,12 +650,16 @@ def test_direct_tiles_taken_and_equal_to_im2col(monkeypatch, dtype):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 10)
 
 
-def test_direct_tiles_same_bits_on_one_thread_and_two():
-    """Row chunks and dW partials depend on the sizes only, not the threads."""
+@pytest.mark.parametrize("cin, cout", [(16, 32), (3, 16), (16, 64)])
+def test_direct_tiles_same_bits_on_one_thread_and_two(cin, cout):
+    """Row chunks and dW partials depend on the sizes only, not the threads
+    (with a bias: the forward starts each block of rows from it, the dW pass
+    sums its gradient; 64 channels: the 6 x 4-vector tiles with AVX-512)."""
     rng = np.random.default_rng(12)
-    arrays = [rng.standard_normal((4, 16, 16, 16)).astype(np.float32),
-              rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
-    build = lambda g, x, w: g.conv2d(x, w, padding=1)  # noqa: E731
+    arrays = [rng.standard_normal((16, 16, 16, cin)).astype(np.float32),
+              rng.standard_normal((3, 3, cin, cout)).astype(np.float32),
+              rng.standard_normal(cout).astype(np.float32)]
+    build = lambda g, x, w, b: g.conv2d(x, w, b, padding=1)  # noqa: E731
 
     def run():
         y, grads = _grads(build, arrays, np.float32)
@@ -818,3 +822,72 @@ def test_direct_wide_tiles_float32_match_float64(cout):
     np.testing.assert_allclose(y32, y64, rtol=1e-4, atol=1e-4)
     for a, b in zip(g32, g64):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cin, cout, side", [(3, 16, 10), (64, 64, 16)])
+def test_forward_padding_saved_for_the_weight_pass(monkeypatch, dtype, cin, cout, side):
+    """The direct (3->16) and Winograd (64->64, 16x16) forwards save the
+    zero-padded input; the dW pass reads it (x is padded once per step) and
+    gives the same bits as padding x again; a conv without padding saves
+    nothing; the saved copy is released with the node's other data."""
+    from yscv.compute import conv_direct as direct
+
+    rng = np.random.default_rng(15)
+    x0 = rng.standard_normal((2, side, side, cin)).astype(dtype)
+    w0 = (rng.standard_normal((3, 3, cin, cout)) / 8).astype(dtype)
+    b0 = rng.standard_normal(cout).astype(dtype)
+    cot = rng.standard_normal((2, side, side, cout)).astype(dtype)
+    pads = []
+    real = direct._K.pad_region
+    monkeypatch.setattr(direct._K, "pad_region", lambda *a: (pads.append(1), real(*a))[1])
+
+    def run(keep):
+        g = yscv.Graph(dtype)
+        x, w, b = g.variable(x0), g.variable(w0), g.variable(b0)
+        y = g.conv2d(x, w, b, padding=1)
+        saved = g._saved[y.index]
+        if keep:
+            assert saved is not None and saved.shape == (2, 1, side + 2, side + 2, cin)
+            np.testing.assert_array_equal(saved[0, 0, 1:-1, 1:-1], x0[0])
+            assert g.memory()["saved"] >= saved.nbytes
+        else:
+            g._saved[y.index] = None
+        pads.clear()
+        g.backward(y, grad=cot)
+        # dW pads x again only without the saved copy (dx on the direct or
+        # Winograd path pads the cotangent; 3 input channels take im2col)
+        assert len(pads) == (cin % 16 == 0) + (0 if keep else 1)
+        return [g.grad(x), g.grad(w), g.grad(b)]
+
+    for a, b in zip(run(True), run(False)):
+        np.testing.assert_array_equal(a, b)
+    g = yscv.Graph(dtype)
+    y = g.conv2d(g.variable(x0), g.variable(w0[:1, :1]), padding=0)   # 1x1: no padding
+    assert g._saved[y.index] is None
+
+
+def test_padded_input_follows_checkpointing():
+    """Inside a checkpointed segment the saved padded input is released with
+    the segment (the segment's output keeps its own) and replayed by the
+    backward walk: the same gradients, bit for bit, as without
+    checkpointing."""
+    rng = np.random.default_rng(16)
+    x0 = rng.standard_normal((4, 12, 12, 3)).astype(np.float32)
+    w1 = (rng.standard_normal((3, 3, 3, 16)) / 4).astype(np.float32)
+    w2 = (rng.standard_normal((3, 3, 16, 16)) / 8).astype(np.float32)
+
+    def block(g, h, w1, w2):
+        return g.conv2d(g.relu(g.conv2d(h, w1, padding=1)), w2, padding=1)
+
+    def run(ckpt):
+        g = yscv.Graph(np.float32)
+        x, a, b = g.variable(x0), g.variable(w1), g.variable(w2)
+        y = g.checkpoint(block, x, a, b) if ckpt else block(g, x, a, b)
+        if ckpt:   # released: the first conv's copy; kept: the output node's
+            assert g.memory()["saved"] == g._saved[y.index].nbytes > 0
+        g.backward(g.sum(y * y))
+        return [g.grad(x), g.grad(a), g.grad(b)]
+
+    for a, b in zip(run(True), run(False)):
+        np.testing.assert_array_equal(a, b)

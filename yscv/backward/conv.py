@@ -1,6 +1,9 @@
-"""Convolution ops (backward). Nothing is saved by the forwards: the column
-blocks are recomputed from the input values (chunk by chunk, in
-yscv/compute/conv.py), which the walk passes in anyway. ``needs`` skips whole
+"""Convolution ops (backward). The column blocks are recomputed from the
+input values (chunk by chunk, in yscv/compute/conv.py), which the walk
+passes in anyway; the only thing a forward saves is conv1d/2d/3d's
+zero-padded input on the direct and Winograd paths (one copy of x plus its
+border, kept while the node lives, released and replayed like any saved
+data under checkpointing), so the weight pass does not pad x again. ``needs`` skips whole
 GEMMs: a constant input (the first layer's image) costs no data-gradient GEMM
 or col2im. Attributes are the named records built by yscv/ops/conv.py."""
 from __future__ import annotations
@@ -29,7 +32,8 @@ def conv_nd_backward(g, inputs, out, attrs, saved, needs):
     need_b = len(needs) > 2 and bool(needs[2])
     dx, dw, db = C.conv_backward(C.lift_x(g), C.lift_w(w), attrs.stride, attrs.padding,
                                  attrs.dilation, attrs.groups, x=C.lift_x(x),
-                                 need_x=needs[0], need_w=needs[1], need_b=need_b)
+                                 need_x=needs[0], need_w=needs[1], need_b=need_b,
+                                 padded=saved)
     dx = None if dx is None else dx.reshape(x.shape)
     dw = None if dw is None else dw.reshape(w.shape)
     return (dx, dw, db)[:len(inputs)]

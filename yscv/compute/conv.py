@@ -152,9 +152,13 @@ def _is_pointwise(wshape, stride, padding) -> bool:
     return wshape[0] == wshape[1] == wshape[2] == 1 and stride == (1, 1, 1) and padding == (0, 0, 0)
 
 
-def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None):
+def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None,
+                 return_padded=False):
     """y [N, OD, OH, OW, Cout] = cross-correlation of x with w, plus ``bias``
-    [Cout] when given.
+    [Cout] when given. With ``return_padded``: ``(y, xp)``, ``xp`` the
+    zero-padded input the direct or Winograd path read (None on the other
+    paths, or when x needed no padding); :func:`conv_backward` takes it as
+    ``padded`` and its weight pass does not pad x again.
 
     ``out_sp`` overrides the output extent (conv_transpose's backward, where
     output_padding >= stride leaves the last rows of the transpose's output
@@ -171,10 +175,12 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
     pointwise = _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd)
     if winograd.forward_usable(x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
                                out_sp):
-        return winograd.forward(x, w, padding, bias=bias)
+        return winograd.forward(x, w, padding, bias=bias, return_padded=return_padded)
     if not pointwise and direct.usable(x.dtype, cout, groups):
-        return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp)
-    return add_bias(_im2col_forward(x, w, stride, padding, dilation, groups, out_sp), bias)
+        return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp,
+                              return_padded=return_padded)
+    y = add_bias(_im2col_forward(x, w, stride, padding, dilation, groups, out_sp), bias)
+    return (y, None) if return_padded else y
 
 
 def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
@@ -209,7 +215,7 @@ def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
 
 
 def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
-                  need_x=True, need_w=True, need_b=False):
+                  need_x=True, need_w=True, need_b=False, padded=None):
     """Gradients of :func:`conv_forward` for the cotangent ``g`` [N, OD, OH, OW, Cout].
 
     Returns ``(dx, dw, db)`` (None where not needed; ``db`` is the bias
@@ -219,6 +225,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     on the direct tiles when Cout is whole vectors (db then comes from the
     same pass over ``g``), dx when Cin is (and the stride is 1; by
     Winograd for 3x3 in its gate); what is left goes through im2col + BLAS.
+    ``padded``: x as :func:`conv_forward` padded it (``return_padded``), or
+    None; the direct dW pass reads it instead of padding x again.
     """
     if x_shape is None:
         x_shape = x.shape
@@ -226,7 +234,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     dx = dw = db = None
     if not (_is_pointwise(w.shape, stride, padding) and g.shape[1:4] == tuple(x_shape[1:4])):
         if need_w and direct.usable(g.dtype, cout, groups):
-            dw, db = direct.weight_grad(x, g, w.shape, stride, padding, dilation, need_b)
+            dw, db = direct.weight_grad(x, g, w.shape, stride, padding, dilation, need_b,
+                                        xp=padded)
             need_w = need_b = False
         if (need_x and direct.usable(g.dtype, cin, groups)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):

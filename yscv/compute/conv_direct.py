@@ -58,29 +58,45 @@ def _ceil_to(n: int, b: int) -> int:
     return -(-n // b) * b
 
 
-def _padded(x, kernel, stride, padding, dilation, out_sp):
+def _padded(x, kernel, stride, padding, dilation, out_sp, have=None):
     """x zero-padded so that every window of the ``out_sp`` grid lies inside:
     one pass writing each element once (the copy or a zero), split over the
     cores by rows (the NumPy form, a zeroed border and a strided copy, ran
-    on one core)."""
-    n, *sp, c = x.shape
-    size = [max(p + i, (o - 1) * s + d * (k - 1) + 1) for i, k, s, p, d, o in
-            zip(sp, kernel, stride, padding, dilation, out_sp)]
-    if size == sp and not any(padding):
+    on one core). ``have``: this padding of x made earlier (the forward's,
+    kept for the weight pass), returned as is when its shape fits."""
+    plan = _pad_plan(x.shape, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation),
+                     tuple(out_sp))
+    if plan is None:
         return x
-    xp = np.empty((n, *size, c), dtype=x.dtype)
-    rows = n * size[0] * size[1]
+    size, dims, pdims, pads, bounds = plan
+    if have is not None and have.shape == size and have.dtype == x.dtype:
+        return have
+    xp = np.empty(size, dtype=x.dtype)
     if xp.size == 0:
         return xp
-    bounds = par.bounds(par.split(rows, par.num_chunks(rows, xp.size, PAD_GRAIN)))
     xf = readonly(np.ascontiguousarray(x).reshape(-1))
-    dims = np.array([*sp, c], dtype=np.int64)
-    pdims = np.array(size, dtype=np.int64)
-    pads = np.array(padding, dtype=np.int64)
     pf = xp.reshape(-1)
     par.run_region(lambda st: _K.pad_region(xf, dims, pf, pdims, pads, bounds, st),
                    len(bounds) - 1)
     return xp
+
+
+@functools.lru_cache(maxsize=64)
+def _pad_plan(shape, kernel, stride, padding, dilation, out_sp):
+    """None when x of ``shape`` needs no padding, else (padded shape, dims,
+    pdims, pads, region bounds): the arguments of ``pad_region``, built once
+    per geometry (a training step pads the same shapes every step; building
+    them took ~10 us of Python per pass)."""
+    n, *sp, c = shape
+    size = [max(p + i, (o - 1) * s + d * (k - 1) + 1) for i, k, s, p, d, o in
+            zip(sp, kernel, stride, padding, dilation, out_sp)]
+    if size == sp and not any(padding):
+        return None
+    rows = n * size[0] * size[1]
+    total = rows * size[2] * c
+    bounds = par.bounds(par.split(rows, par.num_chunks(rows, total, PAD_GRAIN)))
+    return ((n, *size, c), np.array([*sp, c], dtype=np.int64), np.array(size, dtype=np.int64),
+            np.array(padding, dtype=np.int64), bounds)
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,51 +148,78 @@ def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
     return np.array([b * ((rows // b) * i // k) for i in range(k + 1)], dtype=np.int64)
 
 
-def forward(x, w, stride, padding, dilation, bias=None, out_sp=None):
-    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias)."""
-    n, _, _, _, cin = x.shape
+@functools.lru_cache(maxsize=64)
+def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
+    """(kernel, ro, so, bounds, no-bias-sum array) of :func:`forward` for
+    this geometry: built once (a step runs the same shapes every step)."""
+    cin = xp_shape[4]
+    kern, block = _tiles(cout, dtype.itemsize)
+    ro, so = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
+    m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
+    so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
+    bounds = _row_chunks(ro.shape[0], m * so.shape[0] * cout, block)
+    return kern, ro, so, bounds, np.empty((0, 3, cout), dtype=dtype)
+
+
+def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
+    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias);
+    with ``return_padded`` ``(y, xp)``: also the zero-padded input the tiles
+    read (None when x needed no padding), which :func:`weight_grad` can take
+    instead of padding x again."""
+    n = x.shape[0]
     kernel = w.shape[:3]
     cout = w.shape[4]
     if out_sp is None:
         out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
+    out_sp = tuple(out_sp)
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    kern, block = _tiles(cout, x.itemsize)
-    ro, so = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, block)
+    kern, ro, so, bounds, bsum = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
+                                               tuple(dilation), out_sp, cout, x.dtype)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
-    so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
-    mp = ro.shape[0]
-    y = np.empty(mp * cout, dtype=x.dtype)
+    y = np.empty(ro.shape[0] * cout, dtype=x.dtype)
     # inputs as read-only arrays: one kernel specialisation whatever flags
     # the graph's values carry (yscv/compute/arrays.py)
     w2 = readonly(np.ascontiguousarray(w).reshape(-1))
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
-    bounds = _row_chunks(mp, m * so.shape[0] * cout, block)
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    bsum = np.empty((0, 3, cout), dtype=x.dtype)   # no bias sum in this pass
     par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bsum, bounds, 1, st),
                    len(bounds) - 1)
-    return y[:m * cout].reshape(n, *out_sp, cout)
+    y = y[:m * cout].reshape(n, *out_sp, cout)
+    if return_padded:
+        return y, (None if xp is x else xp)
+    return y
 
 
-def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False):
-    """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of :func:`forward`
-    for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
-    ``g`` over positions) is taken in the same pass, per chunk, added in
-    chunk order like dW."""
-    kernel = wshape[:3]
-    cin, cout = wshape[3], wshape[4]
-    out_sp = g.shape[1:4]
-    xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    kern, block = _tiles(cout, x.itemsize)
-    so, ro = _tables(xp.shape, kernel, stride, dilation, tuple(out_sp), cin, block)
+@functools.lru_cache(maxsize=64)
+def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
+    """(kernel, ro, so, chunks, bounds) of :func:`weight_grad` for this geometry."""
+    cin = xp_shape[4]
+    kern, block = _tiles(cout, dtype.itemsize)
+    so, ro = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     k = kernel[0] * kernel[1] * kernel[2] * cin
-    kp = ro.shape[0]
-    m = g.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
+    m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:m]
     nch = par.num_chunks(m, m * k * cout, GRAIN)
     bounds = np.array([m * i // nch for i in range(nch + 1)], dtype=np.int64)
+    return kern, ro, so, nch, bounds
+
+
+def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
+    """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of :func:`forward`
+    for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
+    ``g`` over positions) is taken in the same pass, per chunk, added in
+    chunk order like dW. ``xp``: x as the forward padded it (its
+    ``return_padded``), used when its shape is the one this pass needs."""
+    kernel = tuple(wshape[:3])
+    cin, cout = wshape[3], wshape[4]
+    out_sp = tuple(g.shape[1:4])
+    xp = _padded(x, kernel, stride, padding, dilation, out_sp, have=xp)
+    kern, ro, so, nch, bounds = _weight_plan(xp.shape, kernel, tuple(stride), tuple(dilation),
+                                             out_sp, cout, x.dtype)
+    k = kernel[0] * kernel[1] * kernel[2] * cin
+    kp = ro.shape[0]
     parts = np.empty(nch * kp * cout, dtype=x.dtype)
     bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))

@@ -94,9 +94,12 @@ def _tables(tb: int, cin: int):
     return ro, so
 
 
-def forward(x, w, padding, bias=None):
+def forward(x, w, padding, bias=None, return_padded=False):
     """y [N, D, OH, OW, Cout] = the 3x3 stride-1 correlation of x [N, D, H,
-    W, Cin] with w [1, 3, 3, Cin, Cout] (+ bias), by Winograd F(2x2, 3x3)."""
+    W, Cin] with w [1, 3, 3, Cin, Cout] (+ bias), by Winograd F(2x2, 3x3);
+    with ``return_padded`` ``(y, xp)``, as yscv/compute/conv_direct.py's
+    ``forward`` (its padded grid is the direct weight pass's when the
+    output sides are even)."""
     n, d, h, wd, cin = x.shape
     cout = w.shape[4]
     oh, ow = h + 2 * padding[1] - 2, wd + 2 * padding[2] - 2
@@ -116,6 +119,8 @@ def forward(x, w, padding, bias=None):
     xf = readonly(xp.reshape(-1))
     yf = y.reshape(-1)
     par.run_region(lambda st: kern(xf, dims, u, yf, init, mode, ro, so, bounds, st), nch)
+    if return_padded:
+        return y, (None if xp is x else xp)
     return y
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .simd import VBYTES, lanes
+from .simd import VBYTES, lanes, vadd, vload, vstore, vzero
 from .sync import region_chunks
 from .tile_ir import register_tile
 
@@ -123,21 +123,24 @@ def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
 @jit(inline="always")
 def _bias_block(bf, s0, s1, N, bsum, k):
     """Column sums of the ``b`` rows ``[s0, s1)`` added to ``bsum[k, 0]``:
-    summed from zero in ``bsum[k, 1]`` first (the block is in L1)."""
+    one vector of columns at a time, summed from zero in a register first
+    (the block is in L1)."""
+    L = lanes(bf)
     tot = bsum[k, 0]
-    blk = bsum[k, 1]
-    for j in range(N):
-        blk[j] = 0
-    for s in range(np.uint64(s0), np.uint64(s1)):
-        for j in range(N):
-            blk[j] += bf[s * np.uint64(N) + np.uint64(j)]
-    for j in range(N):
-        tot[j] += blk[j]
+    ub = np.uint64(N)
+    for j in range(0, N, L):
+        uj = np.uint64(j)
+        acc = vzero(bf)
+        for s in range(np.uint64(s0), np.uint64(s1)):
+            acc = vadd(acc, vload(bf, s * ub + uj))
+        vstore(tot, uj, vadd(vload(tot, uj), acc))
 
 
 @jit(inline="always")
-def _fill_rows(cf, i0, i1, N, init):
-    """Rows ``[i0, i1)`` of ``c`` (flat, N wide) set to ``init[:N]`` (the bias).
+def _fill_rows(cf, cb, i0, i1, N, init):
+    """Rows ``[i0, i1)`` of ``c`` (flat from ``cb``, N wide) set to
+    ``init[:N]`` (the bias), one block of a tile's rows at a time (still in
+    L1 when the tiles load it).
 
     The region kernels start the tiles from ``c`` (mode 2) after this, not
     from the bias (mode 1): with one tile call site serving every pass, a
@@ -146,10 +149,11 @@ def _fill_rows(cf, i0, i1, N, init):
     ~25% slower on the weight gradient's short blocks; with the mode known
     to be 0 or 2 they stay in registers. Same bits: each sum still starts
     from the bias value."""
+    L = lanes(cf)
     for i in range(i0, i1):
-        o = i * N
-        for j in range(N):
-            cf[o + j] = init[j]
+        o = np.uint64(cb + i * N)
+        for j in range(0, N, L):
+            vstore(cf, o + np.uint64(j), vload(init, np.uint64(j)))
 
 
 @jit
@@ -170,15 +174,13 @@ def _chunk_plan(ro, so, cf, bf, bounds, by_rows):
 def _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum, bounds, by_rows):
     """Chunk ``k``'s work: ``(i0, i1, s_lo, s_hi, cb, step, pre)``: its rows
     of ``c``, its ``s`` range (in blocks of ``step``), the offset of its
-    output in ``cf``, and whether the bias was written into its rows first
-    (:func:`_fill_rows`); clears its bias-sum row."""
+    output in ``cf``, and whether its rows start from the bias (written
+    per block of rows by :func:`_fill_rows`); clears its bias-sum row."""
     if by_rows:   # rows of this chunk, every s in one block (at least one)
         i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
     else:         # every row, this chunk's s in blocks, its own partial
         i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
     pre = by_rows == 1 and mode == 1
-    if pre:
-        _fill_rows(cf, i0, i1, N, init)
     if bsum.shape[0] > 0:
         bsum[k, 0, :] = 0
     return i0, i1, s_lo, s_hi, cb, step, pre
@@ -201,9 +203,10 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     block's ``b`` rows stay in cache while every tile reads them); ``mode``
     0. ``bsum`` [chunks, 3, N] (or [0, 3, N]: not wanted) gets the column
     sums of ``b`` per chunk in row 0 (the bias gradient, while each block
-    is in L1): each block is summed from zero in row 1, then added to row
-    0, so the error grows with the block length plus the number of blocks,
-    not with the chunk length. Row 2 keeps two chunks off one cache line.
+    is in L1): each block is summed from zero in a register, then added to
+    row 0, so the error grows with the block length plus the number of
+    blocks, not with the chunk length. Rows 1 and 2 keep two chunks off one
+    cache line.
 
     One kernel for both passes and every tile shape (the same arguments'
     types): the tiles are typed, lowered and compiled once per program (a
@@ -213,9 +216,14 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     for k in region_chunks(st, nk):
         i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
                                                    bounds, by_rows)
+        rb = (6 if _wide(N, cf) else 8) if pre else max(i1 - i0, 1)
         for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
             s1 = min(s0 + step, s_hi)
-            _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, 2 if s0 > s_lo or pre else 0)
+            for r in range(i0, i1, rb):
+                if pre:
+                    _fill_rows(cf, cb, r, r + rb, N, init)
+                _rows(xf, ro, r, min(r + rb, i1), so, s0, s1, bf, N, cf, cb, init,
+                      2 if s0 > s_lo or pre else 0)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
 

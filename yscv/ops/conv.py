@@ -102,11 +102,13 @@ def _check_windows(op, sp_in, kernel, stride, padding, dilation, axes):
 @register_forward(Op.CONV2D)
 @register_forward(Op.CONV3D)
 def conv_nd_forward(attrs, x, w, b=None):
-    """y [N, *out, Cout]: grouped cross-correlation of x with w, plus bias."""
+    """y [N, *out, Cout]: grouped cross-correlation of x with w, plus bias.
+    Saved: the zero-padded input the direct / Winograd tiles read (or
+    None), for the weight gradient's pass (it would pad x again)."""
     nsp = x.ndim - 2
-    y = C.conv_forward(C.lift_x(x), C.lift_w(w), attrs.stride, attrs.padding, attrs.dilation,
-                       attrs.groups, bias=b)
-    return y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4]), None
+    y, xp = C.conv_forward(C.lift_x(x), C.lift_w(w), attrs.stride, attrs.padding,
+                           attrs.dilation, attrs.groups, bias=b, return_padded=True)
+    return y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4]), xp
 
 
 @register_forward(Op.DEPTHWISE_CONV2D)
