@@ -478,8 +478,8 @@ print(" ".join(f"{(b[0] - a[0]) * 1e3:.0f}/{(b[1] - a[1]) * 1e3:.0f}"
              "conv2d bwd (no new kernel)", "conv_transpose2d bwd (none)",
              "depthwise bwd: depthwise_backward", "deformable bwd: deform_col2im",
              "conv2d 16->16 fwd: pad_region + direct_region",
-             "conv2d 16->16 bwd: direct_sum_region (dx: direct_region)",
-             "conv2d 64->64 fwd: direct_region_wide", "conv2d 64->64 bwd: direct_sum_region_wide"]
+             "conv2d 16->16 bwd (dW, dx: direct_region)",
+             "conv2d 64->64 fwd (direct_region, 6x4 tiles)", "conv2d 64->64 bwd"]
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(HERE.parent)}

@@ -132,14 +132,12 @@ def _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin):
     return ro.reshape(-1).astype(np.int64), so.reshape(-1).astype(np.int64)
 
 
-def _tiles(cout: int, itemsize: int):
-    """(region kernel, row block) for ``cout`` columns: the 6 x 4-vector
-    tiles (rows in sixes) where :func:`yscv.kernels.conv_direct.wide_tiles`
-    says so, else the 8-row tiles. The kernel does the output pass
-    (``by_rows`` 1) and the weight-gradient sum (``by_rows`` 0)."""
-    if _K.wide_tiles(cout, itemsize):
-        return _K.direct_region_wide, 6
-    return _K.direct_region, 8
+def _row_block(cout: int, itemsize: int) -> int:
+    """Rows per tile of the region kernel for ``cout`` columns: 6 where
+    :func:`yscv.kernels.conv_direct.wide_tiles` picks the 6 x 4-vector
+    tiles, else 8 (the kernel makes the same choice; the offset tables and
+    chunk bounds come in whole blocks of these rows)."""
+    return 6 if _K.wide_tiles(cout, itemsize) else 8
 
 
 def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
@@ -150,15 +148,15 @@ def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
-    """(kernel, ro, so, bounds, no-bias-sum array) of :func:`forward` for
-    this geometry: built once (a step runs the same shapes every step)."""
+    """(ro, so, bounds, no-bias-sum array) of :func:`forward` for this
+    geometry: built once (a step runs the same shapes every step)."""
     cin = xp_shape[4]
-    kern, block = _tiles(cout, dtype.itemsize)
+    block = _row_block(cout, dtype.itemsize)
     ro, so = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
     bounds = _row_chunks(ro.shape[0], m * so.shape[0] * cout, block)
-    return kern, ro, so, bounds, np.empty((0, 3, cout), dtype=dtype)
+    return ro, so, bounds, np.empty((0, 3, cout), dtype=dtype)
 
 
 def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
@@ -174,8 +172,8 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     out_sp = tuple(out_sp)
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    kern, ro, so, bounds, bsum = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
-                                               tuple(dilation), out_sp, cout, x.dtype)
+    ro, so, bounds, bsum = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
+                                         tuple(dilation), out_sp, cout, x.dtype)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     y = np.empty(ro.shape[0] * cout, dtype=x.dtype)
     # inputs as read-only arrays: one kernel specialisation whatever flags
@@ -184,7 +182,7 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    par.run_region(lambda st: kern(xf, ro, so, w2, y, init, mode, bsum, bounds, 1, st),
+    par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bsum, bounds, 1, st),
                    len(bounds) - 1)
     y = y[:m * cout].reshape(n, *out_sp, cout)
     if return_padded:
@@ -194,16 +192,16 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
 
 @functools.lru_cache(maxsize=64)
 def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
-    """(kernel, ro, so, chunks, bounds) of :func:`weight_grad` for this geometry."""
+    """(ro, so, chunks, bounds) of :func:`weight_grad` for this geometry."""
     cin = xp_shape[4]
-    kern, block = _tiles(cout, dtype.itemsize)
+    block = _row_block(cout, dtype.itemsize)
     so, ro = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:m]
     nch = par.num_chunks(m, m * k * cout, GRAIN)
     bounds = np.array([m * i // nch for i in range(nch + 1)], dtype=np.int64)
-    return kern, ro, so, nch, bounds
+    return ro, so, nch, bounds
 
 
 def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
@@ -216,15 +214,16 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
     cin, cout = wshape[3], wshape[4]
     out_sp = tuple(g.shape[1:4])
     xp = _padded(x, kernel, stride, padding, dilation, out_sp, have=xp)
-    kern, ro, so, nch, bounds = _weight_plan(xp.shape, kernel, tuple(stride), tuple(dilation),
-                                             out_sp, cout, x.dtype)
+    ro, so, nch, bounds = _weight_plan(xp.shape, kernel, tuple(stride), tuple(dilation),
+                                       out_sp, cout, x.dtype)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     kp = ro.shape[0]
     parts = np.empty(nch * kp * cout, dtype=x.dtype)
     bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))
     xf = readonly(xp.reshape(-1))
-    par.run_region(lambda st: kern(xf, ro, so, g2, parts, g2, 0, bsum, bounds, 0, st), nch)
+    par.run_region(lambda st: _K.direct_region(xf, ro, so, g2, parts, g2, 0, bsum, bounds, 0, st),
+                   nch)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))
     db = par.combine([b[0] for b in bsum]).copy() if need_b else None
     return np.ascontiguousarray(dw[:k]).reshape(wshape), db

@@ -20,7 +20,6 @@ from . import regions as par
 from .arrays import readonly
 
 _K = lazy("conv_winograd")
-_D = lazy("conv_direct")
 
 #: the weight transform G (4 x 3); U = G w G^T
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -115,10 +114,10 @@ def forward(x, w, padding, bias=None, return_padded=False):
     bounds = par.bounds(par.split(tiles, nch))
     init = u if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     mode = 0 if bias is None else 1
-    kern = _K.winograd_region_wide if _D.wide_tiles(cout, x.itemsize) else _K.winograd_region
     xf = readonly(xp.reshape(-1))
     yf = y.reshape(-1)
-    par.run_region(lambda st: kern(xf, dims, u, yf, init, mode, ro, so, bounds, st), nch)
+    par.run_region(lambda st: _K.winograd_region(xf, dims, u, yf, init, mode, ro, so, bounds, st),
+                   nch)
     if return_padded:
         return y, (None if xp is x else xp)
     return y

@@ -228,11 +228,6 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
                 _bias_block(bf, s0, s1, N, bsum, k)
 
 
-#: the same kernel (it picks the tiles from the columns); the name is kept
-#: for callers that choose by :func:`wide_tiles`
-direct_region_wide = direct_region
-
-
 @jit
 def pad_region(xf, dims, pf, pdims, pads, bounds, st):
     """The zero-padded copy ``xp`` of ``x`` in one pass (every element of

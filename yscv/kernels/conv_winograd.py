@@ -197,6 +197,3 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
             _finish(mf, dims, t0, t1, yf, init, mode)
 
 
-#: the same kernel (it picks the tiles from ``COUT``); the name is kept for
-#: callers that choose by ``wide_tiles``
-winograd_region_wide = winograd_region
