@@ -156,7 +156,7 @@ def _fill_rows(cf, cb, i0, i1, N, init):
             vstore(cf, o + np.uint64(j), vload(init, np.uint64(j)))
 
 
-@jit
+@jit(inline="always")
 def _chunk_plan(ro, so, cf, bf, bounds, by_rows):
     """(M, S, chunks, N, sb, zero) of a :func:`direct_region` call: rows of
     ``c``, length of ``so``, chunks, columns, the weight gradient's block of
@@ -170,7 +170,7 @@ def _chunk_plan(ro, so, cf, bf, bounds, by_rows):
     return M, S, nk, N, sb, zero
 
 
-@jit
+@jit(inline="always")
 def _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum, bounds, by_rows):
     """Chunk ``k``'s work: ``(i0, i1, s_lo, s_hi, cb, step, pre)``: its rows
     of ``c``, its ``s`` range (in blocks of ``step``), the offset of its
