@@ -121,15 +121,23 @@ print('compiled', sorted(set(compiled)))
 """
 
 
+def _after_cnn_warmup(program, tmp_path):
+    """Run ``python -m yscv.warmup --only cnn`` into ``tmp_path``, check that
+    ``program`` (with the compile counter) then compiles nothing, and return
+    the same program's run in an empty cache (its compiles: the check above
+    can fail)."""
+    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "cnn")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = _run(_COUNT_COMPILES + program, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "compiled []"
+    return _run(_COUNT_COMPILES + program, tmp_path / "empty")
+
+
 def test_warmup_compiles_both_normalisation_tiers(tmp_path):
     """Small batch norms run the row kernels, large ones the regions
     (yscv/compute/norm.py): after ``--only cnn`` neither compiles anything."""
-    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "cnn")
-    assert out.returncode == 0, out.stderr[-3000:]
-    out = _run(_COUNT_COMPILES + _BOTH_NORM_TIERS, tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().splitlines()[-1] == "compiled []"
-    out = _run(_COUNT_COMPILES + _BOTH_NORM_TIERS, tmp_path / "empty")
+    out = _after_cnn_warmup(_BOTH_NORM_TIERS, tmp_path)
     assert "yscv.kernels.norm_regions.group_forward_region" in out.stdout
     assert "yscv.kernels.norm.group_stats" in out.stdout
 
@@ -153,11 +161,6 @@ def test_warmup_compiles_the_convolutions_of_a_64_channel_model(tmp_path):
     images (the Winograd kernel for the forward and dx, the direct tiles
     for dW and the 3-channel layer) compile nothing; in an empty cache they
     do, Winograd included."""
-    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "cnn")
-    assert out.returncode == 0, out.stderr[-3000:]
-    out = _run(_COUNT_COMPILES + _CONV64, tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().splitlines()[-1] == "compiled []"
-    out = _run(_COUNT_COMPILES + _CONV64, tmp_path / "empty")
+    out = _after_cnn_warmup(_CONV64, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "yscv.kernels.conv_winograd.winograd_region'" in out.stdout
