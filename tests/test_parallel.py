@@ -119,6 +119,36 @@ def test_close_never_blocks_on_a_lock_held_elsewhere(monkeypatch):
         assert not h.is_alive()
 
 
+def test_close_stops_a_helper_asleep_while_the_lock_is_held_elsewhere(monkeypatch):
+    """A helper already asleep on the condition when close() cannot take it
+    (so no notify reaches it) still stops: it wakes on its own within the
+    timeout and sees ``closing``."""
+    monkeypatch.setattr(par, "CLOSE_TIMEOUT", 0.2)
+    pool = par._Pool(1)
+    t0 = time.monotonic()
+    while pool.sleeping == 0:                    # the helper has spun out and sleeps
+        assert time.monotonic() - t0 < 10.0
+        time.sleep(0.01)
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with pool.cond:
+            held.set()
+            release.wait()
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait()
+    try:
+        pool.close()
+    finally:
+        release.set()
+        t.join()
+    for h in pool.threads:
+        h.join(timeout=10.0)
+        assert not h.is_alive()
+
+
 def test_close_in_a_forked_child_skips_the_parents_helpers(monkeypatch):
     """A pool made by another process (the parent, before fork) is not
     closed by this one: its threads do not exist here and its locks may be

@@ -110,7 +110,9 @@ class _Pool:
             with self.cond:                 # nothing for a while: sleep until a newer region
                 self.sleeping += 1
                 while self.sig <= last and not self.closing:
-                    self.cond.wait()
+                    # a timeout, so a helper asleep when close() could not
+                    # take the condition (no notify) still sees `closing`
+                    self.cond.wait(CLOSE_TIMEOUT)
                 self.sleeping -= 1
 
     def close(self) -> None:
@@ -124,7 +126,8 @@ class _Pool:
         that checks them under the condition either sees them or is already
         waiting when ``notify_all`` comes; if the condition cannot be had,
         ``EXIT`` still ends every spin, and a helper asleep in ``wait`` runs
-        no compiled code."""
+        no compiled code and wakes within :data:`CLOSE_TIMEOUT` to see
+        ``closing``."""
         if self.pid != os.getpid():
             return
         self.closing = True
