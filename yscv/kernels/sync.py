@@ -41,7 +41,9 @@ import sys
 
 from llvmlite import ir
 from numba import types
-from numba.extending import intrinsic
+from numba.core import cgutils
+from numba.core.imputils import RefType, iternext_impl
+from numba.extending import intrinsic, lower_builtin, models, register_model
 
 from ._jit import jit
 
@@ -157,20 +159,78 @@ def region_claim(st):
     return atomic_add(st, NEXT, 1)
 
 
-# Generators are never cached on disk: Numba registers a generator's
-# implementation only when it compiles it in the process, and a kernel that
-# iterates a generator loaded from the cache fails to compile (KeyError in
-# get_generator_impl). Their callers are cached as usual.
-@jit(cache=False)
-def region_chunks(st, n):
-    """The chunk indices below ``n`` this participant claims, as a generator;
-    the first one marks the caller as inside the region (:func:`region_enter`).
-    A region kernel is ``for c in region_chunks(st, n): <chunk c>``."""
-    region_enter(st)
-    c = region_claim(st)
-    while c < n:
-        yield c
-        c = region_claim(st)
+class ChunksType(types.SimpleIteratorType):
+    """Numba type of :func:`region_chunks` / :func:`phase2_chunks`: a
+    pointer to the region's shared chunk counter and the chunk count. Each
+    step claims the next index (one atomic add), so the iterator itself holds
+    no state to update. Not a generator: Numba never caches generators on
+    disk, so a generator was compiled again in every process that compiled
+    a region kernel (one more dispatcher on a cold start), and a generator
+    call is more for each region kernel to compile (docs/engine.md, "Cold
+    start")."""
+
+    def __init__(self):
+        super().__init__("region_chunks", types.int64)
+
+
+CHUNKS = ChunksType()
+
+
+@register_model(ChunksType)
+class _ChunksModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("counter", types.CPointer(types.int64)),
+                                        ("count", types.int64)])
+
+
+@lower_builtin("getiter", ChunksType)
+def _chunks_getiter(context, builder, sig, args):
+    return args[0]
+
+
+@lower_builtin("iternext", ChunksType)
+@iternext_impl(RefType.UNTRACKED)
+def _chunks_iternext(context, builder, sig, args, result):
+    it = cgutils.create_struct_proxy(CHUNKS)(context, builder, value=args[0])
+    c = builder.atomic_rmw("add", it.counter, ir.Constant(_I64, 1), "seq_cst")
+    result.set_valid(builder.icmp_signed("<", c, it.count))
+    result.yield_(c)
+
+
+def _chunks_intrinsic(field: int, enter: bool, doc: str):
+    """An intrinsic ``(st, n) -> ChunksType`` over the counter ``st[field]``;
+    with ``enter`` it first marks the caller as inside the region (as
+    :func:`region_enter`)."""
+
+    def make(typingctx, st, n):
+        if not _int64_slot(st, n):
+            return None
+
+        def codegen(context, builder, sig, args):
+            arr = context.make_array(sig.args[0])(context, builder, args[0])
+
+            def slot(k):
+                return builder.gep(arr.data, [ir.Constant(_I64, k)], inbounds=True)
+
+            if enter:
+                builder.store_atomic(builder.load_atomic(slot(SIG), "seq_cst", 8),
+                                     slot(IN_KERNEL), "seq_cst", 8)
+            it = cgutils.create_struct_proxy(CHUNKS)(context, builder)
+            it.counter = slot(field)
+            it.count = context.cast(builder, args[1], sig.args[1], types.int64)
+            return it._getvalue()
+
+        return CHUNKS(st, n), codegen
+
+    make.__name__ = make.__qualname__ = "region_chunks" if enter else "phase2_chunks"
+    make.__doc__ = doc
+    return intrinsic(make)
+
+
+region_chunks = _chunks_intrinsic(NEXT, True, """``region_chunks(st, n)``: the chunk
+    indices below ``n`` this participant claims, in a ``for`` loop; creating
+    it marks the caller as inside the region (:func:`region_enter`). A region
+    kernel is ``for c in region_chunks(st, n): <chunk c>``.""")
 
 
 # Two-phase regions: every participant claims first-phase chunks (region_claim),
@@ -211,19 +271,8 @@ def wait_ready(st):
         k += 1
 
 
-@jit(inline="always")
-def region_claim2(st):
-    """The next chunk index of the second phase."""
-    return atomic_add(st, NEXT2, 1)
-
-
-@jit(cache=False)
-def phase2_chunks(st, n):
-    """The second-phase chunk indices below ``n`` this participant claims."""
-    c = region_claim2(st)
-    while c < n:
-        yield c
-        c = region_claim2(st)
+phase2_chunks = _chunks_intrinsic(NEXT2, False, """``phase2_chunks(st, n)``: the
+    second-phase chunk indices below ``n`` this participant claims.""")
 
 
 # ----------------------------------------------------- caller and helpers
