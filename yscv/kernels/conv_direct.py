@@ -166,7 +166,8 @@ def _chunk_plan(ro, so, cf, bf, bounds, by_rows):
     zero = M - M
     nk = bounds.shape[0] - 1
     N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
-    sb = max(8, S_BLOCK_BYTES // (N * bf.itemsize))
+    sb = S_BLOCK_BYTES // (N * bf.itemsize)
+    sb = sb if sb > 8 else 8
     return M, S, nk, N, sb, zero
 
 
@@ -177,7 +178,7 @@ def _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum, bounds, by_rows):
     output in ``cf``, and whether its rows start from the bias (written
     per block of rows by :func:`_fill_rows`); clears its bias-sum row."""
     if by_rows:   # rows of this chunk, every s in one block (at least one)
-        i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, max(S, 1)
+        i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, S if S > 1 else 1
     else:         # every row, this chunk's s in blocks, its own partial
         i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
     pre = by_rows == 1 and mode == 1
@@ -213,16 +214,19 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     program with both tile families compiles one kernel, not two;
     docs/ops/conv.md, "Compile time")."""
     M, S, nk, N, sb, zero = _chunk_plan(ro, so, cf, bf, bounds, by_rows)
+    # bounds as conditional expressions, not max()/min(): each builtin compiles
+    # a Numba helper of its own on a cold start (docs/engine.md, "Cold start")
     for k in region_chunks(st, nk):
         i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
                                                    bounds, by_rows)
-        rb = (6 if _wide(N, cf) else 8) if pre else max(i1 - i0, 1)
-        for s0 in range(s_lo, max(s_hi, s_lo + by_rows), step):
-            s1 = min(s0 + step, s_hi)
+        rb = (6 if _wide(N, cf) else 8) if pre else (i1 - i0 if i1 - i0 > 1 else 1)
+        s_end = s_hi if s_hi > s_lo + by_rows else s_lo + by_rows
+        for s0 in range(s_lo, s_end, step):
+            s1 = s0 + step if s0 + step < s_hi else s_hi
             for r in range(i0, i1, rb):
                 if pre:
                     _fill_rows(cf, cb, r, r + rb, N, init)
-                _rows(xf, ro, r, min(r + rb, i1), so, s0, s1, bf, N, cf, cb, init,
+                _rows(xf, ro, r, r + rb if r + rb < i1 else i1, so, s0, s1, bf, N, cf, cb, init,
                       2 if s0 > s_lo or pre else 0)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
