@@ -11,8 +11,7 @@ import numba
 import numpy as np
 import pytest
 
-from yscv.kernels.conv_direct import (_rows6, _rows8, _tile6x4, _tile8x1, _tile8x2, _wide,
-                                     wide_tiles)
+from yscv.kernels.conv_direct import _rows, _tile6x4, _tile8x1, _tile8x2, _wide, wide_tiles
 from yscv.kernels.simd import VBYTES, lanes, vfma, vload, vsplat, vstore, vzero
 
 SHAPES = {(8, 2): _tile8x2, (8, 1): _tile8x1, (6, 4): _tile6x4}
@@ -48,11 +47,8 @@ def _ordered(R, V, xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
 
 
 @numba.njit(error_model="numpy")
-def _sweep(wide, xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    if wide:
-        _rows6(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
-    else:
-        _rows8(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+def _sweep(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
+    _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
 
 
 def _problem(rng, dtype, rows, S, N, ldc, c_rows):
@@ -111,9 +107,10 @@ def test_row_sweeps_same_bits_as_ordered_fma_loop(dtype, wide, vecs, mode):
         pytest.skip("the 6 x 4-vector tiles run with AVX-512 only")
     rng = np.random.default_rng(vecs * 10 + mode)
     N, rows, cb = vecs * L, 3 * R, 5
+    assert wide_tiles(N, np.dtype(dtype).itemsize) == wide     # the family _rows runs
     xf, ro, so, bf, cf, init = _problem(rng, dtype, rows, 29, N, N, rows)
     got = cf.copy()
-    _sweep(wide, xf, ro, R, rows, so, 2, 29, bf, N, got, cb, init, mode)
+    _sweep(xf, ro, R, rows, so, 2, 29, bf, N, got, cb, init, mode)
     want = cf.copy()
     j = 0
     while j < N:                       # the tiles' column split: 2 (or 4) vectors, then 1

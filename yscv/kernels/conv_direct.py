@@ -85,39 +85,28 @@ _tile6x4 = register_tile(6, 4)
 
 
 @jit(inline="always")
-def _rows8(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """Rows ``[i0, i1)`` (multiples of 8) of ``c``, every column, ``s`` in
-    ``[s0, s1)``: 8 x 2-vector tiles, and 8 x 1 for a last odd vector."""
-    L2 = 2 * lanes(cf)
-    for i in range(i0, i1, 8):
-        j = i0 - i0               # a run-time 0: a literal would be its own specialisation
-        while j + L2 <= N:
-            _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
-            j += L2
-        if j < N:
-            _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
-
-
-@jit(inline="always")
-def _rows6(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """As :func:`_rows8` with 6 x 4-vector tiles: rows ``[i0, i1)`` in
-    multiples of 6, ``N`` a multiple of four vectors (:func:`wide_tiles`)."""
-    L4 = 4 * lanes(cf)
-    for i in range(i0, i1, 6):
-        j = i0 - i0
-        while j < N:
-            _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
-            j += L4
-
-
-@jit(inline="always")
 def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """Rows ``[i0, i1)`` of ``c`` on the tiles :func:`wide_tiles` picks for
-    ``N`` columns (rows in multiples of 6 or 8)."""
+    """Rows ``[i0, i1)`` of ``c``, every column, ``s`` in ``[s0, s1)``, on
+    the tiles :func:`wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
+    (rows in multiples of 6, ``N`` a multiple of four vectors), else 8 x
+    2-vector tiles and 8 x 1 for a last odd vector (rows in multiples of 8).
+    One function, not one per family: each ``inline="always"`` level copies
+    and re-types its body (docs/engine.md, "Cold start")."""
+    L = lanes(cf)
     if _wide(N, cf):
-        _rows6(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+        for i in range(i0, i1, 6):
+            j = i0 - i0           # a run-time 0: a literal would be its own specialisation
+            while j < N:
+                _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+                j += 4 * L
     else:
-        _rows8(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+        for i in range(i0, i1, 8):
+            j = i0 - i0
+            while j + 2 * L <= N:
+                _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
+                j += 2 * L
+            if j < N:
+                _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
 
 
 @jit(inline="always")
@@ -156,37 +145,6 @@ def _fill_rows(cf, cb, i0, i1, N, init):
             vstore(cf, o + np.uint64(j), vload(init, np.uint64(j)))
 
 
-@jit(inline="always")
-def _chunk_plan(ro, so, cf, bf, bounds, by_rows):
-    """(M, S, chunks, N, sb, zero) of a :func:`direct_region` call: rows of
-    ``c``, length of ``so``, chunks, columns, the weight gradient's block of
-    ``s`` (:data:`S_BLOCK_BYTES` of ``b``) and a run-time 0 (see _rows)."""
-    M = ro.shape[0]
-    S = so.shape[0]
-    zero = M - M
-    nk = bounds.shape[0] - 1
-    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)
-    sb = S_BLOCK_BYTES // (N * bf.itemsize)
-    sb = sb if sb > 8 else 8
-    return M, S, nk, N, sb, zero
-
-
-@jit(inline="always")
-def _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum, bounds, by_rows):
-    """Chunk ``k``'s work: ``(i0, i1, s_lo, s_hi, cb, step, pre)``: its rows
-    of ``c``, its ``s`` range (in blocks of ``step``), the offset of its
-    output in ``cf``, and whether its rows start from the bias (written
-    per block of rows by :func:`_fill_rows`); clears its bias-sum row."""
-    if by_rows:   # rows of this chunk, every s in one block (at least one)
-        i0, i1, s_lo, s_hi, cb, step = bounds[k], bounds[k + 1], zero, S, zero, S if S > 1 else 1
-    else:         # every row, this chunk's s in blocks, its own partial
-        i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
-    pre = by_rows == 1 and mode == 1
-    if bsum.shape[0] > 0:
-        bsum[k, 0, :] = 0
-    return i0, i1, s_lo, s_hi, cb, step, pre
-
-
 @jit
 def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     """The product above on the tiles :func:`wide_tiles` picks for ``N``
@@ -213,12 +171,26 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     types): the tiles are typed, lowered and compiled once per program (a
     program with both tile families compiles one kernel, not two;
     docs/ops/conv.md, "Compile time")."""
-    M, S, nk, N, sb, zero = _chunk_plan(ro, so, cf, bf, bounds, by_rows)
+    M = ro.shape[0]               # rows of c
+    S = so.shape[0]
+    zero = M - M                  # a run-time 0 (see _rows)
+    nk = bounds.shape[0] - 1
+    N = cf.shape[0] // M if by_rows else cf.shape[0] // (nk * M)      # columns
+    sb = S_BLOCK_BYTES // (N * bf.itemsize)   # the weight gradient's block of s
     # bounds as conditional expressions, not max()/min(): each builtin compiles
     # a Numba helper of its own on a cold start (docs/engine.md, "Cold start")
+    sb = sb if sb > 8 else 8
+    pre = by_rows == 1 and mode == 1          # rows start from the bias (_fill_rows)
     for k in region_chunks(st, nk):
-        i0, i1, s_lo, s_hi, cb, step, pre = _chunk(k, M, S, N, sb, zero, cf, init, mode, bsum,
-                                                   bounds, by_rows)
+        # chunk k: its rows [i0, i1) of c, its s range in blocks of step, the
+        # offset of its output in cf
+        if by_rows:   # rows of this chunk, every s in one block (at least one)
+            i0, i1, s_lo, s_hi, cb = bounds[k], bounds[k + 1], zero, S, zero
+            step = S if S > 1 else 1
+        else:         # every row, this chunk's s in blocks, its own partial
+            i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
+        if bsum.shape[0] > 0:
+            bsum[k, 0, :] = 0
         rb = (6 if _wide(N, cf) else 8) if pre else (i1 - i0 if i1 - i0 > 1 else 1)
         s_end = s_hi if s_hi > s_lo + by_rows else s_lo + by_rows
         for s0 in range(s_lo, s_end, step):

@@ -185,7 +185,7 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     tb, cin, cout = dims[TB], dims[CIN], dims[COUT]
     vf = np.empty(16 * tb * cin, dtype=uf.dtype)
     mf = np.empty(16 * tb * cout, dtype=uf.dtype)
-    zero = tb - tb                # a run-time 0 (see conv_direct._rows8)
+    zero = tb - tb                # a run-time 0 (see conv_direct._rows)
     rb = 6 if _wide(cout, uf) else 8
     for k in region_chunks(st, bounds.shape[0] - 1):
         for t0 in range(bounds[k], bounds[k + 1], tb):
