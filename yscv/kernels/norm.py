@@ -201,16 +201,16 @@ def group_grad_sums(g, x, mean, C, r0, r1, out, i, scr):
         mu = mean[n]
         r = r0
         while r + 4 <= r1:                   # four rows per lane update
-            xa, xb, xc, xd = x[n, r], x[n, r + 1], x[n, r + 2], x[n, r + 3]
-            ga, gb, gc, gd = g[n, r], g[n, r + 1], g[n, r + 2], g[n, r + 3]
+            # indexed in place: eight row views compiled slower (~0.04 s)
             for j in range(W):
-                va = np.float64(ga[j])
-                vb = np.float64(gb[j])
-                vc = np.float64(gc[j])
-                vd = np.float64(gd[j])
+                va = np.float64(g[n, r, j])
+                vb = np.float64(g[n, r + 1, j])
+                vc = np.float64(g[n, r + 2, j])
+                vd = np.float64(g[n, r + 3, j])
                 m = mu[j]
                 sg[j] += (va + vb) + (vc + vd)
-                sgx[j] += (va * (xa[j] - m) + vb * (xb[j] - m)) + (vc * (xc[j] - m) + vd * (xd[j] - m))
+                sgx[j] += ((va * (x[n, r, j] - m) + vb * (x[n, r + 1, j] - m))
+                           + (vc * (x[n, r + 2, j] - m) + vd * (x[n, r + 3, j] - m)))
             r += 4
         if r < r1:                           # the last rows (at most 3), lane by lane
             for j in range(W):
