@@ -971,9 +971,10 @@ def _count_regions(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(_BIG_BUILD))
 def test_small_inputs_take_the_row_kernels_and_large_ones_the_regions(name, monkeypatch):
-    """Below two grains every call runs the row kernels directly (no region);
-    with small grains the same input runs regions; both match the float64
-    reference."""
+    """Below two grains every call runs on the caller alone (the row kernels,
+    and the normalisation's region kernel on one chunk: no region of the
+    pool); with small grains the same input runs regions; both match the
+    float64 reference."""
     case = _big_case(name, np.float64)
     calls = _count_regions(monkeypatch)
     small = _run_big(name, np.float64, *case)

@@ -21,9 +21,11 @@ merges and per-lane coefficients between the phases done in NumPy on the
 tiny ``[N, C]`` statistics (the same float64 operations in the same order
 as the region kernels' single-chunk path, so both tiers give the same
 bits); larger calls run the region kernels of yscv/kernels/norm_regions.py.
-The small tier never compiles the region kernels and their two-phase
+The small tier never compiles the two-phase region kernels and their
 synchronisation (about 2 s of first-call compile time; docs/engine.md,
-"Cold start").
+"Cold start"). The normalisation pass alone (:func:`group_normalize`) runs
+its one-phase region kernel at every size (one chunk: on the caller alone):
+the row kernel is inlined there, so one kernel compiles, not two.
 """
 from __future__ import annotations
 
@@ -175,11 +177,13 @@ def group_normalize(x, gamma, beta, mean, var, eps: float, per_sample: bool, k: 
                              (scale, 0.0 if beta is None else beta))
     x3 = as_rows3(x, layout)
     y = np.empty(layout, x.dtype)
+    # every size runs the region kernel (one chunk: on the caller alone), so
+    # the normalisation compiles one kernel, not a row kernel and a region one
     ranges = row_chunks(layout[1], x.size, GRAIN_APPLY)
-    if _one_chunk(ranges):
-        KN.group_apply(x3, coef, y, 0, layout[1])
-        return y.reshape(x.shape)
     b = par.bounds(ranges)
+    if _one_chunk(ranges):
+        KR.group_apply_region(x3, coef, y, b, par.new_state())
+        return y.reshape(x.shape)
     par.run_region(lambda st: KR.group_apply_region(x3, coef, y, b, st), len(ranges))
     return y.reshape(x.shape)
 
@@ -197,7 +201,7 @@ def group_train_forward(x, gamma, beta, eps: float, per_sample: bool, k: int):
     r2 = row_chunks(r, x.size, GRAIN_APPLY)
     parts = np.empty((len(r1), 2, n, c // k))
     if _one_chunk(r1, r2):                      # small tier: statistics, then normalise
-        KN.group_stats(x3, c, k, 0, r, parts, 0)
+        KN.group_stats(x3, c, k, 0, r, parts, 0, np.empty((3, w)))
         mean, var = _merged_stats(parts, r * (w // c) * k)
         return group_normalize(x, gamma, beta, mean, var, eps, per_sample, k), (mean, var)
     b1, b2 = par.bounds(r1), par.bounds(r2)
@@ -224,7 +228,7 @@ def group_statistics(x, per_sample: bool, k: int):
     ranges = row_chunks(r, x.size, GRAIN_STATS)
     parts = np.empty((len(ranges), 2, n, c // k))       # per chunk: mean, M2
     if _one_chunk(ranges):
-        KN.group_stats(x3, c, k, 0, r, parts, 0)
+        KN.group_stats(x3, c, k, 0, r, parts, 0, np.empty((3, w)))
         return _merged_stats(parts, r * (w // c) * k)
     b = par.bounds(ranges)
     par.run_region(lambda st: KR.group_stats_region(x3, c, k, parts, b, st), len(ranges))
@@ -265,7 +269,7 @@ def group_backward(g, x, gamma, mean, var, eps, per_sample, k, batch_stats,
     parts = np.empty((len(r1), 2, n, c))        # per chunk: sum g, sum g (x - mean)
     r2 = row_chunks(rows, x.size, GRAIN_APPLY)
     if _one_chunk(r1, r2):                      # small tier: the row kernels directly
-        KN.group_grad_sums(g3, x3, mean_w, c, 0, rows, parts, 0)
+        KN.group_grad_sums(g3, x3, mean_w, c, 0, rows, parts, 0, np.empty((2, w)))
         sg, sgx = parts[0]
         if need_x and batch_stats:
             coef = _grad_coefficients(parts[0], mean, var, eps, gamma64, k, float(r * k), dt, w)

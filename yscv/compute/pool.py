@@ -109,7 +109,7 @@ def max_pool(x, plan, two_by_two=False):
     k = len(bounds) - 1
     x = np.ascontiguousarray(x)
     if two_by_two:
-        par.run_region(lambda st: K.max_pool_2x2_forward(x, out, arg, bounds, st), k)
+        par.run_region(lambda st: K.max_pool_2x2(x, out, arg, bounds, st, False), k)
         return out, arg
     # each chunk's scratch rows end 64 bytes before the next chunk's start:
     # two threads never write one cache line (false sharing made the
@@ -146,7 +146,7 @@ def max_scatter(g, x_shape, arg, two_by_two=False):
         rows = n * oh
         bounds = _row_bounds(rows, n * h * w * c)
         g = np.ascontiguousarray(g)
-        par.run_region(lambda st: K.max_pool_2x2_backward(g, arg, gx, bounds, st),
+        par.run_region(lambda st: K.max_pool_2x2(g, gx, arg, bounds, st, True),
                        len(bounds) - 1)
         return gx
     p = oh * ow

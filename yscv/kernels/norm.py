@@ -61,12 +61,14 @@ _MIN_ROWS = 16  # rows per block at least, so very wide rows still amortise the 
 
 
 @jit
-def group_stats(x, C, K, r0, r1, out, i):
+def group_stats(x, C, K, r0, r1, out, i, scr):
     """Mean and sum of squared deviations per ``(n, group)`` over packed rows
     ``[r0, r1)`` of ``x[N, R', W]`` (``W = P * C``: ``P`` rows of ``C``
     channels side by side, lane ``j`` holding channel ``j % C``), written to
     ``out[i, 0]`` and ``out[i, 1]`` (float64 ``out[k, 2, N, G]``,
     ``G = C // K``; the range holds ``(r1 - r0) * P * K`` values per group).
+    ``scr``: float64 scratch ``[3, >= W]`` (the caller allocates it: an
+    ``np.empty`` here compiled Numba's allocation helpers on first call).
 
     Groups are ``K`` consecutive channels. Blocks of rows are summed per lane
     as shifted data (``sum(x - s)``, ``sum((x - s)^2)``, ``s`` = the group's
@@ -77,19 +79,20 @@ def group_stats(x, C, K, r0, r1, out, i):
     N, _, W = x.shape
     G = C // K
     per_row = float((W // C) * K)        # values of a group in one packed row
-    # conditional expressions, not max()/min() builtins, and no integer
-    # scratch array: each would compile a Numba helper of its own on first
-    # call (~0.03-0.05 s apiece; docs/engine.md, "Cold start")
+    # conditional expressions, not max()/min() builtins, and no allocation:
+    # each would compile a Numba helper of its own on first call (~0.03-0.08 s
+    # apiece; docs/engine.md, "Cold start")
     rows = _CHUNK // W if _CHUNK // W > _MIN_ROWS else _MIN_ROWS
     P = W // C
-    s1 = np.empty(W)
-    s2 = np.empty(W)
-    shift = np.empty(W)                  # per lane: the shift of its channel's group
+    s1 = scr[0]
+    s2 = scr[1]
+    shift = scr[2]                       # per lane: the shift of its channel's group
     mean = out[i, 0]
     m2 = out[i, 1]
     for n in range(N):
-        mean[n, :] = 0.0
-        m2[n, :] = 0.0
+        for g in range(G):
+            mean[n, g] = 0.0
+            m2[n, g] = 0.0
         if r1 <= r0:
             continue
         for j in range(W):
@@ -97,8 +100,9 @@ def group_stats(x, C, K, r0, r1, out, i):
         count = 0.0
         for b0 in range(r0, r1, rows):
             b1 = b0 + rows if b0 + rows < r1 else r1
-            s1[:] = 0.0
-            s2[:] = 0.0
+            for j in range(W):
+                s1[j] = 0.0
+                s2[j] = 0.0
             r = b0
             while r + 4 <= b1:               # four rows per lane update
                 xa = x[n, r]
@@ -145,21 +149,24 @@ def group_stats(x, C, K, r0, r1, out, i):
             m2[n, g] = 0.0 if 0.0 > m2[n, g] else m2[n, g]   # max(m2, 0.0): NaN stays
 
 
-@jit
+@jit(inline="always")
 def group_apply(x, coef, y, r0, r1):
     """``y = ((x - mean_hi) - mean_lo) * scale + shift`` for packed rows
     ``[r0, r1)`` of ``x[N, R', W]`` (as :func:`group_stats`). ``coef[N, 4,
     W]`` holds ``mean_hi``, ``mean_lo``, ``scale``, ``shift`` per lane, in
     ``x``'s dtype (``mean_hi + mean_lo`` is the float64 mean split in two);
-    ``y`` too.
+    ``y`` too. Inlined into its region kernels
+    (yscv/kernels/norm_regions.py), which every size runs: one compiled
+    kernel for the normalisation, not a row kernel and a region kernel.
 
-    Explicit vectors (yscv/kernels/simd.py), two per round, the same
-    operations in the same order as the scalar tail (a separate multiply and
-    add, so the results are the bits of the plain loop): LLVM vectorises the
-    plain loop over a packed row too, but with runtime overlap checks of the
-    arrays on every row, which made it slower (docs/ops/norm.md). The
-    gradient's apply pass gained nothing from the same rewrite and keeps the
-    plain loop."""
+    Explicit vectors (yscv/kernels/simd.py), the same operations in the
+    same order as the scalar tail (a separate multiply and add, so the
+    results are the bits of the plain loop): LLVM vectorises the plain loop
+    over a packed row too, but with runtime overlap checks of the arrays on
+    every row, which made it slower (docs/ops/norm.md). One vector per
+    iteration: the iterations are independent, and two per round (written
+    out) ran no faster but compiled ~0.1 s longer. The gradient's apply pass
+    gained nothing from the same rewrite and keeps the plain loop."""
     N, R, W = x.shape
     L = sv.lanes(x)
     nv = W - W % L
@@ -167,70 +174,63 @@ def group_apply(x, coef, y, r0, r1):
         cb = n * 4 * W
         for r in range(r0, r1):
             o = (n * R + r) * W
-            j = 0
-            while j + 2 * L <= nv:           # two vectors per round: independent chains
-                k = j + L
-                t0 = sv.vsub(sv.vsub(sv.vload(x, o + j), sv.vload(coef, cb + j)),
-                             sv.vload(coef, cb + W + j))
-                t1 = sv.vsub(sv.vsub(sv.vload(x, o + k), sv.vload(coef, cb + k)),
-                             sv.vload(coef, cb + W + k))
-                sv.vstore(y, o + j, sv.vadd(sv.vmul(t0, sv.vload(coef, cb + 2 * W + j)),
-                                            sv.vload(coef, cb + 3 * W + j)))
-                sv.vstore(y, o + k, sv.vadd(sv.vmul(t1, sv.vload(coef, cb + 2 * W + k)),
-                                            sv.vload(coef, cb + 3 * W + k)))
-                j += 2 * L
-            while j < nv:
+            for j in range(0, nv, L):
                 t = sv.vsub(sv.vsub(sv.vload(x, o + j), sv.vload(coef, cb + j)),
                             sv.vload(coef, cb + W + j))
                 sv.vstore(y, o + j, sv.vadd(sv.vmul(t, sv.vload(coef, cb + 2 * W + j)),
                                             sv.vload(coef, cb + 3 * W + j)))
-                j += L
             for j in range(nv, W):
                 y[n, r, j] = ((x[n, r, j] - coef[n, 0, j]) - coef[n, 1, j]) * coef[n, 2, j] \
                     + coef[n, 3, j]
 
 
 @jit
-def group_grad_sums(g, x, mean, C, r0, r1, out, i):
+def group_grad_sums(g, x, mean, C, r0, r1, out, i, scr):
     """Per ``(n, c)`` over packed rows ``[r0, r1)`` of ``x[N, R', W]`` (as
     :func:`group_stats`), float64: ``sum g`` and ``sum g * (x - mean)``
     (``mean[N, W]`` per lane), written to ``out[i, 0]`` and ``out[i, 1]``
-    (``out[k, 2, N, C]``); lanes summed in row order, then folded in order."""
+    (``out[k, 2, N, C]``); lanes summed in row order, then folded in order.
+    ``scr``: float64 scratch ``[2, >= W]`` (as :func:`group_stats`)."""
     N, _, W = x.shape
-    sg = np.empty(W)
-    sgx = np.empty(W)
+    sg = scr[0]
+    sgx = scr[1]
     for n in range(N):
-        sg[:] = 0.0
-        sgx[:] = 0.0
+        for j in range(W):
+            sg[j] = 0.0
+            sgx[j] = 0.0
         mu = mean[n]
         r = r0
         while r + 4 <= r1:                   # four rows per lane update
-            xa, xb, xc, xd = x[n, r], x[n, r + 1], x[n, r + 2], x[n, r + 3]
-            ga, gb, gc, gd = g[n, r], g[n, r + 1], g[n, r + 2], g[n, r + 3]
+            # indexed in place: eight row views compiled slower (~0.04 s)
             for j in range(W):
-                va = np.float64(ga[j])
-                vb = np.float64(gb[j])
-                vc = np.float64(gc[j])
-                vd = np.float64(gd[j])
+                va = np.float64(g[n, r, j])
+                vb = np.float64(g[n, r + 1, j])
+                vc = np.float64(g[n, r + 2, j])
+                vd = np.float64(g[n, r + 3, j])
                 m = mu[j]
                 sg[j] += (va + vb) + (vc + vd)
-                sgx[j] += (va * (xa[j] - m) + vb * (xb[j] - m)) + (vc * (xc[j] - m) + vd * (xd[j] - m))
+                sgx[j] += ((va * (x[n, r, j] - m) + vb * (x[n, r + 1, j] - m))
+                           + (vc * (x[n, r + 2, j] - m) + vd * (x[n, r + 3, j] - m)))
             r += 4
-        while r < r1:
-            xs = x[n, r]
-            gs = g[n, r]
+        if r < r1:                           # the last rows (at most 3), lane by lane
             for j in range(W):
-                gv = np.float64(gs[j])
-                sg[j] += gv
-                sgx[j] += gv * (xs[j] - mu[j])
-            r += 1
-        for p in range(1, W // C):
-            for c in range(C):
-                sg[c] += sg[p * C + c]
-                sgx[c] += sgx[p * C + c]
-        for c in range(C):
-            out[i, 0, n, c] = sg[c]
-            out[i, 1, n, c] = sgx[c]
+                t1 = sg[j]
+                t2 = sgx[j]
+                m = mu[j]
+                for q in range(r, r1):
+                    gv = np.float64(g[n, q, j])
+                    t1 += gv
+                    t2 += gv * (x[n, q, j] - m)
+                sg[j] = t1
+                sgx[j] = t2
+        for c in range(C):                   # fold the lanes onto channels, in order
+            t1 = sg[c]
+            t2 = sgx[c]
+            for p in range(1, W // C):
+                t1 += sg[p * C + c]
+                t2 += sgx[p * C + c]
+            out[i, 0, n, c] = t1
+            out[i, 1, n, c] = t2
 
 
 @jit

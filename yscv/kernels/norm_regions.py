@@ -30,8 +30,9 @@ from .sync import (phase2_chunks, phase_done, region_chunks, set_ready, take_tok
 @jit
 def group_stats_region(x, C, K, out, bounds, st):
     """:func:`yscv.kernels.norm.group_stats` over the claimed chunks."""
+    scr = np.empty((3, x.shape[2]))
     for c in region_chunks(st, bounds.shape[0] - 1):
-        group_stats(x, C, K, bounds[c], bounds[c + 1], out, c)
+        group_stats(x, C, K, bounds[c], bounds[c + 1], out, c, scr)
 
 
 @jit
@@ -44,8 +45,9 @@ def group_apply_region(x, coef, y, bounds, st):
 @jit
 def group_grad_sums_region(g, x, mean, C, out, bounds, st):
     """:func:`yscv.kernels.norm.group_grad_sums` over the claimed chunks."""
+    scr = np.empty((2, x.shape[2]))
     for c in region_chunks(st, bounds.shape[0] - 1):
-        group_grad_sums(g, x, mean, C, bounds[c], bounds[c + 1], out, c)
+        group_grad_sums(g, x, mean, C, bounds[c], bounds[c + 1], out, c, scr)
 
 
 @jit
@@ -123,8 +125,9 @@ def group_forward_region(x, C, K, eps, gamma, beta, parts, mean, var, coef, y, b
     float64 ``mean[N, G]`` and biased ``var[N, G]`` and ``y``; ``parts[k1,
     2, N, G]`` and ``coef[N, 4, W]`` are scratch. Phase chunks: ``b1``, ``b2``."""
     n1 = b1.shape[0] - 1
+    scr = np.empty((3, x.shape[2]))
     for c in region_chunks(st, n1):
-        group_stats(x, C, K, b1[c], b1[c + 1], parts, c)
+        group_stats(x, C, K, b1[c], b1[c + 1], parts, c, scr)
         phase_done(st)
     wait_phase(st, n1)
     if take_token(st):
@@ -178,8 +181,9 @@ def group_backward_region(g, x, mean_w, mean, var, eps, gamma64, C, K, m, parts,
     scratch), then ``dx``. ``mean_w`` is the float64 mean per lane
     ``[N, W]``; ``m`` the values per group."""
     n1 = b1.shape[0] - 1
+    scr = np.empty((2, x.shape[2]))
     for c in region_chunks(st, n1):
-        group_grad_sums(g, x, mean_w, C, b1[c], b1[c + 1], parts, c)
+        group_grad_sums(g, x, mean_w, C, b1[c], b1[c + 1], parts, c, scr)
         phase_done(st)
     wait_phase(st, n1)
     if take_token(st):

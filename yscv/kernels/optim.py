@@ -60,29 +60,36 @@ def _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2, wd, de
 
 
 @jit
-def adam_update(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta2, step_size,
-                bias_correction2_sqrt, eps, wd, decay, amsgrad, maximize):
-    """Adam / AdamW for one parameter.
+def adam_update(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                bias_correction2_sqrt, eps, wd, decay, maximize):
+    """Adam / AdamW for one parameter (without amsgrad).
 
     ``decay`` is AdamW's decoupled factor 1 - lr*wd (1 for Adam); ``wd`` is
-    Adam's coupled L2 term (0 for AdamW). ``vmax`` is used when ``amsgrad``.
-    The amsgrad and plain loops are written out separately (the shared part is
-    the inlined :func:`_adam_moments`): a loop-invariant branch on amsgrad
-    inside one loop makes the plain loop markedly slower.
+    Adam's coupled L2 term (0 for AdamW). The amsgrad variant is
+    :func:`adam_update_amsgrad`, a kernel of its own (the shared part is the
+    inlined :func:`_adam_moments`): a loop-invariant branch on amsgrad inside
+    one loop makes the plain loop markedly slower, and two loops in one
+    kernel compiled both for every Adam user (~0.09 s of first-call compile
+    time for the amsgrad loop nobody ran; docs/engine.md, "Cold start").
     """
-    if amsgrad:
-        for i in range(p.size):
-            pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
-                                       wd, decay, maximize)
-            vm = vmax[i]
-            vm = vm if vm >= vi else vi  # a NaN vi propagates, as torch.maximum
-            vmax[i] = vm
-            p[i] = pi - step_size * mi / (math.sqrt(vm) / bias_correction2_sqrt + eps)
-    else:
-        for i in range(p.size):
-            pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
-                                       wd, decay, maximize)
-            p[i] = pi - step_size * mi / (math.sqrt(vi) / bias_correction2_sqrt + eps)
+    for i in range(p.size):
+        pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
+                                   wd, decay, maximize)
+        p[i] = pi - step_size * mi / (math.sqrt(vi) / bias_correction2_sqrt + eps)
+
+
+@jit
+def adam_update_amsgrad(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                        bias_correction2_sqrt, eps, wd, decay, maximize):
+    """:func:`adam_update` with amsgrad: the denominator uses the running
+    maximum ``vmax`` of the second moment (updated here)."""
+    for i in range(p.size):
+        pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
+                                   wd, decay, maximize)
+        vm = vmax[i]
+        vm = vm if vm >= vi else vi  # a NaN vi propagates, as torch.maximum
+        vmax[i] = vm
+        p[i] = pi - step_size * mi / (math.sqrt(vm) / bias_correction2_sqrt + eps)
 
 
 @jit

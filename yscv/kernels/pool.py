@@ -86,19 +86,49 @@ def max_pool_bins_forward(x, hs, he, ws, we, out, arg, mbuf, abuf, bounds, st):
 
 
 @jit
-def max_pool_2x2_forward(x, out, arg, bounds, st):
-    """max_pool_bins_forward for 2 x 2 windows with stride 2 and no padding
-    (the common pool), the four taps in registers: one straight-line select
-    chain per channel, vectorised over the channels (no scratch rows, no
-    per-tap loop). Same results: the first maximum in row-major order, NaN
-    wins (the last NaN). A region kernel over chunks of output rows
-    ``n * OH + oh`` (``bounds``)."""
-    w_ = x.shape[2]
-    oh_, ow_, c_ = out.shape[1], out.shape[2], out.shape[3]
+def max_pool_2x2(a, b, arg, bounds, st, backward):
+    """The common pool, 2 x 2 windows with stride 2 and no padding, both
+    directions in one kernel (one first-call compile for the pair); a region
+    kernel over chunks of output rows ``n * OH + oh`` (``bounds``).
+
+    Forward (``backward`` False): ``a`` is x [N, H, W, C], ``b`` the max
+    [N, OH, OW, C] and ``arg`` the flat position ``ih*W + iw`` of the first
+    maximum in row-major order (NaN wins: the last NaN), both overwritten;
+    as :func:`max_pool_bins_forward`, with the four taps in registers: one
+    straight-line select chain per channel, vectorised over the channels.
+
+    Backward: ``a`` is the cotangent g [N, OH, OW, C], ``arg`` the forward's
+    argmax, ``b`` gx [N, H, W, C]: every input element of window (oh, ow)
+    gets ``g[n, oh, ow, c]`` if it is the saved argmax, else 0, written once
+    (no zero fill, no scatter: the windows do not overlap), in rows
+    ``[0, 2*OH)`` and columns ``[0, 2*OW)`` (the caller zeroes an odd last
+    row / column).
+    """
+    if backward:
+        oh_, ow_, c_ = a.shape[1], a.shape[2], a.shape[3]
+        w_ = b.shape[2]
+    else:
+        oh_, ow_, c_ = b.shape[1], b.shape[2], b.shape[3]
+        w_ = a.shape[2]
+    zero = b.dtype.type(0)
     for k in region_chunks(st, bounds.shape[0] - 1):
         for r in range(bounds[k], bounds[k + 1]):
             n = r // oh_
             oh = r - n * oh_
+            if backward:
+                # one contiguous store stream per loop (input row by input
+                # row); four stores per channel into two rows measured 1.6x slower
+                for i in range(2):
+                    ih = 2 * oh + i
+                    for ow in range(ow_):
+                        for j in range(2):
+                            iw = 2 * ow + j
+                            idx = ih * w_ + iw
+                            for c in range(c_):
+                                # ``+ zero``: -0.0 becomes +0.0, as the scatter into zeros gives
+                                hit = arg[n, oh, ow, c] == idx
+                                b[n, ih, iw, c] = a[n, oh, ow, c] + zero if hit else zero
+                continue
             ih = 2 * oh
             for ow in range(ow_):
                 iw = 2 * ow
@@ -107,54 +137,20 @@ def max_pool_2x2_forward(x, out, arg, bounds, st):
                 i2 = i0 + w_
                 i3 = i2 + 1
                 for c in range(c_):
-                    m = x[n, ih, iw, c]
-                    a = i0
-                    v = x[n, ih, iw + 1, c]
+                    m = a[n, ih, iw, c]
+                    q = i0
+                    v = a[n, ih, iw + 1, c]
                     t = (v > m) | (v != v)
                     m = v if t else m
-                    a = i1 if t else a
-                    v = x[n, ih + 1, iw, c]
+                    q = i1 if t else q
+                    v = a[n, ih + 1, iw, c]
                     t = (v > m) | (v != v)
                     m = v if t else m
-                    a = i2 if t else a
-                    v = x[n, ih + 1, iw + 1, c]
+                    q = i2 if t else q
+                    v = a[n, ih + 1, iw + 1, c]
                     t = (v > m) | (v != v)
-                    out[n, oh, ow, c] = v if t else m
-                    arg[n, oh, ow, c] = i3 if t else a
-
-
-@jit
-def max_pool_2x2_backward(g, arg, gx, bounds, st):
-    """The gradient of :func:`max_pool_2x2_forward`: every input element of
-    window (oh, ow) gets ``g[n, oh, ow, c]`` if it is the saved argmax, else
-    0, written once (no zero fill, no scatter; the windows do not overlap),
-    vectorised over the channels. A region kernel over chunks of output
-    rows ``n * OH + oh``.
-
-    Args:
-        g, arg: [N, OH, OW, C] cotangent and the forward's argmax (``ih*W + iw``).
-        gx: [N, H, W, C] (overwritten in rows ``[0, 2*OH)`` and columns
-            ``[0, 2*OW)``; the caller zeroes an odd last row / column).
-    """
-    oh_, ow_, c_ = g.shape[1], g.shape[2], g.shape[3]
-    w_ = gx.shape[2]
-    zero = gx.dtype.type(0)
-    # one contiguous store stream per loop (input row by input row); four
-    # stores per channel into two rows measured 1.6x slower
-    for k in region_chunks(st, bounds.shape[0] - 1):
-        for r in range(bounds[k], bounds[k + 1]):
-            n = r // oh_
-            oh = r - n * oh_
-            for i in range(2):
-                ih = 2 * oh + i
-                for ow in range(ow_):
-                    for j in range(2):
-                        iw = 2 * ow + j
-                        idx = ih * w_ + iw
-                        for c in range(c_):
-                            # ``+ zero``: -0.0 becomes +0.0, as the scatter into zeros gives
-                            hit = arg[n, oh, ow, c] == idx
-                            gx[n, ih, iw, c] = g[n, oh, ow, c] + zero if hit else zero
+                    b[n, oh, ow, c] = v if t else m
+                    arg[n, oh, ow, c] = i3 if t else q
 
 
 @jit

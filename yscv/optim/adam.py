@@ -4,7 +4,6 @@ from __future__ import annotations
 import numbers
 
 from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
-from .sgd import _empty
 
 __all__ = ["Adam", "AdamW"]
 
@@ -56,17 +55,19 @@ class Adam(Optimizer):
         state["step"] = step
         m = self._zeros_state(state, "exp_avg", data)
         v = self._zeros_state(state, "exp_avg_sq", data)
-        vmax = flat(self._zeros_state(state, "max_exp_avg_sq", data)) if group["amsgrad"] \
-            else _empty(data.dtype)
         step_size = lr / (1 - beta1 ** step)
         bc2_sqrt = (1 - beta2 ** step) ** 0.5
         if self._decoupled:
             decay, coupled = 1 - lr * wd, 0.0
         else:
             decay, coupled = 1.0, wd
-        K.adam_update(flat(data), flat(grad), flat(m), flat(v), vmax, dt(1 - beta1), dt(beta2),
-                      dt(1 - beta2), dt(step_size), dt(bc2_sqrt), dt(group["eps"]), dt(coupled),
-                      dt(decay), bool(group["amsgrad"]), bool(group["maximize"]))
+        scalars = (dt(1 - beta1), dt(beta2), dt(1 - beta2), dt(step_size), dt(bc2_sqrt),
+                   dt(group["eps"]), dt(coupled), dt(decay), bool(group["maximize"]))
+        if group["amsgrad"]:
+            vmax = flat(self._zeros_state(state, "max_exp_avg_sq", data))
+            K.adam_update_amsgrad(flat(data), flat(grad), flat(m), flat(v), vmax, *scalars)
+        else:
+            K.adam_update(flat(data), flat(grad), flat(m), flat(v), *scalars)
 
 
 class AdamW(Adam):
