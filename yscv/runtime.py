@@ -65,7 +65,8 @@ _ENV = {k: os.environ.get(k, "").strip() for k in (
 _GEMM_POLICIES = ("auto", "tiles", "blas")
 _lock = threading.Lock()
 _single_depth = 0          # hold_single_threaded_kernels(True) calls not yet undone
-_single_saved_blas = None  # OpenBLAS's thread count to restore
+_blas_depth = 0            # holds of OpenBLAS at one thread not yet undone (both kinds)
+_blas_saved = None         # OpenBLAS's thread count to restore
 
 
 def usable_cores() -> int:
@@ -139,20 +140,45 @@ def hold_single_threaded_kernels(hold: bool) -> None:
     restores OpenBLAS's thread count). The parallel backward holds it while
     its own threads are the parallelism: kernels that each spread over the
     cores as well would oversubscribe them (measured: docs/engine.md)."""
-    global _single_depth, _single_saved_blas
+    global _single_depth
     with _lock:
         if hold:
             _single_depth += 1
-            if _single_depth == 1:
-                n = blas_threads()
-                _single_saved_blas = n if n is not None and n > 1 else None
-                if _single_saved_blas is not None:
-                    set_blas_threads(1)
         elif _single_depth > 0:
             _single_depth -= 1
-            if _single_depth == 0 and _single_saved_blas is not None:
-                set_blas_threads(_single_saved_blas)
-                _single_saved_blas = None
+        else:
+            return
+        _hold_blas(hold)
+
+
+def hold_one_blas_thread(hold: bool) -> None:
+    """``True``: from now on NumPy's OpenBLAS runs on one thread, while
+    yscv's region kernels keep theirs; ``False`` undoes one ``True`` (the
+    last hold of either kind restores OpenBLAS's thread count). The fit loop
+    holds it for models whose convolutions split over the cores
+    (yscv/train/trainer.py): after a product on two threads OpenBLAS's
+    worker spins on the second core for up to ~0.1 s, where the region
+    helper needs it (docs/engine.md, "Two cores")."""
+    with _lock:
+        _hold_blas(hold)
+
+
+def _hold_blas(hold: bool) -> None:
+    """One more (``hold``) or one less hold of OpenBLAS at one thread; the
+    first saves and lowers the count, the last restores it. Under ``_lock``."""
+    global _blas_depth, _blas_saved
+    if hold:
+        _blas_depth += 1
+        if _blas_depth == 1:
+            n = blas_threads()
+            _blas_saved = n if n is not None and n > 1 else None
+            if _blas_saved is not None:
+                set_blas_threads(1)
+    elif _blas_depth > 0:
+        _blas_depth -= 1
+        if _blas_depth == 0 and _blas_saved is not None:
+            set_blas_threads(_blas_saved)
+            _blas_saved = None
 
 
 def threads_set_by_user() -> bool:

@@ -54,6 +54,42 @@ from .history import History
 __all__ = ["Trainer", "fit", "accuracy"]
 
 
+def one_blas_thread(model) -> bool:
+    """Whether NumPy's products run on one OpenBLAS thread while ``model``
+    trains or is evaluated by a :class:`Trainer`: yscv's kernels use two
+    threads or more, the environment did not choose OpenBLAS's count, and the
+    model has convolutions. Their direct kernels split every step over the
+    cores (yscv/compute/regions.py); a product on OpenBLAS's two threads
+    leaves its worker spinning on the second core for up to ~0.1 s, where
+    the region helper needs it. Measured on the README job: the helper ran
+    0.1-0.15 s of a ~3 s run, and the job was faster with one thread than
+    with two (docs/engine.md, "Two cores"). Decided from the model, once per
+    call, so every step of a run (and of a resumed run) multiplies alike."""
+    from ..nn.conv import ConvTranspose2d, DepthwiseConv2d, _ConvNd
+
+    return (runtime.kernel_threads() > 1 and not runtime.blas_threads_set_by_user()
+            and any(isinstance(m, (_ConvNd, ConvTranspose2d, DepthwiseConv2d))
+                    for m in model.modules()))
+
+
+class _BlasScope:
+    """``with``: OpenBLAS at one thread inside when ``hold``
+    (:func:`yscv.runtime.hold_one_blas_thread`), restored after."""
+
+    def __init__(self, hold: bool):
+        self.hold = hold
+
+    def __enter__(self):
+        if self.hold:
+            runtime.hold_one_blas_thread(True)
+        return self
+
+    def __exit__(self, *exc):
+        if self.hold:
+            runtime.hold_one_blas_thread(False)
+        return False
+
+
 class Trainer(BatchSource, ResumeState):
     """A PyTorch-style training loop with checkpoints and exact resume.
 
@@ -217,7 +253,24 @@ class Trainer(BatchSource, ResumeState):
                 every epoch (``val_loss``, ``val_<metric>`` in the epoch logs).
             resume: continue from the newest checkpoint in ``checkpoint_dir``
                 (a fresh start when there is none).
+
+        For a model with convolutions (and yscv's kernels on two threads or
+        more), NumPy's products run on one OpenBLAS thread during the call,
+        unless ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` chose the count
+        (:func:`one_blas_thread`; docs/training.md, "Threads").
         """
+        with self._blas_scope():
+            return self._fit(train_data, epochs, batch_size, val_data, resume, shuffle,
+                             drop_last)
+
+    def _blas_scope(self):
+        """A context holding OpenBLAS at one thread when
+        :func:`one_blas_thread` says so for this model, else doing nothing."""
+        return _BlasScope(one_blas_thread(self.model))
+
+    def _fit(self, train_data, epochs, batch_size, val_data, resume, shuffle,
+             drop_last) -> History:
+        """:meth:`fit` inside its thread scope."""
         self._set_train_data(train_data, batch_size, shuffle, drop_last)
         self._val_loader = val_data if is_loader(val_data) else None
         n_batches = self._num_batches()
@@ -336,7 +389,7 @@ class Trainer(BatchSource, ResumeState):
         sums = {"loss": 0.0, **{name: 0.0 for name, _ in self.metrics}}
         count = 0
         try:
-            with g.no_grad():
+            with g.no_grad(), self._blas_scope():
                 for xb, yb in batches:
                     g.truncate(k)
                     count += len(yb)
