@@ -31,6 +31,8 @@ Threads: yscv's region helpers (yscv/compute/regions.py) use
 ``get_num_threads() - 1`` helper threads (at most 3). :func:`set_num_threads`
 also sets NumPy's OpenBLAS thread count when NumPy ships OpenBLAS, so one
 call makes a process single-threaded (what ``mpiexec`` ranks want).
+:func:`hold_one_blas_thread` puts OpenBLAS alone on one thread for a while
+(the fit loop does for models with convolutions; docs/training.md, "Threads").
 
 GEMM policy: ``"auto"`` (the default) and ``"blas"`` compute matmuls with
 NumPy's BLAS; ``"tiles"`` runs large float32 products on yscv's
