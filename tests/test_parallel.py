@@ -91,11 +91,10 @@ def test_fork_while_a_thread_holds_a_pool_lock(which):
     assert out.stdout.strip().splitlines()[-1] == "child exit 0", (out.stdout, out.stderr)
 
 
-def test_close_never_blocks_on_a_lock_held_elsewhere(monkeypatch):
-    """The exit hook gives up on the condition after a timeout (another
-    thread holds it) instead of waiting forever; the helpers still stop."""
-    monkeypatch.setattr(par, "CLOSE_TIMEOUT", 0.2)
-    pool = par._Pool(1)
+def _close_with_condition_held(pool) -> float:
+    """``pool.close()`` while another thread holds the pool's condition;
+    then the condition is released and every helper must stop. Returns the
+    seconds ``close()`` took."""
     held, release = threading.Event(), threading.Event()
 
     def holder():
@@ -109,14 +108,23 @@ def test_close_never_blocks_on_a_lock_held_elsewhere(monkeypatch):
     try:
         t0 = time.monotonic()
         pool.close()
-        assert time.monotonic() - t0 < 5.0
-        assert pool.closing and pool.state[par.S.EXIT] == 1
+        took = time.monotonic() - t0
     finally:
         release.set()
         t.join()
     for h in pool.threads:                       # once the lock is free they see `closing`
         h.join(timeout=10.0)
         assert not h.is_alive()
+    return took
+
+
+def test_close_never_blocks_on_a_lock_held_elsewhere(monkeypatch):
+    """The exit hook gives up on the condition after a timeout (another
+    thread holds it) instead of waiting forever; the helpers still stop."""
+    monkeypatch.setattr(par, "CLOSE_TIMEOUT", 0.2)
+    pool = par._Pool(1)
+    assert _close_with_condition_held(pool) < 5.0
+    assert pool.closing and pool.state[par.S.EXIT] == 1
 
 
 def test_close_stops_a_helper_asleep_while_the_lock_is_held_elsewhere(monkeypatch):
@@ -129,24 +137,7 @@ def test_close_stops_a_helper_asleep_while_the_lock_is_held_elsewhere(monkeypatc
     while pool.sleeping == 0:                    # the helper has spun out and sleeps
         assert time.monotonic() - t0 < 10.0
         time.sleep(0.01)
-    held, release = threading.Event(), threading.Event()
-
-    def holder():
-        with pool.cond:
-            held.set()
-            release.wait()
-
-    t = threading.Thread(target=holder)
-    t.start()
-    held.wait()
-    try:
-        pool.close()
-    finally:
-        release.set()
-        t.join()
-    for h in pool.threads:
-        h.join(timeout=10.0)
-        assert not h.is_alive()
+    _close_with_condition_held(pool)
 
 
 def test_close_in_a_forked_child_skips_the_parents_helpers(monkeypatch):
