@@ -115,6 +115,43 @@ def torch_step(torch, batch: int, gain: float = 1.0):
     return step
 
 
+def numpy_step(batch: int, gain: float = 1.0):
+    """The same step written by hand in NumPy, with no graph: the forward
+    ``tanh(h @ w + b)`` keeping every layer's output, then the backward of
+    the mean through each layer (``gz = g (1 - y^2)``, the bias and weight
+    gradients summed into preallocated arrays, ``g = gz @ w^T``). It is the
+    arithmetic yscv's three nodes per layer do, in as few NumPy calls as the
+    math allows: the floor of any engine that computes those nodes with
+    NumPy, and the reference for yscv's per-node cost."""
+    rng = np.random.default_rng(0)
+    ps = _params(rng, gain)
+    x = rng.standard_normal((batch, WIDTH)).astype(np.float32)
+    gws = [np.zeros_like(w) for w, _ in ps]
+    gbs = [np.zeros_like(b) for _, b in ps]
+    ones = np.ones((1, batch), dtype=np.float32)
+    seed = np.float32(1.0 / (batch * WIDTH))
+
+    def step():
+        for gw, gb in zip(gws, gbs):
+            gw.fill(0.0)
+            gb.fill(0.0)
+        hs = [x]
+        h = x
+        for w, b in ps:
+            h = np.tanh(np.dot(h, w) + b)
+            hs.append(h)
+        g = np.full_like(h, seed)
+        for k in range(LAYERS - 1, -1, -1):
+            y = hs[k + 1]
+            gz = g * (1.0 - y * y)
+            gbs[k] += np.dot(ones, gz)[0]
+            gws[k] += np.dot(hs[k].T, gz)
+            g = np.dot(gz, ps[k][0].T)
+        return gws[0]
+
+    return step
+
+
 _RSS_CHILD = r"""
 import ctypes, ctypes.util, re, sys
 import numpy as np
@@ -180,6 +217,8 @@ def benches(torch):
     plain, _ = yscv_step(1024, 0)
     small, _ = yscv_step(32, 0)
     normal, _ = yscv_step(32, 0, gain=GAIN)
+    by_hand = numpy_step(32, gain=GAIN)
+    np.testing.assert_allclose(normal(), by_hand(), rtol=1e-4, atol=1e-7)
     return [
         Bench("200x(linear 64 + tanh), batch 1024: 14 segments vs none", ck, plain,
               reference_name="yscv without checkpointing", target=1.35, note=note),
@@ -190,6 +229,10 @@ def benches(torch):
         Bench(f"200x(linear 64 + tanh), batch 32, weights x{GAIN:g} (no subnormals)", normal,
               torch_step(torch, 32, gain=GAIN) if torch is not None else None, target=0.5,
               note="the per-node overhead this bench is meant to show"),
+        Bench(f"200x(linear 64 + tanh), batch 32, weights x{GAIN:g}: yscv vs NumPy by hand",
+              normal, by_hand, reference_name="the same arithmetic in NumPy, no graph",
+              note="the graph's cost over the arithmetic itself; the NumPy floor against "
+                   "PyTorch is the ratio of the row above divided by this one"),
         Bench("200x(linear 64 + tanh), batch 32, flush denormals on both sides",
               flushing(small, yscv.set_flush_denormal),
               flushing(torch_step(torch, 32), torch.set_flush_denormal)
