@@ -118,23 +118,22 @@ def torch_step(torch, batch: int, gain: float = 1.0):
 def numpy_step(batch: int, gain: float = 1.0):
     """The same step written by hand in NumPy, with no graph: the forward
     ``tanh(h @ w + b)`` keeping every layer's output, then the backward of
-    the mean through each layer (``gz = g (1 - y^2)``, the bias and weight
-    gradients summed into preallocated arrays, ``g = gz @ w^T``). It is the
+    the mean through each layer (``gz = g (1 - y^2)`` in one temporary, the
+    bias gradient ``ones @ gz``, the weight gradient ``h^T @ gz``, then
+    ``g = gz @ w^T``), each gradient stored as computed (as yscv's walk
+    stores a leaf's first gradient after ``zero_grads``). It is the
     arithmetic yscv's three nodes per layer do, in as few NumPy calls as the
     math allows: the floor of any engine that computes those nodes with
     NumPy, and the reference for yscv's per-node cost."""
     rng = np.random.default_rng(0)
     ps = _params(rng, gain)
     x = rng.standard_normal((batch, WIDTH)).astype(np.float32)
-    gws = [np.zeros_like(w) for w, _ in ps]
-    gbs = [np.zeros_like(b) for _, b in ps]
+    grads = [None] * (2 * LAYERS)
     ones = np.ones((1, batch), dtype=np.float32)
     seed = np.float32(1.0 / (batch * WIDTH))
+    one = np.float32(1.0)
 
     def step():
-        for gw, gb in zip(gws, gbs):
-            gw.fill(0.0)
-            gb.fill(0.0)
         hs = [x]
         h = x
         for w, b in ps:
@@ -143,11 +142,13 @@ def numpy_step(batch: int, gain: float = 1.0):
         g = np.full_like(h, seed)
         for k in range(LAYERS - 1, -1, -1):
             y = hs[k + 1]
-            gz = g * (1.0 - y * y)
-            gbs[k] += np.dot(ones, gz)[0]
-            gws[k] += np.dot(hs[k].T, gz)
+            gz = y * y
+            np.subtract(one, gz, out=gz)
+            np.multiply(g, gz, out=gz)
+            grads[2 * k + 1] = np.dot(ones, gz)[0]
+            grads[2 * k] = np.dot(hs[k].T, gz)
             g = np.dot(gz, ps[k][0].T)
-        return gws[0]
+        return grads[0]
 
     return step
 
