@@ -381,7 +381,11 @@ def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1, m0, m1):
     to lanes that are not copied back, so every element gets the same terms
     in the same order as in a full tile.
     """
-    M = min(m1, a.shape[2])
+    # conditional expressions, not min(), and one allocation: the builtin and
+    # each np.empty / np.zeros compiled a Numba helper of its own on first
+    # call (docs/engine.md, "Cold start")
+    ma = a.shape[2]
+    M = ma if ma < m1 else m1
     N = b.shape[2]
     L = lanes(c)
     w = TILE_VECS * L
@@ -390,19 +394,29 @@ def matmul_tn_steps(a, b, c, t0, t1, shift, i0, i1, m0, m1):
     panels = (M - m0 + 3) // 4
     if Q <= 0 or panels <= 0:
         return
-    rows = min(_TN_BLOCK_ROWS, Q)
-    ap = np.empty((panels, rows, 4), dtype=c.dtype)
-    bp = np.empty((rows, w), dtype=c.dtype)
-    edge = np.zeros((4, w), dtype=c.dtype)
+    rows = Q if Q < _TN_BLOCK_ROWS else _TN_BLOCK_ROWS
+    # the packed panels, then the packed stripe and the edge tile, each
+    # starting on a multiple of 16 elements (as aligned as separate arrays)
+    na = panels * rows * 4
+    sa = (na + 15) // 16 * 16
+    sb = sa + rows * w
+    buf = np.empty(sb + 4 * w, dtype=c.dtype)
+    ap = buf[:na].reshape((panels, rows, 4))
+    bp = buf[sa:sb].reshape((rows, w))
+    edge = buf[sb:].reshape((4, w))
+    zero = c.dtype.type(0)
+    for u in range(4):
+        for v in range(w):
+            edge[u, v] = zero
     for q0 in range(0, Q, rows):
-        q1 = min(Q, q0 + rows)
+        q1 = q0 + rows if q0 + rows < Q else Q
         _pack_a(a, ap, q0, q1, t0, shift, i0, i1, p0)
         for j in range(0, N, w):
             _pack_b(b, bp, q0, q1, t0, i0, i1, j)
-            nj = min(w, N - j)
+            nj = N - j if N - j < w else w
             for p in range(panels):
                 m = m0 + 4 * p
-                nm = min(4, M - m)
+                nm = M - m if M - m < 4 else 4
                 if nm == 4 and nj == w:
                     _TN_PACKED(ap[p], bp, c, m, j, q1 - q0)
                 else:
