@@ -113,7 +113,8 @@ def unary_forward(x, kind, p0, p1, y):
         for i in range(n):
             v = x[i]
             z = beta * v
-            sp = (max(z, zero) + fast_log1p_unit(fast_exp(-abs(z)))) / beta
+            pos = zero if zero > z else z   # max(z, 0), without the builtin's helper
+            sp = (pos + fast_log1p_unit(fast_exp(-abs(z)))) / beta
             y[i] = v if z > threshold else sp
 
 

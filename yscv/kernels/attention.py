@@ -65,7 +65,7 @@ def masked_softmax_forward(s, mask, has_mask, causal, scale):
     for n in range(N):
         for i in range(Sq):
             row = s[n, i]
-            end = min(i + 1, Sk) if causal else Sk
+            end = (Sk if Sk < i + 1 else i + 1) if causal else Sk
             # scale; masked entries become -inf, so exp gives exactly 0 there
             if has_mask:
                 mrow = mask[n, i]
@@ -99,7 +99,7 @@ def additive_softmax_forward(s, bias, causal, scale):
         for i in range(Sq):
             row = s[n, i]
             brow = bias[n, i]
-            end = min(i + 1, Sk) if causal else Sk
+            end = (Sk if Sk < i + 1 else i + 1) if causal else Sk
             allowed = 0
             for j in range(end):
                 allowed += brow[j] != ninf
@@ -122,7 +122,7 @@ def masked_softmax_backward(p, dp, scale, causal):
         for i in range(Sq):
             prow = p[n, i]
             drow = dp[n, i]
-            end = min(i + 1, Sk) if causal else Sk
+            end = (Sk if Sk < i + 1 else i + 1) if causal else Sk
             d = row_dot(prow, drow, end)
             for j in range(end):
                 drow[j] = scale * prow[j] * (drow[j] - d)

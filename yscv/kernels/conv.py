@@ -46,7 +46,8 @@ def _row_runs(cg, C, W, kw, sw, pw, dw):
     in_hi = 0
     if cg == C and dw == 1:
         in_lo = (pw + sw - 1) // sw
-        in_hi = max(in_lo, (W - kw + pw) // sw + 1)
+        last = (W - kw + pw) // sw + 1
+        in_hi = last if last > in_lo else in_lo   # max(in_lo, last)
     return in_lo, in_hi
 
 
@@ -98,9 +99,9 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     ox, oy, oz, n = _row_position(r0, ow, oh, od)
     r = 0
     while r < R:
-        cnt = min(ow - ox, R - r)
-        lo = max(ox, in_lo)
-        hi = min(ox + cnt, in_hi)
+        cnt = R - r if R - r < ow - ox else ow - ox
+        lo = in_lo if in_lo > ox else ox
+        hi = in_hi if in_hi < ox + cnt else ox + cnt
         if lo < hi:
             tb = np.uint64(0)
             for a in range(kd):
@@ -167,9 +168,9 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     ox, oy, oz, n = _row_position(r0, ow, oh, od)
     r = 0
     while r < R:
-        cnt = min(ow - ox, R - r)
-        lo = max(ox, in_lo)
-        hi = min(ox + cnt, in_hi)
+        cnt = R - r if R - r < ow - ox else ow - ox
+        lo = in_lo if in_lo > ox else ox
+        hi = in_hi if in_hi < ox + cnt else ox + cnt
         # column by column here (not kernel row by kernel row as im2col):
         # consecutive columns' runs overlap in dx, and adding them back to
         # back stalls on store-to-load forwarding

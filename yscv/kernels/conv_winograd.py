@@ -189,7 +189,7 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     rb = 6 if _wide(cout, uf) else 8
     for k in region_chunks(st, bounds.shape[0] - 1):
         for t0 in range(bounds[k], bounds[k + 1], tb):
-            t1 = min(t0 + tb, bounds[k + 1])
+            t1 = bounds[k + 1] if bounds[k + 1] < t0 + tb else t0 + tb   # min()
             rows = _block(xf, dims, t0, t1, vf, rb)
             for q in range(16):
                 _rows(vf, ro, q * tb, q * tb + rows, so, q * cin, (q + 1) * cin, uf, cout,

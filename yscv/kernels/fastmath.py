@@ -108,6 +108,16 @@ def _with_float32(impl32):
 
 
 @jit(inline="always")
+def _clamp(v, lo, hi):
+    """``min(max(v, lo), hi)`` exactly as Numba's builtins select (a NaN ``v``
+    passes through), written as conditional expressions: the builtins
+    compiled a helper of their own per type on first call (docs/engine.md,
+    "Cold start")."""
+    t = lo if lo > v else v
+    return hi if hi < t else t
+
+
+@jit(inline="always")
 def _odd_rational(x, num, den):
     """``x P(x**2) / Q(x**2)``, the form of Eigen's float32 tanh and erf."""
     x2 = x * x
@@ -126,7 +136,7 @@ _EXP_P = _f32(1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2
 
 
 def _exp32(v):
-    c = min(max(v, _EXP_LO), _EXP_HI)
+    c = _clamp(v, _EXP_LO, _EXP_HI)
     nf = (c * _LOG2E + _ROUND) - _ROUND
     r = c - nf * _LN2_HI - nf * _LN2_LO
     p = _horner(r, _EXP_P) * r * r + r + _ONE32
@@ -162,7 +172,7 @@ _ERF_CLAMP = np.float32(4.0)
 
 
 def _tanh32(v):
-    r = _odd_rational(min(max(v, -_TANH_CLAMP), _TANH_CLAMP), _TANH_P, _TANH_Q)
+    r = _odd_rational(_clamp(v, -_TANH_CLAMP, _TANH_CLAMP), _TANH_P, _TANH_Q)
     r = v if abs(v) < _TANH_LINEAR else r
     return r if v == v else v
 
@@ -174,7 +184,7 @@ def fast_tanh(v):
 
 
 def _erf32(v):
-    r = _odd_rational(min(max(v, -_ERF_CLAMP), _ERF_CLAMP), _ERF_P, _ERF_Q)
+    r = _odd_rational(_clamp(v, -_ERF_CLAMP, _ERF_CLAMP), _ERF_P, _ERF_Q)
     return r if v == v else v
 
 

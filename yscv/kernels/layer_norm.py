@@ -75,7 +75,8 @@ def layer_norm_forward(x, gamma, beta, eps, y, mean, var, r0, r1):
             s2 += d * d
         dm = s1 / C
         mu = k + dm
-        v = max(s2 - s1 * dm, 0.0) / C
+        m2 = s2 - s1 * dm
+        v = (0.0 if 0.0 > m2 else m2) / C   # max(m2, 0.0), without the builtin's helper
         mean[m] = mu
         var[m] = v
         hi = x.dtype.type(mu)
