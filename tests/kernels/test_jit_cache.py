@@ -128,3 +128,90 @@ def test_kernel_cache_dir_follows_xdg_then_home(monkeypatch):
     monkeypatch.setitem(runtime._ENV, "XDG_CACHE_HOME", "relative")    # not absolute: ignored
     monkeypatch.setitem(runtime._ENV, "HOME", "/home/u")
     assert runtime.kernel_cache_dir() == "/home/u/.cache/yscv/numba"
+
+
+# ---------------------------------------------- the GC paused while compiling
+class _GCStates:
+    """A ``numba:compile`` listener, registered after the module's own,
+    noting ``gc.isenabled()`` at the start of every compile."""
+
+    def __init__(self):
+        import gc
+
+        from numba.core import event
+
+        class Listener(event.Listener):
+            def on_start(inner, ev):
+                self.seen.append((ev.data["dispatcher"].py_func.__name__, gc.isenabled()))
+
+            def on_end(inner, ev):
+                pass
+
+        self.seen = []
+        self.listener = Listener()
+        self.event = event
+
+    def __enter__(self):
+        self.event.register("numba:compile", self.listener)
+        return self
+
+    def __exit__(self, *exc):
+        self.event.unregister("numba:compile", self.listener)
+        return False
+
+
+def test_gc_is_paused_while_a_kernel_compiles_and_resumes_after():
+    import gc
+
+    import numba
+
+    assert _jit._GC_PAUSE is not None and gc.isenabled()
+
+    @_jit.jit(cache=False)
+    def inner_sum(a):
+        return a.sum()
+
+    @_jit.jit(cache=False)
+    def outer_kernel(a):
+        return inner_sum(a) * 2.0
+
+    @numba.njit(cache=False)
+    def not_a_kernel(a):
+        return a[0] + 1.0
+
+    with _GCStates() as states:
+        assert outer_kernel(np.ones(4)) == 8.0
+        assert gc.isenabled()
+        assert not_a_kernel(np.ones(2)) == 2.0
+    seen = dict(states.seen)
+    assert seen["outer_kernel"] is False and seen["inner_sum"] is False  # nested too
+    assert seen["not_a_kernel"] is True        # a function not made by jit: untouched
+    assert gc.isenabled()
+    assert _jit._GC_PAUSE.depth == 0 and not _jit._GC_PAUSE.paused
+
+
+def test_gc_left_disabled_and_resumed_after_a_failed_compile():
+    import gc
+
+    import pytest
+    from numba.core.errors import TypingError
+
+    @_jit.jit(cache=False)
+    def untypable(a):
+        return a + "text"
+
+    with pytest.raises(TypingError):
+        untypable(np.ones(2))
+    assert gc.isenabled()                      # resumed though the compile raised
+    assert _jit._GC_PAUSE.depth == 0
+
+    @_jit.jit(cache=False)
+    def plus_one(a):
+        return a + 1.0
+
+    gc.disable()
+    try:
+        assert plus_one(1.0) == 2.0
+        assert not gc.isenabled()              # the caller's choice is kept
+    finally:
+        gc.enable()

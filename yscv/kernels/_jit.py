@@ -24,12 +24,21 @@ and kernels can share helper modules. This uses Numba's cache-locator classes
 (``numba.core.caching``, stable across the 0.68 series the project pins);
 should they ever be missing, the decorator falls back to Numba's own
 per-file caching.
+
+Python's cyclic garbage collector is paused while Numba compiles a kernel
+made here (:class:`_PauseGCWhileCompiling`, a ``numba:compile`` event
+listener): compiling allocates hundreds of thousands of short-lived
+objects, and the collections they trigger, full ones included, walk every
+object Numba and LLVM keep alive (measured: docs/engine.md, "Cold start").
+Collection resumes when the outermost compile ends, error or not, and only
+if it was enabled when that compile started; loading from the cache is not
+paused, nor is compiling a function not made here.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
-
 import warnings
 
 import numba
@@ -99,10 +108,54 @@ _FunctionCache = _package_function_cache()
 _warned_uncached = []
 
 
+def _pause_gc_listener():
+    """A ``numba:compile`` listener pausing the cyclic GC while a yscv kernel
+    compiles (see the module docstring), or None without Numba's event API."""
+    try:
+        from numba.core import event
+    except ImportError:
+        return None
+
+    class _PauseGCWhileCompiling(event.Listener):
+        """Counts nested compiles; the outermost one, when it compiles a
+        kernel made by :func:`jit` with the GC enabled, disables the GC until
+        it ends. Numba compiles under its global lock, so the events of
+        different threads never interleave."""
+
+        def __init__(self):
+            self.depth = 0
+            self.paused = False
+
+        def on_start(self, ev):
+            self.depth += 1
+            if self.depth == 1:
+                disp = (ev.data or {}).get("dispatcher")
+                if getattr(disp, "_yscv_kernel", False) and gc.isenabled():
+                    gc.disable()
+                    self.paused = True
+
+        def on_end(self, ev):
+            self.depth -= 1
+            if self.depth == 0 and self.paused:
+                self.paused = False
+                gc.enable()
+
+    listener = _PauseGCWhileCompiling()
+    try:
+        event.register("numba:compile", listener)
+    except (AttributeError, ValueError, AssertionError):
+        return None
+    return listener
+
+
+_GC_PAUSE = _pause_gc_listener()
+
+
 def _njit(fn, opts):
     opts = dict(opts)
     cache = opts.pop("cache", True)
     disp = numba.njit(**opts)(fn)
+    disp._yscv_kernel = True   # the compile listener above pauses the GC for it
     if cache:
         try:
             try:
