@@ -117,7 +117,7 @@ def _seed_dh(gout_t, dh, b0, b1):
             dst[j] = src[j]
 
 
-@jit
+@jit(inline="always")
 def rnn_backward_rows(out, gout, w_hh_t, relu, dpre, dpre_ro, dh, b0, b1, need_dh0):
     """Rows ``[b0, b1)`` of the RNN's BPTT: writes the pre-activation
     gradients ``dpre[T, B, H]`` (``dpre_ro`` a read-only view of it); with
@@ -135,7 +135,7 @@ def rnn_backward_rows(out, gout, w_hh_t, relu, dpre, dpre_ro, dh, b0, b1, need_d
         matmul_rows(dpre_ro[0], w_hh_t, dh, b0, b1)
 
 
-@jit
+@jit(inline="always")
 def lstm_backward_rows(gates, cells, gout, w_hh_t, dgates, dgates_ro, dh, dc, tc, b0, b1,
                        need_dh0):
     """Rows ``[b0, b1)`` of the LSTM's BPTT: writes the pre-activation gate
@@ -158,7 +158,7 @@ def lstm_backward_rows(gates, cells, gout, w_hh_t, dgates, dgates_ro, dh, dc, tc
         matmul_rows(dgates_ro[0], w_hh_t, dh, b0, b1)
 
 
-@jit
+@jit(inline="always")
 def gru_backward_rows(saved, out, h_first, gout, w_hh_t, dxp, dhp, dhp_ro, dh, dd, b0, b1,
                       need_dh0):
     """Rows ``[b0, b1)`` of the GRU's BPTT: writes the input-side gate
@@ -193,7 +193,7 @@ def _column_sums(d, acc, b0, b1):
                 acc[j] = acc[j] + row[j]
 
 
-@jit
+@jit(inline="always")
 def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
                      db_ih, db_hh, b0, b1, need_dx, need_dw_ih, need_dw_hh,
                      need_db_ih, need_db_hh):
@@ -230,6 +230,12 @@ def param_grads_rows(x, out, h0_seq, has_h0, dxp, dhp, w_ih_t, dx, dw_ih, dw_hh,
 
 
 # ------------------------------------------------------- region kernels
+# The backward rows and param_grads_rows are inlined into the backward
+# region kernels: as called functions each compiled on its own and then again
+# inside the region kernel, which links and re-optimises its callees (~0.45 s
+# of an LSTM program's cold start, run time unchanged). The forward rows stay
+# called functions: inlined, the recurrent layers ran ~3% slower (the merged
+# step loop optimised worse); docs/engine.md, "Cold start".
 # One call per thread (yscv/compute/regions.py): each claims blocks of batch
 # rows (block c is rows [bounds[c], bounds[c + 1])) until none is left. The
 # backward regions also add each block's parameter-gradient terms to the
