@@ -1,10 +1,17 @@
 """The kernel cache is stamped with every file of yscv/kernels, so a kernel
-that inlines a helper from another kernel module never runs stale code."""
+that inlines a helper from another kernel module never runs stale code; and
+the cyclic GC is paused while a kernel made by ``jit`` compiles."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import shutil
 
+import numba
 import numpy as np
+import pytest
+from numba.core import event
+from numba.core.errors import TypingError
 
 from yscv.kernels import _jit
 
@@ -131,40 +138,28 @@ def test_kernel_cache_dir_follows_xdg_then_home(monkeypatch):
 
 
 # ---------------------------------------------- the GC paused while compiling
-class _GCStates:
-    """A ``numba:compile`` listener, registered after the module's own,
-    noting ``gc.isenabled()`` at the start of every compile."""
+@contextlib.contextmanager
+def _gc_states():
+    """Yields a list of ``(function name, gc.isenabled())`` noted at the start
+    of every compile meanwhile (a listener registered after the module's own)."""
+    seen = []
 
-    def __init__(self):
-        import gc
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            seen.append((ev.data["dispatcher"].py_func.__name__, gc.isenabled()))
 
-        from numba.core import event
+        def on_end(self, ev):
+            pass
 
-        class Listener(event.Listener):
-            def on_start(inner, ev):
-                self.seen.append((ev.data["dispatcher"].py_func.__name__, gc.isenabled()))
-
-            def on_end(inner, ev):
-                pass
-
-        self.seen = []
-        self.listener = Listener()
-        self.event = event
-
-    def __enter__(self):
-        self.event.register("numba:compile", self.listener)
-        return self
-
-    def __exit__(self, *exc):
-        self.event.unregister("numba:compile", self.listener)
-        return False
+    listener = Listener()
+    event.register("numba:compile", listener)
+    try:
+        yield seen
+    finally:
+        event.unregister("numba:compile", listener)
 
 
 def test_gc_is_paused_while_a_kernel_compiles_and_resumes_after():
-    import gc
-
-    import numba
-
     assert _jit._GC_PAUSE is not None and gc.isenabled()
 
     @_jit.jit(cache=False)
@@ -179,11 +174,11 @@ def test_gc_is_paused_while_a_kernel_compiles_and_resumes_after():
     def not_a_kernel(a):
         return a[0] + 1.0
 
-    with _GCStates() as states:
+    with _gc_states() as states:
         assert outer_kernel(np.ones(4)) == 8.0
         assert gc.isenabled()
         assert not_a_kernel(np.ones(2)) == 2.0
-    seen = dict(states.seen)
+    seen = dict(states)
     assert seen["outer_kernel"] is False and seen["inner_sum"] is False  # nested too
     assert seen["not_a_kernel"] is True        # a function not made by jit: untouched
     assert gc.isenabled()
@@ -191,11 +186,6 @@ def test_gc_is_paused_while_a_kernel_compiles_and_resumes_after():
 
 
 def test_gc_left_disabled_and_resumed_after_a_failed_compile():
-    import gc
-
-    import pytest
-    from numba.core.errors import TypingError
-
     @_jit.jit(cache=False)
     def untypable(a):
         return a + "text"
