@@ -1,0 +1,759 @@
+"""yscv Op -> ONNX operators: one mapping function per Op member.
+
+``EXPORTS[op]`` is an :class:`OnnxForm`: the ONNX operators the op becomes
+(what docs/onnx.md's table shows; a test keeps the two equal), the lowest
+opset it needs, and ``emit(b, n) -> tensor name``, which appends the ONNX
+nodes for arena node ``n`` through the :class:`~yscv.onnx._builder.Builder`
+``b``. ``NO_ONNX[op]`` says why an op has no ONNX form; exporting it raises
+:class:`yscv.onnx.ExportError` naming the op and the node.
+
+Layouts: yscv is channel-last and its weights input-major. Where ONNX wants
+NCHW (Conv, pooling, BatchNormalization, DepthToSpace) the mapping wraps the
+operator in Transposes; adjacent transposes that cancel are folded after the
+whole graph is emitted (:mod:`yscv.onnx._passes`). Weights that are leaves
+are re-laid out in NumPy (initializers already in ONNX's layout).
+
+To add an op: write ``@onnx_form(Op.X, "OnnxOp, ...")`` above a function
+``_x(b, n)`` returning the output's tensor name, add a row to the export test
+table (tests/onnx/test_export.py) and regenerate the docs table.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..node import Op
+from ._builder import INT64_MAX, INT64_MIN
+
+
+class OnnxForm(NamedTuple):
+    onnx_ops: str       # the ONNX operators used, for the docs table
+    min_opset: int
+    emit: Callable
+
+
+EXPORTS: dict = {}
+
+#: ops that have no ONNX form, and why
+NO_ONNX = {
+    Op.MSE_LOSS: "training loss",
+    Op.L1_LOSS: "training loss",
+    Op.HUBER_LOSS: "training loss",
+    Op.CROSS_ENTROPY: "training loss",
+    Op.NLL_LOSS: "training loss",
+    Op.BCE_WITH_LOGITS: "training loss",
+}
+
+
+def onnx_form(op: Op, onnx_ops: str, min_opset: int = 17):
+    def deco(fn):
+        EXPORTS[op] = OnnxForm(onnx_ops, min_opset, fn)
+        return fn
+    return deco
+
+
+class N:
+    """The arena node being exported: index, op, attributes, inputs."""
+
+    __slots__ = ("b", "index", "op", "attrs", "inputs")
+
+    def __init__(self, b, index: int):
+        g = b.g
+        self.b = b
+        self.index = index
+        self.op = Op(g._ops[index])
+        self.attrs = g._attrs[index]
+        self.inputs = g._inputs[index]
+
+    @property
+    def name(self) -> str:
+        return self.op.name.lower()
+
+    def x(self, k: int = 0) -> str:
+        return self.b.tensor(self.inputs[k])
+
+    def in_shape(self, k: int = 0) -> tuple:
+        return self.b.shape(self.inputs[k])
+
+    @property
+    def shape(self) -> tuple:
+        return self.b.shape(self.index)
+
+
+# ------------------------------------------------------------ elementwise
+def _simple(op: Op, onnx_op: str):
+    def emit(b, n):
+        return b.emit(onnx_op, [n.x(k) for k in range(len(n.inputs))])
+    emit.__name__ = f"_{op.name.lower()}"
+    return onnx_form(op, onnx_op)(emit)
+
+
+for _op, _onnx in ((Op.ADD, "Add"), (Op.SUB, "Sub"), (Op.MUL, "Mul"), (Op.DIV, "Div"),
+                   (Op.POW, "Pow"), (Op.NEG, "Neg"), (Op.ABS, "Abs"), (Op.EXP, "Exp"),
+                   (Op.LOG, "Log"), (Op.SQRT, "Sqrt"), (Op.MAXIMUM, "Max"),
+                   (Op.MINIMUM, "Min"), (Op.RELU, "Relu"), (Op.SIGMOID, "Sigmoid"),
+                   (Op.TANH, "Tanh"), (Op.MATMUL, "MatMul")):
+    _simple(_op, _onnx)
+
+
+@onnx_form(Op.CLAMP, "Clip")
+def _clamp(b, n):
+    lo = "" if n.attrs.lo is None else b.scalar(n.attrs.lo)
+    hi = "" if n.attrs.hi is None else b.scalar(n.attrs.hi)
+    return b.emit("Clip", [n.x(), lo, hi])
+
+
+@onnx_form(Op.WHERE, "Where")
+def _where(b, n):
+    cond = b.const(np.asarray(n.attrs, dtype=np.bool_), "cond")
+    return b.emit("Where", [cond, n.x(0), n.x(1)])
+
+
+# ------------------------------------------------------------ activations
+@onnx_form(Op.LEAKY_RELU, "LeakyRelu")
+def _leaky_relu(b, n):
+    return b.emit("LeakyRelu", [n.x()], alpha=float(n.attrs))
+
+
+def _softplus_stable(b, x):
+    """log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), no overflow."""
+    pos = b.emit("Relu", [x])
+    e = b.emit("Exp", [b.emit("Neg", [b.emit("Abs", [x])])])
+    return b.emit("Add", [pos, b.emit("Log", [b.emit("Add", [e, b.scalar(1.0)])])])
+
+
+@onnx_form(Op.GELU, "Erf, Tanh or Sigmoid, Mul, Add")
+def _gelu(b, n):
+    from ..compute.activation import GELU_KINDS
+    kind = {v: k for k, v in GELU_KINDS.items()}[n.attrs]
+    x = n.x()
+    if kind == "none":
+        t = b.emit("Erf", [b.emit("Mul", [x, b.scalar(1.0 / math.sqrt(2.0))])])
+        t = b.emit("Add", [t, b.scalar(1.0)])
+        return b.emit("Mul", [b.emit("Mul", [x, t]), b.scalar(0.5)])
+    if kind == "tanh":
+        x3 = b.emit("Mul", [b.emit("Mul", [x, x]), x])
+        inner = b.emit("Add", [x, b.emit("Mul", [x3, b.scalar(0.044715)])])
+        t = b.emit("Tanh", [b.emit("Mul", [inner, b.scalar(math.sqrt(2.0 / math.pi))])])
+        t = b.emit("Add", [t, b.scalar(1.0)])
+        return b.emit("Mul", [b.emit("Mul", [x, t]), b.scalar(0.5)])
+    return b.emit("Mul", [x, b.emit("Sigmoid", [b.emit("Mul", [x, b.scalar(1.702)])])])
+
+
+@onnx_form(Op.SILU, "Sigmoid, Mul")
+def _silu(b, n):
+    x = n.x()
+    return b.emit("Mul", [x, b.emit("Sigmoid", [x])])
+
+
+@onnx_form(Op.MISH, "Tanh, Exp, Log, Relu, Mul")
+def _mish(b, n):
+    x = n.x()
+    return b.emit("Mul", [x, b.emit("Tanh", [_softplus_stable(b, x)])])
+
+
+@onnx_form(Op.SOFTPLUS, "Exp, Log, Relu, Where")
+def _softplus(b, n):
+    x = n.x()
+    beta, threshold = n.attrs.beta, n.attrs.threshold
+    bx = x if beta == 1.0 else b.emit("Mul", [x, b.scalar(beta)])
+    sp = _softplus_stable(b, bx)
+    if beta != 1.0:
+        sp = b.emit("Div", [sp, b.scalar(beta)])
+    big = b.emit("Greater", [bx, b.scalar(threshold)])
+    return b.emit("Where", [big, x, sp])
+
+
+@onnx_form(Op.PRELU, "PRelu")
+def _prelu(b, n):
+    return b.emit("PRelu", [n.x(0), n.x(1)])
+
+
+@onnx_form(Op.SOFTMAX, "Softmax")
+def _softmax(b, n):
+    return b.emit("Softmax", [n.x()], axis=int(n.attrs))
+
+
+@onnx_form(Op.LOG_SOFTMAX, "LogSoftmax")
+def _log_softmax(b, n):
+    return b.emit("LogSoftmax", [n.x()], axis=int(n.attrs))
+
+
+@onnx_form(Op.DROPOUT, "Identity")
+def _dropout(b, n):
+    return b.emit("Identity", [n.x()])
+
+
+# ------------------------------------------------------------- reductions
+def _reduction(op: Op, onnx_op: str):
+    def emit(b, n):
+        return b.reduce(onnx_op, n.x(), n.attrs.axes, n.attrs.keepdims)
+    emit.__name__ = f"_{op.name.lower()}"
+    return onnx_form(op, onnx_op)(emit)
+
+
+for _op, _onnx in ((Op.SUM, "ReduceSum"), (Op.MEAN, "ReduceMean"), (Op.MAX, "ReduceMax"),
+                   (Op.MIN, "ReduceMin")):
+    _reduction(_op, _onnx)
+
+
+@onnx_form(Op.VAR, "ReduceMean, ReduceSum, Sub, Mul, Div")
+def _var(b, n):
+    a = n.attrs
+    x = n.x()
+    d = b.emit("Sub", [x, b.reduce("ReduceMean", x, a.axes, True)])
+    d2 = b.emit("Mul", [d, d])
+    if a.ddof == 0.0:
+        return b.reduce("ReduceMean", d2, a.axes, a.keepdims)
+    s = b.reduce("ReduceSum", d2, a.axes, a.keepdims)
+    return b.emit("Div", [s, b.scalar(max(a.count - a.ddof, 0.0))])
+
+
+@onnx_form(Op.LOGSUMEXP, "ReduceMax, ReduceSum, Exp, Log, IsInf, Where")
+def _logsumexp(b, n):
+    """log(sum(exp(x - m))) + m with m the max (0 where it is infinite)."""
+    a = n.attrs
+    x = n.x()
+    m = b.reduce("ReduceMax", x, a.axes, True)
+    m = b.emit("Where", [b.emit("IsInf", [m]), b.scalar(0.0), m])
+    s = b.reduce("ReduceSum", b.emit("Exp", [b.emit("Sub", [x, m])]), a.axes, a.keepdims)
+    if not a.keepdims:   # drop the kept axes (a max over size-1 axes)
+        m = b.reduce("ReduceMax", m, a.axes, False)
+    return b.emit("Add", [b.emit("Log", [s]), m])
+
+
+# --------------------------------------------------------- linear algebra
+@onnx_form(Op.TRANSPOSE, "Transpose")
+def _transpose(b, n):
+    return b.emit("Transpose", [n.x()], perm=list(n.attrs.perm))
+
+
+@onnx_form(Op.EINSUM, "Einsum")
+def _einsum(b, n):
+    return b.emit("Einsum", [n.x(k) for k in range(len(n.inputs))],
+                  equation=n.attrs.subscripts)
+
+
+# ------------------------------------------------------------------ shape
+def _reshape_like(op: Op):
+    def emit(b, n):
+        return b.emit("Reshape", [n.x(), b.target_shape(n.index, n.inputs[0], n.name)])
+    emit.__name__ = f"_{op.name.lower()}"
+    return onnx_form(op, "Reshape")(emit)
+
+
+for _op in (Op.RESHAPE, Op.FLATTEN, Op.UNSQUEEZE, Op.SQUEEZE):
+    _reshape_like(_op)
+
+
+@onnx_form(Op.EXPAND, "Expand")
+def _expand(b, n):
+    return b.emit("Expand", [n.x(), b.target_shape(n.index, n.inputs[0], n.name, expand=True)])
+
+
+@onnx_form(Op.CAT, "Concat")
+def _cat(b, n):
+    return b.emit("Concat", [n.x(k) for k in range(len(n.inputs))], axis=n.attrs.axis)
+
+
+@onnx_form(Op.STACK, "Unsqueeze, Concat")
+def _stack(b, n):
+    axes = b.ints([n.attrs.axis])
+    parts = [b.emit("Unsqueeze", [n.x(k), axes]) for k in range(len(n.inputs))]
+    return b.emit("Concat", parts, axis=n.attrs.axis)
+
+
+def _basic_index(b, x: str, key: tuple) -> str:
+    """``x[key]`` for a canonical basic-slicing key (ints, slices, None, a
+    trailing Ellipsis): Slice, then Squeeze the int axes, Unsqueeze the Nones."""
+    starts, ends, axes, steps, squeeze, unsqueeze = [], [], [], [], [], []
+    dim = 0
+    out_dim = 0
+    for k in key:
+        if k is Ellipsis:
+            continue
+        if k is None:
+            unsqueeze.append(out_dim)
+            out_dim += 1
+            continue
+        if isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            if k.start is None and k.stop is None and step == 1:
+                dim += 1
+                out_dim += 1
+                continue
+            start = k.start if k.start is not None else (0 if step > 0 else INT64_MAX)
+            stop = k.stop if k.stop is not None else (INT64_MAX if step > 0 else INT64_MIN)
+            starts.append(start)
+            ends.append(stop)
+            steps.append(step)
+            axes.append(dim)
+            out_dim += 1
+        else:
+            starts.append(k)
+            ends.append(k + 1)
+            steps.append(1)
+            axes.append(dim)
+            squeeze.append(dim)
+        dim += 1
+    y = x
+    if axes:
+        y = b.emit("Slice", [y, b.ints(starts), b.ints(ends), b.ints(axes), b.ints(steps)])
+    if squeeze:
+        y = b.emit("Squeeze", [y, b.ints(squeeze)])
+    if unsqueeze:
+        y = b.emit("Unsqueeze", [y, b.ints(unsqueeze)])
+    if y is x:
+        y = b.emit("Identity", [x])
+    return y
+
+
+def _index_view(op: Op):
+    def emit(b, n):
+        return _basic_index(b, n.x(), n.attrs.key)
+    emit.__name__ = f"_{op.name.lower()}"
+    return onnx_form(op, "Slice, Squeeze, Unsqueeze")(emit)
+
+
+for _op in (Op.SELECT, Op.NARROW, Op.GETITEM):
+    _index_view(_op)
+
+
+@onnx_form(Op.FLIP, "Slice")
+def _flip(b, n):
+    axes = list(n.attrs.axes)
+    if not axes:
+        return b.emit("Identity", [n.x()])
+    k = len(axes)
+    return b.emit("Slice", [n.x(), b.ints([-1] * k), b.ints([INT64_MIN] * k), b.ints(axes),
+                            b.ints([-1] * k)])
+
+
+@onnx_form(Op.PAD, "Pad")
+def _pad(b, n):
+    widths = n.attrs.widths
+    pads = [w[0] for w in widths] + [w[1] for w in widths]
+    if not any(pads):
+        return b.emit("Identity", [n.x()])
+    return b.emit("Pad", [n.x(), b.ints(pads), b.scalar(n.attrs.value)], mode="constant")
+
+
+@onnx_form(Op.REPEAT, "Unsqueeze, Tile")
+def _repeat(b, n):
+    x = n.x()
+    reps = list(n.attrs.reps)
+    extra = len(reps) - len(n.in_shape())
+    if extra:
+        x = b.emit("Unsqueeze", [x, b.ints(range(extra))])
+    return b.emit("Tile", [x, b.ints(reps)])
+
+
+@onnx_form(Op.PIXEL_SHUFFLE, "DepthToSpace (CRD)")
+def _pixel_shuffle(b, n):
+    y = b.emit("DepthToSpace", [b.to_channels_first(n.x(), 4)], blocksize=n.attrs.r,
+               mode="CRD")
+    return b.to_channels_last(y, 4)
+
+
+@onnx_form(Op.UPSAMPLE_NEAREST, "Reshape, Expand")
+def _upsample_nearest(b, n):
+    shape = n.in_shape()
+    scales = n.attrs.scales
+    inter, full, out = [0], [1], [0]
+    for s, r in zip(shape[1:-1], scales):
+        inter += [s, 1]
+        full += [s, r]
+        out += [s * r]
+    inter.append(shape[-1])
+    full.append(shape[-1])
+    out.append(shape[-1])
+    dyn = b.dynamic_axes_of(n.inputs[0]) - {0}
+    if dyn:
+        raise ValueError(f"export: upsample_nearest (node {n.index}): only the batch axis "
+                         "may be dynamic")
+    y = b.emit("Reshape", [n.x(), b.ints(inter)])
+    y = b.emit("Expand", [y, b.ints(full)])
+    return b.emit("Reshape", [y, b.ints(out)])
+
+
+# --------------------------------------------------------------- indexing
+@onnx_form(Op.GATHER, "Slice, GatherElements")
+def _gather(b, n):
+    a = n.attrs
+    x = n.x()
+    shape = n.in_shape()
+    cut = [d for d in range(len(shape)) if d != a.axis and a.index.shape[d] < shape[d]]
+    if cut:
+        x = b.emit("Slice", [x, b.ints([0] * len(cut)), b.ints([a.index.shape[d] for d in cut]),
+                             b.ints(cut)])
+    return b.emit("GatherElements", [x, b.index_tensor(a.index)], axis=a.axis)
+
+
+@onnx_form(Op.SCATTER_ADD, "Slice, ScatterElements (add)")
+def _scatter_add(b, n):
+    a = n.attrs
+    src = n.x(1)
+    sshape = n.in_shape(1)
+    cut = [d for d in range(len(sshape)) if a.index.shape[d] < sshape[d]]
+    if cut:
+        src = b.emit("Slice", [src, b.ints([0] * len(cut)),
+                               b.ints([a.index.shape[d] for d in cut]), b.ints(cut)])
+    return b.emit("ScatterElements", [n.x(0), b.index_tensor(a.index), src], axis=a.axis,
+                  reduction="add")
+
+
+@onnx_form(Op.SCATTER, "Gather, ScatterND")
+def _scatter(b, n):
+    a = n.attrs
+    src = n.x(1)
+    if a.win is not None:   # duplicate rows: only the last write of each survives
+        src = b.emit("Gather", [src, b.const(np.asarray(a.win, np.int64), "win")], axis=0)
+    rows = b.const(np.asarray(a.rows, np.int64).reshape(-1, 1), "rows")
+    return b.emit("ScatterND", [n.x(0), rows, src])
+
+
+@onnx_form(Op.EMBEDDING, "Gather")
+def _embedding(b, n):
+    return b.emit("Gather", [n.x(), b.index_tensor(n.attrs, "indices")], axis=0)
+
+
+# ------------------------------------------------------------ convolution
+def _conv_pads(padding, nsp):
+    p = list(padding[-nsp:])
+    return p + p
+
+
+@onnx_form(Op.CONV1D, "Transpose, Conv")
+def _conv1d(b, n):
+    return _conv_nd(b, n, 1)
+
+
+@onnx_form(Op.CONV2D, "Transpose, Conv")
+def _conv2d(b, n):
+    return _conv_nd(b, n, 2)
+
+
+@onnx_form(Op.CONV3D, "Transpose, Conv")
+def _conv3d(b, n):
+    return _conv_nd(b, n, 3)
+
+
+def _conv_nd(b, n, nsp):
+    """x [N, *S, Cin], w [*K, Cin/g, Cout] -> Conv on [N, Cin, *S], w [Cout, Cin/g, *K]."""
+    a = n.attrs
+    perm = [nsp + 1, nsp, *range(nsp)]
+    w = b.weight(n.inputs[1], lambda v: v.transpose(perm),
+                 lambda t: b.emit("Transpose", [t], perm=perm), "oihw")
+    ins = [b.to_channels_first(n.x(0), nsp + 2), w]
+    if a.has_bias:
+        ins.append(n.x(2))
+    y = b.emit("Conv", ins, strides=list(a.stride[-nsp:]), pads=_conv_pads(a.padding, nsp),
+               dilations=list(a.dilation[-nsp:]), group=a.groups)
+    return b.to_channels_last(y, nsp + 2)
+
+
+@onnx_form(Op.DEPTHWISE_CONV2D, "Transpose, Conv (group = C)")
+def _depthwise_conv2d(b, n):
+    a = n.attrs
+    kh, kw, c, m = b.shape(n.inputs[1])
+
+    def relayout(v):
+        return v.reshape(kh, kw, c * m, 1).transpose(2, 3, 0, 1)
+
+    def ops(t):
+        t = b.emit("Reshape", [t, b.ints([kh, kw, c * m, 1])])
+        return b.emit("Transpose", [t], perm=[2, 3, 0, 1])
+
+    ins = [b.to_channels_first(n.x(0), 4), b.weight(n.inputs[1], relayout, ops, "oihw")]
+    if a.has_bias:
+        ins.append(n.x(2))
+    y = b.emit("Conv", ins, strides=list(a.stride), pads=_conv_pads(a.padding, 2),
+               dilations=list(a.dilation), group=c)
+    return b.to_channels_last(y, 4)
+
+
+@onnx_form(Op.CONV_TRANSPOSE2D, "Transpose, ConvTranspose")
+def _conv_transpose2d(b, n):
+    a = n.attrs
+    perm = [3, 2, 0, 1]   # [KH, KW, Cout/g, Cin] -> [Cin, Cout/g, KH, KW]
+    w = b.weight(n.inputs[1], lambda v: v.transpose(perm),
+                 lambda t: b.emit("Transpose", [t], perm=perm), "iohw")
+    ins = [b.to_channels_first(n.x(0), 4), w]
+    if a.has_bias:
+        ins.append(n.x(2))
+    y = b.emit("ConvTranspose", ins, strides=list(a.stride[-2:]),
+               pads=_conv_pads(a.padding, 2), dilations=list(a.dilation[-2:]),
+               output_padding=list(a.output_padding[-2:]), group=a.groups)
+    return b.to_channels_last(y, 4)
+
+
+@onnx_form(Op.DEFORMABLE_CONV2D, "Transpose, DeformConv", min_opset=19)
+def _deformable_conv2d(b, n):
+    a = n.attrs
+    perm = [3, 2, 0, 1]   # [KH, KW, Cin, Cout] -> [Cout, Cin, KH, KW]
+    w = b.weight(n.inputs[1], lambda v: v.transpose(perm),
+                 lambda t: b.emit("Transpose", [t], perm=perm), "oihw")
+    ins = [b.to_channels_first(n.x(0), 4), w, b.to_channels_first(n.x(2), 4)]
+    if a.has_bias:
+        ins.append(n.x(3))
+    kh, kw = b.shape(n.inputs[1])[:2]
+    y = b.emit("DeformConv", ins, strides=list(a.stride), pads=_conv_pads(a.padding, 2),
+               dilations=list(a.dilation), kernel_shape=[kh, kw], group=1, offset_group=1)
+    return b.to_channels_last(y, 4)
+
+
+# ---------------------------------------------------------------- pooling
+@onnx_form(Op.MAX_POOL2D, "Transpose, MaxPool")
+def _max_pool2d(b, n):
+    a = n.attrs
+    y = b.emit("MaxPool", [b.to_channels_first(n.x(), 4)], kernel_shape=[a.kh, a.kw],
+               strides=[a.sh, a.sw], pads=[a.ph, a.pw, a.ph, a.pw])
+    return b.to_channels_last(y, 4)
+
+
+@onnx_form(Op.AVG_POOL2D, "Transpose, AveragePool")
+def _avg_pool2d(b, n):
+    a = n.attrs
+    y = b.emit("AveragePool", [b.to_channels_first(n.x(), 4)], kernel_shape=[a.kh, a.kw],
+               strides=[a.sh, a.sw], pads=[a.ph, a.pw, a.ph, a.pw],
+               count_include_pad=int(a.count_include_pad))
+    return b.to_channels_last(y, 4)
+
+
+def _adaptive(b, x, in_hw, out_hw, onnx_reduce):
+    """PyTorch's adaptive bins, one axis at a time (a bin's mean / max is the
+    mean / max over rows of the per-row values): Slice + Reduce + Concat."""
+    for axis, (size, out) in zip((1, 2), zip(in_hw, out_hw)):
+        if size == out:
+            continue
+        parts = []
+        for i in range(out):
+            lo = (i * size) // out
+            hi = -((-(i + 1) * size) // out)
+            s = b.emit("Slice", [x, b.ints([lo]), b.ints([hi]), b.ints([axis])])
+            parts.append(b.reduce(onnx_reduce, s, (axis,), True))
+        x = parts[0] if len(parts) == 1 else b.emit("Concat", parts, axis=axis)
+    return x
+
+
+@onnx_form(Op.ADAPTIVE_AVG_POOL2D, "Slice, ReduceMean, Concat")
+def _adaptive_avg_pool2d(b, n):
+    y = _adaptive(b, n.x(), n.in_shape()[1:3], (n.attrs.oh, n.attrs.ow), "ReduceMean")
+    return y if y != n.x() else b.emit("Identity", [y])
+
+
+@onnx_form(Op.ADAPTIVE_MAX_POOL2D, "Slice, ReduceMax, Concat")
+def _adaptive_max_pool2d(b, n):
+    y = _adaptive(b, n.x(), n.in_shape()[1:3], (n.attrs.oh, n.attrs.ow), "ReduceMax")
+    return y if y != n.x() else b.emit("Identity", [y])
+
+
+@onnx_form(Op.GLOBAL_AVG_POOL2D, "ReduceMean")
+def _global_avg_pool2d(b, n):
+    return b.reduce("ReduceMean", n.x(), (1, 2), False)
+
+
+# ---------------------------------------------------------- normalization
+def _affine_inputs(b, n, has_gamma, has_beta, c):
+    """Names of gamma and beta (ones / zeros when absent) after input 0."""
+    k = 1
+    if has_gamma:
+        gamma = n.x(k)
+        k += 1
+    else:
+        gamma = b.const(np.ones(c, b.dtype), "ones")
+    if has_beta:
+        beta = n.x(k)
+        k += 1
+    else:
+        beta = b.const(np.zeros(c, b.dtype), "zeros")
+    return gamma, beta, k
+
+
+def _normalize(b, x, axes, eps, gamma, beta):
+    """(x - mean) / sqrt(var + eps) * gamma + beta, statistics over ``axes``."""
+    d = b.emit("Sub", [x, b.reduce("ReduceMean", x, axes, True)])
+    var = b.reduce("ReduceMean", b.emit("Mul", [d, d]), axes, True)
+    y = b.emit("Div", [d, b.emit("Sqrt", [b.emit("Add", [var, b.scalar(eps)])])])
+    if gamma is not None:
+        y = b.emit("Mul", [y, gamma])
+    if beta is not None:
+        y = b.emit("Add", [y, beta])
+    return y
+
+
+@onnx_form(Op.BATCH_NORM, "Transpose, BatchNormalization (eval); ReduceMean ... (training)")
+def _batch_norm(b, n):
+    a = n.attrs
+    shape = n.in_shape()
+    c = shape[-1]
+    gamma, beta, k = _affine_inputs(b, n, a.has_gamma, a.has_beta, c)
+    if a.training:   # batch statistics (a function recorded in training mode)
+        return _normalize(b, n.x(), tuple(range(len(shape) - 1)), a.eps,
+                          gamma if a.has_gamma else None, beta if a.has_beta else None)
+    rank = len(shape)
+    y = b.emit("BatchNormalization", [b.to_channels_first(n.x(), rank), gamma, beta,
+                                      n.x(k), n.x(k + 1)], epsilon=a.eps)
+    return b.to_channels_last(y, rank)
+
+
+@onnx_form(Op.LAYER_NORM, "LayerNormalization")
+def _layer_norm(b, n):
+    a = n.attrs
+    c = n.in_shape()[-1]
+    gamma, beta, _ = _affine_inputs(b, n, a.has_gamma, a.has_beta, c)
+    return b.emit("LayerNormalization", [n.x(), gamma, beta], axis=-1, epsilon=a.eps)
+
+
+@onnx_form(Op.GROUP_NORM, "Reshape, ReduceMean, Sub, Mul, Div, Sqrt")
+def _group_norm(b, n):
+    a = n.attrs
+    shape = n.in_shape()
+    c = shape[-1]
+    gamma, beta, _ = _affine_inputs(b, n, a.has_gamma, a.has_beta, c)
+    x = n.x()
+    g4 = b.emit("Reshape", [x, b.ints([0, -1, a.num_groups, c // a.num_groups])])
+    y = _normalize(b, g4, (1, 3), a.eps, None, None)
+    y = b.emit("Reshape", [y, b.emit("Shape", [x])])
+    y = b.emit("Mul", [y, gamma]) if a.has_gamma else y
+    return b.emit("Add", [y, beta]) if a.has_beta else y
+
+
+@onnx_form(Op.INSTANCE_NORM, "ReduceMean, Sub, Mul, Div, Sqrt")
+def _instance_norm(b, n):
+    a = n.attrs
+    shape = n.in_shape()
+    gamma, beta, _ = _affine_inputs(b, n, a.has_gamma, a.has_beta, shape[-1])
+    return _normalize(b, n.x(), tuple(range(1, len(shape) - 1)), a.eps,
+                      gamma if a.has_gamma else None, beta if a.has_beta else None)
+
+
+# -------------------------------------------------------------- recurrent
+def _gates(b, idx, order, h, transpose, hint):
+    """yscv's [I, G*H] (or bias [G*H]) in ONNX's gate ``order`` and layout:
+    W/R [1, G*H, I] (``transpose``) or a bias piece [G*H]."""
+    def relayout(v):
+        blocks = [v[..., g * h:(g + 1) * h] for g in order]
+        v = np.concatenate(blocks, axis=-1)
+        return v.T[None] if transpose else v
+
+    def ops(t):
+        pieces = [b.emit("Slice", [t, b.ints([g * h]), b.ints([(g + 1) * h]), b.ints([-1])])
+                  for g in order]
+        t = b.emit("Concat", pieces, axis=-1)
+        if transpose:
+            t = b.emit("Unsqueeze", [b.emit("Transpose", [t], perm=[1, 0]), b.ints([0])])
+        return t
+
+    return b.weight(idx, relayout, ops, hint)
+
+
+def _recurrent(b, n, onnx_op, order, biases, states, extra=None):
+    """Shared ONNX RNN/LSTM/GRU emission. ``biases``: (Wb, Rb) tensor names;
+    ``states``: initial state names ("" when absent). Returns (Y [T, B, H]
+    or [T, H], Y_c or None)."""
+    a = n.attrs
+    h = b.shape(n.inputs[2])[0]
+    x = n.x(0)
+    if not a.batched:
+        x = b.emit("Unsqueeze", [x, b.ints([1])])
+        states = [s if s == "" else b.emit("Unsqueeze", [s, b.ints([0])]) for s in states]
+    states = [s if s == "" else b.emit("Unsqueeze", [s, b.ints([0])]) for s in states]
+    w = _gates(b, n.inputs[1], order, h, True, "W")
+    r = _gates(b, n.inputs[2], order, h, True, "R")
+    bias = b.emit("Unsqueeze", [b.emit("Concat", list(biases), axis=0), b.ints([0])])
+    outs = 3 if onnx_op == "LSTM" else 2
+    res = b.emit(onnx_op, [x, w, r, bias, "", *states], outputs=outs, hidden_size=h,
+                 **(extra or {}))
+    y = b.emit("Squeeze", [res[0], b.ints([1, 2] if not a.batched else [1])])
+    yc = None
+    if onnx_op == "LSTM":
+        yc = b.emit("Squeeze", [res[2], b.ints([0, 1] if not a.batched else [0])])
+    return y, yc
+
+
+def _bias_gates(b, idx, order, h):
+    return _gates(b, idx, order, h, False, "B")
+
+
+@onnx_form(Op.RNN, "RNN")
+def _rnn(b, n):
+    a = n.attrs
+    h = b.shape(n.inputs[2])[0]
+    zeros = b.const(np.zeros(h, b.dtype), "zeros")
+    states = [n.x(4) if a.has_h0 else ""]
+    y, _ = _recurrent(b, n, "RNN", [0], (n.x(3), zeros), states,
+                      {"activations": ["Relu" if a.relu else "Tanh"]})
+    return y
+
+
+@onnx_form(Op.LSTM, "LSTM (gates i, f, g, o -> i, o, f, c)")
+def _lstm(b, n):
+    a = n.attrs
+    h = b.shape(n.inputs[2])[0]
+    order = [0, 3, 1, 2]
+    zeros = b.const(np.zeros(4 * h, b.dtype), "zeros")
+    k = 4
+    h0 = c0 = ""
+    if a.has_h0:
+        h0 = n.x(k)
+        k += 1
+    if a.has_c0:
+        c0 = n.x(k)
+    if c0 and not h0:
+        h0 = b.const(np.zeros(b.shape(n.inputs[k]), b.dtype), "h0")
+    if h0 and not c0:
+        c0 = b.const(np.zeros(b.shape(n.inputs[4]), b.dtype), "c0")
+    y, yc = _recurrent(b, n, "LSTM", order, (_bias_gates(b, n.inputs[3], order, h), zeros),
+                       [h0, c0])
+    if not a.with_cell:
+        return y
+    return b.emit("Concat", [y, b.emit("Unsqueeze", [yc, b.ints([0])])], axis=0)
+
+
+@onnx_form(Op.GRU, "GRU (gates r, z, n -> z, r, h; linear_before_reset)")
+def _gru(b, n):
+    a = n.attrs
+    h = b.shape(n.inputs[2])[0]
+    order = [1, 0, 2]
+    biases = (_bias_gates(b, n.inputs[3], order, h), _bias_gates(b, n.inputs[4], order, h))
+    states = [n.x(5) if a.has_h0 else ""]
+    y, _ = _recurrent(b, n, "GRU", order, biases, states, {"linear_before_reset": 1})
+    return y
+
+
+# -------------------------------------------------------------- attention
+@onnx_form(Op.SCALED_DOT_PRODUCT_ATTENTION,
+           "MatMul, Transpose, Mul, Add / Where (masks), Softmax")
+def _sdpa(b, n):
+    a = n.attrs
+    q, k, v = n.x(0), n.x(1), n.x(2)
+    kr = len(n.in_shape(1))
+    perm = list(range(kr))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    s = b.emit("MatMul", [q, b.emit("Transpose", [k], perm=perm)])
+    s = b.emit("Mul", [s, b.scalar(a.scale)])
+    sq, sk = n.in_shape(0)[-2], n.in_shape(1)[-2]
+    allowed = None
+    if a.mask is not None:
+        m = np.asarray(a.mask)
+        m = m[0] if m.shape[0] == 1 or bool(np.all(m == m[:1])) else m.reshape(
+            tuple(a.lead) + (sq, sk))
+        if m.dtype == np.bool_:
+            allowed = b.const(m, "mask")
+        else:
+            s = b.emit("Add", [s, b.const(m.astype(b.dtype), "mask")])
+    if a.causal:
+        tril = b.const(np.tril(np.ones((sq, sk), dtype=np.bool_)), "causal")
+        allowed = tril if allowed is None else b.emit("And", [allowed, tril])
+    if allowed is not None:
+        s = b.emit("Where", [allowed, s, b.scalar(-np.inf)])
+    p = b.emit("Softmax", [s], axis=-1)
+    if allowed is not None or a.mask is not None:
+        # a row with nothing to attend gives zeros (softmax of all -inf is NaN)
+        rowmax = b.reduce("ReduceMax", s, (len(n.shape) - 1,), True)
+        ok = b.emit("Greater", [rowmax, b.scalar(-np.inf)])
+        p = b.emit("Where", [ok, p, b.scalar(0.0)])
+    return b.emit("MatMul", [p, v])
