@@ -72,7 +72,12 @@ class Builder:
         self._input_by_pos = {pos: name for pos, name in enumerate(input_order)}
 
     # --------------------------------------------------------------- names
-    def fresh(self, hint: str = "t") -> str:
+    def fresh(self, hint: str = "t", exact: bool = False) -> str:
+        """An unused tensor name: ``hint`` itself when ``exact`` and free, else
+        ``hint_<k>``."""
+        if exact and hint not in self._used_names:
+            self._used_names.add(hint)
+            return hint
         while True:
             self._counter += 1
             name = f"{hint}_{self._counter}"
@@ -92,8 +97,9 @@ class Builder:
         return outs[0] if outputs == 1 else outs
 
     # ---------------------------------------------------------- constants
-    def const(self, array, hint: str = "const") -> str:
-        """An initializer holding ``array`` (its own dtype); small arrays are shared."""
+    def const(self, array, hint: str = "const", exact: bool = False) -> str:
+        """An initializer holding ``array`` (its own dtype); small arrays are
+        shared; ``exact``: named ``hint`` itself when that name is free."""
         a = np.ascontiguousarray(array)
         key = None
         if a.size <= 64:
@@ -101,9 +107,9 @@ class Builder:
             name = self._const_cache.get(key)
             if name is not None:
                 return name
-        name = self.fresh(hint)
+        name = self.fresh(hint, exact)
         self.initializers.append(self.numpy_helper.from_array(a, name))
-        if key is not None:
+        if key is not None and not exact:
             self._const_cache[key] = name
         return name
 
@@ -159,7 +165,7 @@ class Builder:
         re-layout as ONNX nodes)."""
         v = self.leaf_value(idx)
         if v is not None:
-            return self.const(relayout(v), self.leaf_name(idx, hint))
+            return self.const(relayout(v), self.leaf_name(idx, hint), exact=True)
         return ops(self.tensor(idx))
 
     # ----------------------------------------------------------- shapes
@@ -271,6 +277,11 @@ class Builder:
 
     def cast_like_graph(self, x: str) -> str:
         return self.emit("Cast", [x], to=self.elem_type)
+
+    @property
+    def exact_float_attributes(self) -> bool:
+        """Float attributes are float32 in ONNX: exact for float32 models only."""
+        return self.dtype == np.float32
 
     @property
     def elem_type(self) -> int:

@@ -7,6 +7,10 @@ nodes for arena node ``n`` through the :class:`~yscv.onnx._builder.Builder`
 ``b``. ``NO_ONNX[op]`` says why an op has no ONNX form; exporting it raises
 :class:`yscv.onnx.ExportError` naming the op and the node.
 
+Float attributes (LeakyRelu's alpha, the normalizations' epsilon) are
+float32 in ONNX: float64 models spell those ops with float64 constants
+instead, so that they stay exact.
+
 Layouts: yscv is channel-last and its weights input-major. Where ONNX wants
 NCHW (Conv, pooling, BatchNormalization, DepthToSpace) the mapping wraps the
 operator in Transposes; adjacent transposes that cancel are folded after the
@@ -112,9 +116,12 @@ def _where(b, n):
 
 
 # ------------------------------------------------------------ activations
-@onnx_form(Op.LEAKY_RELU, "LeakyRelu")
+@onnx_form(Op.LEAKY_RELU, "LeakyRelu (float64: Mul, Max)")
 def _leaky_relu(b, n):
-    return b.emit("LeakyRelu", [n.x()], alpha=float(n.attrs))
+    if b.exact_float_attributes:
+        return b.emit("LeakyRelu", [n.x()], alpha=float(n.attrs))
+    x = n.x()   # max(x, s x) (s <= 1) or min(x, s x), as yscv computes it
+    return b.emit("Max" if n.attrs <= 1.0 else "Min", [x, b.emit("Mul", [x, b.scalar(n.attrs)])])
 
 
 def _softplus_stable(b, x):
@@ -584,7 +591,8 @@ def _normalize(b, x, axes, eps, gamma, beta):
     return y
 
 
-@onnx_form(Op.BATCH_NORM, "Transpose, BatchNormalization (eval); ReduceMean ... (training)")
+@onnx_form(Op.BATCH_NORM, "Transpose, BatchNormalization (float64: Sub, Div, Sqrt, Mul, Add; "
+           "training mode: ReduceMean ...)")
 def _batch_norm(b, n):
     a = n.attrs
     shape = n.in_shape()
@@ -593,17 +601,25 @@ def _batch_norm(b, n):
     if a.training:   # batch statistics (a function recorded in training mode)
         return _normalize(b, n.x(), tuple(range(len(shape) - 1)), a.eps,
                           gamma if a.has_gamma else None, beta if a.has_beta else None)
+    if not b.exact_float_attributes:   # epsilon as a float64 constant
+        d = b.emit("Sub", [n.x(), n.x(k)])
+        std = b.emit("Sqrt", [b.emit("Add", [n.x(k + 1), b.scalar(a.eps)])])
+        y = b.emit("Mul", [b.emit("Div", [d, std]), gamma])
+        return b.emit("Add", [y, beta])
     rank = len(shape)
     y = b.emit("BatchNormalization", [b.to_channels_first(n.x(), rank), gamma, beta,
                                       n.x(k), n.x(k + 1)], epsilon=a.eps)
     return b.to_channels_last(y, rank)
 
 
-@onnx_form(Op.LAYER_NORM, "LayerNormalization")
+@onnx_form(Op.LAYER_NORM, "LayerNormalization (float64: ReduceMean, Sub, Mul, Div, Sqrt)")
 def _layer_norm(b, n):
     a = n.attrs
     c = n.in_shape()[-1]
     gamma, beta, _ = _affine_inputs(b, n, a.has_gamma, a.has_beta, c)
+    if not b.exact_float_attributes:   # epsilon as a float64 constant
+        return _normalize(b, n.x(), (len(n.in_shape()) - 1,), a.eps,
+                          gamma if a.has_gamma else None, beta if a.has_beta else None)
     return b.emit("LayerNormalization", [n.x(), gamma, beta], axis=-1, epsilon=a.eps)
 
 

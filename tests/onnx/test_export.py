@@ -1,0 +1,433 @@
+"""yscv.onnx.export, op by op: one row per Op member and option. Each row is
+exported once per dtype with a dynamic batch, checked with
+``onnx.checker.check_model(full_check=True)``, run in ONNX Runtime at two
+batch sizes and compared with yscv's own output (float32 to float32
+rounding; float64 to 1e-10 where ONNX Runtime has float64 kernels).
+Ops with no ONNX form raise an error naming the op and the node."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import yscv  # noqa: E402
+from yscv import Op  # noqa: E402
+from yscv.onnx import ExportError, export  # noqa: E402
+from yscv.onnx._optable import EXPORTS, NO_ONNX  # noqa: E402
+
+#: ONNX operators ONNX Runtime (1.31, CPU) implements for float32 only: a
+#: float64 file using one is checked with the checker, and ONNX Runtime must
+#: refuse it naming one of these (any other refusal fails the test)
+ORT_FLOAT32_ONLY = {"Conv", "ConvTranspose", "AveragePool", "RNN", "LSTM", "GRU", "Erf"}
+
+
+class _Refused:
+    """A session stand-in whose run re-raises ONNX Runtime's refusal to load."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def run(self, *args):
+        raise self.exc
+
+
+def session(path, dtype):
+    """An ONNX Runtime session; for float64 files without the extended
+    fusions, which fold constants into float32 attributes (MatMul * scale
+    becomes FusedMatMul with a float32 alpha)."""
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4   # the refusals below are expected
+    if dtype == np.float64:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:   # a kernel missing at load time
+        return _Refused(exc)
+
+
+def refused_op(exc):
+    """The operator ONNX Runtime names when it has no kernel for a dtype."""
+    m = (re.search(r"implementation for (\w+)\(", str(exc))
+         or re.search(r"(\w+) operator does not support double", str(exc)))
+    return m.group(1) if m else None
+
+
+@dataclasses.dataclass
+class ExportCase:
+    """One op with one set of options.
+
+    ``build(g, *nodes)`` records the op on the example inputs, which
+    ``inputs(rng, batch)`` draws (float arrays become graph inputs; integer
+    arrays are index inputs); ``batch_axes[k]`` is input k's batch axis (None:
+    fixed). Weights captured by ``build`` become initializers."""
+
+    op: Op
+    name: str
+    build: Callable
+    inputs: Callable
+    batch_axes: Sequence = (0,)
+    opset: int = 17
+    rtol32: float = 2e-5
+    atol32: float = 2e-6
+
+
+def _u(*shape, lo=-2.0, hi=2.0):
+    return lambda rng, n: (rng.uniform(lo, hi, size=(n, *shape)),)
+
+
+def _fixed(seed, *shape, lo=-1.0, hi=1.0):
+    return np.random.default_rng(seed).uniform(lo, hi, size=shape)
+
+
+W34 = _fixed(1, 3, 4)
+C4 = _fixed(2, 4)
+
+CASES = [
+    # elementwise
+    ExportCase(Op.ADD, "add", lambda g, a, b: g.add(a, b), lambda r, n: (r.normal(size=(n, 4)),
+                                                                          r.normal(size=(n, 4))), (0, 0)),
+    ExportCase(Op.ADD, "add_bias_constant", lambda g, a: a + C4, _u(4)),
+    ExportCase(Op.SUB, "sub_scalar_left", lambda g, a: 1.5 - a, _u(3, 4)),
+    ExportCase(Op.MUL, "mul", lambda g, a: a * g.constant(C4), _u(2, 4)),
+    ExportCase(Op.DIV, "div", lambda g, a: a / (g.abs(g.constant(C4)) + 0.5), _u(4)),
+    ExportCase(Op.POW, "pow", lambda g, a: g.pow(a, 2.5), _u(4, lo=0.5, hi=2.0)),
+    ExportCase(Op.NEG, "neg", lambda g, a: -a, _u(4)),
+    ExportCase(Op.ABS, "abs", lambda g, a: g.abs(a), _u(4)),
+    ExportCase(Op.EXP, "exp", lambda g, a: g.exp(a), _u(4)),
+    ExportCase(Op.LOG, "log", lambda g, a: g.log(a), _u(4, lo=0.1, hi=3.0)),
+    ExportCase(Op.SQRT, "sqrt", lambda g, a: g.sqrt(a), _u(4, lo=0.1, hi=3.0)),
+    ExportCase(Op.CLAMP, "clamp_both", lambda g, a: g.clamp(a, -0.5, 0.7), _u(4)),
+    ExportCase(Op.CLAMP, "clamp_min", lambda g, a: g.clamp(a, min=-0.5), _u(4)),
+    ExportCase(Op.CLAMP, "clamp_max", lambda g, a: g.clamp(a, max=0.3), _u(4)),
+    ExportCase(Op.MAXIMUM, "maximum", lambda g, a: g.maximum(a, g.constant(C4)), _u(4)),
+    ExportCase(Op.MINIMUM, "minimum", lambda g, a: g.minimum(a, g.constant(C4)), _u(4)),
+    ExportCase(Op.WHERE, "where", lambda g, a: g.where(np.array([True, False, True, False]), a,
+                                                      g.constant(C4)), _u(4)),
+    # activations
+    ExportCase(Op.RELU, "relu", lambda g, a: g.relu(a), _u(4)),
+    ExportCase(Op.LEAKY_RELU, "leaky_relu", lambda g, a: g.leaky_relu(a, 0.2), _u(4)),
+    ExportCase(Op.SIGMOID, "sigmoid", lambda g, a: g.sigmoid(a), _u(4)),
+    ExportCase(Op.TANH, "tanh", lambda g, a: g.tanh(a), _u(4)),
+    ExportCase(Op.GELU, "gelu_erf", lambda g, a: g.gelu(a), _u(4)),
+    ExportCase(Op.GELU, "gelu_tanh", lambda g, a: g.gelu(a, "tanh"), _u(4)),
+    ExportCase(Op.GELU, "gelu_sigmoid", lambda g, a: g.gelu(a, "sigmoid"), _u(4)),
+    ExportCase(Op.SILU, "silu", lambda g, a: g.silu(a), _u(4)),
+    ExportCase(Op.MISH, "mish", lambda g, a: g.mish(a), _u(4, lo=-30.0, hi=30.0)),
+    ExportCase(Op.SOFTPLUS, "softplus", lambda g, a: g.softplus(a), _u(4, lo=-30.0, hi=30.0)),
+    ExportCase(Op.SOFTPLUS, "softplus_beta_threshold", lambda g, a: g.softplus(a, 2.0, 1.0),
+               _u(6)),
+    ExportCase(Op.PRELU, "prelu_per_channel", lambda g, a: g.prelu(a, C4), _u(3, 4)),
+    ExportCase(Op.PRELU, "prelu_shared", lambda g, a: g.prelu(a, np.array([0.3])), _u(3, 4)),
+    ExportCase(Op.SOFTMAX, "softmax_last", lambda g, a: g.softmax(a), _u(3, 4)),
+    ExportCase(Op.SOFTMAX, "softmax_axis1", lambda g, a: g.softmax(a, 1), _u(3, 4)),
+    ExportCase(Op.LOG_SOFTMAX, "log_softmax", lambda g, a: g.log_softmax(a, 1), _u(3, 4)),
+    ExportCase(Op.DROPOUT, "dropout_eval", lambda g, a: g.dropout(a, 0.5, training=False),
+               _u(4)),
+    ExportCase(Op.DROPOUT, "dropout_p0", lambda g, a: g.dropout(a, 0.0), _u(4)),
+    # reductions
+    ExportCase(Op.SUM, "sum_all", lambda g, a: g.sum(a), _u(3, 4)),
+    ExportCase(Op.SUM, "sum_axes_keepdims", lambda g, a: g.sum(a, (1, 2), keepdims=True),
+               _u(3, 4)),
+    ExportCase(Op.SUM, "sum_no_axes", lambda g, a: g.sum(a, ()), _u(3)),
+    ExportCase(Op.MEAN, "mean_axis", lambda g, a: g.mean(a, -1), _u(3, 4)),
+    ExportCase(Op.MEAN, "mean_all_keepdims", lambda g, a: g.mean(a, keepdims=True), _u(3, 4)),
+    ExportCase(Op.MAX, "max_axis", lambda g, a: g.max(a, 1), _u(3, 4)),
+    ExportCase(Op.MAX, "max_all", lambda g, a: g.max(a), _u(3, 4)),
+    ExportCase(Op.MIN, "min_axes", lambda g, a: g.min(a, (0, 2), keepdims=True), _u(3, 4)),
+    ExportCase(Op.VAR, "var", lambda g, a: g.var(a, -1), _u(3, 5)),
+    ExportCase(Op.VAR, "var_ddof1_keepdims", lambda g, a: g.var(a, (1, 2), True, ddof=1),
+               _u(3, 5)),
+    ExportCase(Op.LOGSUMEXP, "logsumexp", lambda g, a: g.logsumexp(a, -1), _u(3, 5)),
+    ExportCase(Op.LOGSUMEXP, "logsumexp_keepdims", lambda g, a: g.logsumexp(a, 1, True),
+               _u(3, 5, lo=-50, hi=50)),
+    # linear algebra
+    ExportCase(Op.MATMUL, "matmul_weight", lambda g, a: g.matmul(a, g.constant(W34)), _u(3)),
+    ExportCase(Op.MATMUL, "matmul_batched", lambda g, a, b: a @ b,
+               lambda r, n: (r.normal(size=(n, 2, 3)), r.normal(size=(n, 3, 4))), (0, 0)),
+    ExportCase(Op.MATMUL, "matmul_vector", lambda g, a: g.matmul(a, C4), _u(3, 4)),
+    ExportCase(Op.TRANSPOSE, "transpose", lambda g, a: g.transpose(a, (0, 2, 1)), _u(3, 4)),
+    ExportCase(Op.EINSUM, "einsum_explicit", lambda g, a: g.einsum("bij,jk->bki", a, W34),
+               _u(2, 3)),
+    ExportCase(Op.EINSUM, "einsum_ellipsis", lambda g, a, b: g.einsum("...ij,...jk", a, b),
+               lambda r, n: (r.normal(size=(n, 2, 3)), r.normal(size=(n, 3, 2))), (0, 0)),
+    # shape
+    ExportCase(Op.RESHAPE, "reshape_infer", lambda g, a: g.reshape(a, (-1, 2, 6)), _u(3, 4)),
+    ExportCase(Op.RESHAPE, "reshape_batch", lambda g, a: g.reshape(a, (a.shape[0], 2, 6)),
+               _u(3, 4)),
+    ExportCase(Op.FLATTEN, "flatten", lambda g, a: g.flatten(a), _u(3, 4, 2)),
+    ExportCase(Op.FLATTEN, "flatten_middle", lambda g, a: g.flatten(a, 1, 2), _u(3, 4, 2)),
+    ExportCase(Op.UNSQUEEZE, "unsqueeze", lambda g, a: g.unsqueeze(a, 1), _u(3)),
+    ExportCase(Op.SQUEEZE, "squeeze", lambda g, a: g.squeeze(a, 1), _u(1, 3)),
+    ExportCase(Op.EXPAND, "expand", lambda g, a: g.expand(a, (a.shape[0], 4, 3)), _u(1, 3)),
+    ExportCase(Op.EXPAND, "expand_lead", lambda g, a: g.expand(a, (2, -1, 3)), _u(3)),
+    ExportCase(Op.CAT, "cat", lambda g, a, b: g.cat([a, b, a], 1),
+               lambda r, n: (r.normal(size=(n, 2)), r.normal(size=(n, 3))), (0, 0)),
+    ExportCase(Op.STACK, "stack", lambda g, a, b: g.stack([a, b], -1),
+               lambda r, n: (r.normal(size=(n, 2)), r.normal(size=(n, 2))), (0, 0)),
+    ExportCase(Op.SELECT, "select", lambda g, a: g.select(a, 1, -1), _u(3, 4)),
+    ExportCase(Op.NARROW, "narrow", lambda g, a: g.narrow(a, 2, 1, 2), _u(3, 4)),
+    ExportCase(Op.GETITEM, "getitem_mixed", lambda g, a: a[:, ::-1, None, 1:3], _u(3, 4)),
+    ExportCase(Op.GETITEM, "getitem_ellipsis_int", lambda g, a: a[..., 0, ::2], _u(3, 5)),
+    ExportCase(Op.GETITEM, "getitem_negative_step", lambda g, a: a[:, 3:0:-2], _u(5)),
+    ExportCase(Op.FLIP, "flip", lambda g, a: g.flip(a, (1, 2)), _u(3, 4)),
+    ExportCase(Op.PAD, "pad", lambda g, a: g.pad(a, ((0, 0), (1, 2), (2, 0)), 0.5), _u(3, 4)),
+    ExportCase(Op.REPEAT, "repeat", lambda g, a: g.repeat(a, (1, 2, 3)), _u(3, 2)),
+    ExportCase(Op.REPEAT, "repeat_new_axes", lambda g, a: g.repeat(a, (2, 1, 1, 2)), _u(3, 2),
+               (None,)),
+    ExportCase(Op.PIXEL_SHUFFLE, "pixel_shuffle", lambda g, a: g.pixel_shuffle(a, 2),
+               _u(3, 2, 8)),
+    ExportCase(Op.UPSAMPLE_NEAREST, "upsample_nearest_2d", lambda g, a: g.upsample_nearest(
+        a, (2, 3)), _u(3, 2, 2)),
+    ExportCase(Op.UPSAMPLE_NEAREST, "upsample_nearest_1d", lambda g, a: g.upsample_nearest(
+        a, 2), _u(3, 2)),
+    # indexing (index arrays are fixed: the batch is too, except for embedding)
+    ExportCase(Op.GATHER, "gather", lambda g, a: g.gather(a, 1, np.array([[0, 2], [1, 1]])),
+               _u(3), (None,)),
+    ExportCase(Op.SCATTER_ADD, "scatter_add", lambda g, a, s: g.scatter_add(
+        a, 0, np.array([[0, 1, 0], [0, 0, 1]]), s),
+        lambda r, n: (r.normal(size=(3, 4)), r.normal(size=(2, 4))), (None, None)),
+    ExportCase(Op.SCATTER, "scatter_duplicates", lambda g, a, s: g.scatter(
+        a, np.array([2, 0, 2]), s),
+        lambda r, n: (r.normal(size=(4, 3)), r.normal(size=(3, 3))), (None, None)),
+    ExportCase(Op.EMBEDDING, "embedding_index_input", lambda g, i, x: g.embedding(W34, i) + x,
+               lambda r, n: (r.integers(0, 3, size=(n, 5)), r.normal(size=(n, 5, 4))), (0, 0)),
+    ExportCase(Op.EMBEDDING, "embedding_fixed", lambda g, a: a + g.embedding(
+        W34, np.array([2, 0])), _u(2, 4)),
+]
+
+
+def _conv_w(seed, *shape):
+    return _fixed(seed, *shape, lo=-0.5, hi=0.5)
+
+
+CW1, CW2, CW2G, CW3 = _conv_w(3, 3, 2, 4), _conv_w(4, 3, 3, 3, 4), _conv_w(5, 3, 3, 2, 4), \
+    _conv_w(6, 2, 2, 2, 3, 2)
+CB4 = _fixed(7, 4)
+DW = _conv_w(8, 3, 3, 3, 2)
+TW = _conv_w(9, 3, 3, 2, 4)
+
+CASES += [
+    ExportCase(Op.CONV1D, "conv1d_options", lambda g, x: g.conv1d(
+        x, g.constant(CW1[:, :1]), CB4, stride=2, padding=1, dilation=2, groups=2), _u(9, 2)),
+    ExportCase(Op.CONV2D, "conv2d", lambda g, x: g.conv2d(x, g.constant(CW2)), _u(5, 5, 3)),
+    ExportCase(Op.CONV2D, "conv2d_options", lambda g, x: g.conv2d(
+        x, g.constant(CW2G), g.constant(CB4), stride=(2, 1), padding=(1, 2), dilation=(1, 2),
+        groups=2), _u(6, 5, 4)),
+    ExportCase(Op.CONV2D, "conv2d_weight_input", lambda g, x, w: g.conv2d(x, w),
+               lambda r, n: (r.normal(size=(n, 5, 5, 3)), r.normal(size=(3, 3, 3, 4))),
+               (0, None)),
+    ExportCase(Op.CONV3D, "conv3d", lambda g, x: g.conv3d(x, g.constant(CW3), stride=1,
+                                                           padding=1), _u(3, 4, 3, 3)),
+    ExportCase(Op.DEPTHWISE_CONV2D, "depthwise_conv2d", lambda g, x: g.depthwise_conv2d(
+        x, g.constant(DW), _fixed(10, 6), stride=2, padding=1, dilation=1), _u(5, 6, 3)),
+    ExportCase(Op.CONV_TRANSPOSE2D, "conv_transpose2d_options", lambda g, x: g.conv_transpose2d(
+        x, g.constant(TW), g.constant(CB4), stride=2, padding=1, output_padding=1, groups=2,
+        dilation=1), _u(3, 4, 4)),
+    ExportCase(Op.CONV_TRANSPOSE2D, "conv_transpose2d_dilation", lambda g, x: g.conv_transpose2d(
+        x, g.constant(TW[:, :, :, :2]), dilation=2), _u(3, 3, 2)),
+    ExportCase(Op.DEFORMABLE_CONV2D, "deformable_conv2d_opset19",
+               lambda g, x, o: g.deformable_conv2d(x, g.constant(CW2), o, CB4, stride=1,
+                                                   padding=1),
+               lambda r, n: (r.normal(size=(n, 4, 5, 3)), r.uniform(-1.5, 1.5, (n, 4, 5, 18))),
+               (0, 0), opset=19),
+    # pooling
+    ExportCase(Op.MAX_POOL2D, "max_pool2d", lambda g, x: g.max_pool2d(x, 2), _u(4, 6, 3)),
+    ExportCase(Op.MAX_POOL2D, "max_pool2d_options", lambda g, x: g.max_pool2d(
+        x, (3, 2), (2, 1), (1, 1)), _u(5, 6, 2)),
+    ExportCase(Op.AVG_POOL2D, "avg_pool2d_count_pad", lambda g, x: g.avg_pool2d(
+        x, 3, 2, 1), _u(5, 6, 2)),
+    ExportCase(Op.AVG_POOL2D, "avg_pool2d_exclude_pad", lambda g, x: g.avg_pool2d(
+        x, 3, 2, 1, count_include_pad=False), _u(5, 6, 2)),
+    ExportCase(Op.ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d", lambda g, x: g.adaptive_avg_pool2d(
+        x, (3, 2)), _u(7, 5, 2)),
+    ExportCase(Op.ADAPTIVE_MAX_POOL2D, "adaptive_max_pool2d", lambda g, x: g.adaptive_max_pool2d(
+        x, (3, 4)), _u(7, 5, 2)),
+    ExportCase(Op.GLOBAL_AVG_POOL2D, "global_avg_pool2d", lambda g, x: g.global_avg_pool2d(x),
+               _u(3, 4, 2)),
+]
+
+RM, RV = _fixed(11, 4), _fixed(12, 4, lo=0.5, hi=2.0)
+
+CASES += [
+    ExportCase(Op.BATCH_NORM, "batch_norm_eval_nhwc", lambda g, x: g.batch_norm(
+        x, C4, _fixed(13, 4), g.constant(RM), g.constant(RV), eps=1e-3), _u(3, 2, 4)),
+    ExportCase(Op.BATCH_NORM, "batch_norm_eval_2d_no_affine", lambda g, x: g.batch_norm(
+        x, None, None, g.constant(RM), g.constant(RV)), _u(4)),
+    ExportCase(Op.BATCH_NORM, "batch_norm_training_stats", lambda g, x: g.batch_norm(
+        x, C4, None, None, None, training=True), _u(3, 4)),
+    ExportCase(Op.LAYER_NORM, "layer_norm", lambda g, x: g.layer_norm(x, C4, _fixed(14, 4)),
+               _u(3, 4)),
+    ExportCase(Op.LAYER_NORM, "layer_norm_no_affine", lambda g, x: g.layer_norm(x, eps=1e-2),
+               _u(4)),
+    ExportCase(Op.GROUP_NORM, "group_norm", lambda g, x: g.group_norm(x, _fixed(15, 6),
+                                                                      _fixed(16, 6), 3),
+               _u(2, 3, 6)),
+    ExportCase(Op.GROUP_NORM, "group_norm_no_affine", lambda g, x: g.group_norm(x, None, None, 2),
+               _u(5, 4)),
+    ExportCase(Op.INSTANCE_NORM, "instance_norm", lambda g, x: g.instance_norm(
+        x, C4, _fixed(17, 4)), _u(3, 2, 4)),
+    ExportCase(Op.INSTANCE_NORM, "instance_norm_no_affine", lambda g, x: g.instance_norm(x),
+               _u(5, 4)),
+]
+
+I, H = 3, 4
+WIH = {k: _fixed(20 + k, I, k * H) for k in (1, 3, 4)}
+WHH = {k: _fixed(30 + k, H, k * H) for k in (1, 3, 4)}
+BIAS = {k: _fixed(40 + k, k * H) for k in (1, 3, 4)}
+BHH3 = _fixed(50, 3 * H)
+
+
+def _seq(t):
+    """x [T, B, I] (time-major: the batch is axis 1)."""
+    return lambda r, n: (r.normal(size=(t, n, I)),)
+
+
+CASES += [
+    ExportCase(Op.RNN, "rnn_tanh", lambda g, x: g.rnn(x, WIH[1], WHH[1], BIAS[1]), _seq(5), (1,)),
+    ExportCase(Op.RNN, "rnn_relu_h0", lambda g, x, h: g.rnn(
+        x, g.constant(WIH[1]), WHH[1], BIAS[1], h, nonlinearity="relu"),
+        lambda r, n: (r.normal(size=(5, n, I)), r.normal(size=(n, H))), (1, 0)),
+    ExportCase(Op.RNN, "rnn_unbatched", lambda g, x: g.rnn(x, WIH[1], WHH[1], BIAS[1]),
+               lambda r, n: (r.normal(size=(n + 3, I)),), (None,)),
+    ExportCase(Op.LSTM, "lstm", lambda g, x: g.lstm(x, WIH[4], WHH[4], BIAS[4]), _seq(5), (1,)),
+    ExportCase(Op.LSTM, "lstm_h0_c0_cell", lambda g, x, h, c: g.lstm(
+        x, WIH[4], WHH[4], BIAS[4], h, c, return_cell=True),
+        lambda r, n: (r.normal(size=(4, n, I)), r.normal(size=(n, H)), r.normal(size=(n, H))),
+        (1, 0, 0)),
+    ExportCase(Op.LSTM, "lstm_c0_only_unbatched", lambda g, x, c: g.lstm(
+        x, WIH[4], WHH[4], BIAS[4], c0=c),
+        lambda r, n: (r.normal(size=(n + 2, I)), r.normal(size=(H,))), (None, None)),
+    ExportCase(Op.LSTM, "lstm_weights_as_inputs", lambda g, x, w: g.lstm(x, w, WHH[4], BIAS[4]),
+               lambda r, n: (r.normal(size=(3, n, I)), r.normal(size=(I, 4 * H))), (1, None)),
+    ExportCase(Op.GRU, "gru", lambda g, x: g.gru(x, WIH[3], WHH[3], BIAS[3], BHH3), _seq(5), (1,)),
+    ExportCase(Op.GRU, "gru_h0", lambda g, x, h: g.gru(x, WIH[3], WHH[3], BIAS[3], BHH3, h),
+               lambda r, n: (r.normal(size=(4, n, I)), r.normal(size=(n, H))), (1, 0)),
+    ExportCase(Op.GRU, "gru_unbatched", lambda g, x: g.gru(x, WIH[3], WHH[3], BIAS[3], BHH3),
+               lambda r, n: (r.normal(size=(n + 2, I)),), (None,)),
+]
+
+BOOL_MASK = np.array([[True, False, True, True, False],
+                      [False, False, False, False, False],
+                      [True, True, True, True, True]])
+FLOAT_MASK = np.where(BOOL_MASK, 0.0, -np.inf) + _fixed(60, 3, 5)
+
+
+def _qkv(heads=None):
+    lead = () if heads is None else (heads,)
+    return lambda r, n: (r.normal(size=(n, *lead, 3, 4)), r.normal(size=(n, *lead, 5, 4)),
+                         r.normal(size=(n, *lead, 5, 2)))
+
+
+SDPA = Op.SCALED_DOT_PRODUCT_ATTENTION
+CASES += [
+    ExportCase(SDPA, "sdpa", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
+               _qkv(), (0, 0, 0)),
+    ExportCase(SDPA, "sdpa_bool_mask_heads", lambda g, q, k, v: g.scaled_dot_product_attention(
+        q, k, v, mask=BOOL_MASK), _qkv(2), (0, 0, 0)),
+    ExportCase(SDPA, "sdpa_float_mask_scale", lambda g, q, k, v: g.scaled_dot_product_attention(
+        q, k, v, mask=FLOAT_MASK, scale=0.3), _qkv(), (0, 0, 0)),
+    ExportCase(SDPA, "sdpa_causal", lambda g, q, k, v: g.scaled_dot_product_attention(
+        q, k, v, causal=True), _qkv(2), (0, 0, 0)),
+    ExportCase(SDPA, "sdpa_causal_and_mask", lambda g, q, k, v: g.scaled_dot_product_attention(
+        q, k, v, mask=BOOL_MASK, causal=True), _qkv(), (0, 0, 0)),
+]
+
+BAD = {
+    Op.MSE_LOSS: lambda g, x: g.mse_loss(x, np.ones((2, 3))),
+    Op.L1_LOSS: lambda g, x: g.l1_loss(x, np.ones((2, 3))),
+    Op.HUBER_LOSS: lambda g, x: g.huber_loss(x, np.ones((2, 3))),
+    Op.CROSS_ENTROPY: lambda g, x: g.cross_entropy(x, np.array([0, 2])),
+    Op.NLL_LOSS: lambda g, x: g.nll_loss(g.log_softmax(x), np.array([0, 2])),
+    Op.BCE_WITH_LOGITS: lambda g, x: g.binary_cross_entropy_with_logits(x, np.ones((2, 3))),
+}
+
+
+# ------------------------------------------------------------------ helpers
+def yscv_outputs(fn, arrays, dtype):
+    g = yscv.Graph(dtype)
+    args = [g.constant(a) if a.dtype.kind == "f" else a for a in arrays]
+    with g.no_grad():
+        out = fn(g, *args)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [np.array(g.value(o)) for o in outs]
+
+
+def make_inputs(case, batch, dtype):
+    rng = np.random.default_rng(batch)
+    arrays = case.inputs(rng, batch)
+    return [a.astype(dtype) if a.dtype.kind == "f" else a.astype(np.int64) for a in arrays]
+
+
+def check_case(case, dtype, tmp_path):
+    arrays = make_inputs(case, 2, dtype)
+    names = [f"in{k}" for k in range(len(arrays))]
+    dyn = {names[k]: {ax: "batch"} for k, ax in enumerate(case.batch_axes) if ax is not None}
+    path = tmp_path / f"{case.name}_{np.dtype(dtype).name}.onnx"
+    model = export(case.build, arrays, path, input_names=names, dynamic_axes=dyn or None,
+                   opset=case.opset)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    assert model.graph.input[0].type.tensor_type.elem_type in (
+        onnx.TensorProto.INT64, onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    sess = session(path, dtype)
+    for batch in ((2, 3) if dyn else (2,)):
+        arrays = make_inputs(case, batch, dtype)
+        want = yscv_outputs(case.build, arrays, dtype)
+        try:
+            got = sess.run(None, dict(zip(names, arrays)))
+        except Exception as exc:   # ONNX Runtime without a float64 kernel for an operator
+            assert dtype == np.float64 and refused_op(exc) in ORT_FLOAT32_ONLY, exc
+            return
+        assert len(got) == len(want)
+        for w, o in zip(want, got):
+            assert o.dtype == w.dtype and o.shape == w.shape, (o.dtype, o.shape, w.shape)
+            if dtype == np.float32:
+                np.testing.assert_allclose(o, w, rtol=case.rtol32, atol=case.atol32)
+            else:
+                np.testing.assert_allclose(o, w, rtol=1e-10, atol=1e-12)
+
+
+
+# -------------------------------------------------------------------- tests
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_export_float32(case, tmp_path):
+    check_case(case, np.float32, tmp_path)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_export_float64(case, tmp_path):
+    check_case(case, np.float64, tmp_path)
+
+
+def test_every_op_exports_or_is_listed_without_onnx():
+    rows = {c.op for c in CASES}
+    ops = [op for op in Op if op is not Op.LEAF]
+    assert [op.name for op in ops if op not in rows and op not in NO_ONNX] == []
+    assert [op.name for op in ops if (op in EXPORTS) == (op in NO_ONNX)] == []
+    assert set(BAD) == set(NO_ONNX)
+
+
+@pytest.mark.parametrize("op", sorted(BAD), ids=lambda op: op.name.lower())
+def test_op_without_onnx_form_raises_naming_op_and_node(op, tmp_path):
+    x = np.random.default_rng(0).normal(size=(2, 3))
+    g = yscv.Graph()
+    node = BAD[op](g, g.constant(x))
+    index = next(i for i in range(len(g)) if g.op(g._node_id(i)) is op)
+    path = tmp_path / "bad.onnx"
+    with pytest.raises(ExportError, match=rf"{op.name.lower()} \(node {index}\)") as info:
+        export(BAD[op], x, path)
+    assert info.value.op == op.name.lower() and info.value.node == index
+    assert not path.exists()
+    assert node is not None
+
+
+def test_deformable_conv_below_opset_19_raises(tmp_path):
+    case = next(c for c in CASES if c.op is Op.DEFORMABLE_CONV2D)
+    arrays = make_inputs(case, 2, np.float32)
+    with pytest.raises(ExportError, match=r"deformable_conv2d \(node \d+\) needs opset >= 19"):
+        export(case.build, arrays, tmp_path / "d.onnx", opset=17)
