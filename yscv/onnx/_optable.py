@@ -40,15 +40,8 @@ class OnnxForm(NamedTuple):
 
 EXPORTS: dict = {}
 
-#: ops that have no ONNX form, and why
-NO_ONNX = {
-    Op.MSE_LOSS: "training loss",
-    Op.L1_LOSS: "training loss",
-    Op.HUBER_LOSS: "training loss",
-    Op.CROSS_ENTROPY: "training loss",
-    Op.NLL_LOSS: "training loss",
-    Op.BCE_WITH_LOGITS: "training loss",
-}
+#: ops that have no ONNX form, and why (none today: every Op member exports)
+NO_ONNX: dict = {}
 
 
 def onnx_form(op: Op, onnx_ops: str, min_opset: int = 17):
@@ -773,3 +766,94 @@ def _sdpa(b, n):
         ok = b.emit("Greater", [rowmax, b.scalar(-np.inf)])
         p = b.emit("Where", [ok, p, b.scalar(0.0)])
     return b.emit("MatMul", [p, v])
+
+
+# ------------------------------------------------------------------ losses
+def _reduce_loss(b, terms, reduction, denominator=None):
+    """"none": the terms; "sum": their sum; "mean": the sum over
+    ``denominator`` (a tensor name; default the element count)."""
+    if reduction == "none":
+        return terms
+    if reduction == "sum":
+        return b.reduce("ReduceSum", terms, None, False)
+    if denominator is None:
+        return b.reduce("ReduceMean", terms, None, False)
+    return b.emit("Div", [b.reduce("ReduceSum", terms, None, False), denominator])
+
+
+@onnx_form(Op.MSE_LOSS, "Sub, Mul, ReduceMean / ReduceSum")
+def _mse_loss(b, n):
+    d = b.emit("Sub", [n.x(0), n.x(1)])
+    return _reduce_loss(b, b.emit("Mul", [d, d]), n.attrs)
+
+
+@onnx_form(Op.L1_LOSS, "Sub, Abs, ReduceMean / ReduceSum")
+def _l1_loss(b, n):
+    return _reduce_loss(b, b.emit("Abs", [b.emit("Sub", [n.x(0), n.x(1)])]), n.attrs)
+
+
+@onnx_form(Op.HUBER_LOSS, "Sub, Abs, Min, Mul, Add, ReduceMean / ReduceSum")
+def _huber_loss(b, n):
+    """With m = min(|d|, delta): 0.5 m^2 + delta (|d| - m), as yscv computes it."""
+    a = b.emit("Abs", [b.emit("Sub", [n.x(0), n.x(1)])])
+    m = b.emit("Min", [a, b.scalar(n.attrs.delta)])
+    lin = b.emit("Mul", [b.emit("Sub", [a, m]), b.scalar(n.attrs.delta)])
+    quad = b.emit("Mul", [m, b.emit("Mul", [m, b.scalar(0.5)])])
+    return _reduce_loss(b, b.emit("Add", [lin, quad]), n.attrs.reduction)
+
+
+@onnx_form(Op.BCE_WITH_LOGITS, "Exp, Log, Relu, Abs, Mul, Sub, Add, ReduceMean / ReduceSum")
+def _bce_with_logits(b, n):
+    a = n.attrs
+    x, t = n.x(0), n.x(1)
+    if a.pos_weight is None:     # softplus(x) - x t
+        terms = b.emit("Sub", [_softplus_stable(b, x), b.emit("Mul", [x, t])])
+    else:                        # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)
+        pw1 = b.const(np.asarray(a.pos_weight, b.dtype) - 1, "pos_weight_m1")
+        coef = b.emit("Add", [b.emit("Mul", [pw1, t]), b.scalar(1.0)])
+        terms = b.emit("Mul", [_softplus_stable(b, b.emit("Neg", [x])), coef])
+        terms = b.emit("Add", [terms, b.emit("Mul", [b.emit("Sub", [b.scalar(1.0), t]), x])])
+    if a.weight is not None:
+        terms = b.emit("Mul", [terms, b.const(np.asarray(a.weight, b.dtype), "weight")])
+    return _reduce_loss(b, terms, a.reduction)
+
+
+def _class_loss(b, n, log_probs):
+    """Per-target loss ``-w[y] logp[y]`` (plus label smoothing), 0 where the
+    label is ``ignore_index``; the mean divides by the sum of ``w[y]`` over
+    the kept targets (computed in the file, so labels may be an input)."""
+    a = n.attrs
+    c = n.in_shape()[-1]
+    labels = b.index_tensor(a.labels, "labels")
+    valid = b.emit("Not", [b.emit("Equal", [labels, b.const(np.asarray(a.ignore_index,
+                                                                         np.int64))])])
+    y = b.emit("Where", [valid, labels, b.const(np.asarray(0, np.int64))])
+    picked = b.emit("GatherElements", [log_probs, b.emit("Unsqueeze", [y, b.ints([-1])])],
+                    axis=-1)
+    picked = b.emit("Squeeze", [picked, b.ints([-1])])
+    keep = b.emit("Cast", [valid], to=b.elem_type)
+    weight = None
+    wy = keep
+    if a.weight is not None:
+        weight = b.const(np.asarray(a.weight, b.dtype), "class_weight")
+        wy = b.emit("Mul", [b.emit("Gather", [weight, y], axis=0), keep])
+    loss = b.emit("Neg", [b.emit("Mul", [picked, wy])])
+    eps = a.label_smoothing
+    if eps > 0.0:
+        wl = log_probs if weight is None else b.emit("Mul", [log_probs, weight])
+        smooth = b.emit("Neg", [b.reduce("ReduceSum", wl, (len(n.in_shape()) - 1,), False)])
+        smooth = b.emit("Mul", [smooth, keep])
+        loss = b.emit("Add", [b.emit("Mul", [loss, b.scalar(1.0 - eps)]),
+                              b.emit("Mul", [smooth, b.scalar(eps / c)])])
+    den = b.reduce("ReduceSum", wy, None, False) if a.reduction == "mean" else None
+    return _reduce_loss(b, loss, a.reduction, den)
+
+
+@onnx_form(Op.CROSS_ENTROPY, "LogSoftmax, GatherElements, Gather, Where, ReduceSum, Div")
+def _cross_entropy(b, n):
+    return _class_loss(b, n, b.emit("LogSoftmax", [n.x()], axis=-1))
+
+
+@onnx_form(Op.NLL_LOSS, "GatherElements, Gather, Where, ReduceSum, Div")
+def _nll_loss(b, n):
+    return _class_loss(b, n, n.x())
