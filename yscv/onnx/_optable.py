@@ -148,13 +148,13 @@ def _silu(b, n):
     return b.emit("Mul", [x, b.emit("Sigmoid", [x])])
 
 
-@onnx_form(Op.MISH, "Tanh, Exp, Log, Relu, Mul")
+@onnx_form(Op.MISH, "Tanh, Exp, Log, Relu, Abs, Neg, Add, Mul")
 def _mish(b, n):
     x = n.x()
     return b.emit("Mul", [x, b.emit("Tanh", [_softplus_stable(b, x)])])
 
 
-@onnx_form(Op.SOFTPLUS, "Exp, Log, Relu, Where")
+@onnx_form(Op.SOFTPLUS, "Exp, Log, Relu, Abs, Neg, Add, Mul, Div, Greater, Where")
 def _softplus(b, n):
     x = n.x()
     beta, threshold = n.attrs.beta, n.attrs.threshold
@@ -211,7 +211,7 @@ def _var(b, n):
     return b.emit("Div", [s, b.scalar(max(a.count - a.ddof, 0.0))])
 
 
-@onnx_form(Op.LOGSUMEXP, "ReduceMax, ReduceSum, Exp, Log, IsInf, Where")
+@onnx_form(Op.LOGSUMEXP, "ReduceMax, ReduceSum, Sub, Exp, Log, Add, IsInf, Where")
 def _logsumexp(b, n):
     """log(sum(exp(x - m))) + m with m the max (0 where it is infinite)."""
     a = n.attrs
@@ -350,7 +350,7 @@ def _repeat(b, n):
     return b.emit("Tile", [x, b.ints(reps)])
 
 
-@onnx_form(Op.PIXEL_SHUFFLE, "DepthToSpace (CRD)")
+@onnx_form(Op.PIXEL_SHUFFLE, "Transpose, DepthToSpace (CRD)")
 def _pixel_shuffle(b, n):
     y = b.emit("DepthToSpace", [b.to_channels_first(n.x(), 4)], blocksize=n.attrs.r,
                mode="CRD")
@@ -605,7 +605,7 @@ def _batch_norm(b, n):
     return b.to_channels_last(y, rank)
 
 
-@onnx_form(Op.LAYER_NORM, "LayerNormalization (float64: ReduceMean, Sub, Mul, Div, Sqrt)")
+@onnx_form(Op.LAYER_NORM, "LayerNormalization (float64: ReduceMean, Sub, Mul, Add, Div, Sqrt)")
 def _layer_norm(b, n):
     a = n.attrs
     c = n.in_shape()[-1]
@@ -616,7 +616,7 @@ def _layer_norm(b, n):
     return b.emit("LayerNormalization", [n.x(), gamma, beta], axis=-1, epsilon=a.eps)
 
 
-@onnx_form(Op.GROUP_NORM, "Reshape, ReduceMean, Sub, Mul, Div, Sqrt")
+@onnx_form(Op.GROUP_NORM, "Reshape, Shape, ReduceMean, Sub, Mul, Add, Div, Sqrt")
 def _group_norm(b, n):
     a = n.attrs
     shape = n.in_shape()
@@ -630,7 +630,7 @@ def _group_norm(b, n):
     return b.emit("Add", [y, beta]) if a.has_beta else y
 
 
-@onnx_form(Op.INSTANCE_NORM, "ReduceMean, Sub, Mul, Div, Sqrt")
+@onnx_form(Op.INSTANCE_NORM, "ReduceMean, Sub, Mul, Add, Div, Sqrt")
 def _instance_norm(b, n):
     a = n.attrs
     shape = n.in_shape()
@@ -687,7 +687,7 @@ def _bias_gates(b, idx, order, h):
     return _gates(b, idx, order, h, False, "B")
 
 
-@onnx_form(Op.RNN, "RNN")
+@onnx_form(Op.RNN, "RNN, Unsqueeze, Squeeze, Concat")
 def _rnn(b, n):
     a = n.attrs
     h = b.shape(n.inputs[2])[0]
@@ -698,7 +698,8 @@ def _rnn(b, n):
     return y
 
 
-@onnx_form(Op.LSTM, "LSTM (gates i, f, g, o -> i, o, f, c)")
+@onnx_form(Op.LSTM, "LSTM (gates i, f, g, o -> i, o, f, c), Unsqueeze, Squeeze, Concat; "
+           "weights that are not leaves: Slice, Transpose")
 def _lstm(b, n):
     a = n.attrs
     h = b.shape(n.inputs[2])[0]
@@ -722,7 +723,8 @@ def _lstm(b, n):
     return b.emit("Concat", [y, b.emit("Unsqueeze", [yc, b.ints([0])])], axis=0)
 
 
-@onnx_form(Op.GRU, "GRU (gates r, z, n -> z, r, h; linear_before_reset)")
+@onnx_form(Op.GRU, "GRU (gates r, z, n -> z, r, h; linear_before_reset), Unsqueeze, Squeeze, "
+           "Concat; weights that are not leaves: Slice, Transpose")
 def _gru(b, n):
     a = n.attrs
     h = b.shape(n.inputs[2])[0]
@@ -735,7 +737,7 @@ def _gru(b, n):
 
 # -------------------------------------------------------------- attention
 @onnx_form(Op.SCALED_DOT_PRODUCT_ATTENTION,
-           "MatMul, Transpose, Mul, Add / Where (masks), Softmax")
+           "MatMul, Transpose, Mul, Softmax; masks: Add, And, Where, ReduceMax, Greater")
 def _sdpa(b, n):
     a = n.attrs
     q, k, v = n.x(0), n.x(1), n.x(2)
@@ -802,7 +804,8 @@ def _huber_loss(b, n):
     return _reduce_loss(b, b.emit("Add", [lin, quad]), n.attrs.reduction)
 
 
-@onnx_form(Op.BCE_WITH_LOGITS, "Exp, Log, Relu, Abs, Mul, Sub, Add, ReduceMean / ReduceSum")
+@onnx_form(Op.BCE_WITH_LOGITS, "Exp, Log, Relu, Abs, Neg, Mul, Sub, Add, ReduceMean / "
+           "ReduceSum")
 def _bce_with_logits(b, n):
     a = n.attrs
     x, t = n.x(0), n.x(1)
@@ -849,11 +852,28 @@ def _class_loss(b, n, log_probs):
     return _reduce_loss(b, loss, a.reduction, den)
 
 
-@onnx_form(Op.CROSS_ENTROPY, "LogSoftmax, GatherElements, Gather, Where, ReduceSum, Div")
+@onnx_form(Op.CROSS_ENTROPY, "LogSoftmax, GatherElements, Gather, Equal, Not, Where, Cast, "
+           "Unsqueeze, Squeeze, Mul, Add, Neg, ReduceSum, Div")
 def _cross_entropy(b, n):
     return _class_loss(b, n, b.emit("LogSoftmax", [n.x()], axis=-1))
 
 
-@onnx_form(Op.NLL_LOSS, "GatherElements, Gather, Where, ReduceSum, Div")
+@onnx_form(Op.NLL_LOSS, "GatherElements, Gather, Equal, Not, Where, Cast, Unsqueeze, "
+           "Squeeze, Mul, Neg, ReduceSum, Div")
 def _nll_loss(b, n):
     return _class_loss(b, n, n.x())
+
+
+# -------------------------------------------------------------- docs table
+def markdown_table() -> str:
+    """The op table of docs/onnx.md (a test keeps the page equal to it)."""
+    rows = ["| yscv op | ONNX operators | opset |", "|---|---|---|"]
+    for op in Op:
+        if op is Op.LEAF:
+            continue
+        form = EXPORTS.get(op)
+        if form is None:
+            rows.append(f"| `{op.name.lower()}` | no ONNX form: {NO_ONNX[op]} | |")
+        else:
+            rows.append(f"| `{op.name.lower()}` | {form.onnx_ops} | {form.min_opset} |")
+    return "\n".join(rows)
