@@ -9,7 +9,10 @@ Rules checked here (each holds today; keep it so):
   floor's settings (``yscv.runtime``: the kernel cache directory);
 - ``nn`` and ``optim`` use no private name of the graph floor, neither
   imported nor as an attribute of a graph (``g._leaf``, ``g.__dict__``): they
-  bind state through public Graph methods (``g.param``, ``g.buffer``).
+  bind state through public Graph methods (``g.param``, ``g.buffer``);
+- ``onnx`` (yscv.onnx, the exporter) is on the top floor with ``train``: no
+  other yscv module imports it, and the ``onnx`` / ``onnxruntime`` packages
+  are imported only inside functions (``import yscv`` never needs them).
 """
 from __future__ import annotations
 
@@ -59,7 +62,7 @@ def floor(name: str):
     parts = name.split(".")
     if parts[0] != "yscv" or len(parts) < 2:
         return None
-    if parts[1] in ("ops", "backward", "compute", "kernels", "nn", "optim"):
+    if parts[1] in ("ops", "backward", "compute", "kernels", "nn", "optim", "onnx"):
         return parts[1]
     return None
 
@@ -99,6 +102,8 @@ def violations(rules) -> list:
                                 or t.startswith(("yscv.kernels.", "yscv.runtime."))
                                 for t in _targets(target, name))):
                 found.append(f"{where} (kernels import only yscv.kernels and yscv.runtime)")
+            if "onnx" in rules and here != "onnx" and "onnx" in floors:
+                found.append(f"{where} (yscv.onnx is on the top floor)")
             if ("nn-public" in rules and here in ("nn", "optim") and target in GRAPH_FLOOR
                     and name and name.startswith("_")):
                 found.append(f"{where} (nn/optim use public Graph names only)")
@@ -119,6 +124,31 @@ def test_import_parser_resolves_relative_imports():
 
 def test_floors_hold():
     assert violations({"compute", "kernels", "nn-public"}) == []
+
+
+def module_level_imports(path: Path):
+    """(module, line) of the imports a module runs when it is imported (not
+    those inside functions)."""
+    def walk(body):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield alias.name, node.lineno
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                yield node.module, node.lineno
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                yield from walk(getattr(node, field, []) or [])
+    yield from walk(ast.parse(path.read_text(), str(path)).body)
+
+
+def test_onnx_on_the_top_floor_and_imported_lazily():
+    assert violations({"onnx"}) == []
+    eager = [f"{p.relative_to(ROOT.parent)}:{line} imports {mod}"
+             for p in sorted(ROOT.rglob("*.py")) for mod, line in module_level_imports(p)
+             if mod.split(".")[0] in ("onnx", "onnxruntime")]
+    assert eager == []
 
 
 def test_ops_and_backward_are_siblings():
