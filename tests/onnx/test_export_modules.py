@@ -199,3 +199,22 @@ def test_import_yscv_does_not_import_onnx():
     code = ("import sys, yscv, yscv.onnx, yscv.nn; "
             "assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
+
+
+def test_sizes_baked_into_the_file_refuse_a_free_axis(tmp_path):
+    x = np.ones((2, 6, 6, 3), np.float32)
+    path = tmp_path / "pool.onnx"
+    with pytest.raises(ValueError, match=r"adaptive_avg_pool2d \(node 1\) needs fixed sizes "
+                                         r"on axes \[1\]"):
+        export(lambda g, x: g.adaptive_avg_pool2d(x, (3, 2)), x, path,
+               dynamic_axes={"input": {0: "batch", 1: "height"}})
+    with pytest.raises(ValueError, match=r"upsample_nearest \(node 1\) needs fixed sizes"):
+        export(lambda g, x: g.upsample_nearest(x, 2), x, path,
+               dynamic_axes={"input": {2: "width"}})
+    assert not path.exists()
+    export(lambda g, x: g.adaptive_avg_pool2d(x, (3, 2)), x, path,
+           dynamic_axes={"input": {0: "batch"}})
+    xb = np.random.default_rng(0).normal(size=(5, 6, 6, 3)).astype(np.float32)
+    (want,) = yscv_run(lambda g, x: g.adaptive_avg_pool2d(x, (3, 2)), xb)
+    (got,) = ort_run(path, {"input": xb})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

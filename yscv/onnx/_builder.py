@@ -175,6 +175,15 @@ class Builder:
     def rank(self, idx: int) -> int:
         return len(self.shape(idx))
 
+    def fixed_axes(self, idx: int, axes, op: str, index: int) -> None:
+        """ValueError unless ``axes`` of node ``idx`` are the same size in
+        every trace (an op whose ONNX form bakes those sizes in)."""
+        free = self.dynamic_axes_of(idx) & set(axes)
+        if free:
+            raise ValueError(
+                f"export: {op} (node {index}) needs fixed sizes on axes {sorted(free)} of "
+                f"its input, which dynamic_axes makes free")
+
     def dynamic_axes_of(self, idx: int) -> set:
         """Axes of node ``idx`` whose size changes with a dynamic-axes symbol."""
         base = self.shape(idx)
@@ -274,9 +283,6 @@ class Builder:
         if rank <= 2:
             return x
         return self.emit("Transpose", [x], perm=[0, *range(2, rank), 1])
-
-    def cast_like_graph(self, x: str) -> str:
-        return self.emit("Cast", [x], to=self.elem_type)
 
     @property
     def exact_float_attributes(self) -> bool:

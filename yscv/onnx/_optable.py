@@ -369,10 +369,7 @@ def _upsample_nearest(b, n):
     inter.append(shape[-1])
     full.append(shape[-1])
     out.append(shape[-1])
-    dyn = b.dynamic_axes_of(n.inputs[0]) - {0}
-    if dyn:
-        raise ValueError(f"export: upsample_nearest (node {n.index}): only the batch axis "
-                         "may be dynamic")
+    b.fixed_axes(n.inputs[0], range(1, len(shape)), n.name, n.index)
     y = b.emit("Reshape", [n.x(), b.ints(inter)])
     y = b.emit("Expand", [y, b.ints(full)])
     return b.emit("Reshape", [y, b.ints(out)])
@@ -540,12 +537,14 @@ def _adaptive(b, x, in_hw, out_hw, onnx_reduce):
 
 @onnx_form(Op.ADAPTIVE_AVG_POOL2D, "Slice, ReduceMean, Concat")
 def _adaptive_avg_pool2d(b, n):
+    b.fixed_axes(n.inputs[0], (1, 2), n.name, n.index)
     y = _adaptive(b, n.x(), n.in_shape()[1:3], (n.attrs.oh, n.attrs.ow), "ReduceMean")
     return y if y != n.x() else b.emit("Identity", [y])
 
 
 @onnx_form(Op.ADAPTIVE_MAX_POOL2D, "Slice, ReduceMax, Concat")
 def _adaptive_max_pool2d(b, n):
+    b.fixed_axes(n.inputs[0], (1, 2), n.name, n.index)
     y = _adaptive(b, n.x(), n.in_shape()[1:3], (n.attrs.oh, n.attrs.ow), "ReduceMax")
     return y if y != n.x() else b.emit("Identity", [y])
 

@@ -237,8 +237,8 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
     modules = list(model.modules()) if callable(getattr(model, "modules", None)) else []
     flags = [(m, m.training) for m in modules]
     try:
-        for m in modules:
-            m.training = False
+        if modules:
+            model.eval()
         g, inputs, outs = _record(model, arrays, dtype)
         out_names = _names(output_names, len(outs), "output", "output_names")
         dyn = _dynamic_axes(dynamic_axes, in_names, out_names, arrays)
@@ -302,7 +302,6 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
         shape = [syms.get(ax, d) for ax, d in enumerate(a.shape)]
         et = b.elem_type if a.dtype.kind == "f" else onnx.TensorProto.INT64
         graph_inputs.append(helper.make_tensor_value_info(name, et, shape))
-    used = {t for nd in b.nodes for t in nd.input}
     nodes = simplify(helper, b.nodes, set(out_names),
                      {v.name for v in graph_inputs} | {t.name for t in b.initializers})
     used = {t for nd in nodes for t in nd.input}
