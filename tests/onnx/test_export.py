@@ -156,6 +156,7 @@ CASES = [
                _u(2, 3)),
     ExportCase(Op.EINSUM, "einsum_ellipsis", lambda g, a, b: g.einsum("...ij,...jk", a, b),
                lambda r, n: (r.normal(size=(n, 2, 3)), r.normal(size=(n, 3, 2))), (0, 0)),
+    ExportCase(Op.EINSUM, "einsum_diagonal_implicit", lambda g, a: g.einsum("bii", a), _u(3, 3)),
     # shape
     ExportCase(Op.RESHAPE, "reshape_infer", lambda g, a: g.reshape(a, (-1, 2, 6)), _u(3, 4)),
     ExportCase(Op.RESHAPE, "reshape_batch", lambda g, a: g.reshape(a, (a.shape[0], 2, 6)),
@@ -187,8 +188,10 @@ CASES = [
     ExportCase(Op.UPSAMPLE_NEAREST, "upsample_nearest_1d", lambda g, a: g.upsample_nearest(
         a, 2), _u(3, 2)),
     # indexing (index arrays are fixed: the batch is too, except for embedding)
-    ExportCase(Op.GATHER, "gather", lambda g, a: g.gather(a, 1, np.array([[0, 2], [1, 1]])),
-               _u(3), (None,)),
+    ExportCase(Op.GATHER, "gather_index_smaller", lambda g, a: g.gather(
+        a, 1, np.array([[0, 2], [1, 1]])), lambda r, n: (r.normal(size=(n + 1, 3)),), (None,)),
+    ExportCase(Op.GATHER, "gather_axis0", lambda g, a: g.gather(
+        a, 0, np.array([[1, 0, 1], [0, 0, 1]])), lambda r, n: (r.normal(size=(2, 3)),), (None,)),
     ExportCase(Op.SCATTER_ADD, "scatter_add", lambda g, a, s: g.scatter_add(
         a, 0, np.array([[0, 1, 0], [0, 0, 1]]), s),
         lambda r, n: (r.normal(size=(3, 4)), r.normal(size=(2, 4))), (None, None)),
@@ -226,6 +229,11 @@ CASES += [
                                                            padding=1), _u(3, 4, 3, 3)),
     ExportCase(Op.DEPTHWISE_CONV2D, "depthwise_conv2d", lambda g, x: g.depthwise_conv2d(
         x, g.constant(DW), _fixed(10, 6), stride=2, padding=1, dilation=1), _u(5, 6, 3)),
+    ExportCase(Op.DEPTHWISE_CONV2D, "depthwise_conv2d_dilation", lambda g, x: g.depthwise_conv2d(
+        x, g.constant(DW[:, :, :, :1]), dilation=2), _u(6, 6, 3)),
+    ExportCase(Op.CONV3D, "conv3d_groups_stride_dilation", lambda g, x: g.conv3d(
+        x, g.constant(CW3[:, :, :, :1]), stride=(1, 2, 1), dilation=(2, 1, 1), groups=2),
+        _u(4, 4, 3, 2)),
     ExportCase(Op.CONV_TRANSPOSE2D, "conv_transpose2d_options", lambda g, x: g.conv_transpose2d(
         x, g.constant(TW), g.constant(CB4), stride=2, padding=1, output_padding=1, groups=2,
         dilation=1), _u(3, 4, 4)),
@@ -300,6 +308,8 @@ CASES += [
         x, WIH[4], WHH[4], BIAS[4], h, c, return_cell=True),
         lambda r, n: (r.normal(size=(4, n, I)), r.normal(size=(n, H)), r.normal(size=(n, H))),
         (1, 0, 0)),
+    ExportCase(Op.LSTM, "lstm_h0_only", lambda g, x, h: g.lstm(x, WIH[4], WHH[4], BIAS[4], h),
+               lambda r, n: (r.normal(size=(4, n, I)), r.normal(size=(n, H))), (1, 0)),
     ExportCase(Op.LSTM, "lstm_c0_only_unbatched", lambda g, x, c: g.lstm(
         x, WIH[4], WHH[4], BIAS[4], c0=c),
         lambda r, n: (r.normal(size=(n + 2, I)), r.normal(size=(H,))), (None, None)),
@@ -334,6 +344,9 @@ CASES += [
         q, k, v, mask=FLOAT_MASK, scale=0.3), _qkv(), (0, 0, 0)),
     ExportCase(SDPA, "sdpa_causal", lambda g, q, k, v: g.scaled_dot_product_attention(
         q, k, v, causal=True), _qkv(2), (0, 0, 0)),
+    ExportCase(SDPA, "sdpa_mask_per_batch_element", lambda g, q, k, v:
+               g.scaled_dot_product_attention(q, k, v, mask=np.stack([BOOL_MASK, ~BOOL_MASK])),
+               _qkv(), (None, None, None)),
     ExportCase(SDPA, "sdpa_causal_and_mask", lambda g, q, k, v: g.scaled_dot_product_attention(
         q, k, v, mask=BOOL_MASK, causal=True), _qkv(), (0, 0, 0)),
 ]

@@ -140,9 +140,9 @@ def test_multihead_attention_batch_and_sequence_dynamic(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
-def test_recurrent_modules_two_layers_batch_first(kind, tmp_path):
+def test_recurrent_modules_two_layers_bidirectional_batch_first(kind, tmp_path):
     yscv.manual_seed(0)
-    layer = getattr(nn, kind)(3, 4, num_layers=2, batch_first=True)
+    layer = getattr(nn, kind)(3, 4, num_layers=2, batch_first=True, bidirectional=True)
     x = np.random.default_rng(0).normal(size=(2, 5, 3)).astype(np.float32)
     proto = export(layer, x, tmp_path / "rnn.onnx", dynamic_axes={"input": {0: "batch"}})
     assert kind in {n.op_type for n in proto.graph.node}

@@ -698,7 +698,8 @@ def _rnn(b, n):
 
 
 @onnx_form(Op.LSTM, "LSTM (gates i, f, g, o -> i, o, f, c), Unsqueeze, Squeeze, Concat; "
-           "weights that are not leaves: Slice, Transpose")
+           "h0 or c0 alone: Shape, ConstantOfShape; weights that are not leaves: Slice, "
+           "Transpose")
 def _lstm(b, n):
     a = n.attrs
     h = b.shape(n.inputs[2])[0]
@@ -711,10 +712,10 @@ def _lstm(b, n):
         k += 1
     if a.has_c0:
         c0 = n.x(k)
-    if c0 and not h0:
-        h0 = b.const(np.zeros(b.shape(n.inputs[k]), b.dtype), "h0")
-    if h0 and not c0:
-        c0 = b.const(np.zeros(b.shape(n.inputs[4]), b.dtype), "c0")
+    if bool(c0) != bool(h0):   # ONNX takes both or neither: zeros of the given one's shape
+        zero = b.helper.make_tensor("zero", b.elem_type, [1], [0.0])
+        z = b.emit("ConstantOfShape", [b.emit("Shape", [h0 or c0])], value=zero)
+        h0, c0 = (h0 or z), (c0 or z)
     y, yc = _recurrent(b, n, "LSTM", order, (_bias_gates(b, n.inputs[3], order, h), zeros),
                        [h0, c0])
     if not a.with_cell:
