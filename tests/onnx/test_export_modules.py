@@ -218,3 +218,14 @@ def test_sizes_baked_into_the_file_refuse_a_free_axis(tmp_path):
     (want,) = yscv_run(lambda g, x: g.adaptive_avg_pool2d(x, (3, 2)), xb)
     (got,) = ort_run(path, {"input": xb})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_recorded_in_training_mode_exports_as_identity(tmp_path):
+    def f(g, x):
+        return g.dropout(g.tanh(x), 0.5, training=True, seed=3)
+
+    x = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+    proto = export(f, x, tmp_path / "drop.onnx")
+    assert [n.op_type for n in proto.graph.node] == ["Tanh"]
+    (got,) = ort_run(tmp_path / "drop.onnx", {"input": x})
+    np.testing.assert_allclose(got, np.tanh(x), rtol=1e-6)
