@@ -258,7 +258,8 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
                 raise ValueError(
                     f"export: dynamic_axes: the model fails when {name!r} changes size "
                     f"({sym.size} -> {2 * sym.size}): {exc}") from exc
-            if g2._ops != g._ops or len(outs2) != len(outs):
+            if (g2._ops != g._ops or len(outs2) != len(outs)
+                    or any(len(g._shape(i)) != len(g2._shape(i)) for i in range(len(g)))):
                 raise ValueError(
                     f"export: dynamic_axes: the model records a different graph when "
                     f"{name!r} changes size; it cannot be exported with that axis free")
