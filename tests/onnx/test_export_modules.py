@@ -184,11 +184,24 @@ def test_bad_arguments_raise_before_writing(tmp_path):
         export(lambda g, x: 3, x, path)
     with pytest.raises(TypeError, match="example_inputs\\[0\\] has dtype"):
         export(lin, np.array(["a"]), path)
+    with pytest.raises(TypeError, match="example_inputs\\[0\\] has dtype bool"):
+        export(lin, np.ones((2, 3), bool), path)
+    with pytest.raises(ValueError, match="share a name"):
+        export(lin, x, path, input_names=["x"], output_names=["x"])
     with pytest.raises(ValueError, match="fails when 'input_dim0' changes size"):
         export(lambda g, x: g.reshape(x, (2, 3)), x, path, dynamic_axes={"input": [0]})
     with pytest.raises(ValueError, match="records a different graph"):   # squeezes the batch
         export(lambda g, x: g.squeeze(x), x[:1], path, dynamic_axes={"input": [0]})
     assert not path.exists()
+
+
+def test_failed_export_restores_training_flags(tmp_path):
+    model = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Linear(4, 2))
+    model.train()
+    with pytest.raises(ValueError, match="share a name"):
+        export(model, np.ones((2, 3), np.float32), tmp_path / "m.onnx",
+               input_names=["a"], output_names=["a"])
+    assert all(m.training for m in model.modules())
 
 
 def test_missing_onnx_says_how_to_install(monkeypatch, tmp_path):

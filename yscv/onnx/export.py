@@ -53,7 +53,7 @@ def _example_arrays(example_inputs):
             raise TypeError(f"export: example_inputs[{k}] is a NodeId; give NumPy arrays "
                             "(the model is recorded on a fresh graph)")
         arr = np.asarray(a)
-        if arr.dtype.kind not in "fiub":
+        if arr.dtype.kind not in "fiu":
             raise TypeError(f"export: example_inputs[{k}] has dtype {arr.dtype}; expected "
                             "a float array (or an integer index array)")
         out.append(arr)
@@ -241,6 +241,9 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
             model.eval()
         g, inputs, outs = _record(model, arrays, dtype)
         out_names = _names(output_names, len(outs), "output", "output_names")
+        if set(out_names) & set(in_names):
+            raise ValueError(f"export: output_names {out_names} and input_names {in_names} "
+                             "share a name; ONNX names each tensor once")
         dyn = _dynamic_axes(dynamic_axes, in_names, out_names, arrays)
         symbols, traces = [], [g]
         for name in dict.fromkeys(s for k in in_names for s in dyn.get(k, {}).values()):
