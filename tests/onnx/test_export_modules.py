@@ -244,3 +244,24 @@ def test_dropout_recorded_in_training_mode_exports_as_identity(tmp_path):
     assert [n.op_type for n in proto.graph.node] == ["Tanh"]
     (got,) = ort_run(tmp_path / "drop.onnx", {"input": x})
     np.testing.assert_allclose(got, np.tanh(x), rtol=1e-6)
+
+
+def test_fully_convolutional_with_batch_height_and_width_free(tmp_path):
+    yscv.manual_seed(0)
+    body = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 4, 3, stride=2, padding=1), nn.Tanh())
+
+    def f(g, x):
+        y = body(g, x)
+        return g.global_avg_pool2d(y), g.flatten(y)
+
+    x = np.random.default_rng(0).uniform(size=(2, 8, 12, 3)).astype(np.float32)
+    path = tmp_path / "fcn.onnx"
+    export(f, x, path, dynamic_axes={"input": {0: "batch", 1: "height", 2: "width"}})
+    for shape in ((1, 16, 8, 3), (3, 8, 20, 3)):
+        xb = np.random.default_rng(shape[0]).uniform(size=shape).astype(np.float32)
+        want = yscv_run(f, xb)
+        got = ort_run(path, {"input": xb})
+        for w, o in zip(want, got):
+            assert o.shape == w.shape
+            np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)
