@@ -265,3 +265,23 @@ def test_fully_convolutional_with_batch_height_and_width_free(tmp_path):
         for w, o in zip(want, got):
             assert o.shape == w.shape
             np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)
+
+
+def test_reshape_target_from_two_free_axes(tmp_path):
+    """[B, S, E] -> [B*S, E] -> [B, 2, S, E/2]: the last target names both
+    free sizes, computed in the file from the input's runtime shape."""
+    def f(g, x):
+        b, s, e = x.shape
+        rows = g.tanh(g.reshape(x, (b * s, e)))
+        return g.reshape(rows, (b, 2, s, e // 2))
+
+    x = np.random.default_rng(0).normal(size=(2, 3, 4)).astype(np.float32)
+    path = tmp_path / "reshape.onnx"
+    proto = export(f, x, path, dynamic_axes={"input": {0: "batch", 1: "seq"}})
+    assert "Shape" in {n.op_type for n in proto.graph.node}
+    for shape in ((1, 5, 4), (4, 2, 4)):
+        xb = np.random.default_rng(shape[0]).normal(size=shape).astype(np.float32)
+        (want,) = yscv_run(f, xb)
+        (got,) = ort_run(path, {"input": xb})
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
