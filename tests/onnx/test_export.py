@@ -195,6 +195,14 @@ CASES = [
     ExportCase(Op.SCATTER_ADD, "scatter_add", lambda g, a, s: g.scatter_add(
         a, 0, np.array([[0, 1, 0], [0, 0, 1]]), s),
         lambda r, n: (r.normal(size=(3, 4)), r.normal(size=(2, 4))), (None, None)),
+    ExportCase(Op.GATHER, "gather_index_input", lambda g, a, i: g.gather(a, 1, i),
+               lambda r, n: (r.normal(size=(n, 4)), r.integers(0, 4, size=(n, 3))), (0, 0)),
+    ExportCase(Op.SCATTER_ADD, "scatter_add_index_input", lambda g, a, i, s: g.scatter_add(
+        a, 1, i, s), lambda r, n: (r.normal(size=(n, 4)), r.integers(0, 4, size=(n, 3)),
+                                    r.normal(size=(n, 3))), (0, 0, 0)),
+    ExportCase(Op.SCATTER, "scatter_rows_of_a_free_batch", lambda g, a, s: g.scatter(
+        a, np.array([1, 0]), s),
+        lambda r, n: (r.normal(size=(n + 2, 3)), r.normal(size=(2, 3))), (0, None)),
     ExportCase(Op.SCATTER, "scatter_duplicates", lambda g, a, s: g.scatter(
         a, np.array([2, 0, 2]), s),
         lambda r, n: (r.normal(size=(4, 3)), r.normal(size=(3, 3))), (None, None)),
