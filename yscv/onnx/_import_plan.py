@@ -3,9 +3,9 @@ and the placement of initializers.
 
 1. Fuse the exporters' erf-GELU, x * 0.5 * (1 + erf(x / sqrt(2))), into one
    node (yscv has GELU, not erf).
-2. Resolve BatchNormalization's running statistics to per-node buffers
-   (PyTorch's exporter may route them through Identity nodes of other
-   initializers with equal values).
+2. Untie initializer aliases (``Identity`` of an initializer: PyTorch's
+   exporter writes equal-valued parameters once) and resolve
+   BatchNormalization's running statistics to per-node buffers.
 3. Drop nodes whose outputs nothing reads.
 4. Check every node (``check_node``): unsupported operators fail here.
 5. Float initializers that feed data become Parameters (conv weights in
@@ -106,9 +106,27 @@ def _fuse_gelu(nodes, inits, graph_outputs):
         else:
             continue
         removed.update(n.index for n in group)
-        fused[last.index] = OnnxNode("_GeluErf", erf.name, last.index, (x,), last.outputs, {})
+        fused[last.index] = OnnxNode("_GeluErf", erf.name, last.index, (x,), last.outputs,
+                                      {"_fused": True})
     return [fused.get(n.index, n) for n in nodes
             if n.index not in removed or n.index in fused]
+
+
+def _untie_aliases(nodes, inits):
+    """``Identity`` nodes reading a float initializer become initializers of
+    their own (copies). PyTorch's exporter writes parameters with equal values
+    (e.g. two LayerNorms' ones) once and aliases the others through Identity;
+    a parameter the model really shares is written once and read twice, with
+    no Identity. Untying keeps the original model's parameters apart, so
+    fine-tuning updates them as the original would."""
+    kept = []
+    for n in nodes:
+        src = n.inputs[0] if n.op == "Identity" and n.inputs else None
+        if src in inits and inits[src].dtype.kind == "f" and n.outputs[0] not in inits:
+            inits[n.outputs[0]] = inits[src].copy()
+        else:
+            kept.append(n)
+    return kept
 
 
 def _bn_statistics(nodes, inits):
@@ -149,6 +167,8 @@ def plan_module(cls, nodes, opset, inputs, outputs, inits):
     """Build the module: rewrite, check, place initializers."""
     from onnx.helper import tensor_dtype_to_np_dtype
     graph_outputs = set(outputs)
+    inits = dict(inits)
+    nodes = _untie_aliases(nodes, inits)
     nodes = _fuse_gelu(nodes, inits, graph_outputs)
     stats = _bn_statistics(nodes, inits)
     nodes, consumers = _prune(nodes, graph_outputs, set(stats))

@@ -65,7 +65,7 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
     if node.op == "Erf":
         raise fail("Erf is supported only inside the GELU pattern "
                    "x * 0.5 * (1 + erf(x / sqrt(2))) that exporters write")
-    if node.op not in HANDLERS or node.op.startswith("_"):
+    if node.op not in HANDLERS or (node.op.startswith("_") and not node.attrs.get("_fused")):
         raise fail("this operator is not supported by yscv.onnx.load")
     for key, v in node.attrs.items():
         if isinstance(v, _Unsupported):
