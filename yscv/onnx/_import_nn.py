@@ -100,10 +100,11 @@ def _conv_transpose(run, node):
         wy = g.unsqueeze(wy, 0)
     sym = all(b == e for b, e in pads)
     p2 = [b for b, _ in pads] if sym else [0] * nsp
+    lift = (lambda v, neutral: (neutral,) + tuple(v)) if nsp == 1 else (lambda v, _: tuple(v))
     y = g.conv_transpose2d(
-        x, wy, run.opt_node(node, 2), stride=_two(strides), padding=_two(p2),
-        output_padding=_two(out_pad), groups=int(at.get("group", 1)),
-        dilation=_two(dilations))
+        x, wy, run.opt_node(node, 2), stride=lift(strides, 1), padding=lift(p2, 0),
+        output_padding=lift(out_pad, 0), groups=int(at.get("group", 1)),
+        dilation=lift(dilations, 1))
     if nsp == 1:
         y = g.squeeze(y, 1)
     if not sym:
@@ -111,11 +112,6 @@ def _conv_transpose(run, node):
             + (slice(None),)
         y = g.getitem(y, key)
     return [ChannelLast(y)]
-
-
-def _two(v):
-    v = tuple(v)
-    return (1,) + v if len(v) == 1 else v
 
 
 def _pool_pads(node, in_sizes, kernel, strides):

@@ -43,13 +43,15 @@ def _direction_weights(run, node, d, hidden):
 
 
 def _initial(run, node, slot, d):
+    """Direction d's initial state [B, H] from [D, B, H] (``layout=1``: [B, D, H])."""
     if not run.has(node, slot):
         return None
     name = node.inputs[slot]
+    axis = 1 if node.attrs.get("layout", 0) else 0
     if run.is_static(name):
-        a = run.arr(name)[d]
+        a = np.take(run.arr(name), d, axis=axis)
         return None if not a.any() else run.g.constant(a.astype(run.g.dtype))
-    return run.g.select(run.node(name), 0, d)
+    return run.g.select(run.node(name), axis, d)
 
 
 def _check_lengths(run, node, steps, batch):
