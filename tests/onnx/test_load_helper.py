@@ -417,3 +417,50 @@ def test_bad_call_leaves_the_graph_unchanged():
     with pytest.raises(ValueError, match="matmul"):
         m(g, x3)
     assert len(g) == n
+
+
+# ------------------------------------------------------- names and fusion
+def test_initializer_names_that_clash_with_module_attributes():
+    """Initializers called like Module attributes stay parameters under a
+    free key; the module still calls, and ``onnx_names`` maps the keys."""
+    inits = [("forward", rand(0, 3, 3)), ("training", rand(1, 3)), ("fc.eval", rand(2, 3)),
+             ("onnx::MatMul_7", rand(3, 3, 3))]
+    nodes = [helper.make_node("MatMul", ["x", "forward"], ["a"]),
+             helper.make_node("Add", ["a", "training"], ["b"]),
+             helper.make_node("Mul", ["b", "fc.eval"], ["c"]),
+             helper.make_node("MatMul", ["c", "onnx::MatMul_7"], ["y"])]
+    m = yscv.onnx.load(build(nodes, [("x", [2, 3])], [("y", None)], inits))
+    assert sorted(m.onnx_names.values()) == sorted(n for n, _ in inits)
+    assert m.onnx_names["onnx__MatMul_7"] == "onnx::MatMul_7"
+    assert callable(m.forward) and m.training is False
+    x = rand(4, 2, 3)
+    g, _, y = forward(m, x)
+    a = dict(inits)
+    np.testing.assert_allclose(g.value(y), ((x @ a["forward"] + a["training"]) * a["fc.eval"])
+                               @ a["onnx::MatMul_7"], **TOL)
+    assert set(m.state_dict()) == set(m.onnx_names)
+
+
+def test_frozen_parameters_get_no_gradient():
+    inits = [("w", rand(0, 3, 3)), ("b", rand(1, 3))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]), helper.make_node("Add", ["a", "b"], ["y"])]
+    m = yscv.onnx.load(build(nodes, [("x", [2, 3])], [("y", None)], inits))
+    m.parameter("w").requires_grad = False
+    g, _, y = forward(m, rand(2, 2, 3))
+    g.backward(g.sum(y))
+    assert m.parameter("w").grad is None
+    np.testing.assert_allclose(m.parameter("b").grad, [2.0, 2.0, 2.0])
+
+
+def test_erf_gelu_written_with_mul_by_inverse_sqrt2():
+    """(x * 0.5) * (1 + erf(x * 0.70710677)): one GELU, as torch's erf GELU."""
+    torch = pytest.importorskip("torch")
+    c = lambda name, v: helper.make_node(  # noqa: E731
+        "Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.float32)))
+    nodes = [c("k", 0.70710677), c("one", 1.0), c("half", 0.5),
+             helper.make_node("Mul", ["k", "x"], ["t"]), helper.make_node("Erf", ["t"], ["e"]),
+             helper.make_node("Add", ["one", "e"], ["a"]),
+             helper.make_node("Mul", ["x", "half"], ["h"]),
+             helper.make_node("Mul", ["h", "a"], ["y"])]
+    model = build(nodes, [("x", [3, 4])], [("y", None)])
+    grads_vs_torch(model, [rand(0, 3, 4)], torch.nn.functional.gelu)

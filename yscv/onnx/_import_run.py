@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..nn._binding import bind_buffer, bind_param
 from ._import_layout import (channel_first_perm, channel_last_perm, graph_conv_weight)
 
 
@@ -138,7 +137,8 @@ def run_graph(m, g, inputs):
         run = Run(m, g)
         run.env.update(m._statics)
         for name, (p, tag) in m._params.items():
-            node = bind_param(g, p)
+            # a frozen Parameter (requires_grad False) enters as a constant view
+            node = g.param(p) if p.requires_grad else g.buffer(p.data, name)
             run.env[name] = Prepared(node, tag) if tag else node
         _bind_inputs(m, g, run, inputs)
         for node in m._nodes:
@@ -162,4 +162,4 @@ def bn_buffer(run, node, slot: int):
     arr = run.m._bn_stats.get((node.index, slot))
     if arr is None:
         return None
-    return bind_buffer(run.g, arr, f"{node.name}.{'mean' if slot == 3 else 'var'}")
+    return run.g.buffer(arr, f"{node.name}.{'mean' if slot == 3 else 'var'}")

@@ -114,6 +114,13 @@ class _Container(Module):
     """A sub-module that only holds imported parameters and buffers."""
 
 
+def _free(owner, name: str) -> bool:
+    """No parameter, buffer, module or attribute (``forward``, ``training``
+    ...) of ``owner`` is called ``name``."""
+    return not (name in owner._parameters or name in owner._buffers
+                or name in owner._modules or hasattr(owner, name))
+
+
 class OnnxModule(Module):
     """An imported ONNX graph: ``m(g, *inputs)`` replays its nodes on ``g``.
 
@@ -139,23 +146,20 @@ class OnnxModule(Module):
         d["_params"] = {}              # onnx name -> (Parameter, layout tag or None)
         d["_bn_stats"] = {}            # (node index, slot) -> ndarray buffer
         d["onnx_names"] = OrderedDict()
-        d["_used_keys"] = set()
 
     # ------------------------------------------------------------- building
     def _place(self, onnx_name: str, value, kind: str) -> str:
         """Register ``value`` (Parameter or ndarray buffer) under a key derived
-        from ``onnx_name``; returns the key."""
+        from ``onnx_name`` (nested at its dots when that clashes with nothing,
+        else flat); returns the key."""
         parts = _key_parts(onnx_name)
-        key = ".".join(parts)
+        if not self._nests(parts):
+            base = "_".join(parts)
+            name, n = base, 1
+            while not _free(self, name):
+                name, n = f"{base}_{n}", n + 1
+            parts = [name]
         owner = self
-        if key in self._used_keys or not self._nests(parts):
-            parts = ["_".join(parts)]
-            key = parts[0]
-            n = 1
-            while key in self._used_keys or key in self._modules:
-                key = f"{parts[0]}_{n}"
-                n += 1
-            parts = [key]
         for p in parts[:-1]:
             child = owner._modules.get(p)
             if child is None:
@@ -166,23 +170,20 @@ class OnnxModule(Module):
             owner.register_parameter(parts[-1], value)
         else:
             owner.register_buffer(parts[-1], value)
-        self._used_keys.add(key)
+        key = ".".join(parts)
         self.onnx_names[key] = onnx_name
         return key
 
     def _nests(self, parts) -> bool:
         """Whether ``parts`` can be placed as nested modules without clashing
-        with a parameter, buffer or module of the same name."""
+        with a parameter, buffer, module or attribute of the same name."""
         owner = self
         for i, p in enumerate(parts):
-            last = i == len(parts) - 1
-            if p in owner._parameters or p in owner._buffers:
-                return False
-            if last:
-                return p not in owner._modules
+            if i == len(parts) - 1:
+                return _free(owner, p)
             child = owner._modules.get(p)
             if child is None:
-                return True
+                return _free(owner, p)
             if not isinstance(child, _Container):
                 return False
             owner = child
