@@ -360,3 +360,60 @@ def test_save_and_load_checkpoint_round_trip(tmp_path):
     m2.eval()
     g = yscv.Graph()
     np.testing.assert_array_equal(g.value(m(g, g.constant(x))), g.value(m2(g, g.constant(x))))
+
+
+# ------------------------------------------------------- more torch modules
+class Plumbing(torch.nn.Module):
+    """chunk, cat, keepdim reductions, normalize, pad, permute, strided
+    slicing, clamp and pow: Split/Concat/Reduce*/ReduceL2/Pad/Transpose/Slice/Clip/Pow."""
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        y = torch.cat([b, a], 1).mean(dim=-1, keepdim=True) + x.sum(1, keepdim=True)
+        y = torch.nn.functional.normalize(y * x, dim=-1)
+        y = torch.nn.functional.pad(y, (1, 2))
+        return y.permute(1, 0).reshape(-1, 3)[1:, ::2].clamp(min=-0.3) ** 3
+
+
+def _zoo():
+    nn = torch.nn
+    return {
+        "activations": (nn.Sequential(nn.SiLU(), nn.ELU(0.7), nn.SELU(), nn.CELU(0.5),
+                                      nn.Softsign(), nn.Mish(), nn.Hardswish(), nn.ReLU6(),
+                                      nn.Hardsigmoid(), nn.Softplus(), nn.LeakyReLU(0.1),
+                                      nn.LogSoftmax(1)), [(3, 7)]),
+        "plumbing": (Plumbing(), [(4, 6)]),
+        "upsample": (nn.Sequential(nn.Conv2d(2, 3, 1), nn.Upsample(scale_factor=(3, 2)),
+                                   nn.Conv2d(3, 2, 3)), [(1, 2, 3, 4)]),
+        "conv1d_pool1d": (nn.Sequential(nn.Conv1d(3, 4, 3, padding=2, dilation=2),
+                                        nn.MaxPool1d(2), nn.AvgPool1d(2)), [(2, 3, 12)]),
+        "conv_transpose_bn": (nn.Sequential(
+            nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
+            nn.BatchNorm2d(4), nn.Tanh()), [(2, 3, 5, 5)]),
+        "instance_group_norm": (nn.Sequential(nn.Conv2d(3, 4, 3),
+                                              nn.InstanceNorm2d(4, affine=True),
+                                              nn.GroupNorm(2, 4)), [(2, 3, 6, 6)]),
+        "adaptive_flatten": (nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1),
+                                           nn.Flatten(), nn.Linear(4, 2)), [(2, 3, 8, 8)]),
+        "multihead_attention": (nn.MultiheadAttention(8, 2, batch_first=True),
+                                [(2, 5, 8)] * 3),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_zoo()))
+def test_torch_modules_outputs_and_input_gradients(name):
+    torch.manual_seed(0)
+    tm, shapes = _zoo()[name]
+    tm.eval()
+    xs = [3 * a for a in arrays(9, *shapes)]
+    m = yscv.onnx.load(export(tm, tuple(torch.tensor(x) for x in xs)))
+    ty, y, tgx, gx = run_both(tm, m, xs)
+    np.testing.assert_allclose(y, ty, **TOL)
+    for a, b in zip(gx, tgx):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_bilinear_resize_fails_at_load():
+    data = export(torch.nn.Upsample(scale_factor=2, mode="bilinear"), (torch.zeros(1, 1, 2, 2),))
+    with pytest.raises(yscv.onnx.OnnxImportError, match="'Resize'.*'linear'"):
+        yscv.onnx.load(data)

@@ -43,6 +43,8 @@ def _static_unary(np_fn, graph_fn):
     return run_op
 
 
+_SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
 _UNARY = {
     "Relu": (lambda a: np.maximum(a, 0), lambda r, n, x: r.g.relu(x)),
     "Sigmoid": (lambda a: 1 / (1 + np.exp(-a)), lambda r, n, x: r.g.sigmoid(x)),
@@ -60,8 +62,27 @@ _UNARY = {
         x * float(n.attrs.get("alpha", 0.2)) + float(n.attrs.get("beta", 0.5)), 0.0, 1.0)),
     "HardSwish": (None, lambda r, n, x: x * r.g.clamp(x * (1 / 6) + 0.5, 0.0, 1.0)),
     "Gelu": (None, lambda r, n, x: r.g.gelu(x, n.attrs.get("approximate", "none"))),
+    "Mish": (None, lambda r, n, x: r.g.mish(x)),
+    "Softsign": (None, lambda r, n, x: x / (r.g.abs(x) + 1.0)),
+    "Elu": (None, lambda r, n, x: _elu(r.g, x, float(n.attrs.get("alpha", 1.0)))),
+    "Celu": (None, lambda r, n, x: _celu(r.g, x, float(n.attrs.get("alpha", 1.0)))),
+    "Selu": (None, lambda r, n, x: _elu(r.g, x, float(n.attrs.get("alpha", _SELU_ALPHA)))
+             * float(n.attrs.get("gamma", _SELU_GAMMA))),
     "_GeluErf": (None, lambda r, n, x: r.g.gelu(x, "none")),
 }
+
+
+def _elu(g, x, alpha):
+    """relu(x) + alpha * (exp(min(x, 0)) - 1): the exponential never sees a
+    large positive x, and the gradient at 0 is alpha (PyTorch's)."""
+    return g.relu(x) + (g.exp(g.clamp(x, max=0.0)) - 1.0) * alpha
+
+
+def _celu(g, x, alpha):
+    """relu(x) + alpha * (exp(min(x, 0) / alpha) - 1)."""
+    return g.relu(x) + (g.exp(g.clamp(x, max=0.0) * (1.0 / alpha)) - 1.0) * alpha
+
+
 for _op, (_np_fn, _graph_fn) in _UNARY.items():
     HANDLERS[_op] = (_static_unary(_np_fn, _graph_fn) if _np_fn is not None
                      else _unary(_graph_fn))

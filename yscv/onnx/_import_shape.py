@@ -266,3 +266,44 @@ def _pad(run, node):
     if run.is_static(name):
         return [np.pad(run.arr(name), widths, constant_values=value)]
     return [run.g.pad(run.node(name), widths, value)]
+
+
+@handler("Resize", "Upsample")
+def _resize(run, node):
+    """Nearest-neighbour upsampling by integer factors (each output index i
+    reads input index floor(i / r)): a reshape, an expand and a reshape, so
+    it works in any layout and rank. The load-time check admits only the
+    mode / coordinate settings for which that is exact."""
+    name = node.inputs[0]
+    shape = tuple(run.shape(name))
+    if node.op == "Upsample":
+        scales = node.attrs.get("scales") or run.arr(node.inputs[1]).reshape(-1).tolist()
+        out = [s * f for s, f in zip(shape, scales)]
+    elif run.has(node, 3):
+        out = [int(v) for v in run.arr(node.inputs[3]).reshape(-1)]
+    else:
+        scales = run.arr(node.inputs[2]).reshape(-1).tolist()
+        out = [s * f for s, f in zip(shape, scales)]
+    axes = node.attrs.get("axes")
+    if axes is not None:  # opset 18: scales / sizes for these axes only
+        full = list(shape)
+        for a, o in zip(axes, out if len(out) == len(axes) else out[-len(axes):]):
+            full[int(a) % len(shape)] = o
+        out = full
+    factors = [o / s if s else 1.0 for o, s in zip(out, shape)]
+    if any(f < 1 or f != int(f) for f in factors):
+        raise ValueError(f"onnx {node.op} (node {node.name!r}): only upsampling by integer "
+                         f"factors is supported, got output {tuple(out)} from {shape}")
+    factors = [int(f) for f in factors]
+    if all(f == 1 for f in factors):
+        return [run.raw(name)]
+    g = run.g
+    x = run.node(name)
+    spread = []
+    for s, f in zip(shape, factors):
+        spread += [s, 1]
+    wide = []
+    for s, f in zip(shape, factors):
+        wide += [s, f]
+    y = g.expand(g.reshape(x, tuple(spread)), tuple(wide))
+    return [g.reshape(y, tuple(s * f for s, f in zip(shape, factors)))]

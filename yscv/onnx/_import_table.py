@@ -23,6 +23,7 @@ STATIC_SLOTS = {
     "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
     "ReduceSumSquare": {1}, "ReduceLogSumExp": {1}, "ReduceProd": {1}, "ReduceL2": {1},
     "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
+    "Resize": {1, 2, 3}, "Upsample": {1},
 }
 
 
@@ -55,6 +56,27 @@ def _check_recurrent(node, fail):
             raise fail(f"activations {at['activations']} are not supported (the defaults)")
     if node.op == "GRU" and at.get("linear_before_reset", 0) != 1:
         raise fail("linear_before_reset=0 is not supported (PyTorch's GRU writes 1)")
+
+
+def _check_resize(node, fail):
+    """Nearest-neighbour modes whose integer-factor upsampling reads input
+    index floor(i / r): asymmetric coordinates with floor rounding, or
+    half-pixel coordinates with either rounding (no ties arise)."""
+    at = node.attrs
+    mode = at.get("mode", "nearest")
+    if mode != "nearest":
+        raise fail(f"mode {mode!r} is not supported (nearest only)")
+    if node.op == "Upsample":
+        return
+    coord = at.get("coordinate_transformation_mode", "half_pixel")
+    rounding = at.get("nearest_mode", "round_prefer_floor")
+    if not ((coord == "asymmetric" and rounding == "floor")
+            or (coord in ("half_pixel", "pytorch_half_pixel")
+                and rounding in ("round_prefer_floor", "round_prefer_ceil"))):
+        raise fail(f"coordinate_transformation_mode={coord!r} with nearest_mode={rounding!r} "
+                   "is not supported")
+    if at.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise fail("keep_aspect_ratio_policy other than 'stretch' is not supported")
 
 
 def check_node(node, opset, used, inits, np_dtype_of) -> None:
@@ -90,5 +112,7 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         _check_recurrent(node, fail)
     if op == "Gelu" and at.get("approximate", "none") not in ("none", "tanh"):
         raise fail(f"approximate={at['approximate']!r} is not supported")
+    if op in ("Resize", "Upsample"):
+        _check_resize(node, fail)
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
