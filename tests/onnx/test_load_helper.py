@@ -464,3 +464,34 @@ def test_erf_gelu_written_with_mul_by_inverse_sqrt2():
              helper.make_node("Mul", ["h", "a"], ["y"])]
     model = build(nodes, [("x", [3, 4])], [("y", None)])
     grads_vs_torch(model, [rand(0, 3, 4)], torch.nn.functional.gelu)
+
+
+def recorded_ops(g):
+    """The op name of every node of ``g``, from ``g.summary()``."""
+    return [line.split()[1] for line in g.summary().splitlines()[1:-1]]
+
+
+def test_channel_last_file_records_no_transpose():
+    """A channel-last file (Transpose to NCHW, Conv, BatchNorm, Relu,
+    Transpose back, as yscv.onnx.export writes) runs on yscv's channel-last
+    ops with no transpose node; in an NCHW file the chain changes layout
+    once on the way in and once on the way out."""
+    w = rand(0, 4, 3, 3, 3)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["t", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "mu", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 3, 1])]
+    inits = [("w", w), ("s", rand(1, 4)), ("b", rand(2, 4)), ("mu", rand(3, 4)),
+             ("var", np.abs(rand(4, 4)) + 0.5)]
+    model = build(nodes, [("x", [2, 5, 5, 3])], [("y", None)], inits)
+    x = rand(5, 2, 5, 5, 3)
+    g, _, y = forward(yscv.onnx.load(model), x)
+    np.testing.assert_allclose(g.value(y), ort_run(model, {"x": x})[0], **TOL)
+    ops = recorded_ops(g)
+    assert "conv2d" in ops and "transpose" not in ops
+    nchw = build(nodes[1:4], [("t", [2, 3, 5, 5])], [("r", None)], inits)
+    xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    g, _, y = forward(yscv.onnx.load(nchw), xt)
+    np.testing.assert_allclose(g.value(y), ort_run(nchw, {"t": xt})[0], **TOL)
+    assert recorded_ops(g).count("transpose") == 2

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._import_layout import channel_first_perm, channel_last_perm
 from ._import_ops import handler
+from ._import_run import ChannelLast
 
 
 def _ints(run, node, slot, attr=None):
@@ -138,11 +140,21 @@ def _squeeze(run, node):
 
 @handler("Transpose")
 def _transpose(run, node):
+    """Channel-last -> channel-first of data is recorded as nothing: the value
+    is marked channel-last (the NCHW ops inside a channel-last file then
+    take it as it is), and the transpose back returns the held node."""
     name = node.inputs[0]
     perm = node.attrs.get("perm")
     perm = None if perm is None else tuple(int(p) for p in perm)
     if run.is_static(name):
         return [np.transpose(run.arr(name), perm)]
+    v = run.raw(name)
+    ndim = len(run.shape(name))
+    if perm is not None and ndim >= 3:
+        if isinstance(v, ChannelLast) and perm == channel_last_perm(ndim):
+            return [v.node]
+        if not isinstance(v, ChannelLast) and perm == channel_first_perm(ndim):
+            return [ChannelLast(v)]
     return [run.g.transpose(run.node(name), perm)]
 
 
