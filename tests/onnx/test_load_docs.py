@@ -49,3 +49,12 @@ def test_import_section_blocks_run_and_print_what_they_say(tmp_path, monkeypatch
             assert " ".join(text.split()) in printed, (text, printed)
     assert ran >= 2
     assert (tmp_path / "tiny.onnx").exists() and (tmp_path / "tiny.ckpt").exists()
+
+
+def test_supported_operator_list_is_the_handler_table():
+    from yscv.onnx._import_table import HANDLERS
+    m = re.search(r"Supported operators: (.*?)Anything else", section(), re.S)
+    listed = set(re.findall(r"\b([A-Z][A-Za-z0-9]+)\b", re.sub(r"\(.*?\)", "", m.group(1), flags=re.S)))
+    ops = {op for op in HANDLERS if not op.startswith("_")}
+    assert ops - listed == set(), "handlers missing from the docs list"
+    assert listed - ops == set(), "docs list operators without a handler"

@@ -495,3 +495,51 @@ def test_channel_last_file_records_no_transpose():
     g, _, y = forward(yscv.onnx.load(nchw), xt)
     np.testing.assert_allclose(g.value(y), ort_run(nchw, {"t": xt})[0], **TOL)
     assert recorded_ops(g).count("transpose") == 2
+
+
+# ------------------------------------------------------------ indexing
+def test_gather_and_scatter_elements_against_torch():
+    torch = pytest.importorskip("torch")
+    idx = np.array([[0, 2], [1, -1], [3, 0]], np.int64)
+    sidx = np.array([[0, 1], [2, 3], [1, 0]], np.int64)
+    nodes = [helper.make_node("GatherElements", ["x", "i"], ["a"], axis=1),
+             helper.make_node("ScatterElements", ["x", "s", "a"], ["b"], axis=1, reduction="add"),
+             helper.make_node("ScatterElements", ["b", "s", "a"], ["y"], axis=1)]
+    model = build(nodes, [("x", [3, 4])], [("y", None)], [("i", idx), ("s", sidx)], opset=18)
+
+    def fn(x):
+        a = torch.gather(x, 1, torch.tensor(idx % 4))
+        b = x.scatter_add(1, torch.tensor(sidx), a)
+        return b.scatter(1, torch.tensor(sidx), a)
+    grads_vs_torch(model, [rand(0, 3, 4)], fn)
+
+
+def test_scatter_nd_depth_to_space_isinf_against_onnxruntime():
+    idx = np.array([[1, 0], [0, 2]], np.int64)
+    nodes = [helper.make_node("ScatterND", ["x", "i", "u"], ["s"]),
+             helper.make_node("Reshape", ["s", "shape"], ["r"]),
+             helper.make_node("DepthToSpace", ["r"], ["dcr"], blocksize=2),
+             helper.make_node("DepthToSpace", ["r"], ["crd"], blocksize=2, mode="CRD"),
+             helper.make_node("Add", ["dcr", "crd"], ["sum"]),
+             helper.make_node("IsInf", ["sum"], ["inf"]),
+             helper.make_node("Where", ["inf", "crd", "sum"], ["y"])]
+    inits = [("i", idx), ("shape", np.array([1, 8, 3, 1], np.int64))]
+    model = build(nodes, [("x", [2, 3, 4]), ("u", [2, 4])], [("y", None)], inits)
+    x, u = rand(0, 2, 3, 4), rand(1, 2, 4)
+    m = yscv.onnx.load(model)
+    g, _, y = forward(m, x, u)
+    np.testing.assert_allclose(g.value(y), ort_run(model, {"x": x, "u": u})[0], **TOL)
+    m.to(np.float64)
+    assert yscv.gradcheck(lambda g, x, u: g.sum(m(g, x, u) * np.arange(24.0).reshape(1, 2, 6, 2)),
+                          [x.astype(np.float64), u.astype(np.float64)])
+
+
+def test_deform_conv_against_onnxruntime():
+    w, b = rand(0, 4, 2, 3, 3), rand(1, 4)
+    node = helper.make_node("DeformConv", ["x", "w", "off", "b"], ["y"], pads=[1, 1, 1, 1],
+                            kernel_shape=[3, 3])
+    model = build([node], [("x", [1, 2, 5, 5]), ("off", [1, 18, 5, 5])], [("y", None)],
+                  [("w", w), ("b", b)], opset=19)
+    x, off = rand(2, 1, 2, 5, 5), rand(3, 1, 18, 5, 5)
+    g, _, y = forward(yscv.onnx.load(model), x, off)
+    np.testing.assert_allclose(g.value(y), ort_run(model, {"x": x, "off": off})[0], **TOL)

@@ -188,7 +188,7 @@ def plan_module(cls, nodes, opset, inputs, outputs, inits):
                 or not uses:
             statics[name] = a
             continue
-        tag = "conv" if a.ndim >= 3 and all(n.op == "Conv" and slot == 1
+        tag = "conv" if a.ndim >= 3 and all(n.op in ("Conv", "DeformConv") and slot == 1
                                             for n, slot in uses) else None
         params.append((name, a, tag))
     m = cls(nodes, opset, inputs, outputs, statics)

@@ -10,7 +10,7 @@ constant, not a Parameter.
 """
 from __future__ import annotations
 
-from . import _import_nn, _import_rnn, _import_shape  # noqa: F401  (register handlers)
+from . import _import_index, _import_nn, _import_rnn, _import_shape  # noqa: F401  (handlers)
 from ._import_ops import HANDLERS
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
@@ -23,7 +23,8 @@ STATIC_SLOTS = {
     "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
     "ReduceSumSquare": {1}, "ReduceLogSumExp": {1}, "ReduceProd": {1}, "ReduceL2": {1},
     "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
-    "Resize": {1, 2, 3}, "Upsample": {1},
+    "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
+    "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
 }
 
 
@@ -114,5 +115,12 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail(f"approximate={at['approximate']!r} is not supported")
     if op in ("Resize", "Upsample"):
         _check_resize(node, fail)
+    if op in ("ScatterElements", "ScatterND") and at.get("reduction", "none") not in ("none", "add"):
+        raise fail(f"reduction={at['reduction']!r} is not supported (none or add)")
+    if op == "DeformConv":
+        if int(at.get("group", 1)) != 1 or int(at.get("offset_group", 1)) != 1:
+            raise fail("group and offset_group other than 1 are not supported")
+        if len(node.inputs) > 4 and node.inputs[4]:
+            raise fail("the mask input (modulated deformable convolution) is not supported")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
