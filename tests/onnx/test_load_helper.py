@@ -543,3 +543,27 @@ def test_deform_conv_against_onnxruntime():
     x, off = rand(2, 1, 2, 5, 5), rand(3, 1, 18, 5, 5)
     g, _, y = forward(yscv.onnx.load(model), x, off)
     np.testing.assert_allclose(g.value(y), ort_run(model, {"x": x, "off": off})[0], **TOL)
+
+
+def test_batchnorm_buffers_follow_to_float64_and_load_state_dict():
+    """Running statistics are read from the module's buffers at each call:
+    after ``to(np.float64)`` (which replaces the arrays) and after
+    ``load_state_dict`` the call uses the new values."""
+    inits = [("s", rand(1, 3) + 1), ("b", rand(2, 3)), ("mu", rand(3, 3)),
+             ("var", np.abs(rand(4, 3)) + 0.5)]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["y"])
+    model = build([node], [("x", [2, 3, 4])], [("y", None)], inits)
+    x = rand(5, 2, 3, 4)
+    m = yscv.onnx.load(model)
+    m.to(np.float64)
+    g = yscv.Graph(np.float64)
+    y = m(g, g.constant(x.astype(np.float64)))
+    assert g.value(y).dtype == np.float64
+    np.testing.assert_allclose(g.value(y), ort_run(model, {"x": x})[0], **TOL)
+    sd = m.state_dict()
+    sd["mu"] = sd["mu"] + 1.0
+    m.load_state_dict(sd)
+    g2 = yscv.Graph(np.float64)
+    y2 = m(g2, g2.constant(x.astype(np.float64)))
+    scale = (inits[0][1] / np.sqrt(inits[3][1] + 1e-5))[None, :, None]
+    np.testing.assert_allclose(g2.value(y2), g.value(y) - scale, rtol=1e-6, atol=1e-6)

@@ -198,6 +198,6 @@ def plan_module(cls, nodes, opset, inputs, outputs, inits):
         m._params[name] = (p, tag)
     for (index, slot), (name, a) in stats.items():
         buf = np.array(a, dtype=_param_dtype(a), copy=True).reshape(-1)
-        m._place(name, buf, "buffer")
-        m._bn_stats[(index, slot)] = buf
+        # looked up by name at each call: Module.to() replaces buffer arrays
+        m._bn_stats[(index, slot)] = m._place(name, buf, "buffer")
     return m.eval()

@@ -159,7 +159,9 @@ def run_graph(m, g, inputs):
 
 def bn_buffer(run, node, slot: int):
     """The buffer holding a BatchNormalization node's running statistic."""
-    arr = run.m._bn_stats.get((node.index, slot))
-    if arr is None:
+    where = run.m._bn_stats.get((node.index, slot))
+    if where is None:
         return None
+    owner, attr = where
+    arr = owner._buffers[attr]
     return run.g.buffer(arr, f"{node.name}.{'mean' if slot == 3 else 'var'}")

@@ -144,14 +144,14 @@ class OnnxModule(Module):
         d["output_names"] = list(outputs)
         d["_statics"] = statics        # name -> ndarray (constants)
         d["_params"] = {}              # onnx name -> (Parameter, layout tag or None)
-        d["_bn_stats"] = {}            # (node index, slot) -> ndarray buffer
+        d["_bn_stats"] = {}            # (node index, slot) -> (owner module, buffer name)
         d["onnx_names"] = OrderedDict()
 
     # ------------------------------------------------------------- building
-    def _place(self, onnx_name: str, value, kind: str) -> str:
+    def _place(self, onnx_name: str, value, kind: str):
         """Register ``value`` (Parameter or ndarray buffer) under a key derived
         from ``onnx_name`` (nested at its dots when that clashes with nothing,
-        else flat); returns the key."""
+        else flat); returns (owner module, attribute name)."""
         parts = _key_parts(onnx_name)
         if not self._nests(parts):
             base = "_".join(parts)
@@ -170,9 +170,8 @@ class OnnxModule(Module):
             owner.register_parameter(parts[-1], value)
         else:
             owner.register_buffer(parts[-1], value)
-        key = ".".join(parts)
-        self.onnx_names[key] = onnx_name
-        return key
+        self.onnx_names[".".join(parts)] = onnx_name
+        return owner, parts[-1]
 
     def _nests(self, parts) -> bool:
         """Whether ``parts`` can be placed as nested modules without clashing
