@@ -142,7 +142,12 @@ def run_graph(m, g, inputs):
             run.env[name] = Prepared(node, tag) if tag else node
         _bind_inputs(m, g, run, inputs)
         for node in m._nodes:
-            outs = HANDLERS[node.op](run, node)
+            try:
+                outs = HANDLERS[node.op](run, node)
+            except Exception as exc:
+                if hasattr(exc, "add_note"):  # Python >= 3.11
+                    exc.add_note(f"while running ONNX {node.where()}")
+                raise
             for name, v in zip(node.outputs, outs):
                 if name:
                     run.env[name] = v
