@@ -1,0 +1,126 @@
+"""The importer's operator table and its load-time checks.
+
+``HANDLERS`` maps an ONNX operator type to its handler (filled by the
+``_import_*`` handler modules). ``check_node`` runs at load on every node:
+an operator without a handler, or an attribute value the handler does not
+implement, raises :class:`OnnxImportError` naming the operator and the node,
+before any call. ``STATIC_SLOTS`` lists the inputs that are static arguments
+(shapes, bounds, widths): a float initializer feeding only those is a
+constant, not a Parameter.
+"""
+from __future__ import annotations
+
+from . import _import_index, _import_nn, _import_rnn, _import_shape  # noqa: F401  (handlers)
+from ._import_ops import HANDLERS
+
+__all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
+
+STATIC_SLOTS = {
+    "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4},
+    "ConstantOfShape": {0}, "Clip": {1, 2}, "Pad": {1, 2, 3}, "Unsqueeze": {1},
+    "Squeeze": {1}, "Split": {1}, "Dropout": {1, 2}, "Range": {0, 1, 2},
+    "Gather": {1}, "BatchNormalization": {3, 4}, "LSTM": {4}, "GRU": {4}, "RNN": {4},
+    "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
+    "ReduceSumSquare": {1}, "ReduceLogSumExp": {1}, "ReduceProd": {1}, "ReduceL2": {1},
+    "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
+    "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
+    "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
+}
+
+
+def _kernel_rank(node, inits):
+    if "kernel_shape" in node.attrs:
+        return len(node.attrs["kernel_shape"])
+    w = inits.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    return None if w is None else w.ndim - 2
+
+
+def _used_outputs(node, used):
+    return [i for i, o in enumerate(node.outputs) if o and o in used]
+
+
+def _check_recurrent(node, fail):
+    at = node.attrs
+    if len(node.inputs) > 7 and node.inputs[7]:
+        raise fail("peephole weights (input P) are not supported")
+    if at.get("clip") is not None:
+        raise fail("the clip attribute is not supported")
+    if at.get("input_forget", 0):
+        raise fail("input_forget=1 is not supported")
+    acts = [a.lower() for a in at.get("activations") or []]
+    if node.op == "RNN":
+        if acts and (acts[0] not in ("tanh", "relu") or len(set(acts)) > 1):
+            raise fail(f"activations {at['activations']} are not supported (Tanh or Relu)")
+    else:
+        default = ["sigmoid", "tanh", "tanh"] if node.op == "LSTM" else ["sigmoid", "tanh"]
+        if acts and acts != default * (len(acts) // len(default)):
+            raise fail(f"activations {at['activations']} are not supported (the defaults)")
+    if node.op == "GRU" and at.get("linear_before_reset", 0) != 1:
+        raise fail("linear_before_reset=0 is not supported (PyTorch's GRU writes 1)")
+
+
+def _check_resize(node, fail):
+    """Nearest-neighbour modes whose integer-factor upsampling reads input
+    index floor(i / r): asymmetric coordinates with floor rounding, or
+    half-pixel coordinates with either rounding (no ties arise)."""
+    at = node.attrs
+    mode = at.get("mode", "nearest")
+    if mode != "nearest":
+        raise fail(f"mode {mode!r} is not supported (nearest only)")
+    if node.op == "Upsample":
+        return
+    coord = at.get("coordinate_transformation_mode", "half_pixel")
+    rounding = at.get("nearest_mode", "round_prefer_floor")
+    if not ((coord == "asymmetric" and rounding == "floor")
+            or (coord in ("half_pixel", "pytorch_half_pixel")
+                and rounding in ("round_prefer_floor", "round_prefer_ceil"))):
+        raise fail(f"coordinate_transformation_mode={coord!r} with nearest_mode={rounding!r} "
+                   "is not supported")
+    if at.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise fail("keep_aspect_ratio_policy other than 'stretch' is not supported")
+
+
+def check_node(node, opset, used, inits, np_dtype_of) -> None:
+    """Raise ``OnnxImportError`` if ``node`` cannot be imported; decode the
+    attributes the handlers read in NumPy form (Cast's ``to``)."""
+    from .load import _Unsupported
+    fail = node.fail
+    if node.op == "Erf":
+        raise fail("Erf is supported only inside the GELU pattern "
+                   "x * 0.5 * (1 + erf(x / sqrt(2))) that exporters write")
+    if node.op not in HANDLERS or (node.op.startswith("_") and not node.attrs.get("_fused")):
+        raise fail("this operator is not supported by yscv.onnx.load")
+    for key, v in node.attrs.items():
+        if isinstance(v, _Unsupported):
+            raise fail(f"attribute {key!r} holds a subgraph or sparse tensor (not supported)")
+    op, at = node.op, node.attrs
+    outs = _used_outputs(node, used)
+    if op in ("BatchNormalization", "LayerNormalization", "Dropout", "MaxPool") and \
+            any(i > 0 for i in outs):
+        raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is not supported")
+    if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
+        raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
+    if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2):
+        raise fail(f"{_kernel_rank(node, inits)}-D transposed convolution is not supported")
+    if op in ("MaxPool", "AveragePool"):
+        if len(at.get("kernel_shape", ())) not in (1, 2):
+            raise fail(f"kernel_shape {at.get('kernel_shape')} is not supported (1-D or 2-D)")
+        if any(int(d) != 1 for d in at.get("dilations") or ()):
+            raise fail(f"dilations {at['dilations']} are not supported")
+    if op == "Pad" and at.get("mode", "constant") != "constant":
+        raise fail(f"mode {at['mode']!r} is not supported (constant only)")
+    if op in ("LSTM", "GRU", "RNN"):
+        _check_recurrent(node, fail)
+    if op == "Gelu" and at.get("approximate", "none") not in ("none", "tanh"):
+        raise fail(f"approximate={at['approximate']!r} is not supported")
+    if op in ("Resize", "Upsample"):
+        _check_resize(node, fail)
+    if op in ("ScatterElements", "ScatterND") and at.get("reduction", "none") not in ("none", "add"):
+        raise fail(f"reduction={at['reduction']!r} is not supported (none or add)")
+    if op == "DeformConv":
+        if int(at.get("group", 1)) != 1 or int(at.get("offset_group", 1)) != 1:
+            raise fail("group and offset_group other than 1 are not supported")
+        if len(node.inputs) > 4 and node.inputs[4]:
+            raise fail("the mask input (modulated deformable convolution) is not supported")
+    if op == "Cast":
+        at["_np_to"] = np_dtype_of(int(at["to"]))

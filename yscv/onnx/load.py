@@ -1,0 +1,275 @@
+"""``yscv.onnx.load``: an ONNX model as a yscv module, to run and fine-tune.
+
+``m = yscv.onnx.load(path)`` reads a file (or bytes, or an ``onnx.ModelProto``)
+written by ``torch.onnx.export``, ``onnx.helper`` or ``yscv.onnx.export`` and
+returns an :class:`OnnxModule`. Calling ``m(g, *inputs)`` replays the ONNX
+nodes in order as ordinary Graph ops, so the result is differentiable and the
+module's Parameters train with ``yscv.optim`` like any layer's.
+
+- Float initializers that feed data become Parameters; integer initializers,
+  ``Constant`` nodes and float initializers used only as static arguments
+  (shapes, clip bounds, pad widths) are constants. BatchNormalization's
+  running statistics become buffers (one pair per node).
+- Parameter and buffer names are the initializer names; a dotted name nests
+  sub-modules (``fc.weight`` is parameter ``weight`` of child ``fc``), and
+  characters other than letters, digits and ``_`` become ``_``:
+  ``m.onnx_names`` maps each state-dict key to its initializer name.
+- Conv weights are converted once, here, from ONNX's [O, I/groups, *K] to
+  yscv's [*K, I/groups, O] (the Parameter holds the yscv layout; an
+  initializer that also feeds another op keeps the file's layout and is
+  converted in the graph). Every other initializer keeps the file's layout.
+  ``m.initializers()`` gives the current values in the file's layouts.
+- Layouts: the module takes and returns the file's layouts (an NCHW model
+  takes NCHW inputs); NCHW ops run channel-last inside, with transposes only
+  where a channel-first value is needed.
+- The module is returned in eval mode (BatchNormalization uses the running
+  statistics, Dropout is the identity), as the file would run in ONNX
+  Runtime; ``m.train()`` switches to batch statistics (updating the running
+  statistics with the file's momentum) and active dropout.
+- Shape plumbing (Shape, Gather, ConstantOfShape, Concat, Unsqueeze, Slice,
+  Squeeze, Reshape, Cast, Range ...) on shapes and constants is evaluated
+  with NumPy at call time; the same operators on data record graph ops.
+- An operator (or an attribute value) the importer does not support raises
+  :class:`OnnxImportError` here, at load, naming the operator and its node.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import OrderedDict
+
+import numpy as np
+
+from ..errors import AutogradError
+from ..nn.module import Module
+from ..nn.parameter import Parameter
+
+__all__ = ["load", "OnnxImportError", "OnnxModule"]
+
+
+class OnnxImportError(AutogradError, ValueError):
+    """An ONNX model the importer cannot represent: an unsupported operator,
+    attribute value or graph feature. ``op`` is the operator type, ``node``
+    the node's name (or ``#index`` when it has none)."""
+
+
+def _import_onnx():
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as exc:  # pragma: no cover - exercised only without onnx
+        raise ImportError(
+            'yscv.onnx.load needs the onnx package: pip install "yscv[onnx]"') from exc
+    return onnx, numpy_helper
+
+
+class OnnxNode:
+    """One ONNX node, decoded once at load: ``op`` (type), ``name`` (the node's
+    name or ``#index``), ``inputs`` / ``outputs`` (value names, "" = absent),
+    ``attrs`` (Python values: ints, floats, str, lists, ndarrays)."""
+
+    __slots__ = ("op", "name", "index", "inputs", "outputs", "attrs")
+
+    def __init__(self, op, name, index, inputs, outputs, attrs):
+        self.op, self.name, self.index = op, name, index
+        self.inputs, self.outputs, self.attrs = tuple(inputs), tuple(outputs), attrs
+
+    def where(self) -> str:
+        return f"operator {self.op!r} (node {self.name!r}, index {self.index})"
+
+    def fail(self, why: str) -> OnnxImportError:
+        return OnnxImportError(f"onnx.load: {self.where()}: {why}", op=self.op, node=self.name)
+
+
+def _attr_value(onnx, numpy_helper, a):
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list) and v and isinstance(v[0], bytes):
+        return [s.decode("utf-8") for s in v]
+    if isinstance(v, (onnx.GraphProto, onnx.SparseTensorProto)) or (
+            isinstance(v, list) and v and isinstance(v[0], onnx.GraphProto)):
+        return _Unsupported(a.name)
+    return v
+
+
+class _Unsupported:
+    """Marks an attribute kind the importer cannot use (subgraphs, sparse)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _key_parts(onnx_name: str) -> list:
+    parts = [_NAME_CHARS.sub("_", p) or "_" for p in onnx_name.split(".")]
+    return parts
+
+
+class _Container(Module):
+    """A sub-module that only holds imported parameters and buffers."""
+
+
+def _free(owner, name: str) -> bool:
+    """No parameter, buffer, module or attribute (``forward``, ``training``
+    ...) of ``owner`` is called ``name``."""
+    return not (name in owner._parameters or name in owner._buffers
+                or name in owner._modules or hasattr(owner, name))
+
+
+class OnnxModule(Module):
+    """An imported ONNX graph: ``m(g, *inputs)`` replays its nodes on ``g``.
+
+    Inputs are NodeIds (or arrays, taken as constants) in the order and
+    layouts of the file's graph inputs; integer inputs (token ids) are NumPy
+    integer arrays. Returns one NodeId, or a tuple for several outputs.
+
+    Attributes:
+        input_names, output_names: the file's graph inputs and outputs.
+        onnx_names: state-dict key -> initializer name.
+        opset: the model's default-domain opset.
+    """
+
+    def __init__(self, nodes, opset, inputs, outputs, statics):
+        super().__init__()
+        d = self.__dict__
+        d["_nodes"] = nodes
+        d["opset"] = opset
+        d["_inputs"] = inputs          # [(name, np dtype kind, rank or None)]
+        d["input_names"] = [n for n, _, _ in inputs]
+        d["output_names"] = list(outputs)
+        d["_statics"] = statics        # name -> ndarray (constants)
+        d["_params"] = {}              # onnx name -> (Parameter, layout tag or None)
+        d["_bn_stats"] = {}            # (node index, slot) -> (owner module, buffer name)
+        d["onnx_names"] = OrderedDict()
+
+    # ------------------------------------------------------------- building
+    def _place(self, onnx_name: str, value, kind: str):
+        """Register ``value`` (Parameter or ndarray buffer) under a key derived
+        from ``onnx_name`` (nested at its dots when that clashes with nothing,
+        else flat); returns (owner module, attribute name)."""
+        parts = _key_parts(onnx_name)
+        if not self._nests(parts):
+            base = "_".join(parts)
+            name, n = base, 1
+            while not _free(self, name):
+                name, n = f"{base}_{n}", n + 1
+            parts = [name]
+        owner = self
+        for p in parts[:-1]:
+            child = owner._modules.get(p)
+            if child is None:
+                child = _Container()
+                owner.add_module(p, child)
+            owner = child
+        if kind == "param":
+            owner.register_parameter(parts[-1], value)
+        else:
+            owner.register_buffer(parts[-1], value)
+        self.onnx_names[".".join(parts)] = onnx_name
+        return owner, parts[-1]
+
+    def _nests(self, parts) -> bool:
+        """Whether ``parts`` can be placed as nested modules without clashing
+        with a parameter, buffer, module or attribute of the same name."""
+        owner = self
+        for i, p in enumerate(parts):
+            if i == len(parts) - 1:
+                return _free(owner, p)
+            child = owner._modules.get(p)
+            if child is None:
+                return _free(owner, p)
+            if not isinstance(child, _Container):
+                return False
+            owner = child
+        return True
+
+    # ------------------------------------------------------------- calling
+    def forward(self, g, *inputs):
+        from ._import_run import run_graph
+        return run_graph(self, g, inputs)
+
+    def initializers(self) -> "OrderedDict[str, np.ndarray]":
+        """Initializer name -> a copy of the current value in the FILE's
+        layout (conv weights converted back): what a fine-tuned model would
+        write into the ONNX file."""
+        from ._import_layout import to_file_layout
+        out = OrderedDict()
+        for name, (p, tag) in self._params.items():
+            out[name] = to_file_layout(p.data, tag)
+        return out
+
+    def file_layout(self, onnx_name: str, array) -> np.ndarray:
+        """``array`` (e.g. a gradient) shaped like the Parameter of
+        initializer ``onnx_name``, converted to the file's layout."""
+        from ._import_layout import to_file_layout
+        return to_file_layout(np.asarray(array), self._params[onnx_name][1])
+
+    def parameter(self, onnx_name: str) -> Parameter:
+        """The Parameter holding initializer ``onnx_name``."""
+        return self._params[onnx_name][0]
+
+    def extra_repr(self) -> str:
+        return (f"inputs={self.input_names}, outputs={self.output_names}, "
+                f"nodes={len(self._nodes)}, opset={self.opset}")
+
+
+def _read_model(onnx, src):
+    if isinstance(src, onnx.ModelProto):
+        return src
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return onnx.load_from_string(bytes(src))
+    if isinstance(src, (str, os.PathLike)):
+        return onnx.load(os.fspath(src))
+    raise TypeError("onnx.load: expected a path, bytes or an onnx.ModelProto, "
+                    f"got {type(src).__name__}")
+
+
+def _default_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 1
+
+
+def load(src) -> OnnxModule:
+    """Read an ONNX model and return it as an :class:`OnnxModule` (eval mode).
+
+    Args:
+        src: a file path, the file's bytes, or an ``onnx.ModelProto``.
+
+    Raises:
+        ImportError: the ``onnx`` package is missing (``pip install "yscv[onnx]"``).
+        OnnxImportError: an operator, attribute value or graph feature the
+            importer does not support; names the operator and its node.
+    """
+    onnx, numpy_helper = _import_onnx()
+    model = _read_model(onnx, src)
+    graph = model.graph
+    opset = _default_opset(model)
+    if len(graph.sparse_initializer):
+        raise OnnxImportError("onnx.load: sparse initializers are not supported "
+                              f"({graph.sparse_initializer[0].values.name!r})")
+    inits = OrderedDict((t.name, numpy_helper.to_array(t)) for t in graph.initializer)
+    nodes = []
+    for i, n in enumerate(graph.node):
+        attrs = {a.name: _attr_value(onnx, numpy_helper, a) for a in n.attribute}
+        op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
+        nodes.append(OnnxNode(op, n.name or f"#{i}", i, n.input, n.output, attrs))
+    inputs = []
+    for vi in graph.input:
+        if vi.name in inits:
+            continue  # an initializer listed as an input (older exporters)
+        tt = vi.type.tensor_type
+        kind = "f"
+        if tt.elem_type:
+            kind = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).kind
+        rank = len(tt.shape.dim) if tt.HasField("shape") else None
+        inputs.append((vi.name, kind, rank))
+    outputs = [o.name for o in graph.output]
+    from ._import_plan import plan_module
+    return plan_module(OnnxModule, nodes, opset, inputs, outputs, inits)
