@@ -9,6 +9,7 @@ Signature listings belong in ```text fences, not python ones.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pathlib
@@ -21,6 +22,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
 PAGE_TIMEOUT = 180.0
+# Imported by some pages, installed by no extra of the README's test command:
+# a page that imports one of them is skipped when it is missing.
+OPTIONAL_MODULES = ("torch", "onnx", "onnxruntime")
 
 FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 NOT_RUN = re.compile(r"^#\s*not run\b\s*:?\s*(?P<reason>.*)$", re.IGNORECASE)
@@ -81,6 +85,18 @@ def python_blocks(path: pathlib.Path):
     return runnable, problems
 
 
+def imported_modules(blocks) -> set:
+    """Top-level names of the modules the blocks import."""
+    names = set()
+    for _, source in blocks:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+    return names
+
+
 def page_id(path: pathlib.Path) -> str:
     try:
         return path.relative_to(ROOT).as_posix()
@@ -99,9 +115,18 @@ def test_fence_parser_reads_indented_blocks_and_not_run_reasons(tmp_path):
     assert problems == ["line 22: '# not run:' needs a reason"]
 
 
+def test_optional_imports_are_found(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("```python\nimport numpy as np, torch\nfrom onnx.helper import x\n"
+                    "from . import y\n```\n")
+    assert imported_modules(python_blocks(page)[0]) == {"numpy", "torch", "onnx"}
+
+
 def run_page(path: pathlib.Path, workdir: pathlib.Path) -> subprocess.CompletedProcess:
     blocks, problems = python_blocks(path)
     assert not problems, f"{page_id(path)}: " + "; ".join(problems)
+    for name in sorted(imported_modules(blocks) & set(OPTIONAL_MODULES)):
+        pytest.importorskip(name, reason=f"{page_id(path)} imports {name}, which is not installed")
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["MPLBACKEND"] = "Agg"
