@@ -9,7 +9,6 @@ takes seconds."""
 from __future__ import annotations
 
 import sys
-import time
 
 from .. import kernels
 
@@ -58,38 +57,36 @@ def epoch_bar(progress, epoch: int, epochs: int, n_batches: int, done: int):
 class EpochBar:
     """A tqdm bar that says when kernels compile instead of predicting.
 
-    ``step(loss)`` after each optimizer step, ``close()`` at the end. While a
-    kernel compiles, and after a step during which one compiled, the bar
-    shows "compiling kernels" in place of the remaining time; the compile
-    seconds are taken out of the interval tqdm derives its rate from, so
-    the first prediction after compiling is the steps' own speed."""
+    ``step(loss)`` after each optimizer step, ``close()`` at the end. From
+    the moment a kernel starts compiling until a step runs without
+    compiling, the bar shows "compiling kernels" in place of the remaining
+    time. A step that compiled is counted but not timed: tqdm's rate (and
+    so its prediction) comes from the steps that did not compile."""
 
     def __init__(self, bar):
         self.bar = bar
         self.plain_format = bar.bar_format
         self.compiled_this_step = False
-        self._started = None
         self._watch = kernels.watch_compiles(self._on_compile)
         self._watch.__enter__()
 
     def _on_compile(self, started: bool) -> None:
-        bar = self.bar
         if started:
-            self._started = time.perf_counter()
             self.compiled_this_step = True
-            if bar.bar_format != _COMPILING_FORMAT:
-                bar.bar_format = _COMPILING_FORMAT
-                bar.refresh()
-        elif self._started is not None:
-            bar.last_print_t += time.perf_counter() - self._started
-            self._started = None
+            if self.bar.bar_format != _COMPILING_FORMAT:
+                self.bar.bar_format = _COMPILING_FORMAT
+                self.bar.refresh()
 
     def step(self, loss: float) -> None:
         bar = self.bar
-        if not self.compiled_this_step and bar.bar_format == _COMPILING_FORMAT:
-            bar.bar_format = self.plain_format
-        self.compiled_this_step = False
-        bar.update(1)
+        if self.compiled_this_step:
+            self.compiled_this_step = False
+            bar.n += 1
+            bar.last_print_n, bar.last_print_t = bar.n, bar._time()   # the next interval starts now
+        else:
+            if bar.bar_format == _COMPILING_FORMAT:
+                bar.bar_format = self.plain_format
+            bar.update(1)
         bar.set_postfix(loss=f"{loss:.4f}")
 
     def close(self) -> None:
