@@ -26,7 +26,8 @@ def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
         fn: ``fn(g, *nodes) -> NodeId``; ``nodes`` are variables holding ``arrays``.
         arrays: the inputs to differentiate with respect to.
         eps: finite-difference step.
-        atol, rtol: pass when ``|analytic - numeric| <= atol + rtol * |numeric|``.
+        atol: absolute tolerance: pass when ``|analytic - numeric| <= atol + rtol * |numeric|``.
+        rtol: relative tolerance (same test).
         seed: seeds the random cotangent (not all-ones, so transposition and
             broadcasting errors cannot cancel out).
 

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "train_digits_cnn.py"
@@ -25,12 +26,21 @@ def test_quick_run_reaches_accuracy_and_resumes_exactly(example, tmp_path):
     res = example.main(args)
     assert res["steps"] == 5 * 23
     assert res["test_accuracy"] >= 0.93, res["test_accuracy"]
+    confusion = res["confusion"]
+    assert confusion.shape == (10, 10) and confusion.sum() == 360
+    assert np.trace(confusion) / 360 == pytest.approx(res["test_accuracy"])
     names = sorted(os.listdir(ckpt))
-    assert names == ["ckpt-00000040.safetensors", "ckpt-00000080.safetensors", "final.safetensors"]
+    plots = ["curves.png"] if importlib.util.find_spec("matplotlib") else []
+    assert names == ["ckpt-00000040.safetensors", "ckpt-00000080.safetensors", *plots,
+                     "final.safetensors"]
+    if plots:
+        assert res["plot"] == str(ckpt / "curves.png")
+        assert (ckpt / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # crash after step 40: drop the newer checkpoint, resume from step 40
     os.remove(ckpt / "ckpt-00000080.safetensors")
-    again = example.main(args + ["--resume"])
+    again = example.main(args + ["--resume", "--plot", ""])
+    assert again["plot"] is None
     assert again["history"].step_losses == res["history"].step_losses
     assert again["test_accuracy"] == res["test_accuracy"]
     assert again["test_loss"] == res["test_loss"]
@@ -84,3 +94,28 @@ def test_example_does_not_import_scikit_learn():
             "print(sorted(k for k in sys.modules if k.split('.')[0] in ('sklearn', 'scipy')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_confusion_matrix_counts_pairs(example):
+    got = example.confusion_matrix(np.array([0, 1, 1, 2, 9]), np.array([0, 1, 2, 2, 0]))
+    want = np.zeros((10, 10), np.int64)
+    for t, p in ((0, 0), (1, 1), (1, 2), (2, 2), (9, 0)):
+        want[t, p] += 1
+    np.testing.assert_array_equal(got, want)
+
+
+def test_no_matplotlib_skips_the_picture_with_a_notice(example, monkeypatch, capsys):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    assert example.plot_run(None, np.eye(10, dtype=np.int64), "never.png") is None
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "matplotlib is not installed" in out
+    assert not os.path.exists("never.png")

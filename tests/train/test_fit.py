@@ -486,3 +486,68 @@ def test_backward_workers_same_run_and_validated():
     for bad in (0, -1, 1.5, "2", True):
         with pytest.raises(ValueError, match="backward_workers"):
             Trainer(model, "cross_entropy", opt, backward_workers=bad)
+
+
+# ------------------------------------------------- the bar while kernels compile
+class _Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_bar_says_compiling_and_keeps_compile_time_out_of_its_rate(monkeypatch):
+    """A compile during the first step: the bar shows "compiling kernels"
+    instead of a remaining time, and its rate is the later steps' own speed
+    (a compile-bound first step would otherwise predict minutes)."""
+    import io
+
+    import yscv.kernels as kernels
+    from tqdm import tqdm
+
+    clock = _Clock()
+    monkeypatch.setattr(kernels.time, "perf_counter", clock)
+    out = io.StringIO()
+    raw = tqdm(total=20, desc="epoch 1/3", file=out, mininterval=0)   # the fit loop's smoothing
+    raw._time = clock
+    raw.start_t = raw.last_print_t = clock.t
+    bar = progress_mod.EpochBar(raw)
+    count, seconds = kernels.compile_stats()
+    kernels._compile_event(True)                 # as the numba:compile listener does
+    assert "compiling kernels" in out.getvalue().splitlines()[-1].split("\r")[-1]
+    clock.t += 30.0                              # 30 s compiling ...
+    kernels._compile_event(False)
+    clock.t += 0.5                               # ... and 0.5 s of step
+    bar.step(2.5)
+    shown = out.getvalue().split("\r")[-1]
+    assert "compiling kernels" in shown and "<" not in shown and "loss=2.5000" in shown
+    assert kernels.compile_stats() == (count + 1, seconds + 30.0)
+    clock.t += 0.5                               # a step without compiling: a prediction
+    bar.step(2.0)
+    shown = out.getvalue().split("\r")[-1]
+    assert "compiling" not in shown
+    assert raw.format_dict["elapsed"] == 31.0    # the wall time, compiling included
+    assert raw.format_dict["rate"] == 2.0        # 0.5 s per step: the compiling step untimed
+    assert "<00:09" in shown, shown              # 18 steps left at 2 steps/s, not 18 * 15.5 s
+    bar.close()
+    assert bar._on_compile not in kernels._compile_watchers
+
+
+def test_a_real_compile_reaches_the_watchers():
+    import numpy as np
+
+    import yscv.kernels as kernels
+    from yscv.kernels import _jit
+
+    @_jit.jit(cache=False)
+    def add_two(a):
+        return a + 2.0
+
+    seen = []
+    count, _ = kernels.compile_stats()
+    with kernels.watch_compiles(seen.append):
+        assert add_two(np.ones(3))[0] == 3.0
+        add_two(np.ones(3))                      # compiled already: no event
+    assert seen == [True, False]
+    assert kernels.compile_stats()[0] == count + 1

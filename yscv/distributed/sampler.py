@@ -37,7 +37,9 @@ class DistributedSampler:
         n: the dataset size (an int, or anything with ``len()``).
         num_replicas: number of ranks (default: ``world_size()``).
         rank: this rank (default: ``rank()``).
-        shuffle, seed, drop_last: as PyTorch's.
+        shuffle: a new permutation per epoch, as PyTorch's.
+        seed: the permutations' seed, as PyTorch's.
+        drop_last: drop the tail instead of padding, as PyTorch's.
     """
 
     def __init__(self, n, num_replicas=None, rank=None, shuffle: bool = True, seed: int = 0,

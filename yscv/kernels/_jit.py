@@ -32,7 +32,10 @@ objects, and the collections they trigger, full ones included, walk every
 object Numba and LLVM keep alive (measured: docs/engine.md, "Cold start").
 Collection resumes when the outermost compile ends, error or not, and only
 if it was enabled when that compile started; loading from the cache is not
-paused, nor is compiling a function not made here.
+paused, nor is compiling a function not made here. The same listener counts
+the compiles and their seconds (:func:`yscv.kernels.compile_stats`) and
+tells watchers (:func:`yscv.kernels.watch_compiles`: the fit loop's progress
+bar) when one starts and ends.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ import warnings
 
 import numba
 
+from . import _compile_event  # counters and watchers, in the package (no numba there)
 from ..runtime import kernel_cache_dir
 
 KERNELS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -125,20 +129,27 @@ def _pause_gc_listener():
         def __init__(self):
             self.depth = 0
             self.paused = False
+            self.kernel = False   # the outermost compile is of a kernel made here
 
         def on_start(self, ev):
             self.depth += 1
             if self.depth == 1:
                 disp = (ev.data or {}).get("dispatcher")
-                if getattr(disp, "_yscv_kernel", False) and gc.isenabled():
+                self.kernel = bool(getattr(disp, "_yscv_kernel", False))
+                if self.kernel and gc.isenabled():
                     gc.disable()
                     self.paused = True
+                if self.kernel:
+                    _compile_event(True)
 
         def on_end(self, ev):
             self.depth -= 1
             if self.depth == 0 and self.paused:
                 self.paused = False
                 gc.enable()
+            if self.depth == 0 and self.kernel:
+                self.kernel = False
+                _compile_event(False)
 
     listener = _PauseGCWhileCompiling()
     try:

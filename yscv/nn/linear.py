@@ -20,7 +20,8 @@ class Linear(Module):
     """``y = x @ weight + bias``.
 
     Args:
-        in_features, out_features: sizes of the last axis of input and output.
+        in_features: size of the last axis of the input.
+        out_features: size of the last axis of the output.
         bias: add a learnable bias [out_features].
         dtype: parameter dtype (float32 default).
 

@@ -32,9 +32,10 @@ class ReduceLROnPlateau(LRScheduler):
         mode: "min" (lower is better, e.g. a loss) or "max" (e.g. accuracy).
         factor: new_lr = lr * factor, in [0, 1).
         patience: epochs without improvement tolerated (int >= 0).
-        threshold, threshold_mode: an improvement must beat ``best * (1 -
-            threshold)`` ("rel", mode "min"; ``1 + threshold`` for "max") or
-            ``best - threshold`` ("abs"; ``+`` for "max").
+        threshold: an improvement must beat ``best * (1 - threshold)``
+            (``threshold_mode`` "rel", mode "min"; ``1 + threshold`` for
+            "max") or ``best - threshold`` ("abs"; ``+`` for "max").
+        threshold_mode: "rel" or "abs", as above.
         cooldown: epochs to wait after a reduction before counting again.
         min_lr: lower bound on the rate, one number or one per group.
         eps: a reduction smaller than eps is skipped.

@@ -330,8 +330,7 @@ class Trainer(BatchSource, ResumeState):
                 and not self.scheduler_takes_metric):
             self.scheduler.step()
         if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}")
+            bar.step(loss)
         logs = {"loss": loss, "lr": lr}
         for cb in self.callbacks:
             cb.on_step_end(self, self.global_step, logs)
