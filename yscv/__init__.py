@@ -19,7 +19,7 @@ from .errors import (
     ShapeError,
 )
 from .checkpoint import CheckpointConfig, CheckpointSegment
-from .gradcheck import gradcheck
+from .gradcheck import gradcheck, gradgradcheck
 from .graph import Graph
 from .node import NodeId, Op
 from .random import manual_seed
@@ -46,6 +46,7 @@ __all__ = [
     "NodeId",
     "Op",
     "gradcheck",
+    "gradgradcheck",
     "CheckpointConfig",
     "CheckpointSegment",
     "manual_seed",

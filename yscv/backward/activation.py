@@ -23,7 +23,8 @@ from ..compute.activation import (
     unpack_mask,
 )
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
+from ._recorded import recorded_unary
 from ._rules import unary
 
 unary(Op.LEAKY_RELU, lambda g, x, y, slope: piecewise(g, x, np.full(1, slope, dtype=g.dtype)))
@@ -79,3 +80,7 @@ def dropout_backward(g, inputs, out, attrs, packed, needs):
     gx = g * g.dtype.type(1.0 / (1.0 - p))
     gx *= unpack_mask(packed, g.shape)
     return (gx,)
+
+
+# --------------------------------------------------------------- recorded
+recorded_unary(Op.TANH, lambda G, gy, x, y, a: G.mul(gy, G.sub(1.0, G.mul(y, y))))

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..node import Op
 from ..registry import register_backward
+from ._recorded import recorded_unary
 from ._rules import unary
 
 
@@ -64,3 +65,18 @@ def var_backward(g, inputs, out, attrs, saved, needs):
     with np.errstate(invalid="ignore"):
         d *= g.reshape(attrs.kshape) * scale
     return (d,)
+
+
+# --------------------------------------------------------------- recorded
+def _sum_recorded(G, gy, x, y, a):
+    return G.expand(G.reshape(gy, a.kshape), G.value(x).shape)
+
+
+def _mean_recorded(G, gy, x, y, a):
+    gk = G.reshape(gy, a.kshape)
+    gk = G.div(gk, float(a.count)) if a.count else G.mul(gk, np.nan)
+    return G.expand(gk, G.value(x).shape)
+
+
+recorded_unary(Op.SUM, _sum_recorded)
+recorded_unary(Op.MEAN, _mean_recorded)

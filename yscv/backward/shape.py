@@ -11,7 +11,7 @@ from ..compute.shape import (CatAttrs, FlipAttrs, IndexAttrs, PadAttrs, PixelShu
                              RepeatAttrs, StackAttrs, UpsampleAttrs, pad_interior,
                              pixel_unshuffle)
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
 
 
 @register_backward(Op.RESHAPE)
@@ -83,3 +83,17 @@ def upsample_nearest_backward(g, inputs, out, attrs: UpsampleAttrs, saved, needs
         split += [s, r]
     gx = g.reshape(split + [c]).sum(axis=tuple(range(2, 2 * len(spatial) + 1, 2)))
     return (gx,)
+
+
+# --------------------------------------------------------------- recorded
+@register_recorded(Op.RESHAPE)
+@register_recorded(Op.FLATTEN)
+@register_recorded(Op.UNSQUEEZE)
+@register_recorded(Op.SQUEEZE)
+def reshape_recorded(G, gy, xs, y, attrs, saved, needs):
+    return (G.reshape(gy, xs[0].shape),)
+
+
+@register_recorded(Op.EXPAND)
+def expand_recorded(G, gy, xs, y, attrs, saved, needs):
+    return (gy,)  # the walk sums the broadcast axes
