@@ -28,7 +28,7 @@ from .runtime import get_num_threads, set_flush_denormal, set_num_threads
 __version__ = "0.1.0"
 
 # Training-side modules load on first use so that ``import yscv`` stays cheap.
-_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "data", "distributed"}
+_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "data", "distributed", "func"}
 _LAZY_NAMES = {"save_checkpoint": "checkpoint_io", "load_checkpoint": "checkpoint_io"}
 
 
@@ -62,6 +62,7 @@ __all__ = [
     "data",
     "testing",
     "distributed",
+    "func",
     "save_checkpoint",
     "load_checkpoint",
 ]
