@@ -180,7 +180,10 @@ def _deform_sample(G, x, offsets, tap, k, at):
     py = G.add(G.select(offsets, 3, 2 * k), base_y)
     px = G.add(G.select(offsets, 3, 2 * k + 1), base_x)
     vy, vx = G.value(py), G.value(px)
-    inside = (vy > -1) & (vx > -1) & (vy < h) & (vx < w)
+    inside = (vy > -1) & (vx > -1) & (vy < h) & (vx < w)   # False for NaN and +-inf
+    # a sample outside becomes position 0 through where: its offsets get a
+    # zero gradient, and no NaN or inf reaches the products below
+    py, px = G.where(inside, py, 0.0), G.where(inside, px, 0.0)
     y0 = np.floor(np.where(inside, vy, 0)).astype(np.int64)
     x0 = np.floor(np.where(inside, vx, 0)).astype(np.int64)
     ly, lx = G.sub(py, y0.astype(G.dtype)), G.sub(px, x0.astype(G.dtype))
@@ -193,7 +196,7 @@ def _deform_sample(G, x, offsets, tap, k, at):
         pos = np.where(ok, yc * w + xc, 0).reshape(n, oh * ow, 1)
         vals = G.gather(flat, 1, np.broadcast_to(pos, (n, oh * ow, c)).copy())
         vals = G.reshape(vals, (n, oh, ow, c))
-        weight = G.mul(G.mul(wy, wx), ok.astype(G.dtype))
+        weight = G.where(ok, G.mul(wy, wx), 0.0)
         term = G.mul(vals, G.unsqueeze(weight, -1))
         total = term if total is None else G.add(total, term)
     return total
