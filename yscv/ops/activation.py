@@ -82,6 +82,11 @@ def gelu_forward(kind, x):
     return act.unary_forward(x, kind), None
 
 
+@register_forward(Op.GELU_BACKWARD)
+def gelu_backward_forward(kind, grad, x):
+    return act.unary_backward(grad, x, x, kind), None
+
+
 @register_forward(Op.SILU)
 def silu_forward(attrs, x):
     return act.unary_forward(x, SILU), None
@@ -171,6 +176,23 @@ class ActivationOps:
             raise ValueError(
                 f"gelu: approximate must be 'none', 'tanh' or 'sigmoid', got {approximate!r}")
         return self._apply1(_GELU, x, kind)
+
+    def gelu_backward(self, grad, x, approximate="none"):
+        """``grad * gelu'(x)``, the input gradient of :meth:`gelu` as an op of
+        its own (PyTorch's ``gelu_backward``): the recorded backward of gelu
+        (``create_graph=True``) appends it, and its own rules, again short,
+        give gelu's derivatives of any order. ``grad`` and ``x`` have the same
+        shape."""
+        kind = GELU_KINDS.get(approximate) if isinstance(approximate, str) else None
+        if kind is None:
+            raise ValueError("gelu_backward: approximate must be 'none', 'tanh' or 'sigmoid', "
+                             f"got {approximate!r}")
+        _, gv, _ = self._operand(grad, "gelu_backward", "grad")
+        _, xv, _ = self._operand(x, "gelu_backward", "x")
+        if gv.shape != xv.shape:
+            raise shape_error("gelu_backward", f"grad has shape {gv.shape}, x has {xv.shape}; "
+                              "they must be equal", expected=xv.shape, got=gv.shape)
+        return self._apply(Op.GELU_BACKWARD, (grad, x), kind)
 
     def silu(self, x):
         """``x * sigmoid(x)`` (swish)."""
