@@ -928,3 +928,21 @@ def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
         return g.value(y).copy(), g.grad(v).copy()
 
     check_same_bits_on_threads(run)
+
+
+def test_an_op_without_a_recorded_rule_raises_naming_it():
+    """create_graph=True through an op whose backward is not recorded raises
+    BackwardError naming the op and node, and the plain walk still works."""
+    rule = registry.RECORDED[int(Op.GELU)]
+    registry.RECORDED[int(Op.GELU)] = None   # the table is a list (dispatch by index)
+    try:
+        g = yscv.Graph(np.float64)
+        x = g.variable(np.array([0.5, -1.0]))
+        y = g.sum(g.gelu(x))
+        with pytest.raises(yscv.BackwardError,
+                           match=r"backward of gelu \(node 1\) cannot be recorded"):
+            g.gradients(y, [x], create_graph=True)
+        (gx,) = g.gradients(y, [x])
+    finally:
+        registry.RECORDED[int(Op.GELU)] = rule
+    np.testing.assert_allclose(gx, np_gelu_grad("none")(np.ones(2), g.value(x)), rtol=1e-12)
