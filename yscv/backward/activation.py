@@ -7,6 +7,8 @@ fused kernels otherwise) is :mod:`yscv.compute.activation`'s business.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..compute.activation import (
@@ -106,8 +108,8 @@ def gelu_second(x, kind, exp, tanh, sigm):
     return ds * (x * (1.0 - s * 2.0) * _GELU_SIGMOID_K + 2.0)
 
 
-_INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
-_SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)   # Python floats: they keep float32 arrays float32
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
 _GELU_NAMES = {kind: name for name, kind in GELU_KINDS.items()}
