@@ -4,6 +4,11 @@ Nothing is saved by the activation forwards except dropout's packed mask:
 every rule reads the input ``x`` and/or the output ``y`` (sigmoid and tanh
 read only the output). How each derivative is computed (NumPy on tiny arrays,
 fused kernels otherwise) is :mod:`yscv.compute.activation`'s business.
+
+The recorded rules (``create_graph=True``) follow the array rules, after
+them. gelu's is ``gelu_backward(grad, x)``, an op whose own rules need only
+``gelu''`` (elementary for all three forms), so no erf is needed in graph
+ops: :func:`gelu_second` is written once for arrays and for nodes.
 """
 from __future__ import annotations
 
