@@ -197,6 +197,38 @@ def check_torch_second_order(case: OpCase, rtol: float = 1e-7, atol: float = 1e-
                                    err_msg=f"{case.id}: second derivative of input {k} vs PyTorch")
 
 
+def check_second_order_float32(case: OpCase) -> None:
+    """In a float32 graph the recorded first derivatives and the second
+    derivatives through them are float32 (no float64 constant of a
+    recorded rule promotes them), finite, and close to float64's."""
+    if not case.check_grad:
+        return
+    arrays = case.arrays()
+    rng = np.random.default_rng(case.seed + 7)
+    u = None
+    results = {}
+    for dtype in (np.float64, np.float32):
+        from .graph import Graph
+
+        g = Graph(dtype=dtype)
+        nodes = [g.variable(a) for a in arrays]
+        out = case.build(g, *nodes)
+        if u is None:
+            u = rng.standard_normal(g.value(out).shape)
+        firsts = g.gradients(out, nodes, grad=u, create_graph=True)
+        total = None
+        for d in firsts:
+            term = g.sum(g.mul(d, d))
+            total = term if total is None else g.add(total, term)
+        seconds = list(g.gradients(total, nodes)) if g.requires_grad(total) else []
+        results[dtype] = [g.value(d) for d in firsts] + seconds
+    for k, (a64, a32) in enumerate(zip(results[np.float64], results[np.float32])):
+        assert a32.dtype == np.float32, f"{case.id}: result {k} is {a32.dtype} in a float32 graph"
+        scale = max(1.0, float(np.max(np.abs(a64)))) if a64.size else 1.0
+        np.testing.assert_allclose(a32, a64, rtol=1e-3, atol=1e-3 * scale,
+                                   err_msg=f"{case.id}: float32 result {k} vs float64")
+
+
 def check_bad_arguments(case: BadCase) -> None:
     """The call raises the expected error naming the problem, graph unchanged."""
     import pytest

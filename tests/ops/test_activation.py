@@ -10,8 +10,8 @@ import pytest
 import yscv
 from yscv import Op, registry
 from yscv.compute.activation import TINY
-from yscv.testing import (BadCase, OpCase, check_same_bits_on_threads, check_torch_second_order,
-                          make_op_tests, make_second_order_tests)
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_same_bits_on_threads,
+                          check_torch_second_order, make_op_tests, make_second_order_tests)
 
 _erf = np.vectorize(math.erf, otypes=[float])
 
@@ -330,6 +330,12 @@ BAD = [
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
 test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
 
 # At the kinks (x exactly 0, softplus exactly at its threshold) the first
 # derivative takes PyTorch's side and the second is that side's: compared with
@@ -928,3 +934,21 @@ def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
         return g.value(y).copy(), g.grad(v).copy()
 
     check_same_bits_on_threads(run)
+
+
+def test_an_op_without_a_recorded_rule_raises_naming_it():
+    """create_graph=True through an op whose backward is not recorded raises
+    BackwardError naming the op and node, and the plain walk still works."""
+    rule = registry.RECORDED[int(Op.GELU)]
+    registry.RECORDED[int(Op.GELU)] = None   # the table is a list (dispatch by index)
+    try:
+        g = yscv.Graph(np.float64)
+        x = g.variable(np.array([0.5, -1.0]))
+        y = g.sum(g.gelu(x))
+        with pytest.raises(yscv.BackwardError,
+                           match=r"backward of gelu \(node 1\) cannot be recorded"):
+            g.gradients(y, [x], create_graph=True)
+        (gx,) = g.gradients(y, [x])
+    finally:
+        registry.RECORDED[int(Op.GELU)] = rule
+    np.testing.assert_allclose(gx, np_gelu_grad("none")(np.ones(2), g.value(x)), rtol=1e-12)

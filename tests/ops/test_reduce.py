@@ -7,8 +7,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import (BadCase, OpCase, check_torch_second_order, make_op_tests,
-                          make_second_order_tests)
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
+                          make_op_tests, make_second_order_tests)
 
 
 def _np_logsumexp(x, axis=None, keepdims=False):
@@ -127,6 +127,12 @@ BAD = [
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
 test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
 
 # Ties split the gradient evenly (a constant mask / count, as PyTorch's
 # amax/amin): compared with PyTorch's double backward only, as a finite

@@ -4,8 +4,15 @@ Nothing is saved by the activation forwards except dropout's packed mask:
 every rule reads the input ``x`` and/or the output ``y`` (sigmoid and tanh
 read only the output). How each derivative is computed (NumPy on tiny arrays,
 fused kernels otherwise) is :mod:`yscv.compute.activation`'s business.
+
+The recorded rules (``create_graph=True``) follow the array rules, after
+them. gelu's is ``gelu_backward(grad, x)``, an op whose own rules need only
+``gelu''`` (elementary for all three forms), so no erf is needed in graph
+ops: :func:`gelu_second` is written once for arrays and for nodes.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -106,8 +113,8 @@ def gelu_second(x, kind, exp, tanh, sigm):
     return ds * (x * (1.0 - s * 2.0) * _GELU_SIGMOID_K + 2.0)
 
 
-_INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
-_SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)   # Python floats: they keep float32 arrays float32
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_KAPPA = 0.044715
 _GELU_SIGMOID_K = 1.702
 _GELU_NAMES = {kind: name for name, kind in GELU_KINDS.items()}

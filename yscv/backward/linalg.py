@@ -138,3 +138,48 @@ def matmul_recorded(G, gy, xs, y, attrs, saved, needs):
 
 
 recorded_unary(Op.TRANSPOSE, lambda G, gy, x, y, a: G.transpose(gy, a.inverse))
+
+
+@register_recorded(Op.EINSUM)
+def einsum_recorded(G, gy, xs, y, spec, saved, needs):
+    return tuple(_einsum_operand_grad_recorded(G, gy, xs, spec, k) if needs[k] else None
+                 for k in range(len(xs)))
+
+
+def _einsum_operand_grad_recorded(G, gy, xs, spec, k):
+    """The array rule's steps in graph ops: an einsum of g with the other
+    operands onto k's distinct indices that occur elsewhere, size-1 axes put
+    back for the rest, broadcast to k's sizes, and for repeated indices
+    (diagonals) a scatter_add into zeros at the flat positions they name."""
+    labels = spec.inputs[k]
+    shape = xs[k].shape
+    own: dict = {}
+    for c, n in zip(labels, shape):
+        own.setdefault(c, n)
+    unique = "".join(own)
+    avail = set(spec.output)
+    for j, lab in enumerate(spec.inputs):
+        if j != k:
+            avail.update(lab)
+    kept = "".join(c for c in unique if c in avail and own[c] == spec.sizes[c])
+    terms = [spec.output] + [lab for j, lab in enumerate(spec.inputs) if j != k]
+    others = [x for j, x in enumerate(xs) if j != k]
+    r = G.einsum(",".join(terms) + "->" + kept, gy, *others)
+    ushape = tuple(own[c] for c in unique)
+    if kept != unique:
+        rest = "".join(c for c in unique if c not in kept)
+        r = G.reshape(r, r.shape + (1,) * len(rest))
+        order = kept + rest
+        r = G.transpose(r, tuple(order.index(c) for c in unique))
+    if r.shape != ushape:
+        r = G.expand(r, ushape)
+    if len(unique) == len(labels):
+        return r
+    size = int(np.prod(shape))
+    flat = np.arange(size, dtype=np.int64).reshape(shape)
+    strides = [0] * len(unique)
+    for ax, c in enumerate(labels):
+        strides[unique.index(c)] += flat.strides[ax]
+    positions = as_strided(flat, shape=ushape, strides=strides)
+    z = G.scatter_add(np.zeros(size, dtype=G.dtype), 0, positions.ravel(), G.reshape(r, (-1,)))
+    return G.reshape(z, shape)

@@ -6,6 +6,8 @@
   kernels or, on tiny arrays, NumPy ufuncs -- chosen in
   :mod:`yscv.compute.activation` (the size tiers are there).
 * prelu: one branch-free select pass, alpha [C] along the last axis or [1].
+* gelu_backward(grad, x): gelu's input gradient ``grad * gelu'(x)`` as an op
+  (the fused backward kernel), which gelu's recorded backward appends.
 * softmax / log_softmax along any axis without a transpose.
 * dropout draws its mask from ``np.random.default_rng(seed)``; the seed is an
   attribute (drawn from the library generator by the Graph method when not
