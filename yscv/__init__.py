@@ -19,7 +19,7 @@ from .errors import (
     ShapeError,
 )
 from .checkpoint import CheckpointConfig, CheckpointSegment
-from .gradcheck import gradcheck
+from .gradcheck import gradcheck, gradgradcheck
 from .graph import Graph
 from .node import NodeId, Op
 from .random import manual_seed
@@ -28,7 +28,7 @@ from .runtime import get_num_threads, set_flush_denormal, set_num_threads
 __version__ = "0.1.0"
 
 # Training-side modules load on first use so that ``import yscv`` stays cheap.
-_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "data", "distributed", "onnx"}
+_LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "data", "distributed", "onnx", "func"}
 _LAZY_NAMES = {"save_checkpoint": "checkpoint_io", "load_checkpoint": "checkpoint_io"}
 
 
@@ -46,6 +46,7 @@ __all__ = [
     "NodeId",
     "Op",
     "gradcheck",
+    "gradgradcheck",
     "CheckpointConfig",
     "CheckpointSegment",
     "manual_seed",
@@ -62,6 +63,7 @@ __all__ = [
     "testing",
     "distributed",
     "onnx",
+    "func",
     "save_checkpoint",
     "load_checkpoint",
 ]

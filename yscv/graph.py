@@ -77,6 +77,7 @@ class _GraphCore:
         self._needs: list = []
         self._uids: list = []
         self._grads: dict = {}
+        self._grad_nodes: dict = {}     # index -> NodeId of a recorded gradient (create_graph)
         self._grad_enabled = True
         self._has_released = False      # any value released (checkpointing)?
         self._released_shape: dict = {} # index -> shape when its value was released
@@ -337,6 +338,7 @@ class _GraphCore:
     def set_grad(self, n: NodeId, a) -> None:
         """Set a node's stored gradient (None clears it); same shape as its value."""
         i = self._index(n)
+        self._grad_nodes.pop(i, None)
         if a is None:
             self._grads.pop(i, None)
             return
@@ -355,6 +357,7 @@ class _GraphCore:
     def zero_grads(self) -> None:
         """Every stored gradient back to None."""
         self._grads.clear()  # in place: a running backward walk holds this dict
+        self._grad_nodes.clear()
 
     def retain_grad(self, n: NodeId) -> None:
         """Keep (and accumulate) the gradient of a non-leaf node on backward."""
@@ -379,7 +382,7 @@ class _GraphCore:
         for lst in (self._values, self._ops, self._inputs, self._attrs, self._saved,
                     self._rg, self._needs, self._uids):
             del lst[k:]
-        for d in (self._hooks, self._post_hooks, self._param_of, self._grads):
+        for d in (self._hooks, self._post_hooks, self._param_of, self._grads, self._grad_nodes):
             for i in [i for i in d if i >= k]:
                 del d[i]
         self._retained = {i for i in self._retained if i < k}

@@ -45,6 +45,7 @@ class Op(enum.IntEnum):
     SOFTMAX = 49
     LOG_SOFTMAX = 50
     DROPOUT = 51
+    GELU_BACKWARD = 52   # gelu's input gradient as an op: its own rules give gelu's higher derivatives
 
     # reductions
     SUM = 70

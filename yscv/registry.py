@@ -14,7 +14,14 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    False when input k does not require grad: skip that work), and register it with
    ``@register_backward(Op.X)``. Never accumulate or unbroadcast there: the
    walk in walk.py does that once, centrally.
-4. Add an ``OpCase`` row in ``tests/ops/test_<category>.py``.
+4. Next to it, write the recorded backward (the same math in graph ops, so
+   that ``create_graph=True`` can differentiate it again):
+   ``recorded(G, grad, inputs, out, attrs, saved, needs) -> tuple`` of
+   NodeIds (or None), built only with ``G``'s public op methods, registered
+   with ``@register_recorded(Op.X)``. A fused op whose backward is not short
+   in graph ops registers a composite instead (``backward/_recorded.py``).
+5. Add an ``OpCase`` row in ``tests/ops/test_<category>.py`` (its second-
+   order column runs ``gradgradcheck`` on the row).
 
 Forward functions must be pure: the same input values and attrs give the same
 value, because activation checkpointing replays them. Randomness (dropout) is
@@ -34,6 +41,10 @@ _TABLE_SIZE = max(int(op) for op in Op) + 1
 FORWARD: list = [None] * _TABLE_SIZE
 #: int(op) -> backward(grad, input_values, value, attrs, saved, needs) -> tuple of grads
 BACKWARD: list = [None] * _TABLE_SIZE
+#: int(op) -> recorded(G, grad, inputs, out, attrs, saved, needs) -> tuple of NodeIds
+#: (or None): the same backward said in graph ops of ``G``, appended to the
+#: graph by the walk when ``create_graph=True`` (SPEC section 9)
+RECORDED: list = [None] * _TABLE_SIZE
 
 
 def register_forward(op: Op):
@@ -58,6 +69,27 @@ def register_backward(op: Op):
         return fn
 
     return deco
+
+
+def register_recorded(op: Op):
+    """Decorator: register ``fn`` as the recorded backward of ``op``:
+    ``fn(G, grad, inputs, out, attrs, saved, needs)`` gets the graph ``G``,
+    the gradient ``grad`` of the output and the NodeIds ``inputs`` and
+    ``out``, and returns one NodeId (or None) per input, built with ``G``'s
+    public ops so that it is differentiable again."""
+
+    def deco(fn):
+        if RECORDED[int(op)] is not None:
+            raise RuntimeError(f"recorded backward for {op!r} registered twice")
+        RECORDED[int(op)] = fn
+        return fn
+
+    return deco
+
+
+def missing_recorded() -> list:
+    """Op members (other than LEAF) lacking a recorded backward."""
+    return [op for op in Op if op is not Op.LEAF and RECORDED[int(op)] is None]
 
 
 def missing_ops() -> list:

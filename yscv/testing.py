@@ -7,6 +7,11 @@ A test module lists ``OpCase`` rows (forward reference + gradcheck) and
     CASES = [OpCase(Op.RELU, lambda g, x: g.relu(x), [(3, 4)], np_relu, name="relu")]
     BAD = [BadCase(Op.RELU, "not a node", lambda g: ("x",), lambda g, x: g.relu(x), TypeError)]
     test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+    test_second_order = make_second_order_tests(CASES)
+
+The second-order column (SPEC section 9) runs :func:`gradgradcheck` on every
+row with ``check_grad2`` and, where the row gives ``torch_build``, compares
+the recorded second derivatives with PyTorch's double backward in float64.
 """
 from __future__ import annotations
 
@@ -16,11 +21,12 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from . import runtime
-from .gradcheck import gradcheck
+from .gradcheck import gradcheck, gradgradcheck
 from .node import Op
 
-__all__ = ["OpCase", "BadCase", "make_op_tests", "check_forward", "check_gradcheck",
-           "check_bad_arguments", "check_same_bits_on_threads", "gradcheck"]
+__all__ = ["OpCase", "BadCase", "make_op_tests", "make_second_order_tests", "check_forward",
+           "check_gradcheck", "check_gradgradcheck", "check_torch_second_order",
+           "check_bad_arguments", "check_same_bits_on_threads", "gradcheck", "gradgradcheck"]
 
 
 @dataclasses.dataclass
@@ -40,6 +46,12 @@ class OpCase:
         fwd_rtol32, fwd_atol32: float32 forward tolerance (float64 uses 1e-10).
         check_grad: False only for rows whose output does not depend smoothly
             on the inputs (documented in the row's name).
+        check_grad2: run :func:`gradgradcheck` on the row (False only where
+            the first derivative is not smooth at the row's inputs, e.g. a
+            kink a finite difference straddles; say why in ``grad2_why``).
+        torch_build: ``torch_build(torch, *tensors) -> tensor``, the same op in
+            PyTorch: the second-order column then also compares the recorded
+            second derivatives with ``torch.autograd.grad(create_graph=True)``.
     """
 
     op: Op
@@ -57,6 +69,9 @@ class OpCase:
     fwd_atol32: float = 1e-5
     check_grad: bool = True
     seed: int = 0
+    check_grad2: bool = True
+    grad2_why: str = ""
+    torch_build: Optional[Callable] = None
 
     def arrays(self) -> tuple:
         rng = np.random.default_rng(self.seed)
@@ -124,6 +139,96 @@ def check_gradcheck(case: OpCase) -> None:
               seed=case.seed)
 
 
+def check_gradgradcheck(case: OpCase) -> None:
+    """float64 second derivatives against finite differences of the first."""
+    if not (case.check_grad and case.check_grad2):
+        return
+    gradgradcheck(case.build, case.arrays(), eps=case.eps, atol=case.atol, rtol=case.rtol,
+                  seed=case.seed)
+
+
+def _second_order(case: OpCase, arrays, u, vs):
+    """yscv's recorded (first, second) derivatives of the row: the
+    gradients with cotangent ``u``, then the gradients of
+    ``sum_k <grad_k, v_k>`` with respect to the inputs."""
+    from .graph import Graph
+
+    g = Graph(dtype=np.float64)
+    nodes = [g.variable(a) for a in arrays]
+    out = case.build(g, *nodes)
+    firsts = g.gradients(out, nodes, grad=u, create_graph=True)
+    total = None
+    for d, v in zip(firsts, vs):
+        term = g.sum(g.mul(d, v))
+        total = term if total is None else g.add(total, term)
+    seconds = g.gradients(total, nodes) if g.requires_grad(total) else \
+        tuple(np.zeros_like(a) for a in arrays)
+    return [g.value(d) for d in firsts], list(seconds)
+
+
+def check_torch_second_order(case: OpCase, rtol: float = 1e-7, atol: float = 1e-9) -> None:
+    """The recorded first and second derivatives equal PyTorch's double
+    backward (``torch.autograd.grad(..., create_graph=True)``) in float64."""
+    if case.torch_build is None or not case.check_grad:
+        return
+    import torch
+
+    arrays = case.arrays()
+    rng = np.random.default_rng(case.seed + 7)
+    ts = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    tout = case.torch_build(torch, *ts)
+    u = rng.standard_normal(tuple(tout.shape))
+    vs = [rng.standard_normal(a.shape) for a in arrays]
+    firsts, seconds = _second_order(case, arrays, u, vs)
+    tf = torch.autograd.grad(tout, ts, grad_outputs=torch.tensor(u), create_graph=True,
+                             allow_unused=True)
+    total = sum((d * torch.tensor(v)).sum() for d, v in zip(tf, vs) if d is not None)
+    if isinstance(total, torch.Tensor) and total.requires_grad:
+        tsec = torch.autograd.grad(total, ts, allow_unused=True)
+    else:
+        tsec = [None] * len(ts)
+    for k, (mine, theirs) in enumerate(zip(firsts, tf)):
+        ref = np.zeros_like(arrays[k]) if theirs is None else theirs.detach().numpy(force=True)
+        np.testing.assert_allclose(mine, ref, rtol=rtol, atol=atol,
+                                   err_msg=f"{case.id}: first derivative of input {k} vs PyTorch")
+    for k, (mine, theirs) in enumerate(zip(seconds, tsec)):
+        ref = np.zeros_like(arrays[k]) if theirs is None else theirs.detach().numpy(force=True)
+        np.testing.assert_allclose(mine, ref, rtol=rtol, atol=atol,
+                                   err_msg=f"{case.id}: second derivative of input {k} vs PyTorch")
+
+
+def check_second_order_float32(case: OpCase) -> None:
+    """In a float32 graph the recorded first derivatives and the second
+    derivatives through them are float32 (no float64 constant of a
+    recorded rule promotes them), finite, and close to float64's."""
+    if not case.check_grad:
+        return
+    arrays = case.arrays()
+    rng = np.random.default_rng(case.seed + 7)
+    u = None
+    results = {}
+    for dtype in (np.float64, np.float32):
+        from .graph import Graph
+
+        g = Graph(dtype=dtype)
+        nodes = [g.variable(a) for a in arrays]
+        out = case.build(g, *nodes)
+        if u is None:
+            u = rng.standard_normal(g.value(out).shape)
+        firsts = g.gradients(out, nodes, grad=u, create_graph=True)
+        total = None
+        for d in firsts:
+            term = g.sum(g.mul(d, d))
+            total = term if total is None else g.add(total, term)
+        seconds = list(g.gradients(total, nodes)) if g.requires_grad(total) else []
+        results[dtype] = [g.value(d) for d in firsts] + seconds
+    for k, (a64, a32) in enumerate(zip(results[np.float64], results[np.float32])):
+        assert a32.dtype == np.float32, f"{case.id}: result {k} is {a32.dtype} in a float32 graph"
+        scale = max(1.0, float(np.max(np.abs(a64)))) if a64.size else 1.0
+        np.testing.assert_allclose(a32, a64, rtol=1e-3, atol=1e-3 * scale,
+                                   err_msg=f"{case.id}: float32 result {k} vs float64")
+
+
 def check_bad_arguments(case: BadCase) -> None:
     """The call raises the expected error naming the problem, graph unchanged."""
     import pytest
@@ -178,3 +283,21 @@ def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):
         check_bad_arguments(case)
 
     return test_forward, test_gradcheck, test_bad_arguments
+
+
+def make_second_order_tests(cases: Sequence[OpCase]):
+    """The second-order column: a pytest test parametrized over the rows that
+    runs :func:`check_gradgradcheck` and, for rows with ``torch_build``,
+    :func:`check_torch_second_order` (skipped without PyTorch)."""
+    import pytest
+
+    rows = [c for c in cases if c.check_grad]
+
+    @pytest.mark.parametrize("case", rows, ids=[c.id for c in rows])
+    def test_second_order(case):
+        check_gradgradcheck(case)
+        if case.torch_build is not None:
+            pytest.importorskip("torch")
+            check_torch_second_order(case)
+
+    return test_second_order

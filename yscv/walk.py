@@ -20,6 +20,7 @@ import numpy as np
 
 from . import registry
 from . import walk_parallel as _walk_parallel
+from . import walk_recorded as _walk_recorded
 from .errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
 from .node import NodeId, Op
 from .compute.arrays import sum_rows
@@ -82,7 +83,7 @@ class WalkMixin:
 
     # ------------------------------------------------------------- backward
     def backward(self, target: NodeId, grad=None, retain_graph: bool = True,
-                 workers=1) -> None:
+                 workers=1, create_graph: bool = False) -> None:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
 
         With ``grad=None`` the target must hold exactly one element and is
@@ -96,9 +97,23 @@ class WalkMixin:
         ``workers=n > 1`` runs the backward rules of independent branches on up
         to n threads, bit-identical to ``workers=1`` (yscv/walk_parallel.py);
         ``workers=None`` picks serial for chains and small graphs.
+
+        ``create_graph=True`` records the walk itself as nodes of this graph
+        (SPEC section 9): every leaf's gradient is then also a node,
+        :meth:`grad_node`, differentiable again; ``grad`` may be a NodeId;
+        every value is kept (``retain_graph`` is ignored) and the walk is
+        serial (the same bits for any ``workers``).
         """
         _walk_parallel.check_workers(workers)
         t = self._index(target)
+        if create_graph:
+            seed = _walk_recorded.seed_node(self, t, grad, "backward")
+            with np.errstate(invalid="ignore", over="ignore"):
+                _walk_recorded.recorded_walk(self, t, seed)
+            if self._end_hooks:
+                for fn in list(self._end_hooks):
+                    fn(self)
+            return
         seed, borrowed = self._seed(t, grad, "backward")
         if workers is None:
             workers = _walk_parallel.choose_workers(self, t)
@@ -113,7 +128,7 @@ class WalkMixin:
             for fn in list(self._end_hooks):
                 fn(self)
 
-    def gradients(self, target: NodeId, inputs, grad=None) -> tuple:
+    def gradients(self, target: NodeId, inputs, grad=None, create_graph: bool = False) -> tuple:
         """d(target)/d(input) for each NodeId of ``inputs`` (a NodeId or a
         sequence), as a tuple of new arrays of the inputs' shapes.
 
@@ -123,6 +138,11 @@ class WalkMixin:
         be leaves or intermediate nodes; one the target does not depend on
         (or that does not require grad) gets zeros. Seeding and errors as
         :meth:`backward`; the values are kept (``retain_graph=True``).
+
+        ``create_graph=True`` returns NodeIds instead, recorded on this graph
+        and differentiable again (SPEC section 9); ``grad`` may then be a
+        NodeId, and an input the target does not depend on gets a constant
+        node of zeros.
         """
         t = self._index(target)
         single = type(inputs) is NodeId
@@ -135,6 +155,15 @@ class WalkMixin:
             if type(n) is not NodeId:
                 raise TypeError(f"gradients: inputs[{k}] must be a NodeId, got {type(n).__name__}")
         idx = [self._index(n) for n in nodes]
+        if create_graph:
+            seed = _walk_recorded.seed_node(self, t, grad, "gradients")
+            capture = {i: None for i in idx if i <= t}
+            if capture:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    _walk_recorded.recorded_walk(self, t, seed, capture)
+            return tuple(capture.get(i) if capture.get(i) is not None
+                         else self.constant(np.zeros(self._shape(i), dtype=self.dtype))
+                         for i in idx)
         seed, borrowed = self._seed(t, grad, "gradients")
         capture = {i: None for i in idx if i <= t}
         if capture:
@@ -148,6 +177,37 @@ class WalkMixin:
                 gi = gi.copy()  # never alias the caller's seed or another result
             out.append(gi)
         return tuple(out)
+
+    def grad_node(self, leaf: NodeId):
+        """The NodeId of the gradient a ``backward(..., create_graph=True)``
+        accumulated into ``leaf`` (or a retained node), or None if no recorded
+        backward reached it since the last :meth:`zero_grads`. Its value equals
+        :meth:`grad` (an array that stays as it is)."""
+        i = self._index(leaf)
+        nid = self._grad_nodes.get(i)
+        if nid is not None and not self._is_live(nid):
+            return None
+        return nid
+
+    def _is_live(self, nid: NodeId) -> bool:
+        i = nid.index
+        return i < len(self._uids) and self._uids[i] == nid.uid
+
+    def _recorded_vjp(self, build, inputs: tuple, grad: NodeId, needs) -> tuple:
+        """The recorded gradients of ``out = build(self, *inputs)`` against the
+        cotangent node ``grad``, one NodeId (or None) per input: a composite
+        op's recorded backward (``backward/_recorded.py``). Each input that
+        needs a gradient is aliased by an identity node first, so an input
+        passed twice gets each position's own gradient; hooks do not run
+        (they belong to the outer walk)."""
+        aliases = tuple(self.reshape(x, self._shape(x.index)) if need else x
+                        for x, need in zip(inputs, needs))
+        out = build(self, *aliases)
+        if not self._rg[out.index]:
+            return (None,) * len(inputs)
+        capture = {a.index: None for a, need in zip(aliases, needs) if need}
+        _walk_recorded.recorded_walk(self, out.index, grad, capture, run_hooks=False)
+        return tuple(capture.get(a.index) if need else None for a, need in zip(aliases, needs))
 
     def _seed(self, t: int, grad, fname: str):
         """The walk's seed for target t: ``(array, borrowed)`` (see _walk)."""

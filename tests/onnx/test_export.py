@@ -484,6 +484,15 @@ def test_every_op_exports_or_is_listed_without_onnx():
     assert [op.name for op in ops if (op in EXPORTS) == (op in NO_ONNX)] == []
 
 
+def test_gelu_backward_has_no_onnx_form_and_says_so(tmp_path):
+    def f(g, x):
+        return g.gelu_backward(g.tanh(x), x)
+
+    with pytest.raises(ExportError, match=r"gelu_backward \(node 2\) has no ONNX form"):
+        export(f, np.ones((2, 3), np.float32), tmp_path / "gb.onnx")
+    assert not (tmp_path / "gb.onnx").exists()
+
+
 def test_op_without_onnx_form_raises_naming_op_and_node(monkeypatch, tmp_path):
     """The error of an op with no ONNX form (every op has one today: the
     table is patched to lose RELU)."""

@@ -10,7 +10,8 @@ import pytest
 import yscv
 from yscv import Op, registry
 from yscv.compute.activation import TINY
-from yscv.testing import BadCase, OpCase, check_same_bits_on_threads, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_same_bits_on_threads,
+                          check_torch_second_order, make_op_tests, make_second_order_tests)
 
 _erf = np.vectorize(math.erf, otypes=[float])
 
@@ -50,6 +51,38 @@ def np_softplus_ref(x, beta=1.0, threshold=20.0):
 
 def np_mish(x):
     return x * np.tanh(np.log1p(np.exp(x)))
+
+
+def np_gelu_grad(kind):
+    """g * gelu'(x), the forward of gelu_backward."""
+    def f(g, x):
+        if kind == "none":
+            d = 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        elif kind == "tanh":
+            b, k = math.sqrt(2.0 / math.pi), 0.044715
+            t = np.tanh(b * (x + k * x ** 3))
+            d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * b * (1.0 + 3.0 * k * x * x)
+        else:
+            s = np_sigmoid(1.702 * x)
+            d = s + 1.702 * x * s * (1.0 - s)
+        return g * d
+    return f
+
+
+def torch_gelu_grad(kind):
+    """PyTorch's gelu_backward (sigmoid form: autograd of x sigmoid(1.702 x))."""
+    def f(t, g, x):
+        if kind == "sigmoid":
+            return t.autograd.grad(x * t.sigmoid(1.702 * x), x, g, create_graph=True)[0]
+        return t.ops.aten.gelu_backward(g, x, approximate=kind)
+    return f
+
+
+def _torch_prelu(t, x, a):
+    """F.prelu on yscv's channel-last layout (channels moved to dim 1 and back)."""
+    if x.dim() < 2:
+        return t.nn.functional.prelu(x, a)
+    return t.nn.functional.prelu(x.movedim(-1, 1), a).movedim(1, -1)
 
 
 def np_prelu(x, alpha):
@@ -106,83 +139,136 @@ LONG = 67
 
 CASES = [
     OpCase(Op.RELU, lambda g, x: g.relu(x), [(3, 4)], np_relu, name="relu",
+           torch_build=lambda t, x: t.relu(x),
            inputs=_away_from_zero((3, 4))),
     OpCase(Op.RELU, lambda g, x: g.relu(x), [(2, 3, 4, 2)], np_relu, name="relu_4d",
+           torch_build=lambda t, x: t.relu(x),
            inputs=_away_from_zero((2, 3, 4, 2))),
     OpCase(Op.LEAKY_RELU, lambda g, x: g.leaky_relu(x), [(3, 4)], np_leaky(0.01),
-           name="leaky_relu_default", inputs=_away_from_zero((3, 4))),
+           name="leaky_relu_default",
+           torch_build=lambda t, x: t.nn.functional.leaky_relu(x), inputs=_away_from_zero((3, 4))),
     OpCase(Op.LEAKY_RELU, lambda g, x: g.leaky_relu(x, negative_slope=0.2), [(5, 3)],
-           np_leaky(0.2), name="leaky_relu_0.2", inputs=_away_from_zero((5, 3))),
-    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(3, 4)], np_sigmoid, name="sigmoid", low=-6, high=6),
-    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [()], np_sigmoid, name="sigmoid_0d"),
-    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(3, 4)], np.tanh, name="tanh", low=-3, high=3),
-    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1,)], np.tanh, name="tanh_size1"),
+           np_leaky(0.2), name="leaky_relu_0.2",
+           torch_build=lambda t, x: t.nn.functional.leaky_relu(x, 0.2), inputs=_away_from_zero((5, 3))),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(3, 4)], np_sigmoid, name="sigmoid",
+           torch_build=lambda t, x: t.sigmoid(x), low=-6, high=6),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [()], np_sigmoid, name="sigmoid_0d",
+           torch_build=lambda t, x: t.sigmoid(x)),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(3, 4)], np.tanh, name="tanh",
+           torch_build=lambda t, x: t.tanh(x), low=-3, high=3),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1,)], np.tanh, name="tanh_size1",
+           torch_build=lambda t, x: t.tanh(x)),
     # one-element arrays take a scalar fast path in forward and/or backward
-    OpCase(Op.TANH, lambda g, x: g.tanh(x), [()], np.tanh, name="tanh_0d"),
-    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1, 1)], np.tanh, name="tanh_1x1"),
-    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(1,)], np_sigmoid, name="sigmoid_size1", low=-4, high=4),
-    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(1, 1)], np_sigmoid, name="sigmoid_1x1"),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [()], np.tanh, name="tanh_0d",
+           torch_build=lambda t, x: t.tanh(x)),
+    OpCase(Op.TANH, lambda g, x: g.tanh(x), [(1, 1)], np.tanh, name="tanh_1x1",
+           torch_build=lambda t, x: t.tanh(x)),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(1,)], np_sigmoid, name="sigmoid_size1",
+           torch_build=lambda t, x: t.sigmoid(x), low=-4, high=4),
+    OpCase(Op.SIGMOID, lambda g, x: g.sigmoid(x), [(1, 1)], np_sigmoid, name="sigmoid_1x1",
+           torch_build=lambda t, x: t.sigmoid(x)),
     OpCase(Op.RELU, lambda g, x: g.relu(x), [()], np_relu, name="relu_0d_positive",
+           torch_build=lambda t, x: t.relu(x),
            inputs=lambda rng: (np.array(0.7),)),
     OpCase(Op.RELU, lambda g, x: g.relu(x), [(1,)], np_relu, name="relu_size1_negative",
+           torch_build=lambda t, x: t.relu(x),
            inputs=lambda rng: (np.array([-0.7]),)),
-    OpCase(Op.GELU, lambda g, x: g.gelu(x), [(4, 5)], np_gelu_erf, name="gelu_none", low=-4, high=4),
+    OpCase(Op.GELU, lambda g, x: g.gelu(x), [(4, 5)], np_gelu_erf, name="gelu_none",
+           torch_build=lambda t, x: t.nn.functional.gelu(x), low=-4, high=4),
     OpCase(Op.GELU, lambda g, x: g.gelu(x, approximate="tanh"), [(4, 5)], np_gelu_tanh,
-           name="gelu_tanh", low=-4, high=4),
+           name="gelu_tanh",
+           torch_build=lambda t, x: t.nn.functional.gelu(x, approximate="tanh"), low=-4, high=4),
     OpCase(Op.GELU, lambda g, x: g.gelu(x, approximate="sigmoid"), [(4, 5)], np_gelu_sigmoid,
-           name="gelu_sigmoid", low=-4, high=4),
-    OpCase(Op.SILU, lambda g, x: g.silu(x), [(4, 5)], np_silu, name="silu", low=-5, high=5),
-    OpCase(Op.MISH, lambda g, x: g.mish(x), [(4, 5)], np_mish, name="mish", low=-5, high=5),
+           name="gelu_sigmoid",
+           torch_build=lambda t, x: x * t.sigmoid(1.702 * x), low=-4, high=4),
+    OpCase(Op.GELU_BACKWARD, lambda g, gr, x: g.gelu_backward(gr, x), [(3, 4), (3, 4)],
+           np_gelu_grad("none"), name="gelu_backward_none", low=-3, high=3,
+           torch_build=torch_gelu_grad("none")),
+    OpCase(Op.GELU_BACKWARD, lambda g, gr, x: g.gelu_backward(gr, x, "tanh"), [(3, 4), (3, 4)],
+           np_gelu_grad("tanh"), name="gelu_backward_tanh", low=-3, high=3,
+           torch_build=torch_gelu_grad("tanh")),
+    OpCase(Op.GELU_BACKWARD, lambda g, gr, x: g.gelu_backward(gr, x, approximate="sigmoid"),
+           [(3, 4), (3, 4)], np_gelu_grad("sigmoid"), name="gelu_backward_sigmoid", low=-3,
+           high=3, torch_build=torch_gelu_grad("sigmoid")),
+    OpCase(Op.SILU, lambda g, x: g.silu(x), [(4, 5)], np_silu, name="silu",
+           torch_build=lambda t, x: t.nn.functional.silu(x), low=-5, high=5),
+    OpCase(Op.MISH, lambda g, x: g.mish(x), [(4, 5)], np_mish, name="mish",
+           torch_build=lambda t, x: t.nn.functional.mish(x), low=-5, high=5),
     OpCase(Op.SOFTPLUS, lambda g, x: g.softplus(x), [(4, 5)], np_softplus_ref, name="softplus",
+           torch_build=lambda t, x: t.nn.functional.softplus(x),
            low=-5, high=5),
     OpCase(Op.SOFTPLUS, lambda g, x: g.softplus(x, beta=2.0, threshold=1.0), [(4, 5)],
            lambda x: np_softplus_ref(x, 2.0, 1.0), name="softplus_beta2_threshold1",
+           torch_build=lambda t, x: t.nn.functional.softplus(x, 2.0, 1.0),
            inputs=_softplus_inputs),
     OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), (), np_prelu, name="prelu_alpha_C",
+           torch_build=lambda t, x, a: _torch_prelu(t, x, a),
            inputs=_prelu_inputs((2, 3, 4), (4,))),
     OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), (), np_prelu, name="prelu_alpha_1",
+           torch_build=lambda t, x, a: _torch_prelu(t, x, a),
            inputs=_prelu_inputs((3, 5), (1,))),
     OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), (), lambda x, a: np_prelu(x, a[0]),
-           name="prelu_0d_x", inputs=_prelu_inputs((), (1,))),
+           name="prelu_0d_x",
+           torch_build=lambda t, x, a: _torch_prelu(t, x, a), inputs=_prelu_inputs((), (1,))),
     OpCase(Op.PRELU, lambda g, x: g.prelu(x, np.array([0.1, 0.3, 0.7])), [(4, 3)],
            lambda x: np_prelu(x, np.array([0.1, 0.3, 0.7])), name="prelu_constant_alpha",
+           torch_build=lambda t, x: _torch_prelu(t, x, t.tensor([0.1, 0.3, 0.7], dtype=t.float64)),
            inputs=_away_from_zero((4, 3))),
-    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(3, 5)], np_softmax(-1), name="softmax_last"),
-    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(4, 3)], np_softmax(0), name="softmax_axis0"),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(3, 5)], np_softmax(-1), name="softmax_last",
+           torch_build=lambda t, x: t.softmax(x, -1)),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(4, 3)], np_softmax(0), name="softmax_axis0",
+           torch_build=lambda t, x: t.softmax(x, 0)),
     OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=1), [(2, 4, 3)], np_softmax(1),
-           name="softmax_middle_axis"),
+           name="softmax_middle_axis",
+           torch_build=lambda t, x: t.softmax(x, 1)),
     OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=-2), [(2, 3, 2, 2)], np_softmax(-2),
-           name="softmax_axis_neg2"),
-    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(6,)], np_softmax(-1), name="softmax_1d"),
+           name="softmax_axis_neg2",
+           torch_build=lambda t, x: t.softmax(x, -2)),
+    OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(6,)], np_softmax(-1), name="softmax_1d",
+           torch_build=lambda t, x: t.softmax(x, -1)),
     OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [()], lambda x: np.ones(()),
-           name="softmax_0d"),
+           name="softmax_0d",
+           torch_build=lambda t, x: t.softmax(x, 0)),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x), [(3, 5)], np_log_softmax(-1),
-           name="log_softmax_last"),
+           name="log_softmax_last",
+           torch_build=lambda t, x: t.log_softmax(x, -1)),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=0), [(4, 3)], np_log_softmax(0),
-           name="log_softmax_axis0"),
+           name="log_softmax_axis0",
+           torch_build=lambda t, x: t.log_softmax(x, 0)),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=1), [(2, 4, 3)], np_log_softmax(1),
-           name="log_softmax_middle_axis"),
+           name="log_softmax_middle_axis",
+           torch_build=lambda t, x: t.log_softmax(x, 1)),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=-3), [(3, 2, 4)], np_log_softmax(0),
-           name="log_softmax_axis_neg3"),
+           name="log_softmax_axis_neg3",
+           torch_build=lambda t, x: t.log_softmax(x, -3)),
     # long rows: the kernels' 8-lane max/sum loops plus their remainder loop
     OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x), [(2, LONG)], np_softmax(-1),
-           name="softmax_long_last_axis"),
+           name="softmax_long_last_axis",
+           torch_build=lambda t, x: t.softmax(x, -1)),
     OpCase(Op.SOFTMAX, lambda g, x: g.softmax(x, axis=0), [(LONG, 2)], np_softmax(0),
-           name="softmax_long_axis0"),
+           name="softmax_long_axis0",
+           torch_build=lambda t, x: t.softmax(x, 0)),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x), [(2, LONG)], np_log_softmax(-1),
-           name="log_softmax_long_last_axis"),
+           name="log_softmax_long_last_axis",
+           torch_build=lambda t, x: t.log_softmax(x, -1)),
     OpCase(Op.LOG_SOFTMAX, lambda g, x: g.log_softmax(x, axis=1), [(1, LONG, 2)],
-           np_log_softmax(1), name="log_softmax_long_middle_axis"),
+           np_log_softmax(1), name="log_softmax_long_middle_axis",
+           torch_build=lambda t, x: t.log_softmax(x, 1)),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, P_DROP, seed=SEED), [(6, 7)],
-           np_dropout(P_DROP, SEED), name="dropout_train_seeded"),
+           np_dropout(P_DROP, SEED), name="dropout_train_seeded",
+           torch_build=lambda t, x: x * t.tensor(ref_mask(SEED, tuple(x.shape), P_DROP)) / (1.0 - P_DROP)),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 0.5, training=True, seed=7), [(2, 3, 4)],
-           np_dropout(0.5, 7), name="dropout_train_p0.5_3d"),
+           np_dropout(0.5, 7), name="dropout_train_p0.5_3d",
+           torch_build=lambda t, x: x * t.tensor(ref_mask(7, tuple(x.shape), 0.5)) / 0.5),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, P_DROP, training=False, seed=SEED), [(4, 5)],
-           lambda x: x, name="dropout_eval"),
+           lambda x: x, name="dropout_eval",
+           torch_build=lambda t, x: t.nn.functional.dropout(x, P_DROP, training=False)),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 0.0, seed=SEED), [(4, 5)], lambda x: x,
-           name="dropout_p0"),
+           name="dropout_p0",
+           torch_build=lambda t, x: t.nn.functional.dropout(x, 0.0)),
     OpCase(Op.DROPOUT, lambda g, x: g.dropout(x, 1.0, seed=SEED), [(4, 5)], np.zeros_like,
-           name="dropout_p1"),
+           name="dropout_p1",
+           torch_build=lambda t, x: t.nn.functional.dropout(x, 1.0)),
 ]
 
 
@@ -204,6 +290,10 @@ BAD = [
             ValueError, "gelu: approximate"),
     BadCase(Op.GELU, "gelu_approximate_not_str", _leaves((2,)), lambda g, x: g.gelu(x, None),
             ValueError, "gelu: approximate"),
+    BadCase(Op.GELU_BACKWARD, "gelu_backward_shapes", _leaves((2, 3), (3,)),
+            lambda g, gr, x: g.gelu_backward(gr, x), yscv.ShapeError, "gelu_backward: grad has shape"),
+    BadCase(Op.GELU_BACKWARD, "gelu_backward_bad_approximate", _leaves((2,), (2,)),
+            lambda g, gr, x: g.gelu_backward(gr, x, "erf"), ValueError, "gelu_backward: approximate"),
     BadCase(Op.SILU, "silu_object", lambda g: (np.array([object()]),), lambda g, x: g.silu(x),
             TypeError, "silu"),
     BadCase(Op.MISH, "mish_string", lambda g: (np.array(["a"]),), lambda g, x: g.mish(x),
@@ -239,6 +329,57 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+# At the kinks (x exactly 0, softplus exactly at its threshold) the first
+# derivative takes PyTorch's side and the second is that side's: compared with
+# PyTorch's double backward only (a finite difference would straddle the kink).
+_KINK_X = np.array([[-1.0, 0.0, 0.5], [0.0, 2.0, -0.0]])
+KINKS = [
+    OpCase(Op.RELU, lambda g, x: g.relu(x), name="relu_at_zero", inputs=lambda rng: (_KINK_X,),
+           torch_build=lambda t, x: t.relu(x)),
+    OpCase(Op.LEAKY_RELU, lambda g, x: g.leaky_relu(x, 0.2), name="leaky_relu_at_zero",
+           inputs=lambda rng: (_KINK_X,), torch_build=lambda t, x: t.nn.functional.leaky_relu(x, 0.2)),
+    OpCase(Op.PRELU, lambda g, x, a: g.prelu(x, a), name="prelu_at_zero",
+           inputs=lambda rng: (_KINK_X, np.array([0.1, 0.2, 0.3])), torch_build=_torch_prelu),
+    OpCase(Op.SOFTPLUS, lambda g, x: g.softplus(x, beta=2.0, threshold=1.0),
+           name="softplus_at_threshold", inputs=lambda rng: (np.array([0.25, 0.5, 0.75]),),
+           torch_build=lambda t, x: t.nn.functional.softplus(x, 2.0, 1.0)),
+]
+
+
+@pytest.mark.parametrize("case", KINKS, ids=[c.id for c in KINKS])
+def test_second_order_at_kinks_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
+
+
+@pytest.mark.parametrize("name", ["gelu", "log_softmax"])
+def test_third_derivative_matches_pytorch(name):
+    """d/dx of sum(d2) where d2 = d/dx sum(d1 * v), d1 = d/dx sum(f(x) * w)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x, w, v = (rng.uniform(-2.0, 2.0, (2, 5)) for _ in range(3))
+    g = yscv.Graph(np.float64)
+    xn = g.variable(x)
+    y = getattr(g, name)(xn)
+    (d1,) = g.gradients(g.sum(g.mul(y, w)), [xn], create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(d1, v)), [xn], create_graph=True)
+    (d3,) = g.gradients(g.sum(d2), [xn])
+    xt = torch.tensor(x, requires_grad=True)
+    yt = getattr(torch.nn.functional, name)(xt, **({"dim": -1} if name == "log_softmax" else {}))
+    (t1,) = torch.autograd.grad((yt * torch.tensor(w)).sum(), xt, create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * torch.tensor(v)).sum(), xt, create_graph=True)
+    (t3,) = torch.autograd.grad(t2.sum(), xt)
+    for mine, theirs in ((d1, t1), (d2, t2), (d3, t3)):
+        mine = g.value(mine) if isinstance(mine, yscv.NodeId) else mine
+        np.testing.assert_allclose(mine, theirs.detach().numpy(), rtol=1e-9, atol=1e-12)
 
 
 # ------------------------------------------------------------ kinks
@@ -793,3 +934,21 @@ def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
         return g.value(y).copy(), g.grad(v).copy()
 
     check_same_bits_on_threads(run)
+
+
+def test_an_op_without_a_recorded_rule_raises_naming_it():
+    """create_graph=True through an op whose backward is not recorded raises
+    BackwardError naming the op and node, and the plain walk still works."""
+    rule = registry.RECORDED[int(Op.GELU)]
+    registry.RECORDED[int(Op.GELU)] = None   # the table is a list (dispatch by index)
+    try:
+        g = yscv.Graph(np.float64)
+        x = g.variable(np.array([0.5, -1.0]))
+        y = g.sum(g.gelu(x))
+        with pytest.raises(yscv.BackwardError,
+                           match=r"backward of gelu \(node 1\) cannot be recorded"):
+            g.gradients(y, [x], create_graph=True)
+        (gx,) = g.gradients(y, [x])
+    finally:
+        registry.RECORDED[int(Op.GELU)] = rule
+    np.testing.assert_allclose(gx, np_gelu_grad("none")(np.ones(2), g.value(x)), rtol=1e-12)

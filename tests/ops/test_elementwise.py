@@ -4,7 +4,7 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import BadCase, OpCase, make_op_tests, make_second_order_tests
 
 
 def _positive(*shapes, low=0.5, high=2.0):
@@ -27,41 +27,41 @@ def _tied(rng):
 COND = np.array([[True, False, True, False]] * 3)
 
 CASES = [
-    OpCase(Op.ADD, lambda g, a, b: g.add(a, b), [(3, 4), (3, 4)], np.add, name="add"),
-    OpCase(Op.ADD, lambda g, a, b: g.add(a, b), [(2, 3, 4), (4,)], np.add, name="add_broadcast"),
-    OpCase(Op.ADD, lambda g, a: a + 2.5, [(3,)], lambda a: a + 2.5, name="add_scalar_operator"),
-    OpCase(Op.ADD, lambda g, a: 1.0 + a, [(3,)], lambda a: 1.0 + a, name="radd_scalar"),
-    OpCase(Op.SUB, lambda g, a, b: a - b, [(3, 1), (1, 4)], np.subtract, name="sub_broadcast_both"),
-    OpCase(Op.SUB, lambda g, a: 2.0 - a, [(3,)], lambda a: 2.0 - a, name="rsub_scalar"),
-    OpCase(Op.MUL, lambda g, a, b: a * b, [(3, 4), (3, 4)], np.multiply, name="mul"),
-    OpCase(Op.MUL, lambda g, a, b: g.mul(a, b), [(2, 3), ()], np.multiply, name="mul_0d"),
-    OpCase(Op.DIV, lambda g, a, b: a / b, [(3, 4), (4,)], np.divide, name="div",
+    OpCase(Op.ADD, lambda g, a, b: g.add(a, b), [(3, 4), (3, 4)], np.add, name="add", torch_build=lambda t, a, b: a + b),
+    OpCase(Op.ADD, lambda g, a, b: g.add(a, b), [(2, 3, 4), (4,)], np.add, name="add_broadcast", torch_build=lambda t, a, b: a + b),
+    OpCase(Op.ADD, lambda g, a: a + 2.5, [(3,)], lambda a: a + 2.5, name="add_scalar_operator", torch_build=lambda t, a: a + 2.5),
+    OpCase(Op.ADD, lambda g, a: 1.0 + a, [(3,)], lambda a: 1.0 + a, name="radd_scalar", torch_build=lambda t, a: 1.0 + a),
+    OpCase(Op.SUB, lambda g, a, b: a - b, [(3, 1), (1, 4)], np.subtract, name="sub_broadcast_both", torch_build=lambda t, a, b: a - b),
+    OpCase(Op.SUB, lambda g, a: 2.0 - a, [(3,)], lambda a: 2.0 - a, name="rsub_scalar", torch_build=lambda t, a: 2.0 - a),
+    OpCase(Op.MUL, lambda g, a, b: a * b, [(3, 4), (3, 4)], np.multiply, name="mul", torch_build=lambda t, a, b: a * b),
+    OpCase(Op.MUL, lambda g, a, b: g.mul(a, b), [(2, 3), ()], np.multiply, name="mul_0d", torch_build=lambda t, a, b: a * b),
+    OpCase(Op.DIV, lambda g, a, b: a / b, [(3, 4), (4,)], np.divide, name="div", torch_build=lambda t, a, b: a / b,
            inputs=lambda rng: (rng.uniform(-2, 2, (3, 4)), rng.uniform(0.5, 2, (4,)))),
-    OpCase(Op.DIV, lambda g, a: 1.0 / a, [(3,)], lambda a: 1.0 / a, name="rdiv_scalar",
+    OpCase(Op.DIV, lambda g, a: 1.0 / a, [(3,)], lambda a: 1.0 / a, name="rdiv_scalar", torch_build=lambda t, a: 1.0 / a,
            inputs=_positive((3,))),
-    OpCase(Op.POW, lambda g, a, b: g.pow(a, b), [(3, 4), (3, 4)], np.power, name="pow_both",
+    OpCase(Op.POW, lambda g, a, b: g.pow(a, b), [(3, 4), (3, 4)], np.power, name="pow_both", torch_build=lambda t, a, b: a ** b,
            inputs=_positive((3, 4), (3, 4))),
-    OpCase(Op.POW, lambda g, a: a ** 3.0, [(5,)], lambda a: a ** 3.0, name="pow_scalar_exponent"),
-    OpCase(Op.POW, lambda g, a: 2.0 ** a, [(5,)], lambda a: 2.0 ** a, name="rpow_scalar_base"),
-    OpCase(Op.NEG, lambda g, a: -a, [(3, 4)], np.negative, name="neg"),
-    OpCase(Op.ABS, lambda g, a: g.abs(a), [(3, 4)], np.abs, name="abs", inputs=_away_from_zero((3, 4))),
-    OpCase(Op.EXP, lambda g, a: g.exp(a), [(3, 4)], np.exp, name="exp"),
-    OpCase(Op.LOG, lambda g, a: g.log(a), [(3, 4)], np.log, name="log", inputs=_positive((3, 4))),
-    OpCase(Op.SQRT, lambda g, a: g.sqrt(a), [(3, 4)], np.sqrt, name="sqrt", inputs=_positive((3, 4))),
+    OpCase(Op.POW, lambda g, a: a ** 3.0, [(5,)], lambda a: a ** 3.0, name="pow_scalar_exponent", torch_build=lambda t, a: a ** 3.0),
+    OpCase(Op.POW, lambda g, a: 2.0 ** a, [(5,)], lambda a: 2.0 ** a, name="rpow_scalar_base", torch_build=lambda t, a: 2.0 ** a),
+    OpCase(Op.NEG, lambda g, a: -a, [(3, 4)], np.negative, name="neg", torch_build=lambda t, a: -a),
+    OpCase(Op.ABS, lambda g, a: g.abs(a), [(3, 4)], np.abs, name="abs", torch_build=lambda t, a: a.abs(), inputs=_away_from_zero((3, 4))),
+    OpCase(Op.EXP, lambda g, a: g.exp(a), [(3, 4)], np.exp, name="exp", torch_build=lambda t, a: a.exp()),
+    OpCase(Op.LOG, lambda g, a: g.log(a), [(3, 4)], np.log, name="log", torch_build=lambda t, a: a.log(), inputs=_positive((3, 4))),
+    OpCase(Op.SQRT, lambda g, a: g.sqrt(a), [(3, 4)], np.sqrt, name="sqrt", torch_build=lambda t, a: a.sqrt(), inputs=_positive((3, 4))),
     OpCase(Op.CLAMP, lambda g, a: g.clamp(a, -0.5, 0.7), [(4, 5)], lambda a: np.clip(a, -0.5, 0.7),
-           name="clamp_both", inputs=lambda rng: (np.array([-1.3, -0.2, 0.3, 0.9, 1.7] * 4).reshape(4, 5),)),
+           name="clamp_both", torch_build=lambda t, a: a.clamp(-0.5, 0.7), inputs=lambda rng: (np.array([-1.3, -0.2, 0.3, 0.9, 1.7] * 4).reshape(4, 5),)),
     OpCase(Op.CLAMP, lambda g, a: g.clamp(a, min=0.1), [(6,)], lambda a: np.maximum(a, 0.1),
-           name="clamp_min_only", inputs=lambda rng: (np.array([-1.0, -0.3, 0.4, 0.8, 1.5, 2.0]),)),
+           name="clamp_min_only", torch_build=lambda t, a: a.clamp(min=0.1), inputs=lambda rng: (np.array([-1.0, -0.3, 0.4, 0.8, 1.5, 2.0]),)),
     OpCase(Op.CLAMP, lambda g, a: g.clamp(a, max=0.1), [(6,)], lambda a: np.minimum(a, 0.1),
-           name="clamp_max_only", inputs=lambda rng: (np.array([-1.0, -0.3, 0.4, 0.8, 1.5, 2.0]),)),
-    OpCase(Op.MAXIMUM, lambda g, a, b: g.maximum(a, b), [(3, 4), (4,)], np.maximum, name="maximum"),
-    OpCase(Op.MINIMUM, lambda g, a, b: g.minimum(a, b), [(3, 4), (3, 1)], np.minimum, name="minimum"),
+           name="clamp_max_only", torch_build=lambda t, a: a.clamp(max=0.1), inputs=lambda rng: (np.array([-1.0, -0.3, 0.4, 0.8, 1.5, 2.0]),)),
+    OpCase(Op.MAXIMUM, lambda g, a, b: g.maximum(a, b), [(3, 4), (4,)], np.maximum, name="maximum", torch_build=lambda t, a, b: t.maximum(a, b)),
+    OpCase(Op.MINIMUM, lambda g, a, b: g.minimum(a, b), [(3, 4), (3, 1)], np.minimum, name="minimum", torch_build=lambda t, a, b: t.minimum(a, b)),
     OpCase(Op.MAXIMUM, lambda g, a, b: g.maximum(a, b), (), np.maximum, name="maximum_ties",
            inputs=_tied, check_grad=False),
     OpCase(Op.WHERE, lambda g, a, b: g.where(COND, a, b), [(3, 4), (3, 4)],
-           lambda a, b: np.where(COND, a, b), name="where"),
+           lambda a, b: np.where(COND, a, b), name="where", torch_build=lambda t, a, b: t.where(t.tensor(COND), a, b)),
     OpCase(Op.WHERE, lambda g, a, b: g.where(COND, a, b), [(4,), (3, 1)],
-           lambda a, b: np.where(COND, a, b), name="where_broadcast"),
+           lambda a, b: np.where(COND, a, b), name="where_broadcast", torch_build=lambda t, a, b: t.where(t.tensor(COND), a, b)),
 ]
 
 
@@ -92,6 +92,7 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
 
 
 def test_maximum_ties_split_gradient_evenly():

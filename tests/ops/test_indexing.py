@@ -1,4 +1,5 @@
 """Indexing ops: naive-loop forward references, float64 gradcheck, bad arguments."""
+import dataclasses
 import itertools
 import threading
 
@@ -7,7 +8,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
+                          make_op_tests, make_second_order_tests)
 
 
 def gather_loops(x, axis, index):
@@ -44,6 +46,15 @@ def embedding_loops(weight, indices):
     return out
 
 
+def _torch_scatter(t, x, rows, src):
+    """yscv's scatter in PyTorch: one index_copy per row, in order (the last
+    write wins)."""
+    out = x.clone()
+    for m, row in enumerate(rows):
+        out = out.index_copy(0, t.tensor([int(row)]), src[m:m + 1])
+    return out
+
+
 # repeated indices everywhere, so accumulation is exercised
 I_AX0 = np.array([[0, 2, 2], [2, 0, 1]])           # into x (3, 4): index (2, 3) axis 0
 I_AX1 = np.array([[3, 3, 0, 1, 3], [0, 0, 2, 2, 2]])  # into x (2, 4): index (2, 5) axis 1
@@ -58,46 +69,65 @@ E0 = np.array(3)
 CASES = [
     # gather
     OpCase(Op.GATHER, lambda g, x: g.gather(x, 0, I_AX0), [(3, 4)],
-           lambda x: gather_loops(x, 0, I_AX0), name="gather_axis0_repeated"),
+           lambda x: gather_loops(x, 0, I_AX0), name="gather_axis0_repeated",
+           torch_build=lambda t, x: t.gather(x, 0, t.tensor(I_AX0))),
     OpCase(Op.GATHER, lambda g, x: g.gather(x, 1, I_AX1), [(2, 4)],
-           lambda x: gather_loops(x, 1, I_AX1), name="gather_axis1_longer_than_x"),
+           lambda x: gather_loops(x, 1, I_AX1), name="gather_axis1_longer_than_x",
+           torch_build=lambda t, x: t.gather(x, 1, t.tensor(I_AX1))),
     OpCase(Op.GATHER, lambda g, x: g.gather(x, -1, I_LAST), [(3, 4, 3)],
-           lambda x: gather_loops(x, -1, I_LAST), name="gather_axis_last_subblock"),
+           lambda x: gather_loops(x, -1, I_LAST), name="gather_axis_last_subblock",
+           torch_build=lambda t, x: t.gather(x, -1, t.tensor(I_LAST))),
     OpCase(Op.GATHER, lambda g, x: g.gather(x, 0, I_1D), [(5,)],
-           lambda x: gather_loops(x, 0, I_1D), name="gather_1d"),
+           lambda x: gather_loops(x, 0, I_1D), name="gather_1d",
+           torch_build=lambda t, x: t.gather(x, 0, t.tensor(I_1D))),
     OpCase(Op.GATHER, lambda g, x: g.gather(x, 1, np.zeros((2, 0), np.int64)), [(2, 3)],
-           lambda x: np.zeros((2, 0)), name="gather_empty_index"),
+           lambda x: np.zeros((2, 0)), name="gather_empty_index",
+           torch_build=lambda t, x: t.gather(x, 1, t.zeros((2, 0), dtype=t.int64))),
     # scatter_add
     OpCase(Op.SCATTER_ADD, lambda g, x, s: g.scatter_add(x, 0, I_AX0, s), [(3, 4), (2, 3)],
-           lambda x, s: scatter_add_loops(x, 0, I_AX0, s), name="scatter_add_axis0_repeated"),
+           lambda x, s: scatter_add_loops(x, 0, I_AX0, s), name="scatter_add_axis0_repeated",
+           torch_build=lambda t, x, s: x.scatter_add(0, t.tensor(I_AX0), s)),
     OpCase(Op.SCATTER_ADD, lambda g, x, s: g.scatter_add(x, 1, I_AX1, s), [(2, 4), (3, 6)],
            lambda x, s: scatter_add_loops(x, 1, I_AX1, s[:2, :5]),
-           name="scatter_add_axis1_src_larger"),
+           name="scatter_add_axis1_src_larger",
+           # the leading block: PyTorch's backward rejects a src larger than index
+           torch_build=lambda t, x, s: x.scatter_add(1, t.tensor(I_AX1), s[:2, :5])),
     OpCase(Op.SCATTER_ADD, lambda g, x, s: g.scatter_add(x, -1, I_LAST, s), [(3, 4, 3), (2, 2, 2)],
-           lambda x, s: scatter_add_loops(x, -1, I_LAST, s), name="scatter_add_axis_last_subblock"),
+           lambda x, s: scatter_add_loops(x, -1, I_LAST, s), name="scatter_add_axis_last_subblock",
+           torch_build=lambda t, x, s: x.scatter_add(-1, t.tensor(I_LAST), s)),
     OpCase(Op.SCATTER_ADD, lambda g, x, s: g.scatter_add(x, 0, I_1D, s), [(5,), (4,)],
-           lambda x, s: scatter_add_loops(x, 0, I_1D, s), name="scatter_add_1d"),
+           lambda x, s: scatter_add_loops(x, 0, I_1D, s), name="scatter_add_1d",
+           torch_build=lambda t, x, s: x.scatter_add(0, t.tensor(I_1D), s)),
     OpCase(Op.SCATTER_ADD, lambda g, x: g.scatter_add(x, 0, I_AX0, np.ones((2, 3))), [(3, 4)],
            lambda x: scatter_add_loops(x, 0, I_AX0, np.ones((2, 3))),
-           name="scatter_add_constant_src"),
+           name="scatter_add_constant_src",
+           torch_build=lambda t, x: x.scatter_add(0, t.tensor(I_AX0), t.ones((2, 3), dtype=t.float64))),
     # scatter
     OpCase(Op.SCATTER, lambda g, x, s: g.scatter(x, ROWS, s), [(6, 3), (3, 3)],
-           lambda x, s: scatter_loops(x, ROWS, s), name="scatter_rows"),
+           lambda x, s: scatter_loops(x, ROWS, s), name="scatter_rows",
+           torch_build=lambda t, x, s: _torch_scatter(t, x, ROWS, s)),
     OpCase(Op.SCATTER, lambda g, x, s: g.scatter(x, ROWS_DUP, s), [(5, 2), (5, 2)],
-           lambda x, s: scatter_loops(x, ROWS_DUP, s), name="scatter_duplicates_last_wins"),
+           lambda x, s: scatter_loops(x, ROWS_DUP, s), name="scatter_duplicates_last_wins",
+           torch_build=lambda t, x, s: _torch_scatter(t, x, ROWS_DUP, s)),
     OpCase(Op.SCATTER, lambda g, x, s: g.scatter(x, [2, 0], s), [(3, 2, 2), (2, 2, 2)],
-           lambda x, s: scatter_loops(x, [2, 0], s), name="scatter_nd_rows_list_indices"),
+           lambda x, s: scatter_loops(x, [2, 0], s), name="scatter_nd_rows_list_indices",
+           torch_build=lambda t, x, s: _torch_scatter(t, x, [2, 0], s)),
     OpCase(Op.SCATTER, lambda g, x, s: g.scatter(x, [], s), [(3, 2), (0, 2)],
-           lambda x, s: x, name="scatter_no_rows"),
+           lambda x, s: x, name="scatter_no_rows",
+           torch_build=lambda t, x, s: _torch_scatter(t, x, [], s)),
     # embedding
     OpCase(Op.EMBEDDING, lambda g, w: g.embedding(w, E1), [(6, 3)],
-           lambda w: embedding_loops(w, E1), name="embedding_1d_repeated"),
+           lambda w: embedding_loops(w, E1), name="embedding_1d_repeated",
+           torch_build=lambda t, w: t.nn.functional.embedding(t.tensor(E1), w)),
     OpCase(Op.EMBEDDING, lambda g, w: g.embedding(w, E2), [(5, 4)],
-           lambda w: embedding_loops(w, E2), name="embedding_2d_repeated"),
+           lambda w: embedding_loops(w, E2), name="embedding_2d_repeated",
+           torch_build=lambda t, w: t.nn.functional.embedding(t.tensor(E2), w)),
     OpCase(Op.EMBEDDING, lambda g, w: g.embedding(w, E0), [(4, 3)],
-           lambda w: w[3], name="embedding_0d_index"),
+           lambda w: w[3], name="embedding_0d_index",
+           torch_build=lambda t, w: t.nn.functional.embedding(t.tensor(E0), w)),
     OpCase(Op.EMBEDDING, lambda g, w: g.embedding(w, E2.astype(np.int32)), [(5, 2)],
-           lambda w: embedding_loops(w, E2), name="embedding_int32_indices"),
+           lambda w: embedding_loops(w, E2), name="embedding_int32_indices",
+           torch_build=lambda t, w: t.nn.functional.embedding(t.tensor(E2.astype(np.int32)), w)),
 ]
 
 
@@ -161,6 +191,53 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+def _squared(case):
+    """The row's op followed by a square: the recorded backward meets a
+    cotangent that depends on the inputs (2 y u), so the second derivative
+    runs through the rule's own recorded graph (a linear op's is 0 alone)."""
+    return dataclasses.replace(
+        case, name=case.id + "_squared",
+        build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
+        torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
+
+
+SQUARED = [_squared(c) for c in CASES if c.torch_build is not None]
+
+
+@pytest.mark.parametrize("case", SQUARED, ids=[c.id for c in SQUARED])
+def test_second_order_through_a_square_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
+
+
+def test_third_derivative_through_gather_and_scatter_add_matches_pytorch():
+    """gather's recorded rule is a scatter_add whose recorded rule is a
+    gather: the third derivative of sum(gather(x)^3 w) runs through both."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x, w = rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, I_AX0.shape)
+    g = yscv.Graph(np.float64)
+    xn = g.variable(x)
+    y = g.gather(xn, 0, I_AX0)
+    (d1,) = g.gradients(g.sum(g.mul(g.mul(g.mul(y, y), y), w)), [xn], create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(d1, d1)), [xn], create_graph=True)
+    (d3,) = g.gradients(g.sum(g.mul(d2, d2)), [xn])
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.gather(xt, 0, torch.tensor(I_AX0))
+    (t1,) = torch.autograd.grad((yt ** 3 * torch.tensor(w)).sum(), xt, create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * t1).sum(), xt, create_graph=True)
+    (t3,) = torch.autograd.grad((t2 * t2).sum(), xt)
+    np.testing.assert_allclose(g.value(d2), t2.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d3, t3.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_scatter_duplicates_gradient_goes_to_the_winner_only():

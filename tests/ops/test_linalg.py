@@ -1,15 +1,22 @@
 """Linear algebra: NumPy forward reference, float64 gradcheck, bad arguments,
 plus 1-D shapes, the optimised einsum path and BLAS-path gradients."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
+                          make_op_tests, make_second_order_tests)
 
 
 def _ein(sub):
     return lambda g, *xs: g.einsum(sub, *xs)
+
+
+def _torch_ein(sub):
+    return lambda t, *xs: t.einsum(sub, *xs)
 
 
 def _np_ein(sub):
@@ -18,89 +25,89 @@ def _np_ein(sub):
 
 CASES = [
     # matmul: every NumPy rank combination
-    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(5,), (5,)], np.matmul, name="matmul_1d_1d"),
-    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(4,), (4, 3)], np.matmul, name="matmul_1d_2d"),
-    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (4,)], np.matmul, name="matmul_2d_1d"),
-    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (4, 5)], np.matmul, name="matmul_2d"),
-    OpCase(Op.MATMUL, lambda g, a, b: a @ b, [(3, 4), (4, 2)], np.matmul, name="matmul_operator"),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(5,), (5,)], np.matmul, name="matmul_1d_1d", torch_build=lambda t, a, b: t.matmul(a, b)),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(4,), (4, 3)], np.matmul, name="matmul_1d_2d", torch_build=lambda t, a, b: t.matmul(a, b)),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (4,)], np.matmul, name="matmul_2d_1d", torch_build=lambda t, a, b: t.matmul(a, b)),
+    OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (4, 5)], np.matmul, name="matmul_2d", torch_build=lambda t, a, b: t.matmul(a, b)),
+    OpCase(Op.MATMUL, lambda g, a, b: a @ b, [(3, 4), (4, 2)], np.matmul, name="matmul_operator", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (4, 5)], np.matmul,
-           name="matmul_3d_2d"),
+           name="matmul_3d_2d", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 4), (2, 4, 5)], np.matmul,
-           name="matmul_2d_3d"),
+           name="matmul_2d_3d", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (2, 4, 2)], np.matmul,
-           name="matmul_batched"),
+           name="matmul_batched", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 1, 3, 4), (5, 4, 2)], np.matmul,
-           name="matmul_broadcast_batch"),
+           name="matmul_broadcast_batch", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(4,), (2, 4, 3)], np.matmul,
-           name="matmul_1d_3d"),
+           name="matmul_1d_3d", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (4,)], np.matmul,
-           name="matmul_3d_1d"),
+           name="matmul_3d_1d", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(g.transpose(a, (0, 2, 1)), b), [(2, 4, 3), (4, 2)],
-           lambda a, b: np.matmul(a.transpose(0, 2, 1), b), name="matmul_3d_2d_noncontiguous"),
+           lambda a, b: np.matmul(a.transpose(0, 2, 1), b), name="matmul_3d_2d_noncontiguous", torch_build=lambda t, a, b: t.matmul(a.transpose(1, 2), b)),
     OpCase(Op.MATMUL, lambda g, a: g.matmul(a, np.arange(12.0).reshape(4, 3)), [(2, 4)],
-           lambda a: a @ np.arange(12.0).reshape(4, 3), name="matmul_array_operand"),
+           lambda a: a @ np.arange(12.0).reshape(4, 3), name="matmul_array_operand", torch_build=lambda t, a: a @ t.arange(12.0, dtype=t.float64).reshape(4, 3)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul_2d(a, b), [(3, 4), (4, 2)], np.matmul,
-           name="matmul_2d_alias"),
+           name="matmul_2d_alias", torch_build=lambda t, a, b: t.matmul(a, b)),
     # zero-sized dimensions with a batched operand (issue 12.7): NumPy gives
     # zeros / empty results; gradients are zeros of each operand's shape
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 0), (0, 4)], np.matmul,
-           name="matmul_3d_2d_zero_inner"),
+           name="matmul_3d_2d_zero_inner", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 4), (4, 0)], np.matmul,
-           name="matmul_3d_2d_zero_output_cols"),
+           name="matmul_3d_2d_zero_output_cols", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(1, 3, 0), (0, 5)], np.matmul,
-           name="matmul_3d_2d_zero_inner_batch1"),
+           name="matmul_3d_2d_zero_inner_batch1", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(2, 3, 0), (2, 0, 4)], np.matmul,
-           name="matmul_batched_zero_inner"),
+           name="matmul_batched_zero_inner", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(3, 0), (2, 0, 4)], np.matmul,
-           name="matmul_2d_3d_zero_inner"),
+           name="matmul_2d_3d_zero_inner", torch_build=lambda t, a, b: t.matmul(a, b)),
     OpCase(Op.MATMUL, lambda g, a, b: g.matmul(a, b), [(0, 3, 4), (4, 5)], np.matmul,
-           name="matmul_3d_2d_zero_batch"),
+           name="matmul_3d_2d_zero_batch", torch_build=lambda t, a, b: t.matmul(a, b)),
     # transpose
     OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x), [(2, 3, 4)], np.transpose,
-           name="transpose_reverse"),
+           name="transpose_reverse", torch_build=lambda t, x: x.permute(2, 1, 0)),
     OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x, (1, 2, 0)), [(2, 3, 4)],
-           lambda x: np.transpose(x, (1, 2, 0)), name="transpose_permutation"),
+           lambda x: np.transpose(x, (1, 2, 0)), name="transpose_permutation", torch_build=lambda t, x: x.permute(1, 2, 0)),
     OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x, [-1, 0, 1]), [(2, 3, 4)],
-           lambda x: np.transpose(x, (2, 0, 1)), name="transpose_negative_axes"),
-    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x), [(5,)], lambda x: x, name="transpose_1d"),
+           lambda x: np.transpose(x, (2, 0, 1)), name="transpose_negative_axes", torch_build=lambda t, x: x.permute(2, 0, 1)),
+    OpCase(Op.TRANSPOSE, lambda g, x: g.transpose(x), [(5,)], lambda x: x, name="transpose_1d", torch_build=lambda t, x: x.permute(0)),
     OpCase(Op.TRANSPOSE, lambda g, x: g.transpose_2d(x), [(3, 5)], lambda x: x.T,
-           name="transpose_2d_alias"),
+           name="transpose_2d_alias", torch_build=lambda t, x: x.T),
     # einsum
-    OpCase(Op.EINSUM, _ein("ij,jk->ik"), [(3, 4), (4, 2)], _np_ein("ij,jk->ik"), name="einsum_matmul"),
+    OpCase(Op.EINSUM, _ein("ij,jk->ik"), [(3, 4), (4, 2)], _np_ein("ij,jk->ik"), name="einsum_matmul", torch_build=_torch_ein("ij,jk->ik")),
     OpCase(Op.EINSUM, _ein("bij,bjk->bik"), [(2, 3, 4), (2, 4, 2)], _np_ein("bij,bjk->bik"),
-           name="einsum_batched"),
-    OpCase(Op.EINSUM, _ein("ii->i"), [(4, 4)], _np_ein("ii->i"), name="einsum_diagonal"),
-    OpCase(Op.EINSUM, _ein("ii"), [(4, 4)], _np_ein("ii"), name="einsum_trace_implicit"),
-    OpCase(Op.EINSUM, _ein("i,i"), [(5,), (5,)], _np_ein("i,i"), name="einsum_dot_implicit"),
-    OpCase(Op.EINSUM, _ein("ij->"), [(3, 4)], _np_ein("ij->"), name="einsum_sum_all"),
+           name="einsum_batched", torch_build=_torch_ein("bij,bjk->bik")),
+    OpCase(Op.EINSUM, _ein("ii->i"), [(4, 4)], _np_ein("ii->i"), name="einsum_diagonal", torch_build=_torch_ein("ii->i")),
+    OpCase(Op.EINSUM, _ein("ii"), [(4, 4)], _np_ein("ii"), name="einsum_trace_implicit", torch_build=_torch_ein("ii")),
+    OpCase(Op.EINSUM, _ein("i,i"), [(5,), (5,)], _np_ein("i,i"), name="einsum_dot_implicit", torch_build=_torch_ein("i,i")),
+    OpCase(Op.EINSUM, _ein("ij->"), [(3, 4)], _np_ein("ij->"), name="einsum_sum_all", torch_build=_torch_ein("ij->")),
     OpCase(Op.EINSUM, _ein("...ij,...jk->...ik"), [(2, 1, 3, 4), (5, 4, 2)],
-           _np_ein("...ij,...jk->...ik"), name="einsum_ellipsis_broadcast"),
+           _np_ein("...ij,...jk->...ik"), name="einsum_ellipsis_broadcast", torch_build=_torch_ein("...ij,...jk->...ik")),
     OpCase(Op.EINSUM, _ein("ij,ij->ij"), [(3, 4), (3, 4)], _np_ein("ij,ij->ij"),
-           name="einsum_hadamard"),
-    OpCase(Op.EINSUM, _ein("i,j->ij"), [(3,), (4,)], _np_ein("i,j->ij"), name="einsum_outer"),
-    OpCase(Op.EINSUM, _ein("ij,jk"), [(3, 4), (4, 2)], _np_ein("ij,jk"), name="einsum_implicit"),
-    OpCase(Op.EINSUM, _ein("ij->ji"), [(3, 4)], _np_ein("ij->ji"), name="einsum_transpose"),
+           name="einsum_hadamard", torch_build=_torch_ein("ij,ij->ij")),
+    OpCase(Op.EINSUM, _ein("i,j->ij"), [(3,), (4,)], _np_ein("i,j->ij"), name="einsum_outer", torch_build=_torch_ein("i,j->ij")),
+    OpCase(Op.EINSUM, _ein("ij,jk"), [(3, 4), (4, 2)], _np_ein("ij,jk"), name="einsum_implicit", torch_build=_torch_ein("ij,jk")),
+    OpCase(Op.EINSUM, _ein("ij->ji"), [(3, 4)], _np_ein("ij->ji"), name="einsum_transpose", torch_build=_torch_ein("ij->ji")),
     OpCase(Op.EINSUM, _ein("ij,k->i"), [(3, 4), (2,)], _np_ein("ij,k->i"),
-           name="einsum_summed_only_indices"),
+           name="einsum_summed_only_indices", torch_build=_torch_ein("ij,k->i")),
     OpCase(Op.EINSUM, _ein("ij,ij->ij"), [(3, 1), (3, 4)], _np_ein("ij,ij->ij"),
-           name="einsum_size1_broadcast"),
+           name="einsum_size1_broadcast", torch_build=_torch_ein("ij,ij->ij")),
     OpCase(Op.EINSUM, _ein("ii,i->i"), [(3, 3), (3,)], _np_ein("ii,i->i"),
-           name="einsum_diagonal_times_vector"),
-    OpCase(Op.EINSUM, _ein("iji->j"), [(3, 2, 3)], _np_ein("iji->j"), name="einsum_diagonal_3d"),
+           name="einsum_diagonal_times_vector", torch_build=_torch_ein("ii,i->i")),
+    OpCase(Op.EINSUM, _ein("iji->j"), [(3, 2, 3)], _np_ein("iji->j"), name="einsum_diagonal_3d", torch_build=_torch_ein("iji->j")),
     OpCase(Op.EINSUM, _ein("ij,jk,kl->il"), [(2, 3), (3, 4), (4, 2)], _np_ein("ij,jk,kl->il"),
-           name="einsum_three_operands"),
+           name="einsum_three_operands", torch_build=_torch_ein("ij,jk,kl->il")),
     OpCase(Op.EINSUM, _ein("i...->..."), [(3, 2, 2)], _np_ein("i...->..."),
-           name="einsum_ellipsis_last"),
+           name="einsum_ellipsis_last", torch_build=_torch_ein("i...->...")),
     OpCase(Op.EINSUM, _ein("...i,i"), [(2, 3, 4), (4,)], _np_ein("...i,i"),
-           name="einsum_ellipsis_implicit"),
+           name="einsum_ellipsis_implicit", torch_build=_torch_ein("...i,i")),
     OpCase(Op.EINSUM, _ein("Ab, bC -> CA"), [(2, 3), (3, 4)], _np_ein("Ab,bC->CA"),
-           name="einsum_uppercase_spaces"),
-    OpCase(Op.EINSUM, _ein("i->i"), [(4,)], _np_ein("i->i"), name="einsum_identity"),
-    OpCase(Op.EINSUM, _ein(",i->i"), [(), (3,)], _np_ein(",i->i"), name="einsum_0d_operand"),
+           name="einsum_uppercase_spaces", torch_build=_torch_ein("Ab, bC -> CA")),
+    OpCase(Op.EINSUM, _ein("i->i"), [(4,)], _np_ein("i->i"), name="einsum_identity", torch_build=_torch_ein("i->i")),
+    OpCase(Op.EINSUM, _ein(",i->i"), [(), (3,)], _np_ein(",i->i"), name="einsum_0d_operand", torch_build=_torch_ein(",i->i")),
     OpCase(Op.EINSUM, _ein("ij,j->ij"), [(2, 1), (3,)], _np_ein("ij,j->ij"),
-           name="einsum_size1_index_against_full"),
+           name="einsum_size1_index_against_full", torch_build=_torch_ein("ij,j->ij")),
     OpCase(Op.EINSUM, _ein("a...b,b...->a..."), [(2, 3, 2), (2, 3)], _np_ein("a...b,b...->a..."),
-           name="einsum_ellipsis_middle"),
+           name="einsum_ellipsis_middle", torch_build=_torch_ein("a...b,b...->a...")),
 ]
 
 
@@ -160,6 +167,32 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+def _squared(case):
+    """The row's op followed by a square: the recorded backward meets a
+    cotangent that depends on the inputs (2 y u), so the second derivative
+    runs through the rule's own recorded graph."""
+    return dataclasses.replace(
+        case, name=case.id + "_squared",
+        build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
+        torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
+
+
+SQUARED = [_squared(c) for c in CASES if c.torch_build is not None and c.op is Op.EINSUM]
+
+
+@pytest.mark.parametrize("case", SQUARED, ids=[c.id for c in SQUARED])
+def test_einsum_second_order_through_a_square_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
 
 
 def test_matmul_1d_1d_is_0d_with_1d_gradients():
@@ -393,3 +426,29 @@ def test_yscv_gemm_environment_switch():
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True)
         assert out.stdout.strip() == want
+
+
+@pytest.mark.parametrize("sub, shapes", [("ii,ij->j", [(3, 3), (3, 4)]),
+                                         ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)])])
+def test_einsum_third_derivative_matches_pytorch(sub, shapes):
+    """sum(einsum(a, b)^2 * w) differentiated three times (diagonals: the
+    scatter_add's own recorded rule, a gather, runs at the third order)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    a, b = (rng.uniform(-1, 1, s) for s in shapes)
+    g = yscv.Graph(np.float64)
+    an, bn = g.variable(a), g.variable(b)
+    y = g.einsum(sub, an, bn)
+    w = rng.uniform(-1, 1, g.value(y).shape)
+    d1 = g.gradients(g.sum(g.mul(g.mul(y, y), w)), [an, bn], create_graph=True)
+    d2 = g.gradients(g.add(g.sum(g.mul(d1[0], d1[0])), g.sum(g.mul(d1[1], d1[1]))), [an, bn],
+                     create_graph=True)
+    d3 = g.gradients(g.add(g.sum(g.mul(d2[0], d2[0])), g.sum(g.mul(d2[1], d2[1]))), [an, bn])
+    at, bt = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    yt = torch.einsum(sub, at, bt)
+    t1 = torch.autograd.grad((yt * yt * torch.tensor(w)).sum(), [at, bt], create_graph=True)
+    t2 = torch.autograd.grad((t1[0] ** 2).sum() + (t1[1] ** 2).sum(), [at, bt], create_graph=True)
+    t3 = torch.autograd.grad((t2[0] ** 2).sum() + (t2[1] ** 2).sum(), [at, bt])
+    for k in range(2):
+        np.testing.assert_allclose(g.value(d2[k]), t2[k].detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(d3[k], t3[k].numpy(), rtol=1e-10, atol=1e-10)

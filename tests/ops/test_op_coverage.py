@@ -8,7 +8,7 @@ from yscv import Op, registry
 HERE = pathlib.Path(__file__).parent
 
 
-def _rows():
+def _rows(second_order=None):
     cases, bad = [], []
     for path in sorted(HERE.glob("test_*.py")):
         if path.name == pathlib.Path(__file__).name:
@@ -18,6 +18,8 @@ def _rows():
         spec.loader.exec_module(mod)
         cases += list(getattr(mod, "CASES", []))
         bad += list(getattr(mod, "BAD", []))
+        if second_order is not None and hasattr(mod, "test_second_order"):
+            second_order += list(getattr(mod, "CASES", []))
     return cases, bad
 
 
@@ -39,3 +41,23 @@ def test_every_op_has_a_forward_case_with_reference_and_a_bad_argument_case():
         "bad argument": [op.name for op in OPS if op not in with_bad],
     }
     assert missing == {"forward reference": [], "gradcheck": [], "bad argument": []}
+
+
+def test_every_op_has_a_recorded_backward():
+    """create_graph=True (SPEC section 9) covers every op."""
+    assert registry.missing_recorded() == []
+
+
+def test_every_op_has_a_second_order_row_checked_against_pytorch():
+    """Each op has a row in a module with the second-order column
+    (make_second_order_tests) that runs gradgradcheck, and a row compared
+    with PyTorch's double backward."""
+    rows = []
+    _rows(rows)
+    checked = {c.op for c in rows if c.check_grad and c.check_grad2}
+    with_torch = {c.op for c in rows if c.check_grad and c.torch_build is not None}
+    missing = {
+        "gradgradcheck": [op.name for op in OPS if op not in checked],
+        "torch double backward": [op.name for op in OPS if op not in with_torch],
+    }
+    assert missing == {"gradgradcheck": [], "torch double backward": []}

@@ -7,7 +7,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
+                          make_op_tests, make_second_order_tests)
 
 
 def _np_logsumexp(x, axis=None, keepdims=False):
@@ -28,60 +29,60 @@ S = (2, 3, 4)
 
 CASES = [
     # sum
-    OpCase(Op.SUM, lambda g, x: g.sum(x), [S], np.sum, name="sum_all"),
-    OpCase(Op.SUM, lambda g, x: g.sum(x, axis=1), [S], lambda x: np.sum(x, axis=1), name="sum_axis1"),
+    OpCase(Op.SUM, lambda g, x: g.sum(x), [S], np.sum, name="sum_all", torch_build=lambda t, x: x.sum()),
+    OpCase(Op.SUM, lambda g, x: g.sum(x, axis=1), [S], lambda x: np.sum(x, axis=1), name="sum_axis1", torch_build=lambda t, x: x.sum(1)),
     OpCase(Op.SUM, lambda g, x: g.sum(x, axis=-1, keepdims=True), [S],
-           lambda x: np.sum(x, axis=-1, keepdims=True), name="sum_neg_axis_keepdims"),
+           lambda x: np.sum(x, axis=-1, keepdims=True), name="sum_neg_axis_keepdims", torch_build=lambda t, x: x.sum(-1, keepdim=True)),
     OpCase(Op.SUM, lambda g, x: g.sum(x, axis=(0, 2)), [S], lambda x: np.sum(x, axis=(0, 2)),
-           name="sum_tuple"),
+           name="sum_tuple", torch_build=lambda t, x: x.sum((0, 2))),
     OpCase(Op.SUM, lambda g, x: g.sum(x, axis=[2, -3], keepdims=True), [S],
-           lambda x: np.sum(x, axis=(0, 2), keepdims=True), name="sum_list_keepdims"),
+           lambda x: np.sum(x, axis=(0, 2), keepdims=True), name="sum_list_keepdims", torch_build=lambda t, x: x.sum((0, 2), keepdim=True)),
     OpCase(Op.SUM, lambda g, x: g.sum(x, keepdims=True), [S], lambda x: np.sum(x, keepdims=True),
-           name="sum_all_keepdims"),
+           name="sum_all_keepdims", torch_build=lambda t, x: x.sum((0, 1, 2), keepdim=True)),
     OpCase(Op.SUM, lambda g, x: g.sum(x, axis=()), [(3, 4)], lambda x: np.sum(x, axis=()),
-           name="sum_empty_tuple_identity"),
-    OpCase(Op.SUM, lambda g, x: g.sum(x, axis=0), [()], lambda x: x, name="sum_0d_axis0"),
+           name="sum_empty_tuple_identity", torch_build=lambda t, x: x * 1.0),
+    OpCase(Op.SUM, lambda g, x: g.sum(x, axis=0), [()], lambda x: x, name="sum_0d_axis0", torch_build=lambda t, x: x.sum(0)),
     OpCase(Op.SUM, lambda g, x: g.sum_axis(x, 0), [(3, 4)], lambda x: np.sum(x, axis=0),
-           name="sum_axis_alias"),
+           name="sum_axis_alias", torch_build=lambda t, x: x.sum(0)),
     # mean
-    OpCase(Op.MEAN, lambda g, x: g.mean(x), [S], np.mean, name="mean_all"),
+    OpCase(Op.MEAN, lambda g, x: g.mean(x), [S], np.mean, name="mean_all", torch_build=lambda t, x: x.mean()),
     OpCase(Op.MEAN, lambda g, x: g.mean(x, axis=-2), [S], lambda x: np.mean(x, axis=-2),
-           name="mean_neg_axis"),
+           name="mean_neg_axis", torch_build=lambda t, x: x.mean(-2)),
     OpCase(Op.MEAN, lambda g, x: g.mean(x, axis=(0, 1), keepdims=True), [S],
-           lambda x: np.mean(x, axis=(0, 1), keepdims=True), name="mean_tuple_keepdims"),
+           lambda x: np.mean(x, axis=(0, 1), keepdims=True), name="mean_tuple_keepdims", torch_build=lambda t, x: x.mean((0, 1), keepdim=True)),
     OpCase(Op.MEAN, lambda g, x: g.mean_axis(x, 1), [(3, 4)], lambda x: np.mean(x, axis=1),
-           name="mean_axis_alias"),
+           name="mean_axis_alias", torch_build=lambda t, x: x.mean(1)),
     # max / min
-    OpCase(Op.MAX, lambda g, x: g.max(x), [S], np.max, name="max_all"),
-    OpCase(Op.MAX, lambda g, x: g.max(x, axis=1), [S], lambda x: np.max(x, axis=1), name="max_axis1"),
+    OpCase(Op.MAX, lambda g, x: g.max(x), [S], np.max, name="max_all", torch_build=lambda t, x: t.amax(x)),
+    OpCase(Op.MAX, lambda g, x: g.max(x, axis=1), [S], lambda x: np.max(x, axis=1), name="max_axis1", torch_build=lambda t, x: t.amax(x, 1)),
     OpCase(Op.MAX, lambda g, x: g.max(x, axis=(0, -1), keepdims=True), [S],
-           lambda x: np.max(x, axis=(0, 2), keepdims=True), name="max_tuple_keepdims"),
+           lambda x: np.max(x, axis=(0, 2), keepdims=True), name="max_tuple_keepdims", torch_build=lambda t, x: t.amax(x, (0, -1), keepdim=True)),
     OpCase(Op.MAX, lambda g, x: g.max(x, axis=1), (), lambda x: np.max(x, axis=1),
            name="max_ties_forward", inputs=_ties, check_grad=False),
-    OpCase(Op.MIN, lambda g, x: g.min(x), [S], np.min, name="min_all"),
+    OpCase(Op.MIN, lambda g, x: g.min(x), [S], np.min, name="min_all", torch_build=lambda t, x: t.amin(x)),
     OpCase(Op.MIN, lambda g, x: g.min(x, axis=-1, keepdims=True), [S],
-           lambda x: np.min(x, axis=-1, keepdims=True), name="min_neg_axis_keepdims"),
+           lambda x: np.min(x, axis=-1, keepdims=True), name="min_neg_axis_keepdims", torch_build=lambda t, x: t.amin(x, -1, keepdim=True)),
     OpCase(Op.MIN, lambda g, x: g.min(x, axis=(1, 2)), [S], lambda x: np.min(x, axis=(1, 2)),
-           name="min_tuple"),
+           name="min_tuple", torch_build=lambda t, x: t.amin(x, (1, 2))),
     # var
-    OpCase(Op.VAR, lambda g, x: g.var(x), [S], np.var, name="var_all_ddof0"),
+    OpCase(Op.VAR, lambda g, x: g.var(x), [S], np.var, name="var_all_ddof0", torch_build=lambda t, x: x.var(correction=0)),
     OpCase(Op.VAR, lambda g, x: g.var(x, ddof=1), [S], lambda x: np.var(x, ddof=1),
-           name="var_all_ddof1"),
+           name="var_all_ddof1", torch_build=lambda t, x: x.var()),
     OpCase(Op.VAR, lambda g, x: g.var(x, axis=0, ddof=1), [(4, 3)],
-           lambda x: np.var(x, axis=0, ddof=1), name="var_axis0_ddof1"),
+           lambda x: np.var(x, axis=0, ddof=1), name="var_axis0_ddof1", torch_build=lambda t, x: x.var(0)),
     OpCase(Op.VAR, lambda g, x: g.var(x, axis=(0, 2), keepdims=True), [S],
-           lambda x: np.var(x, axis=(0, 2), keepdims=True), name="var_tuple_keepdims"),
+           lambda x: np.var(x, axis=(0, 2), keepdims=True), name="var_tuple_keepdims", torch_build=lambda t, x: x.var((0, 2), keepdim=True, correction=0)),
     OpCase(Op.VAR, lambda g, x: g.var(x, axis=-1), [S], lambda x: np.var(x, axis=-1),
-           name="var_neg_axis"),
+           name="var_neg_axis", torch_build=lambda t, x: x.var(-1, correction=0)),
     # logsumexp
     OpCase(Op.LOGSUMEXP, lambda g, x: g.logsumexp(x, None), [S], _np_logsumexp,
-           name="logsumexp_all"),
+           name="logsumexp_all", torch_build=lambda t, x: t.logsumexp(x, (0, 1, 2))),
     OpCase(Op.LOGSUMEXP, lambda g, x: g.logsumexp(x, -1), [S], lambda x: _np_logsumexp(x, -1),
-           name="logsumexp_neg_axis"),
+           name="logsumexp_neg_axis", torch_build=lambda t, x: t.logsumexp(x, -1)),
     OpCase(Op.LOGSUMEXP, lambda g, x: g.logsumexp(x, (0, 1), keepdims=True), [S],
-           lambda x: _np_logsumexp(x, (0, 1), True), name="logsumexp_tuple_keepdims"),
+           lambda x: _np_logsumexp(x, (0, 1), True), name="logsumexp_tuple_keepdims", torch_build=lambda t, x: t.logsumexp(x, (0, 1), keepdim=True)),
     OpCase(Op.LOGSUMEXP, lambda g, x: g.logsumexp(x, 1), (), lambda x: _np_logsumexp(x, 1),
-           name="logsumexp_large_values", inputs=_large),
+           name="logsumexp_large_values", torch_build=lambda t, x: t.logsumexp(x, 1), inputs=_large),
 ]
 
 
@@ -125,6 +126,32 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+# Ties split the gradient evenly (a constant mask / count, as PyTorch's
+# amax/amin): compared with PyTorch's double backward only, as a finite
+# difference would break the tie.
+TIES = [
+    OpCase(Op.MAX, lambda g, x: g.max(x, axis=1), name="max_ties_axis1", inputs=_ties,
+           torch_build=lambda t, x: t.amax(x, 1)),
+    OpCase(Op.MAX, lambda g, x: g.max(x), name="max_ties_all",
+           inputs=lambda rng: (np.array([[1.0, 5.0], [5.0, 5.0]]),), torch_build=lambda t, x: t.amax(x)),
+    OpCase(Op.MIN, lambda g, x: g.min(x, axis=(0,), keepdims=True), name="min_ties_keepdims",
+           inputs=lambda rng: (np.array([[1.0, -2.0, 0.5], [1.0, -2.0, 3.0]]),),
+           torch_build=lambda t, x: t.amin(x, 0, keepdim=True)),
+]
+
+
+@pytest.mark.parametrize("case", TIES, ids=[c.id for c in TIES])
+def test_second_order_at_ties_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
 
 
 def _grad(build, x, dtype=np.float64):

@@ -1,4 +1,5 @@
 """Shape ops: NumPy forward reference, float64 gradcheck, bad arguments."""
+import dataclasses
 import itertools
 
 import numpy as np
@@ -6,7 +7,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
+                          make_op_tests, make_second_order_tests)
 
 
 def _ints(*shapes):
@@ -44,152 +46,223 @@ def tile_loops(x, reps):
     return out
 
 
+def _nchw(t, fn, x):
+    """PyTorch's channel-first ``fn`` on yscv's channel-last ``x`` (and back)."""
+    last = x.dim() - 1
+    return fn(x.movedim(last, 1)).movedim(1, last)
+
+
 C = np.arange(6.0).reshape(2, 3) * 0.5  # a constant (non-node) operand
 
 CASES = [
     # reshape
     OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, (2, -1)), [(3, 4)], lambda x: x.reshape(2, 6),
-           name="reshape_infer"),
+           name="reshape_infer",
+           torch_build=lambda t, x: x.reshape(2, -1)),
     OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, [4, 3, 2]), [(2, 3, 4)],
-           lambda x: x.reshape(4, 3, 2), name="reshape_list"),
+           lambda x: x.reshape(4, 3, 2), name="reshape_list",
+           torch_build=lambda t, x: x.reshape(4, 3, 2)),
     OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, 6), [(2, 3)], lambda x: x.reshape(6),
-           name="reshape_int"),
+           name="reshape_int",
+           torch_build=lambda t, x: x.reshape(6)),
     OpCase(Op.RESHAPE, lambda g, x: g.reshape(x, ()), [(1, 1)], lambda x: x.reshape(()),
-           name="reshape_to_0d"),
+           name="reshape_to_0d",
+           torch_build=lambda t, x: x.reshape(())),
     OpCase(Op.RESHAPE, lambda g, x: g.reshape(x[:, ::2], (-1,)), [(3, 4)],
-           lambda x: x[:, ::2].reshape(-1), name="reshape_noncontiguous"),
+           lambda x: x[:, ::2].reshape(-1), name="reshape_noncontiguous",
+           torch_build=lambda t, x: x[:, ::2].reshape(-1)),
     # flatten
     OpCase(Op.FLATTEN, lambda g, x: g.flatten(x), [(2, 3, 4)], lambda x: x.reshape(2, 12),
-           name="flatten_default"),
+           name="flatten_default",
+           torch_build=lambda t, x: x.flatten(1)),
     OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, 0), [(2, 3, 4)], lambda x: x.reshape(24),
-           name="flatten_all"),
+           name="flatten_all",
+           torch_build=lambda t, x: x.flatten(0)),
     OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, -2), [(2, 3, 4)], lambda x: x.reshape(2, 12),
-           name="flatten_negative_start"),
+           name="flatten_negative_start",
+           torch_build=lambda t, x: x.flatten(-2)),
     OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, 1, 2), [(2, 3, 2, 2)],
-           lambda x: x.reshape(2, 6, 2), name="flatten_end_axis"),
+           lambda x: x.reshape(2, 6, 2), name="flatten_end_axis",
+           torch_build=lambda t, x: x.flatten(1, 2)),
     OpCase(Op.FLATTEN, lambda g, x: g.flatten(x, 0), [()], lambda x: x.reshape(1),
-           name="flatten_0d"),
+           name="flatten_0d",
+           torch_build=lambda t, x: x.flatten(0)),
     # unsqueeze
     OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, 0), [(2, 3)], lambda x: x[None],
-           name="unsqueeze_front"),
+           name="unsqueeze_front",
+           torch_build=lambda t, x: x.unsqueeze(0)),
     OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, -1), [(2, 3)], lambda x: x[..., None],
-           name="unsqueeze_back"),
+           name="unsqueeze_back",
+           torch_build=lambda t, x: x.unsqueeze(-1)),
     OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, -2), [(2, 3)], lambda x: x[:, None],
-           name="unsqueeze_negative_middle"),
+           name="unsqueeze_negative_middle",
+           torch_build=lambda t, x: x.unsqueeze(-2)),
     OpCase(Op.UNSQUEEZE, lambda g, x: g.unsqueeze(x, 2), [(2, 3)], lambda x: x[:, :, None],
-           name="unsqueeze_at_ndim"),
+           name="unsqueeze_at_ndim",
+           torch_build=lambda t, x: x.unsqueeze(2)),
     # squeeze
     OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x, 1), [(2, 1, 3)], lambda x: x[:, 0],
-           name="squeeze_int"),
+           name="squeeze_int",
+           torch_build=lambda t, x: x.squeeze(1)),
     OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x, (0, -1)), [(1, 3, 1, 1)],
-           lambda x: x[0, :, :, 0], name="squeeze_tuple"),
+           lambda x: x[0, :, :, 0], name="squeeze_tuple",
+           torch_build=lambda t, x: x.squeeze((0, -1))),
     OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x), [(1, 3, 1, 2)], np.squeeze,
-           name="squeeze_all"),
+           name="squeeze_all",
+           torch_build=lambda t, x: x.squeeze()),
     OpCase(Op.SQUEEZE, lambda g, x: g.squeeze(x, None), [(1, 1)], lambda x: x.reshape(()),
-           name="squeeze_to_0d"),
+           name="squeeze_to_0d",
+           torch_build=lambda t, x: x.squeeze()),
     # expand
     OpCase(Op.EXPAND, lambda g, x: g.expand(x, (2, 3, 4)), [(3, 1)],
-           lambda x: np.broadcast_to(x, (2, 3, 4)), name="expand_leading_and_size1"),
+           lambda x: np.broadcast_to(x, (2, 3, 4)), name="expand_leading_and_size1",
+           torch_build=lambda t, x: x.expand(2, 3, 4)),
     OpCase(Op.EXPAND, lambda g, x: g.expand(x, (4, -1, 5)), [(1, 3, 1)],
-           lambda x: np.broadcast_to(x, (4, 3, 5)), name="expand_minus1"),
+           lambda x: np.broadcast_to(x, (4, 3, 5)), name="expand_minus1",
+           torch_build=lambda t, x: x.expand(4, -1, 5)),
     OpCase(Op.EXPAND, lambda g, x: g.expand(x, [5]), [()], lambda x: np.broadcast_to(x, (5,)),
-           name="expand_0d"),
+           name="expand_0d",
+           torch_build=lambda t, x: x.expand(5)),
     OpCase(Op.EXPAND, lambda g, x: g.expand(x, (2, 3)), [(2, 3)], lambda x: x,
-           name="expand_same_shape"),
+           name="expand_same_shape",
+           torch_build=lambda t, x: x.expand(2, 3)),
     # cat
     OpCase(Op.CAT, lambda g, a, b: g.cat([a, b]), [(2, 3), (4, 3)],
-           lambda a, b: np.concatenate([a, b]), name="cat_axis0"),
+           lambda a, b: np.concatenate([a, b]), name="cat_axis0",
+           torch_build=lambda t, a, b: t.cat([a, b])),
     OpCase(Op.CAT, lambda g, a, b, c: g.cat((a, b, c), 1), [(2, 1), (2, 3), (2, 2)],
-           lambda a, b, c: np.concatenate([a, b, c], 1), name="cat_three_axis1"),
+           lambda a, b, c: np.concatenate([a, b, c], 1), name="cat_three_axis1",
+           torch_build=lambda t, a, b, c: t.cat([a, b, c], 1)),
     OpCase(Op.CAT, lambda g, a, b: g.cat([a, b, a], axis=-1), [(2, 2, 2), (2, 2, 1)],
-           lambda a, b: np.concatenate([a, b, a], -1), name="cat_repeated_node_negative_axis"),
-    OpCase(Op.CAT, lambda g, a: g.cat([a]), [(3, 2)], lambda a: a, name="cat_single"),
+           lambda a, b: np.concatenate([a, b, a], -1), name="cat_repeated_node_negative_axis",
+           torch_build=lambda t, a, b: t.cat([a, b, a], -1)),
+    OpCase(Op.CAT, lambda g, a: g.cat([a]), [(3, 2)], lambda a: a, name="cat_single",
+           torch_build=lambda t, a: t.cat([a])),
     OpCase(Op.CAT, lambda g, a: g.cat([a, C], 0), [(1, 3)],
-           lambda a: np.concatenate([a, C]), name="cat_with_constant_array"),
+           lambda a: np.concatenate([a, C]), name="cat_with_constant_array",
+           torch_build=lambda t, a: t.cat([a, t.tensor(C)], 0)),
     # stack
     OpCase(Op.STACK, lambda g, a, b: g.stack([a, b]), [(2, 3), (2, 3)],
-           lambda a, b: np.stack([a, b]), name="stack_axis0"),
+           lambda a, b: np.stack([a, b]), name="stack_axis0",
+           torch_build=lambda t, a, b: t.stack([a, b])),
     OpCase(Op.STACK, lambda g, a, b, c: g.stack([a, b, c], -1), [(2, 3)] * 3,
-           lambda a, b, c: np.stack([a, b, c], -1), name="stack_last"),
+           lambda a, b, c: np.stack([a, b, c], -1), name="stack_last",
+           torch_build=lambda t, a, b, c: t.stack([a, b, c], -1)),
     OpCase(Op.STACK, lambda g, a, b: g.stack([a, b], 1), [(2, 3), (2, 3)],
-           lambda a, b: np.stack([a, b], 1), name="stack_middle"),
+           lambda a, b: np.stack([a, b], 1), name="stack_middle",
+           torch_build=lambda t, a, b: t.stack([a, b], 1)),
     OpCase(Op.STACK, lambda g, a, b: g.stack([a, b], -1), [(), ()],
-           lambda a, b: np.stack([a, b]), name="stack_0d"),
+           lambda a, b: np.stack([a, b]), name="stack_0d",
+           torch_build=lambda t, a, b: t.stack([a, b], -1)),
     # select
     OpCase(Op.SELECT, lambda g, x: g.select(x, 1, 2), [(2, 3, 4)], lambda x: x[:, 2],
-           name="select"),
+           name="select",
+           torch_build=lambda t, x: x.select(1, 2)),
     OpCase(Op.SELECT, lambda g, x: g.select(x, -1, -1), [(2, 3, 4)], lambda x: x[..., -1],
-           name="select_negative"),
+           name="select_negative",
+           torch_build=lambda t, x: x.select(-1, -1)),
     OpCase(Op.SELECT, lambda g, x: g.select(x, 0, 3), [(5,)], lambda x: x[3],
-           name="select_to_0d"),
+           name="select_to_0d",
+           torch_build=lambda t, x: x.select(0, 3)),
     # narrow
     OpCase(Op.NARROW, lambda g, x: g.narrow(x, 1, 1, 2), [(2, 4, 3)], lambda x: x[:, 1:3],
-           name="narrow"),
+           name="narrow",
+           torch_build=lambda t, x: x.narrow(1, 1, 2)),
     OpCase(Op.NARROW, lambda g, x: g.narrow(x, -1, -3, 2), [(2, 5)], lambda x: x[:, 2:4],
-           name="narrow_negative_start"),
+           name="narrow_negative_start",
+           torch_build=lambda t, x: x.narrow(-1, -3, 2)),
     OpCase(Op.NARROW, lambda g, x: g.narrow(x, 0, 2, 0), [(3, 2)], lambda x: x[2:2],
-           name="narrow_empty"),
+           name="narrow_empty",
+           torch_build=lambda t, x: x.narrow(0, 2, 0)),
     # getitem
-    OpCase(Op.GETITEM, lambda g, x: x[1], [(3, 4)], lambda x: x[1], name="getitem_int"),
+    OpCase(Op.GETITEM, lambda g, x: x[1], [(3, 4)], lambda x: x[1], name="getitem_int",
+           torch_build=lambda t, x: x[1]),
     OpCase(Op.GETITEM, lambda g, x: x[1, -1], [(3, 4)], lambda x: np.asarray(x[1, -1]),
-           name="getitem_ints_to_0d"),
+           name="getitem_ints_to_0d",
+           torch_build=lambda t, x: x[1, -1]),
     OpCase(Op.GETITEM, lambda g, x: x[1:, ::2], [(4, 5)], lambda x: x[1:, ::2],
-           name="getitem_step"),
+           name="getitem_step",
+           torch_build=lambda t, x: x[1:, ::2]),
     OpCase(Op.GETITEM, lambda g, x: x[::-2, 3:0:-1], [(5, 5)], lambda x: x[::-2, 3:0:-1],
-           name="getitem_negative_step"),
+           name="getitem_negative_step",
+           torch_build=lambda t, x: x.flip(0)[::2, :].narrow(1, 1, 3).flip(1)),
     OpCase(Op.GETITEM, lambda g, x: x[None, :, None, 1], [(3, 4)], lambda x: x[None, :, None, 1],
-           name="getitem_none"),
+           name="getitem_none",
+           torch_build=lambda t, x: x[None, :, None, 1]),
     OpCase(Op.GETITEM, lambda g, x: x[..., 1:3], [(2, 3, 4)], lambda x: x[..., 1:3],
-           name="getitem_ellipsis_front"),
+           name="getitem_ellipsis_front",
+           torch_build=lambda t, x: x[..., 1:3]),
     OpCase(Op.GETITEM, lambda g, x: g.getitem(x, (0, Ellipsis, None, -1)), [(2, 3, 4)],
-           lambda x: x[0, ..., None, -1], name="getitem_ellipsis_middle"),
+           lambda x: x[0, ..., None, -1], name="getitem_ellipsis_middle",
+           torch_build=lambda t, x: x[0, ..., None, -1]),
     OpCase(Op.GETITEM, lambda g, x: x[np.int64(1), -10:10], [(3, 4)], lambda x: x[1, -10:10],
-           name="getitem_numpy_int_and_clipped_slice"),
-    OpCase(Op.GETITEM, lambda g, x: x[...], [(2, 3)], lambda x: x, name="getitem_ellipsis_only"),
+           name="getitem_numpy_int_and_clipped_slice",
+           torch_build=lambda t, x: x[1, -10:10]),
+    OpCase(Op.GETITEM, lambda g, x: x[...], [(2, 3)], lambda x: x, name="getitem_ellipsis_only",
+           torch_build=lambda t, x: x[...]),
     # flip
     OpCase(Op.FLIP, lambda g, x: g.flip(x, 1), [(2, 3, 4)], lambda x: x[:, ::-1],
-           name="flip_int"),
+           name="flip_int",
+           torch_build=lambda t, x: x.flip(1)),
     OpCase(Op.FLIP, lambda g, x: g.flip(x, (0, -1)), [(2, 3, 4)], lambda x: x[::-1, :, ::-1],
-           name="flip_tuple"),
-    OpCase(Op.FLIP, lambda g, x: g.flip(x), [(2, 3)], lambda x: x[::-1, ::-1], name="flip_all"),
+           name="flip_tuple",
+           torch_build=lambda t, x: x.flip((0, -1))),
+    OpCase(Op.FLIP, lambda g, x: g.flip(x), [(2, 3)], lambda x: x[::-1, ::-1], name="flip_all",
+           torch_build=lambda t, x: x.flip((0, 1))),
     # pad
     OpCase(Op.PAD, lambda g, x: g.pad(x, ((1, 0), (0, 2), (2, 1))), [(2, 3, 2)],
-           lambda x: np.pad(x, ((1, 0), (0, 2), (2, 1))), name="pad_three_axes"),
+           lambda x: np.pad(x, ((1, 0), (0, 2), (2, 1))), name="pad_three_axes",
+           torch_build=lambda t, x: t.nn.functional.pad(x, (2, 1, 0, 2, 1, 0))),
     OpCase(Op.PAD, lambda g, x: g.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)], value=-1.5),
            [(1, 2, 3, 2)], lambda x: np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)),
-                                            constant_values=-1.5), name="pad_nhwc_value"),
-    OpCase(Op.PAD, lambda g, x: g.pad(x, 2), [(2, 3)], lambda x: np.pad(x, 2), name="pad_int"),
+                                            constant_values=-1.5), name="pad_nhwc_value",
+           torch_build=lambda t, x: t.nn.functional.pad(x, (0, 0, 1, 1, 1, 1), value=-1.5)),
+    OpCase(Op.PAD, lambda g, x: g.pad(x, 2), [(2, 3)], lambda x: np.pad(x, 2), name="pad_int",
+           torch_build=lambda t, x: t.nn.functional.pad(x, (2, 2, 2, 2))),
     OpCase(Op.PAD, lambda g, x: g.pad(x, (1, 3), 0.5), [(2, 3)],
-           lambda x: np.pad(x, (1, 3), constant_values=0.5), name="pad_one_pair_all_axes"),
+           lambda x: np.pad(x, (1, 3), constant_values=0.5), name="pad_one_pair_all_axes",
+           torch_build=lambda t, x: t.nn.functional.pad(x, (1, 3, 1, 3), value=0.5)),
     # repeat
     OpCase(Op.REPEAT, lambda g, x: g.repeat(x, 3), [(2, 3)], lambda x: tile_loops(x, (3,)),
-           name="repeat_int"),
+           name="repeat_int",
+           torch_build=lambda t, x: x.repeat(1, 3)),
     OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (2, 1, 3)), [(2, 2, 2)],
-           lambda x: tile_loops(x, (2, 1, 3)), name="repeat_tuple"),
+           lambda x: tile_loops(x, (2, 1, 3)), name="repeat_tuple",
+           torch_build=lambda t, x: x.repeat(2, 1, 3)),
     OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (2, 1, 2, 2)), [(2, 3)],
-           lambda x: tile_loops(x, (2, 1, 2, 2)), name="repeat_more_reps_than_ndim"),
+           lambda x: tile_loops(x, (2, 1, 2, 2)), name="repeat_more_reps_than_ndim",
+           torch_build=lambda t, x: x.repeat(2, 1, 2, 2)),
     OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (2,)), [(2, 3)], lambda x: tile_loops(x, (1, 2)),
-           name="repeat_fewer_reps_than_ndim"),
+           name="repeat_fewer_reps_than_ndim",
+           torch_build=lambda t, x: x.repeat(1, 2)),
     OpCase(Op.REPEAT, lambda g, x: g.repeat(x, (0, 2)), [(2, 3)], lambda x: np.zeros((0, 6)),
-           name="repeat_zero"),
+           name="repeat_zero",
+           torch_build=lambda t, x: x.repeat(0, 2)),
     # pixel_shuffle
     OpCase(Op.PIXEL_SHUFFLE, lambda g, x: g.pixel_shuffle(x, 2), [(2, 2, 3, 12)],
            lambda x: pixel_shuffle_loops(x, 2), inputs=_ints((2, 2, 3, 12)),
-           name="pixel_shuffle_r2_c3"),
+           name="pixel_shuffle_r2_c3",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.pixel_shuffle(z, 2), x)),
     OpCase(Op.PIXEL_SHUFFLE, lambda g, x: g.pixel_shuffle(x, 3), [(1, 2, 1, 18)],
            lambda x: pixel_shuffle_loops(x, 3), inputs=_ints((1, 2, 1, 18)),
-           name="pixel_shuffle_r3_c2"),
+           name="pixel_shuffle_r3_c2",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.pixel_shuffle(z, 3), x)),
     OpCase(Op.PIXEL_SHUFFLE, lambda g, x: g.pixel_shuffle(x, 1), [(1, 2, 2, 3)],
-           lambda x: x, name="pixel_shuffle_r1"),
+           lambda x: x, name="pixel_shuffle_r1",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.pixel_shuffle(z, 1), x)),
     # upsample_nearest
     OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, 2), [(2, 2, 3, 3)],
-           lambda x: upsample_loops(x, 2, 2), inputs=_ints((2, 2, 3, 3)), name="upsample_r2"),
+           lambda x: upsample_loops(x, 2, 2), inputs=_ints((2, 2, 3, 3)), name="upsample_r2",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.interpolate(z, scale_factor=2, mode="nearest"), x)),
     OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, 3), [(1, 2, 2, 2)],
-           lambda x: upsample_loops(x, 3, 3), inputs=_ints((1, 2, 2, 2)), name="upsample_r3"),
+           lambda x: upsample_loops(x, 3, 3), inputs=_ints((1, 2, 2, 2)), name="upsample_r3",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.interpolate(z, scale_factor=3, mode="nearest"), x)),
     OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, (1, 2)), [(1, 3, 2, 2)],
-           lambda x: upsample_loops(x, 1, 2), name="upsample_per_axis"),
+           lambda x: upsample_loops(x, 1, 2), name="upsample_per_axis",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.interpolate(z, scale_factor=(1, 2), mode="nearest"), x)),
     OpCase(Op.UPSAMPLE_NEAREST, lambda g, x: g.upsample_nearest(x, 2), [(2, 3, 2)],
-           lambda x: np.repeat(x, 2, axis=1), name="upsample_nlc"),
+           lambda x: np.repeat(x, 2, axis=1), name="upsample_nlc",
+           torch_build=lambda t, x: _nchw(t, lambda z: t.nn.functional.interpolate(z, scale_factor=2, mode="nearest"), x)),
 ]
 
 
@@ -339,6 +412,59 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+def _squared(case):
+    """The row's op followed by a square: its recorded backward then meets a
+    cotangent that depends on the inputs (2 y u), so the second derivative
+    runs through the rule's own recorded graph (a linear op's is 0 alone)."""
+    return dataclasses.replace(
+        case, name=case.id + "_squared",
+        build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
+        torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
+
+
+SQUARED = [_squared(c) for c in CASES if c.torch_build is not None]
+
+
+@pytest.mark.parametrize("case", SQUARED, ids=[c.id for c in SQUARED])
+def test_second_order_through_a_square_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
+
+
+def test_third_derivative_through_a_chain_of_shape_ops_matches_pytorch():
+    """getitem (a scatter of the gradient, whose own rule is a gather), flip,
+    pad, narrow, repeat, select, cat, to the third derivative."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 5))
+
+    def chain(g, xn):
+        y = g.pad(g.flip(xn[1:, ::2], 0), ((1, 0), (0, 1)))
+        y = g.cat([g.repeat(g.narrow(y, 0, 1, 2), (2, 1)), g.select(xn, 1, 2)[None]], 0)
+        return g.sum(g.mul(g.mul(y, y), y))
+
+    g = yscv.Graph(np.float64)
+    xn = g.variable(x)
+    (d1,) = g.gradients(chain(g, xn), [xn], create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(d1, d1)), [xn], create_graph=True)
+    (d3,) = g.gradients(g.sum(g.mul(d2, d2)), [xn])
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.nn.functional.pad(xt[1:, ::2].flip(0), (0, 1, 1, 0))
+    y = torch.cat([y.narrow(0, 1, 2).repeat(2, 1), xt.select(1, 2)[None]], 0)
+    (t1,) = torch.autograd.grad((y ** 3).sum(), xt, create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * t1).sum(), xt, create_graph=True)
+    (t3,) = torch.autograd.grad((t2 * t2).sum(), xt)
+    np.testing.assert_allclose(g.value(d1), t1.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g.value(d2), t2.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d3, t3.numpy(), rtol=1e-10, atol=1e-10)
 
 
 def test_views_share_memory_with_the_input():

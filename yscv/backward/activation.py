@@ -4,18 +4,30 @@ Nothing is saved by the activation forwards except dropout's packed mask:
 every rule reads the input ``x`` and/or the output ``y`` (sigmoid and tanh
 read only the output). How each derivative is computed (NumPy on tiny arrays,
 fused kernels otherwise) is :mod:`yscv.compute.activation`'s business.
+
+The recorded rules (``create_graph=True``) follow the array rules, after
+them. gelu's is ``gelu_backward(grad, x)``, an op whose own rules need only
+``gelu''`` (elementary for all three forms), so no erf is needed in graph
+ops: :func:`gelu_second` is written once for arrays and for nodes.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..compute.activation import (
+    GELU_ERF,
+    GELU_KINDS,
+    GELU_SIGMOID,
+    GELU_TANH,
     MISH,
     SILU,
     SOFTPLUS,
     piecewise,
     prelu_backward as prelu_pass,
     relu_grad,
+    sigmoid,
     sigmoid_grad,
     softmax_backward,
     tanh_grad,
@@ -23,7 +35,8 @@ from ..compute.activation import (
     unpack_mask,
 )
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
+from ._recorded import recorded_unary
 from ._rules import unary
 
 unary(Op.LEAKY_RELU, lambda g, x, y, slope: piecewise(g, x, np.full(1, slope, dtype=g.dtype)))
@@ -79,3 +92,128 @@ def dropout_backward(g, inputs, out, attrs, packed, needs):
     gx = g * g.dtype.type(1.0 / (1.0 - p))
     gx *= unpack_mask(packed, g.shape)
     return (gx,)
+
+
+def gelu_second(x, kind, exp, tanh, sigm):
+    """gelu''(x) for the three forms, written once for arrays (``exp=np.exp``
+    ...) and for graph nodes (``exp=G.exp`` ...; the arithmetic operators
+    work on both). erf: phi(x) (2 - x^2); tanh, with u = b (x + k x^3):
+    (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2), t = tanh(u); sigmoid, with
+    s = sigmoid(1.702 x): 1.702 s (1 - s) (2 + 1.702 x (1 - 2 s))."""
+    if kind == GELU_ERF:
+        return exp(x * x * -0.5) * _INV_SQRT_2PI * (2.0 - x * x)
+    if kind == GELU_TANH:
+        x2 = x * x
+        du = (x2 * (3.0 * _GELU_KAPPA) + 1.0) * _SQRT_2_OVER_PI
+        t = tanh((x2 * _GELU_KAPPA + 1.0) * x * _SQRT_2_OVER_PI)
+        d2u = x * (6.0 * _GELU_KAPPA * _SQRT_2_OVER_PI)
+        return (1.0 - t * t) * (du + x * (d2u - t * du * du * 2.0) * 0.5)
+    s = sigm(x * _GELU_SIGMOID_K)
+    ds = s * (1.0 - s) * _GELU_SIGMOID_K
+    return ds * (x * (1.0 - s * 2.0) * _GELU_SIGMOID_K + 2.0)
+
+
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)   # Python floats: they keep float32 arrays float32
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_KAPPA = 0.044715
+_GELU_SIGMOID_K = 1.702
+_GELU_NAMES = {kind: name for name, kind in GELU_KINDS.items()}
+
+
+@register_backward(Op.GELU_BACKWARD)
+def gelu_backward_backward(g, inputs, out, kind, saved, needs):
+    """out = grad * gelu'(x): (g gelu'(x), g grad gelu''(x))."""
+    grad, x = inputs
+    ggrad = unary_backward(g, x, x, kind) if needs[0] else None
+    gx = None
+    if needs[1]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            gx = g * grad * gelu_second(x, kind, np.exp, np.tanh, sigmoid)
+    return ggrad, gx
+
+
+# --------------------------------------------------------------- recorded
+# The same rules in graph ops, for create_graph=True (SPEC section 9). Masks
+# at kinks (relu, leaky_relu, prelu, softplus's threshold) and dropout's mask
+# are constants, as in PyTorch's double backward; each is the array rule's.
+recorded_unary(Op.TANH, lambda G, gy, x, y, a: G.mul(gy, G.sub(1.0, G.mul(y, y))))
+recorded_unary(Op.RELU, lambda G, gy, x, y, a: G.where(~(G.value(x) <= 0), gy, 0.0))
+recorded_unary(Op.LEAKY_RELU, lambda G, gy, x, y, slope: G.where(
+    G.value(x) > 0, gy, G.mul(gy, slope)))
+recorded_unary(Op.SIGMOID, lambda G, gy, x, y, a: G.mul(gy, G.mul(y, G.sub(1.0, y))))
+recorded_unary(Op.GELU, lambda G, gy, x, y, kind: G.gelu_backward(gy, x, _GELU_NAMES[kind]))
+
+
+def _silu_recorded(G, gy, x, y, a):
+    """grad s (1 + x (1 - s)), s = sigmoid(x) (PyTorch's form)."""
+    s = G.sigmoid(x)
+    return G.mul(gy, G.mul(s, G.add(1.0, G.mul(x, G.sub(1.0, s)))))
+
+
+def _mish_recorded(G, gy, x, y, a):
+    """grad (t + x s (1 - t^2)), t = tanh(softplus(x)), s = sigmoid(x)
+    (PyTorch's form, softplus with its default threshold)."""
+    t = G.tanh(G.softplus(x))
+    s = G.sigmoid(x)
+    return G.mul(gy, G.add(t, G.mul(G.mul(x, s), G.sub(1.0, G.mul(t, t)))))
+
+
+def _softplus_recorded(G, gy, x, y, a):
+    """grad where beta x > threshold, else grad sigmoid(beta x). Exactly at
+    the threshold the slope sigmoid(threshold) is a constant: PyTorch's
+    double backward masks its derivative with beta x < threshold."""
+    z = G.value(x) * a.beta
+    below = G.mul(gy, G.sigmoid(G.mul(x, a.beta)))
+    at = G.mul(gy, G.constant(sigmoid(z)))
+    return G.where(z > a.threshold, gy, G.where(z < a.threshold, below, at))
+
+
+recorded_unary(Op.SILU, _silu_recorded)
+recorded_unary(Op.MISH, _mish_recorded)
+recorded_unary(Op.SOFTPLUS, _softplus_recorded)
+recorded_unary(Op.SOFTMAX, lambda G, gy, x, y, axis: G.mul(
+    y, G.sub(gy, G.sum(G.mul(gy, y), axis=axis, keepdims=True))))
+recorded_unary(Op.LOG_SOFTMAX, lambda G, gy, x, y, axis: G.sub(
+    gy, G.mul(G.exp(y), G.sum(gy, axis=axis, keepdims=True))))
+
+
+@register_recorded(Op.PRELU)
+def prelu_recorded(G, gy, xs, y, attrs, saved, needs):
+    """grad where x > 0 else grad alpha; alpha's gradient grad x where x <= 0
+    (summed to alpha's shape by the walk). At x == 0 the values are those,
+    but, as PyTorch's double backward (its masks are x >= 0), alpha's slope
+    there is a constant and alpha's gradient (0) does not depend on x."""
+    x, alpha = xs
+    xv = G.value(x)
+    pos = xv > 0
+    gx = galpha = None
+    if needs[0]:
+        slope = G.where(xv == 0, G.constant(G.value(alpha)), alpha)
+        gx = G.where(pos, gy, G.mul(gy, slope))
+    if needs[1]:
+        galpha = G.where(~(xv >= 0), G.mul(gy, x), 0.0)
+        if pos.ndim == 0:  # a 0-d x: alpha is [1]
+            galpha = G.reshape(galpha, (1,))
+    return gx, galpha
+
+
+@register_recorded(Op.DROPOUT)
+def dropout_recorded(G, gy, xs, y, attrs, packed, needs):
+    """grad * mask / (1 - p), the mask a constant."""
+    p = attrs.p
+    if not attrs.training or p == 0.0:
+        return (gy,)
+    if p == 1.0:
+        return (G.mul(gy, 0.0),)
+    scale = unpack_mask(packed, G.value(y).shape) * (1.0 / (1.0 - p))
+    return (G.mul(gy, scale.astype(G.dtype)),)
+
+
+@register_recorded(Op.GELU_BACKWARD)
+def gelu_backward_recorded(G, gy, xs, y, kind, saved, needs):
+    grad, x = xs
+    ggrad = G.gelu_backward(gy, x, _GELU_NAMES[kind]) if needs[0] else None
+    gx = None
+    if needs[1]:
+        gx = G.mul(G.mul(gy, grad), gelu_second(x, kind, G.exp, G.tanh, G.sigmoid))
+    return ggrad, gx

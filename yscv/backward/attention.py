@@ -18,6 +18,7 @@ import numpy as np
 from ..compute import attention as C
 from ..node import Op
 from ..registry import register_backward
+from ._recorded import composite
 
 
 @register_backward(Op.SCALED_DOT_PRODUCT_ATTENTION)
@@ -34,3 +35,39 @@ def sdpa_backward(g, inputs, out, attrs, saved, needs):
         if needs[1]:
             dk = np.matmul(np.swapaxes(ds, -1, -2), q)
     return dq, dk, dv
+
+
+# --------------------------------------------------------------- recorded
+def _sdpa_composite(G, q, k, v, attrs):
+    """The attention with primitive ops, finite everywhere: blocked scores
+    are replaced by a constant (their probability is a constant 0), the
+    softmax is shifted by a constant row maximum (softmax is shift-
+    invariant, so every derivative is unchanged) and a row with nothing to
+    attend divides by 1 (a zero row, as the fused op)."""
+    nd = len(q.shape)
+    perm = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+    scores = G.mul(G.matmul(q, G.transpose(k, perm)), attrs.scale)
+    shape = tuple(scores.shape)
+    sv = np.asarray(G.value(scores))
+    allowed = np.ones(shape, dtype=bool)
+    if attrs.mask is not None:
+        m = attrs.mask.reshape(shape)
+        if m.dtype == np.bool_:
+            allowed &= m
+        else:
+            allowed &= ~np.isneginf(m)
+            scores = G.add(scores, np.where(np.isneginf(m), 0.0, m).astype(G.dtype))
+            sv = np.asarray(G.value(scores))
+    if attrs.causal:
+        sq, sk = shape[-2], shape[-1]
+        allowed &= np.tril(np.ones((sq, sk), dtype=bool))
+    any_row = allowed.any(axis=-1, keepdims=True)
+    shift = np.where(allowed, sv, -np.inf).max(axis=-1, keepdims=True)
+    shift = np.where(any_row, shift, 0.0).astype(G.dtype)
+    safe = G.where(allowed, scores, np.broadcast_to(shift, shape))
+    e = G.where(allowed, G.exp(G.sub(safe, shift)), 0.0)
+    denom = G.where(any_row, G.sum(e, axis=-1, keepdims=True), 1.0)
+    return G.matmul(G.div(e, denom), v)
+
+
+composite(Op.SCALED_DOT_PRODUCT_ATTENTION, _sdpa_composite)

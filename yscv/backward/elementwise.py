@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
+from ._recorded import recorded_binary, recorded_linear, recorded_unary
 from ._rules import binary, linear, unary
 
 
@@ -102,3 +103,71 @@ def minimum_backward(g, inputs, out, attrs, saved, needs):
 
 binary(Op.WHERE, lambda g, a, b, y, cond: np.where(cond, g, g.dtype.type(0)),
        lambda g, a, b, y, cond: np.where(cond, g.dtype.type(0), g))
+
+
+# --------------------------------------------------------------- recorded
+# The same rules in graph ops, for create_graph=True (SPEC section 9). Masks
+# (kinks, ties, where's condition) are constants, as in PyTorch's double
+# backward; each mask is the one the array rule above uses.
+
+recorded_linear(Op.ADD, 1, 1)
+recorded_linear(Op.SUB, 1, -1)
+recorded_linear(Op.NEG, -1)
+recorded_binary(Op.MUL, lambda G, gy, a, b, y, at: G.mul(gy, b),
+                lambda G, gy, a, b, y, at: G.mul(gy, a))
+recorded_binary(Op.DIV, lambda G, gy, a, b, y, at: G.div(gy, b),
+                lambda G, gy, a, b, y, at: G.neg(G.div(G.mul(gy, a), G.mul(b, b))))
+
+
+@register_recorded(Op.POW)
+def pow_recorded(G, gy, xs, y, attrs, saved, needs):
+    """grad * e * base^(e-1) (0 where e == 0) and grad * y * log(base) (0
+    where base == 0 and e >= 0), as PyTorch's pow_backward."""
+    base, e = xs
+    vb, ve = G.value(base), G.value(e)
+    gbase = gexp = None
+    if needs[0]:
+        d = G.mul(e, G.pow(base, G.sub(e, 1.0)))
+        gbase = G.mul(gy, G.where(np.broadcast_to(ve == 0, G.value(y).shape), 0.0, d))
+    if needs[1]:
+        d = G.mul(y, G.log(base))
+        gexp = G.mul(gy, G.where((vb == 0) & (ve >= 0), 0.0, d))
+    return gbase, gexp
+
+
+recorded_unary(Op.ABS, lambda G, gy, x, y, a: G.mul(gy, G.constant(np.sign(G.value(x)))))
+recorded_unary(Op.EXP, lambda G, gy, x, y, a: G.mul(gy, y))
+recorded_unary(Op.LOG, lambda G, gy, x, y, a: G.div(gy, x))
+recorded_unary(Op.SQRT, lambda G, gy, x, y, a: G.div(gy, G.add(y, y)))
+recorded_unary(Op.CLAMP, lambda G, gy, x, y, a: G.where(
+    _inside(G.value(x), a.lo, a.hi), gy, 0.0))
+
+
+def _minmax_recorded(G, gy, a, b, a_loses, b_loses, needs):
+    """The array rule's split, with its masks as constants."""
+    tie = G.value(a) == G.value(b)
+    half = G.mul(gy, 0.5)
+    ga = gb = None
+    if needs[0]:
+        ga = G.where(tie, half, G.where(a_loses, 0.0, gy))
+    if needs[1]:
+        gb = G.where(tie, half, G.where(b_loses, 0.0, gy))
+    return ga, gb
+
+
+@register_recorded(Op.MAXIMUM)
+def maximum_recorded(G, gy, xs, y, attrs, saved, needs):
+    a, b = xs
+    va, vb = G.value(a), G.value(b)
+    return _minmax_recorded(G, gy, a, b, va < vb, va > vb, needs)
+
+
+@register_recorded(Op.MINIMUM)
+def minimum_recorded(G, gy, xs, y, attrs, saved, needs):
+    a, b = xs
+    va, vb = G.value(a), G.value(b)
+    return _minmax_recorded(G, gy, a, b, va > vb, va < vb, needs)
+
+
+recorded_binary(Op.WHERE, lambda G, gy, a, b, y, cond: G.where(cond, gy, 0.0),
+                lambda G, gy, a, b, y, cond: G.where(cond, 0.0, gy))

@@ -11,7 +11,8 @@ import numpy as np
 from ..compute.loss import cross_entropy_backward as ce_rows_grad
 from ..compute.loss import label_rows, sigmoid, softplus_exact
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
+from ._recorded import composite
 
 
 def upstream(g: np.ndarray, reduction: str, denominator, factor: float = 1.0):
@@ -106,3 +107,92 @@ def nll_loss_backward(g, inputs, out, attrs, saved, needs):
         u = u * attrs.weight[cols]
     gx[rows, cols] = u
     return (gx.reshape(lp.shape),)
+
+
+# --------------------------------------------------------------- recorded
+# Each loss said with primitive ops (composites): exact to any order, with
+# PyTorch's choices at the kinks (abs's sign, huber's branch through minimum).
+def _reduce_nodes(G, terms, reduction, denominator=None):
+    if reduction == "none":
+        return terms
+    total = G.sum(terms)
+    if reduction == "sum":
+        return total
+    d = int(np.prod(terms.shape)) if denominator is None else denominator
+    return G.div(total, float(d)) if d else G.mul(total, np.nan)
+
+
+def _mse_composite(G, pred, target, reduction):
+    d = G.sub(pred, target)
+    return _reduce_nodes(G, G.mul(d, d), reduction)
+
+
+def _l1_composite(G, pred, target, reduction):
+    return _reduce_nodes(G, G.abs(G.sub(pred, target)), reduction)
+
+
+def _huber_composite(G, pred, target, attrs):
+    a = G.abs(G.sub(pred, target))
+    m = G.minimum(a, attrs.delta)
+    terms = G.add(G.mul(G.mul(m, m), 0.5), G.mul(G.sub(a, m), attrs.delta))
+    return _reduce_nodes(G, terms, attrs.reduction)
+
+
+def _softplus_exact_nodes(G, x):
+    """log(1 + exp(x)) with no linear threshold."""
+    return G.softplus(x, 1.0, float(np.finfo(G.dtype).max))
+
+
+def _bce_composite(G, logits, target, attrs):
+    if attrs.pos_weight is None:
+        terms = G.sub(_softplus_exact_nodes(G, logits), G.mul(logits, target))
+    else:
+        coef = G.add(G.mul(target, attrs.pos_weight - 1), 1.0)
+        terms = G.add(G.mul(_softplus_exact_nodes(G, G.neg(logits)), coef),
+                      G.mul(G.sub(1.0, target), logits))
+    if attrs.weight is not None:
+        terms = G.mul(terms, attrs.weight)
+    return _reduce_nodes(G, terms, attrs.reduction)
+
+
+def _class_weights(attrs, c, dtype, smoothing):
+    """The constant [R, C] matrix A with loss_r = -sum_c A[r, c] logp[r, c]:
+    (1 - eps) w_y one-hot at the label plus eps / C w_c, 0 for ignored rows."""
+    labels = attrs.labels.reshape(-1)
+    ign = labels == attrs.ignore_index
+    y = np.where(ign, 0, labels)
+    w = attrs.weight if attrs.weight is not None else np.ones(c, dtype=dtype)
+    a = np.zeros((labels.size, c), dtype=dtype)
+    a[np.arange(labels.size), y] = (1.0 - smoothing) * w[y]
+    if smoothing > 0.0:
+        a += (smoothing / c) * w[None, :]
+    a[ign] = 0
+    return a
+
+
+def _class_loss_composite(G, logp_rows, attrs):
+    c = logp_rows.shape[-1]
+    a = _class_weights(attrs, c, G.dtype, attrs.label_smoothing)
+    terms = G.neg(G.sum(G.mul(logp_rows, a), axis=1))
+    if attrs.reduction == "none":
+        return G.reshape(terms, attrs.labels.shape)
+    return _reduce_nodes(G, terms, attrs.reduction, attrs.total_weight)
+
+
+def _cross_entropy_composite(G, logits, attrs):
+    c = logits.shape[-1]
+    rows = G.reshape(logits, (-1, c))
+    return _class_loss_composite(G, G.log_softmax(rows, axis=-1), attrs)
+
+
+def _nll_composite(G, log_probs, attrs):
+    c = log_probs.shape[-1]
+    return _class_loss_composite(G, G.reshape(log_probs, (-1, c)), attrs)
+
+
+composite(Op.MSE_LOSS, _mse_composite)
+composite(Op.L1_LOSS, _l1_composite)
+composite(Op.HUBER_LOSS, _huber_composite)
+composite(Op.BCE_WITH_LOGITS, _bce_composite)
+composite(Op.CROSS_ENTROPY, _cross_entropy_composite)
+composite(Op.NLL_LOSS, _nll_composite)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..compute import norm as N
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
 
 
 def _affine_grads(grads_x, dgamma, dbeta, has_gamma, has_beta, dtype, extra=0) -> tuple:
@@ -79,3 +79,74 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
         dx, dgamma, dbeta = N.layer_norm_backward(g, x, gamma, mean, var, attrs.eps,
                                                   need_x, need_gamma, need_beta)
     return _affine_grads(dx, dgamma, dbeta, attrs.has_gamma, attrs.has_beta, x.dtype)
+
+
+# --------------------------------------------------------------- recorded
+# Each norm said with primitive ops (the composite of backward/_recorded.py):
+# its recorded backward is that composite's recorded walk, exact to any
+# order. Running statistics are constants: they get no gradient.
+def _normalized(G, x, axes, eps):
+    mean = G.mean(x, axis=axes, keepdims=True)
+    xc = G.sub(x, mean)
+    var = G.mean(G.mul(xc, xc), axis=axes, keepdims=True)
+    return G.div(xc, G.sqrt(G.add(var, eps)))
+
+
+def _affine_nodes(G, y, rest, attrs):
+    k = 0
+    if attrs.has_gamma:
+        y = G.mul(y, rest[k])
+        k += 1
+    if attrs.has_beta:
+        y = G.add(y, rest[k])
+    return y
+
+
+def _norm_recorded(build, n_affine_inputs):
+    """A recorded rule through the composite ``build(G, x, *rest, attrs)``;
+    inputs past ``1 + has_gamma + has_beta`` (running statistics) need none."""
+
+    def rule(G, gy, xs, y, attrs, saved, needs):
+        k = 1 + attrs.has_gamma + attrs.has_beta
+        need = tuple(needs[:k]) + (False,) * (len(needs) - k)
+        return G._recorded_vjp(lambda G2, *zs: build(G2, *zs, attrs), xs, gy, need)
+
+    return rule
+
+
+def _batch_norm_composite(G, x, *rest):
+    *rest, attrs = rest
+    nd = len(x.shape)
+    if attrs.training:
+        xhat = _normalized(G, x, tuple(range(nd - 1)), attrs.eps)
+    else:
+        k = attrs.has_gamma + attrs.has_beta
+        rm, rv = rest[k], rest[k + 1]
+        xhat = G.div(G.sub(x, rm), G.sqrt(G.add(rv, attrs.eps)))
+    return _affine_nodes(G, xhat, rest, attrs)
+
+
+def _instance_norm_composite(G, x, *rest):
+    *rest, attrs = rest
+    nd = len(x.shape)
+    return _affine_nodes(G, _normalized(G, x, tuple(range(1, nd - 1)), attrs.eps), rest, attrs)
+
+
+def _layer_norm_composite(G, x, *rest):
+    *rest, attrs = rest
+    return _affine_nodes(G, _normalized(G, x, (len(x.shape) - 1,), attrs.eps), rest, attrs)
+
+
+def _group_norm_composite(G, x, *rest):
+    *rest, attrs = rest
+    shape = tuple(x.shape)
+    groups = attrs.num_groups
+    grouped = G.reshape(x, (shape[0], -1, groups, shape[-1] // groups))
+    xhat = G.reshape(_normalized(G, grouped, (1, 3), attrs.eps), shape)
+    return _affine_nodes(G, xhat, rest, attrs)
+
+
+register_recorded(Op.BATCH_NORM)(_norm_recorded(_batch_norm_composite, 0))
+register_recorded(Op.INSTANCE_NORM)(_norm_recorded(_instance_norm_composite, 0))
+register_recorded(Op.LAYER_NORM)(_norm_recorded(_layer_norm_composite, 0))
+register_recorded(Op.GROUP_NORM)(_norm_recorded(_group_norm_composite, 0))

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..compute import pool as P
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
 
 
 @register_backward(Op.MAX_POOL2D)
@@ -60,3 +60,57 @@ def global_avg_pool2d_backward(g, inputs, out, attrs, saved, needs):
     gx = np.empty(x.shape, dtype=g.dtype)
     gx[...] = (g / (h * w))[:, None, None, :]
     return (gx,)
+
+
+# --------------------------------------------------------------- recorded
+# Max pools: the gradient is scattered to the saved argmax (a constant
+# routing, PyTorch's choice of the first maximum), so the recorded rule is a
+# scatter_add of gy, whose own derivative gathers. Average pools are
+# separable: out = A x B^T per (n, c) with A[oh, h] = 1 inside row bin oh
+# (B likewise), divided by the plan's divisor; the recorded rule is the
+# transposed product.
+def _max_recorded(G, gy, xs, y, attrs, saved, needs):
+    if not needs[0]:
+        return (None,)
+    n, h, w, c = xs[0].shape
+    _, oh, ow, _ = y.shape
+    index = np.asarray(saved, dtype=np.int64).reshape(n, oh * ow, c)
+    zeros = G.constant(np.zeros((n, h * w, c), dtype=G.dtype))
+    flat = G.scatter_add(zeros, 1, index, G.reshape(gy, (n, oh * ow, c)))
+    return (G.reshape(flat, (n, h, w, c)),)
+
+
+def _bin_matrix(starts, ends, size, dtype):
+    m = np.zeros((len(starts), size), dtype=dtype)
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        m[i, s:e] = 1
+    return m
+
+
+def _avg_recorded_with(plan_of):
+    def rule(G, gy, xs, y, attrs, saved, needs):
+        if not needs[0]:
+            return (None,)
+        _, h, w, _ = xs[0].shape
+        hs, he, ws, we, div = plan_of(h, w, attrs, G.dtype)
+        a = _bin_matrix(hs, he, h, G.dtype)
+        b = _bin_matrix(ws, we, w, G.dtype)
+        share = G.div(gy, np.asarray(div, dtype=G.dtype))
+        return (G.einsum("ah,bw,nabc->nhwc", a, b, share),)
+    return rule
+
+
+register_recorded(Op.MAX_POOL2D)(_max_recorded)
+register_recorded(Op.ADAPTIVE_MAX_POOL2D)(_max_recorded)
+register_recorded(Op.AVG_POOL2D)(_avg_recorded_with(
+    lambda h, w, at, dt: P.window_plan(h, w, at.kh, at.kw, at.sh, at.sw, at.ph, at.pw,
+                                       at.count_include_pad, dt)))
+register_recorded(Op.ADAPTIVE_AVG_POOL2D)(_avg_recorded_with(
+    lambda h, w, at, dt: P.adaptive_plan(h, w, at.oh, at.ow, dt)))
+
+
+@register_recorded(Op.GLOBAL_AVG_POOL2D)
+def global_avg_pool2d_recorded(G, gy, xs, y, attrs, saved, needs):
+    n, h, w, c = xs[0].shape
+    share = G.div(G.reshape(gy, (n, 1, 1, c)), float(h * w))
+    return (G.expand(share, (n, h, w, c)),)

@@ -19,9 +19,12 @@ yscv/compute/recurrent.py (row blocks, threads, scratch buffers).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..compute import recurrent as C
 from ..node import Op
 from ..registry import register_backward
+from ._recorded import composite
 
 
 @register_backward(Op.RNN)
@@ -71,3 +74,93 @@ def gru_op_backward(g, inputs, out, attrs, saved, needs):
     if attrs.has_h0:
         result += ((dh.reshape(h0.shape) if need_h0 else None),)
     return result
+
+
+# --------------------------------------------------------------- recorded
+# The recurrences said step by step with primitive ops (composites): the
+# recorded backward is their recorded walk, exact to any order.
+def _sequence(G, x, batched):
+    """x as [T, B, I] (an unbatched [T, I] gets B = 1)."""
+    return x if batched else G.unsqueeze(x, 1)
+
+
+def _state(G, h, batched, b, hsize):
+    if h is None:
+        return G.constant(np.zeros((b, hsize), dtype=G.dtype))
+    return h if batched else G.unsqueeze(h, 0)
+
+
+def _finish(G, hs, batched):
+    out = G.stack(hs, 0)
+    return out if batched else G.squeeze(out, 1)
+
+
+def _rnn_composite(G, x, w_ih, w_hh, bias, *rest):
+    *rest, attrs = rest
+    h0 = rest[0] if attrs.has_h0 else None
+    x3 = _sequence(G, x, attrs.batched)
+    steps, b = x3.shape[0], x3.shape[1]
+    xp = G.add(G.matmul(x3, w_ih), bias)
+    h = _state(G, h0, attrs.batched, b, w_hh.shape[0])
+    hs = []
+    for t in range(steps):
+        pre = G.add(G.select(xp, 0, t), G.matmul(h, w_hh))
+        h = G.relu(pre) if attrs.relu else G.tanh(pre)
+        hs.append(h)
+    return _finish(G, hs, attrs.batched)
+
+
+def _lstm_composite(G, x, w_ih, w_hh, bias, *rest):
+    *rest, attrs = rest
+    k = 0
+    h0 = c0 = None
+    if attrs.has_h0:
+        h0 = rest[k]
+        k += 1
+    if attrs.has_c0:
+        c0 = rest[k]
+    x3 = _sequence(G, x, attrs.batched)
+    steps, b = x3.shape[0], x3.shape[1]
+    hsize = w_hh.shape[0]
+    xp = G.add(G.matmul(x3, w_ih), bias)
+    h = _state(G, h0, attrs.batched, b, hsize)
+    c = _state(G, c0, attrs.batched, b, hsize)
+    hs = []
+    for t in range(steps):
+        pre = G.add(G.select(xp, 0, t), G.matmul(h, w_hh))
+        i = G.sigmoid(G.narrow(pre, 1, 0, hsize))
+        f = G.sigmoid(G.narrow(pre, 1, hsize, hsize))
+        gg = G.tanh(G.narrow(pre, 1, 2 * hsize, hsize))
+        o = G.sigmoid(G.narrow(pre, 1, 3 * hsize, hsize))
+        c = G.add(G.mul(f, c), G.mul(i, gg))
+        h = G.mul(o, G.tanh(c))
+        hs.append(h)
+    if attrs.with_cell:
+        hs.append(c)
+    return _finish(G, hs, attrs.batched)
+
+
+def _gru_composite(G, x, w_ih, w_hh, b_ih, b_hh, *rest):
+    *rest, attrs = rest
+    h0 = rest[0] if attrs.has_h0 else None
+    x3 = _sequence(G, x, attrs.batched)
+    steps, b = x3.shape[0], x3.shape[1]
+    hsize = w_hh.shape[0]
+    xp = G.add(G.matmul(x3, w_ih), b_ih)
+    h = _state(G, h0, attrs.batched, b, hsize)
+    hs = []
+    for t in range(steps):
+        gi = G.select(xp, 0, t)
+        gh = G.add(G.matmul(h, w_hh), b_hh)
+        r = G.sigmoid(G.add(G.narrow(gi, 1, 0, hsize), G.narrow(gh, 1, 0, hsize)))
+        z = G.sigmoid(G.add(G.narrow(gi, 1, hsize, hsize), G.narrow(gh, 1, hsize, hsize)))
+        n = G.tanh(G.add(G.narrow(gi, 1, 2 * hsize, hsize),
+                         G.mul(r, G.narrow(gh, 1, 2 * hsize, hsize))))
+        h = G.add(G.mul(G.sub(1.0, z), n), G.mul(z, h))
+        hs.append(h)
+    return _finish(G, hs, attrs.batched)
+
+
+composite(Op.RNN, _rnn_composite)
+composite(Op.LSTM, _lstm_composite)
+composite(Op.GRU, _gru_composite)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
+from ._recorded import recorded_unary
 from ._rules import unary
 
 
@@ -64,3 +65,45 @@ def var_backward(g, inputs, out, attrs, saved, needs):
     with np.errstate(invalid="ignore"):
         d *= g.reshape(attrs.kshape) * scale
     return (d,)
+
+
+# --------------------------------------------------------------- recorded
+def _sum_recorded(G, gy, x, y, a):
+    return G.expand(G.reshape(gy, a.kshape), G.value(x).shape)
+
+
+def _mean_recorded(G, gy, x, y, a):
+    gk = G.reshape(gy, a.kshape)
+    gk = G.div(gk, float(a.count)) if a.count else G.mul(gk, np.nan)
+    return G.expand(gk, G.value(x).shape)
+
+
+def _extremum_recorded(G, gy, x, y, a):
+    """The array rule's even split among the extremal elements, its
+    mask / count a constant (PyTorch's amax/amin double backward)."""
+    xv = G.value(x)
+    outk = G.value(y).reshape(a.kshape)
+    mask = xv == outk
+    nan_out = np.isnan(outk)
+    if nan_out.any():
+        mask |= np.isnan(xv) & nan_out
+    count = np.add.reduce(mask, axis=a.axes, keepdims=True, dtype=xv.dtype)
+    return G.mul(G.reshape(gy, a.kshape), G.constant(mask / count))
+
+
+@register_recorded(Op.VAR)
+def var_recorded(G, gy, xs, y, attrs, saved, needs):
+    """grad * 2 (x - mean(x)) / (N - ddof), the mean a node of x."""
+    x = xs[0]
+    denom = attrs.count - attrs.ddof
+    scale = 2.0 / denom if denom > 0 else np.inf
+    d = G.sub(x, G.mean(x, axis=attrs.axes, keepdims=True))
+    return (G.mul(d, G.mul(G.reshape(gy, attrs.kshape), scale)),)
+
+
+recorded_unary(Op.SUM, _sum_recorded)
+recorded_unary(Op.MEAN, _mean_recorded)
+recorded_unary(Op.MAX, _extremum_recorded)
+recorded_unary(Op.MIN, _extremum_recorded)
+recorded_unary(Op.LOGSUMEXP, lambda G, gy, x, y, a: G.mul(
+    G.reshape(gy, a.kshape), G.exp(G.sub(x, G.reshape(y, a.kshape)))))

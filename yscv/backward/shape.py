@@ -11,7 +11,7 @@ from ..compute.shape import (CatAttrs, FlipAttrs, IndexAttrs, PadAttrs, PixelShu
                              RepeatAttrs, StackAttrs, UpsampleAttrs, pad_interior,
                              pixel_unshuffle)
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
 
 
 @register_backward(Op.RESHAPE)
@@ -83,3 +83,86 @@ def upsample_nearest_backward(g, inputs, out, attrs: UpsampleAttrs, saved, needs
         split += [s, r]
     gx = g.reshape(split + [c]).sum(axis=tuple(range(2, 2 * len(spatial) + 1, 2)))
     return (gx,)
+
+
+# --------------------------------------------------------------- recorded
+@register_recorded(Op.RESHAPE)
+@register_recorded(Op.FLATTEN)
+@register_recorded(Op.UNSQUEEZE)
+@register_recorded(Op.SQUEEZE)
+def reshape_recorded(G, gy, xs, y, attrs, saved, needs):
+    return (G.reshape(gy, xs[0].shape),)
+
+
+@register_recorded(Op.EXPAND)
+def expand_recorded(G, gy, xs, y, attrs, saved, needs):
+    return (gy,)  # the walk sums the broadcast axes
+
+
+@register_recorded(Op.CAT)
+def cat_recorded(G, gy, xs, y, attrs: CatAttrs, saved, needs):
+    """Each input's slab of the gradient along the axis."""
+    starts = (0,) + tuple(attrs.offsets)
+    return tuple(G.narrow(gy, attrs.axis, start, x.shape[attrs.axis]) if need else None
+                 for x, start, need in zip(xs, starts, needs))
+
+
+@register_recorded(Op.STACK)
+def stack_recorded(G, gy, xs, y, attrs: StackAttrs, saved, needs):
+    return tuple(G.select(gy, attrs.axis, k) if need else None for k, need in enumerate(needs))
+
+
+@register_recorded(Op.SELECT)
+@register_recorded(Op.NARROW)
+@register_recorded(Op.GETITEM)
+def index_view_recorded(G, gy, xs, y, attrs: IndexAttrs, saved, needs):
+    """zeros of x's shape with ``gx[key] = g``: g scatter-added into the flat
+    positions ``key`` picks (distinct positions, so the adds are writes)."""
+    shape = xs[0].shape
+    size = int(np.prod(shape))
+    positions = np.arange(size, dtype=np.int64).reshape(shape)[attrs.key]
+    flat = G.scatter_add(np.zeros(size, dtype=G.dtype), 0, np.ravel(positions),
+                         G.reshape(gy, (-1,)))
+    return (G.reshape(flat, shape),)
+
+
+@register_recorded(Op.FLIP)
+def flip_recorded(G, gy, xs, y, attrs: FlipAttrs, saved, needs):
+    return (G.flip(gy, attrs.axes),)
+
+
+@register_recorded(Op.PAD)
+def pad_recorded(G, gy, xs, y, attrs: PadAttrs, saved, needs):
+    return (G.getitem(gy, pad_interior(attrs.widths, xs[0].shape)),)
+
+
+@register_recorded(Op.REPEAT)
+def repeat_recorded(G, gy, xs, y, attrs: RepeatAttrs, saved, needs):
+    """The array rule: each output axis split into (copy, position), summed over the copies."""
+    reps = attrs.reps
+    shape = xs[0].shape
+    full = (1,) * (len(reps) - len(shape)) + shape
+    split = tuple(v for r, s in zip(reps, full) for v in (r, s))
+    gx = G.sum(G.reshape(gy, split), axis=tuple(range(0, 2 * len(reps), 2)))
+    return (G.reshape(gx, shape),)
+
+
+@register_recorded(Op.PIXEL_SHUFFLE)
+def pixel_shuffle_recorded(G, gy, xs, y, attrs: PixelShuffleAttrs, saved, needs):
+    """pixel_unshuffle of g: [N, H*r, W*r, C] -> [N, H, r, W, r, C] ->
+    [N, H, W, C, r, r] -> [N, H, W, C*r*r]."""
+    n, h, w, crr = xs[0].shape
+    r = attrs.r
+    g6 = G.reshape(gy, (n, h, r, w, r, crr // (r * r)))
+    return (G.reshape(G.transpose(g6, (0, 1, 3, 5, 2, 4)), (n, h, w, crr)),)
+
+
+@register_recorded(Op.UPSAMPLE_NEAREST)
+def upsample_nearest_recorded(G, gy, xs, y, attrs: UpsampleAttrs, saved, needs):
+    """The array rule: g summed over each input pixel's copies."""
+    n, *spatial, c = xs[0].shape
+    split = [n]
+    for s, r in zip(spatial, attrs.scales):
+        split += [s, r]
+    g = G.reshape(gy, tuple(split) + (c,))
+    return (G.sum(g, axis=tuple(range(2, 2 * len(spatial) + 1, 2))),)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..node import Op
 from ._builder import INT64_MAX, INT64_MIN
-from ._registry import onnx_form
+from ._registry import NO_ONNX, onnx_form
 
 
 # ------------------------------------------------------------ elementwise
@@ -55,6 +55,12 @@ def _softplus_stable(b, x):
     pos = b.emit("Relu", [x])
     e = b.emit("Exp", [b.emit("Neg", [b.emit("Abs", [x])])])
     return b.emit("Add", [pos, b.emit("Log", [b.emit("Add", [e, b.scalar(1.0)])])])
+
+
+# gelu's input gradient as an op: it is appended only by a recorded backward
+# (create_graph=True), never by a model's inference
+NO_ONNX[Op.GELU_BACKWARD] = ("a backward op, recorded only by create_graph=True; "
+                             "export the model's forward instead")
 
 
 @onnx_form(Op.GELU, "Erf, Tanh or Sigmoid, Mul, Add")

@@ -6,6 +6,8 @@
   kernels or, on tiny arrays, NumPy ufuncs -- chosen in
   :mod:`yscv.compute.activation` (the size tiers are there).
 * prelu: one branch-free select pass, alpha [C] along the last axis or [1].
+* gelu_backward(grad, x): gelu's input gradient ``grad * gelu'(x)`` as an op
+  (the fused backward kernel), which gelu's recorded backward appends.
 * softmax / log_softmax along any axis without a transpose.
 * dropout draws its mask from ``np.random.default_rng(seed)``; the seed is an
   attribute (drawn from the library generator by the Graph method when not
@@ -80,6 +82,11 @@ def tanh_forward(attrs, x):
 @register_forward(Op.GELU)
 def gelu_forward(kind, x):
     return act.unary_forward(x, kind), None
+
+
+@register_forward(Op.GELU_BACKWARD)
+def gelu_backward_forward(kind, grad, x):
+    return act.unary_backward(grad, x, x, kind), None
 
 
 @register_forward(Op.SILU)
@@ -171,6 +178,23 @@ class ActivationOps:
             raise ValueError(
                 f"gelu: approximate must be 'none', 'tanh' or 'sigmoid', got {approximate!r}")
         return self._apply1(_GELU, x, kind)
+
+    def gelu_backward(self, grad, x, approximate="none"):
+        """``grad * gelu'(x)``, the input gradient of :meth:`gelu` as an op of
+        its own (PyTorch's ``gelu_backward``): the recorded backward of gelu
+        (``create_graph=True``) appends it, and its own rules, again short,
+        give gelu's derivatives of any order. ``grad`` and ``x`` have the same
+        shape."""
+        kind = GELU_KINDS.get(approximate) if isinstance(approximate, str) else None
+        if kind is None:
+            raise ValueError("gelu_backward: approximate must be 'none', 'tanh' or 'sigmoid', "
+                             f"got {approximate!r}")
+        _, gv, _ = self._operand(grad, "gelu_backward", "grad")
+        _, xv, _ = self._operand(x, "gelu_backward", "x")
+        if gv.shape != xv.shape:
+            raise shape_error("gelu_backward", f"grad has shape {gv.shape}, x has {xv.shape}; "
+                              "they must be equal", expected=xv.shape, got=gv.shape)
+        return self._apply(Op.GELU_BACKWARD, (grad, x), kind)
 
     def silu(self, x):
         """``x * sigmoid(x)`` (swish)."""

@@ -1,0 +1,345 @@
+"""Function transforms, composable as in ``torch.func`` and JAX (SPEC section 9).
+
+A function is ``f(g, *args) -> NodeId`` (the form :func:`yscv.gradcheck`
+takes), or ``-> (NodeId, aux)`` with ``has_aux=True``. Every transform
+returns a function callable in two forms:
+
+* inside a graph, ``F(g, *nodes)``: the result is recorded on ``g``
+  (``create_graph=True`` underneath), so transforms compose:
+  ``grad(grad(f))``, ``jacfwd(jacrev(f))``;
+* with arrays alone, ``F(*arrays)``: a fresh graph in the arrays' float
+  dtype (float64 if any argument is float64, else float32), results as
+  arrays.
+
+``argnums`` is an int (one result) or a tuple of ints (a tuple of results).
+Jacobians have torch.func's shapes: ``out.shape + in.shape``.
+
+Forward mode (:func:`jvp`, :func:`jacfwd`) is the transpose of reverse mode:
+the recorded vector-Jacobian product ``u -> J^T u`` is linear in ``u``, so
+its own gradient against a tangent ``t`` is ``J t``. It is exact, reuses the
+recorded backward rules of every op (no second rule table to keep in step),
+and costs one recorded backward plus one more reverse walk over it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import NonScalarTargetError
+from .graph import Graph
+from .node import NodeId
+
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp"]
+
+
+# ------------------------------------------------------------------ plumbing
+def _check_argnums(argnums, nargs: int, fname: str) -> tuple:
+    """argnums as a tuple of valid positions (ValueError otherwise)."""
+    items = (argnums,) if isinstance(argnums, (int, np.integer)) and not isinstance(argnums, bool) \
+        else argnums
+    if not isinstance(items, tuple) or not items or any(
+            isinstance(a, bool) or not isinstance(a, (int, np.integer)) for a in items):
+        raise ValueError(f"{fname}: argnums must be an int or a non-empty tuple of ints, "
+                         f"got {argnums!r}")
+    out = []
+    for a in items:
+        k = int(a) + nargs if int(a) < 0 else int(a)
+        if not 0 <= k < nargs:
+            raise ValueError(f"{fname}: argnums {a} is out of range for {nargs} argument(s)")
+        out.append(k)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{fname}: argnums {argnums!r} repeats an argument")
+    return tuple(out)
+
+
+def _graph_dtype(arrays) -> np.dtype:
+    for a in arrays:
+        if np.asarray(a).dtype == np.float64:
+            return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def _to_arrays(x):
+    """NodeIds (possibly nested in tuples/lists) to fresh arrays."""
+    if type(x) is NodeId:
+        return np.array(x.graph.value(x), copy=True)
+    if isinstance(x, tuple):
+        return tuple(_to_arrays(v) for v in x)
+    if isinstance(x, list):
+        return [_to_arrays(v) for v in x]
+    return x
+
+
+def _dual_form(body):
+    """A transformed function callable as ``F(g, *nodes)`` (recorded on g)
+    or ``F(*arrays)`` (its own graph, arrays out). ``body(g, nodes)`` does
+    the work on a graph."""
+
+    def transformed(*args):
+        if args and isinstance(args[0], Graph):
+            g, nodes = args[0], args[1:]
+            for k, n in enumerate(nodes):
+                if type(n) is not NodeId:
+                    nodes = tuple(x if type(x) is NodeId else g.constant(x) for x in nodes)
+                    break
+            return body(g, nodes)
+        g = Graph(dtype=_graph_dtype(args))
+        nodes = tuple(g.variable(np.asarray(a)) for a in args)
+        return _to_arrays(body(g, nodes))
+
+    return transformed
+
+
+def _wrt(g, nodes, positions):
+    """The argument nodes to differentiate: a node that does not require
+    grad (a constant) is replaced by a variable holding its value, so the
+    transform differentiates with respect to it as torch.func does."""
+    nodes = list(nodes)
+    for k in positions:
+        if not g.requires_grad(nodes[k]):
+            nodes[k] = g.variable(g.value(nodes[k]))
+    return tuple(nodes)
+
+
+def _call(f, g, nodes, has_aux: bool, fname: str):
+    res = f(g, *nodes)
+    if has_aux:
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise ValueError(f"{fname}: with has_aux=True, f must return (output, aux)")
+        out, aux = res
+    else:
+        out, aux = res, None
+    if type(out) is not NodeId:
+        raise TypeError(f"{fname}: f must return a NodeId, got {type(out).__name__}")
+    return out, aux
+
+
+def _grads(g, out, wrt, grad=None):
+    """Recorded gradients of ``out`` (zeros where it requires no grad)."""
+    if not g.requires_grad(out):
+        return tuple(g.constant(np.zeros(n.shape, dtype=g.dtype)) for n in wrt)
+    return g.gradients(out, wrt, grad=grad, create_graph=True)
+
+
+def _pick(items, argnums):
+    return items[0] if isinstance(argnums, (int, np.integer)) else tuple(items)
+
+
+def _scalar(out, fname):
+    if int(np.prod(out.shape)) != 1:
+        raise NonScalarTargetError(
+            f"{fname}: f must return one element, got shape {out.shape}; "
+            "use jacrev or vjp for other outputs", got=out.shape)
+
+
+def _contract(g, parts, directions):
+    """sum_k <parts_k, directions_k> as one node (None if no part)."""
+    total = None
+    for p, d in zip(parts, directions):
+        term = g.sum(g.mul(p, d))
+        total = term if total is None else g.add(total, term)
+    return total
+
+
+# ---------------------------------------------------------------- transforms
+def value_and_grad(f, argnums=0, has_aux: bool = False):
+    """``F(...) -> (value, grad)``, or ``((value, aux), grad)`` with
+    ``has_aux`` (JAX's shape). ``f`` must return one element."""
+
+    def body(g, nodes):
+        pos = _check_argnums(argnums, len(nodes), "value_and_grad")
+        nodes = _wrt(g, nodes, pos)
+        out, aux = _call(f, g, nodes, has_aux, "value_and_grad")
+        _scalar(out, "value_and_grad")
+        gr = _pick(_grads(g, out, [nodes[k] for k in pos]), argnums)
+        return ((out, aux), gr) if has_aux else (out, gr)
+
+    return _dual_form(body)
+
+
+def grad(f, argnums=0, has_aux: bool = False):
+    """``F(...) -> grad`` (or ``(grad, aux)`` with ``has_aux``): the gradient
+    of ``f``'s one-element output with respect to argument ``argnums``."""
+
+    def body(g, nodes):
+        pos = _check_argnums(argnums, len(nodes), "grad")
+        nodes = _wrt(g, nodes, pos)
+        out, aux = _call(f, g, nodes, has_aux, "grad")
+        _scalar(out, "grad")
+        gr = _pick(_grads(g, out, [nodes[k] for k in pos]), argnums)
+        return (gr, aux) if has_aux else gr
+
+    return _dual_form(body)
+
+
+def jacrev(f, argnums=0, has_aux: bool = False):
+    """The Jacobian by reverse mode, one recorded VJP per output element:
+    shape ``out.shape + in.shape`` (a tuple of them for a tuple argnums)."""
+
+    def body(g, nodes):
+        pos = _check_argnums(argnums, len(nodes), "jacrev")
+        nodes = _wrt(g, nodes, pos)
+        out, aux = _call(f, g, nodes, has_aux, "jacrev")
+        wrt = [nodes[k] for k in pos]
+        oshape = out.shape
+        m = int(np.prod(oshape))
+        rows = [[] for _ in wrt]
+        for e in range(m):
+            seed = np.zeros(m, dtype=g.dtype)
+            seed[e] = 1
+            gs = _grads(g, out, wrt, grad=seed.reshape(oshape))
+            for k, gk in enumerate(gs):
+                rows[k].append(gk)
+        jacs = [_assemble(g, r, oshape, n.shape) for r, n in zip(rows, wrt)]
+        res = _pick(jacs, argnums)
+        return (res, aux) if has_aux else res
+
+    return _dual_form(body)
+
+
+def _assemble(g, parts, oshape, ishape):
+    """Stack per-element rows/columns into a node of shape oshape + ishape."""
+    if len(parts) == 1:
+        return g.reshape(parts[0], tuple(oshape) + tuple(ishape))
+    return g.reshape(g.stack(parts, 0), tuple(oshape) + tuple(ishape))
+
+
+def _linear_vjp(g, out, wrt):
+    """The recorded VJP ``u -> J^T u`` with ``u`` a variable (its value is
+    immaterial: the VJP is linear in it) and the recorded ``J^T u``."""
+    u = g.variable(np.zeros(out.shape, dtype=g.dtype))
+    if not g.requires_grad(out):
+        return u, None
+    return u, g.gradients(out, wrt, grad=u, create_graph=True)
+
+
+def _jvp_nodes(g, out, wrt, tangents):
+    """``J t`` as a recorded node: the gradient of ``<J^T u, t>`` in ``u``."""
+    u, vjps = _linear_vjp(g, out, wrt)
+    if vjps is None:
+        return g.constant(np.zeros(out.shape, dtype=g.dtype))
+    s = _contract(g, vjps, tangents)
+    if not g.requires_grad(s):
+        return g.constant(np.zeros(out.shape, dtype=g.dtype))
+    (jt,) = g.gradients(s, [u], create_graph=True)
+    return jt
+
+
+def jacfwd(f, argnums=0, has_aux: bool = False):
+    """The Jacobian by forward mode (one JVP per input element through the
+    transpose of the recorded VJP): shape ``out.shape + in.shape``."""
+
+    def body(g, nodes):
+        pos = _check_argnums(argnums, len(nodes), "jacfwd")
+        nodes = _wrt(g, nodes, pos)
+        out, aux = _call(f, g, nodes, has_aux, "jacfwd")
+        wrt = [nodes[k] for k in pos]
+        u, vjps = _linear_vjp(g, out, wrt)
+        jacs = []
+        for k, n in enumerate(wrt):
+            size = int(np.prod(n.shape))
+            if vjps is None or not g.requires_grad(vjps[k]):
+                jacs.append(g.constant(np.zeros(tuple(out.shape) + tuple(n.shape), dtype=g.dtype)))
+                continue
+            cols = []
+            for e in range(size):
+                t = np.zeros(size, dtype=g.dtype)
+                t[e] = 1
+                s = g.sum(g.mul(vjps[k], t.reshape(n.shape)))
+                (col,) = g.gradients(s, [u], create_graph=True)
+                cols.append(col)
+            # columns are d out / d x_e: stack on a trailing axis
+            jac = g.stack(cols, len(out.shape)) if len(cols) > 1 else g.unsqueeze(cols[0], -1)
+            jacs.append(g.reshape(jac, tuple(out.shape) + tuple(n.shape)))
+        res = _pick(jacs, argnums)
+        return (res, aux) if has_aux else res
+
+    return _dual_form(body)
+
+
+def hessian(f, argnums=0):
+    """``jacfwd(jacrev(f))``: shape ``in.shape + in.shape`` for a one-element
+    output (``out.shape + in.shape + in.shape`` in general)."""
+    return jacfwd(jacrev(f, argnums=argnums), argnums=argnums)
+
+
+# ------------------------------------------------ primals and tangents forms
+def _primal_graph(primals, fname):
+    """(graph, nodes, arrays_out): the graph form when primals[0] is a Graph."""
+    if primals and isinstance(primals[0], Graph):
+        g = primals[0]
+        nodes = tuple(x if type(x) is NodeId else g.constant(x) for x in primals[1:])
+        return g, _wrt(g, nodes, range(len(nodes))), False
+    if not primals:
+        raise ValueError(f"{fname}: give at least one primal")
+    g = Graph(dtype=_graph_dtype(primals))
+    return g, tuple(g.variable(np.asarray(a)) for a in primals), True
+
+
+def vjp(f, *primals, has_aux: bool = False):
+    """``(out, vjp_fn)`` as torch.func.vjp: ``vjp_fn(cotangent)`` returns a
+    tuple with one gradient per primal. Arrays in, arrays out; or
+    ``vjp(f, g, *nodes)`` on a graph, where ``vjp_fn`` returns recorded nodes
+    (and accepts a NodeId cotangent)."""
+    g, nodes, arrays = _primal_graph(primals, "vjp")
+    out, aux = _call(f, g, nodes, has_aux, "vjp")
+
+    def vjp_fn(cotangent):
+        if not g.requires_grad(out):
+            res = tuple(g.constant(np.zeros(n.shape, dtype=g.dtype)) for n in nodes)
+        elif arrays:
+            return tuple(g.gradients(out, nodes, grad=cotangent))
+        else:
+            res = g.gradients(out, nodes, grad=cotangent, create_graph=True)
+        return _to_arrays(res) if arrays else res
+
+    first = _to_arrays(out) if arrays else out
+    if has_aux:
+        return first, vjp_fn, (_to_arrays(aux) if arrays else aux)
+    return first, vjp_fn
+
+
+def _tangent_nodes(g, tangents, nodes, fname):
+    if not isinstance(tangents, (tuple, list)) or len(tangents) != len(nodes):
+        raise ValueError(f"{fname}: tangents must be a tuple with one entry per primal "
+                         f"({len(nodes)}), got {type(tangents).__name__}")
+    out = []
+    for k, (t, n) in enumerate(zip(tangents, nodes)):
+        tn = t if type(t) is NodeId else g.constant(t)
+        if tuple(tn.shape) != tuple(n.shape):
+            raise ValueError(f"{fname}: tangent {k} has shape {tuple(tn.shape)}, "
+                             f"primal {k} has {tuple(n.shape)}")
+        out.append(tn)
+    return out
+
+
+def jvp(f, primals, tangents, has_aux: bool = False):
+    """``(out, tangent_out)`` as torch.func.jvp: ``tangent_out = J t``
+    (forward mode, through the transpose of the recorded VJP). ``primals``
+    and ``tangents`` are tuples of arrays; or ``primals = (g, *nodes)``."""
+    if not isinstance(primals, (tuple, list)):
+        raise ValueError(f"jvp: primals must be a tuple, got {type(primals).__name__}")
+    g, nodes, arrays = _primal_graph(tuple(primals), "jvp")
+    tn = _tangent_nodes(g, tangents, nodes, "jvp")
+    out, aux = _call(f, g, nodes, has_aux, "jvp")
+    jt = _jvp_nodes(g, out, nodes, tn)
+    res = (out, jt) if not has_aux else (out, jt, aux)
+    return _to_arrays(res) if arrays else res
+
+
+def hvp(f, primals, tangents):
+    """``(out, hvp_out)``: the Hessian of the one-element ``f`` times the
+    tangents (one per primal), by reverse over reverse."""
+    if not isinstance(primals, (tuple, list)):
+        raise ValueError(f"hvp: primals must be a tuple, got {type(primals).__name__}")
+    g, nodes, arrays = _primal_graph(tuple(primals), "hvp")
+    tn = _tangent_nodes(g, tangents, nodes, "hvp")
+    out, _ = _call(f, g, nodes, False, "hvp")
+    _scalar(out, "hvp")
+    firsts = _grads(g, out, nodes)
+    s = _contract(g, firsts, tn)
+    if arrays:
+        res = g.gradients(s, nodes) if g.requires_grad(s) else \
+            tuple(np.zeros(n.shape, dtype=g.dtype) for n in nodes)
+        return _to_arrays(out), tuple(res)
+    res = _grads(g, s, nodes)
+    return out, tuple(res)
