@@ -387,7 +387,7 @@ class _FakeClock:
         if self.calls % 2 == 0:   # the end of a run
             self.now += self.parallel if self.ran_parallel else self.serial
             self.modes.append("P" if self.ran_parallel else "S")
-            self.ran_parallel = False
+        self.ran_parallel = False
         return self.now
 
 
@@ -456,6 +456,18 @@ def test_workers_none_takes_threads_where_they_pay(monkeypatch, fresh_auto_choic
     # the choice is the shape's: a new graph of the same shape gets it at once
     g2, total2, _ = _branchy_big()
     assert walk_parallel.choose_workers(g2, g2._index(total2)) == 2
+    walk_parallel._local.trial = None
+    # AUTO_RECHECK_SECONDS later the machine is busier and the threads no
+    # longer pay: one timed pair (no warm-ups) and the shape turns serial
+    later = walk_parallel._now() + walk_parallel.AUTO_RECHECK_SECONDS + 1.0
+    monkeypatch.setattr(walk_parallel, "_now", lambda: later)
+    clock.modes.clear()
+    clock.parallel = 15e-3
+    for _ in range(3):
+        got = _backward_grads(g, total, leaves, None)
+        assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+    assert clock.modes == ["S", "P"]
+    assert walk_parallel.choose_workers(g, g._index(total)) == 1
     # one usable core: serial whatever was measured
     monkeypatch.setattr(walk_parallel, "_cores", lambda: 1)
     walk_parallel.reset_auto_choice()

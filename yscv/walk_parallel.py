@@ -65,8 +65,12 @@ AUTO_MARGIN = 0.9
 AUTO_GIVE_UP = 1.2
 #: graph shapes the process remembers a choice for (then it starts over)
 AUTO_MAX_SHAPES = 256
+#: a choice of the parallel walk is measured again after this many seconds
+#: (the load of the machine changes; a choice of serial is kept)
+AUTO_RECHECK_SECONDS = 30.0
 
-_clock = time.perf_counter
+_clock = time.perf_counter      # times a trial run
+_now = time.monotonic           # when a choice was made
 
 
 def check_workers(workers) -> None:
@@ -129,7 +133,7 @@ class _Shape:
     """What ``workers=None`` knows about one graph shape in this process:
     the choice once made (``workers``), else the measurement so far."""
 
-    __slots__ = ("workers", "cores", "sig", "runs", "serial", "parallel")
+    __slots__ = ("workers", "cores", "sig", "runs", "serial", "parallel", "decided")
 
     def __init__(self, cores: int, sig: tuple):
         self.workers = None     # the choice once made: 1 or ``cores``
@@ -138,6 +142,7 @@ class _Shape:
         self.runs = 0           # trial runs handed out
         self.serial = []        # timed seconds of the serial walk
         self.parallel = []      # ... of the parallel walk
+        self.decided = 0.0      # _now() when the parallel walk was chosen
 
     def next_parallel(self) -> bool:
         """Whether the next trial run is the parallel walk: serial and
@@ -154,6 +159,15 @@ class _Shape:
             verdict = decide(self.serial, self.parallel)
             if verdict is not None:
                 self.workers = self.cores if verdict else 1
+                self.decided = _now()
+
+    def recheck(self) -> None:
+        """Measure the parallel walk against the serial one again (no
+        warm-ups): it keeps the threads only if they still pay."""
+        self.workers = None
+        self.runs = 2
+        self.serial = []
+        self.parallel = []
 
 
 def decide(serial: list, parallel: list):
@@ -190,7 +204,9 @@ def choose_workers(graph, t: int) -> int:
     first backward calls of a shape (graphs with the same node count, target
     index and dtype, as a training loop builds step after step) alternate
     the serial and the parallel walk and time them (``decide``); the shape
-    then keeps the faster one (serial unless parallel clearly wins). The
+    then keeps the faster one (serial unless parallel clearly wins). A
+    choice of the parallel walk is measured again every
+    ``AUTO_RECHECK_SECONDS``, and dropped once it no longer pays. The
     results are the same bits either way. A trial run returns more than one
     worker and leaves a note for :func:`parallel_walk`, which runs and times
     the walk it names."""
@@ -215,6 +231,9 @@ def choose_workers(graph, t: int) -> int:
         elif shape.sig != sig:
             # another graph with the same key: stay on the safe side
             shape.workers = 1
+        elif shape.workers is not None and shape.workers > 1 \
+                and _now() - shape.decided > AUTO_RECHECK_SECONDS:
+            shape.recheck()
         if shape.workers is not None:
             return shape.workers
         parallel = shape.next_parallel()
