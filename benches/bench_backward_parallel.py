@@ -10,6 +10,8 @@ back-propagated again and again, gradients zeroed in between).
   least 1.4x faster with two workers (ratio <= 0.71).
 - chain24: 24 x (linear 256 + tanh) on batch 64, one chain: nothing to run
   in parallel; the scheduling must not show (ratio <= 1.05).
+- towers with ``workers=None``: the automatic choice must not be slower
+  than serial (ratio <= 1.05; it measures on its first calls).
 
 ``python benches/bench_backward_parallel.py --rules`` measures the ceiling:
 each backward rule of the towers graph called on two of its nodes, first
@@ -87,6 +89,9 @@ def benches(torch):
               _step(towers_graph, 1), reference_name="yscv workers=1", target=1 / 1.4),
         Bench("backward chain24, workers=2 vs 1", _step(chain_graph, 2),
               _step(chain_graph, 1), reference_name="yscv workers=1", target=1.05),
+        Bench("backward towers, workers=None vs 1", _step(towers_graph, None),
+              _step(towers_graph, 1), reference_name="yscv workers=1", target=1.05,
+              note="workers=None measures on its first calls (the runner's warm-up)"),
     ]
 
 
