@@ -37,6 +37,20 @@ def _torch_branchy(torch, x_np, c_np, scale_a):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+def test_in_place_write_in_a_hook_raises_the_same_error_every_run(workers):
+    nodes = set()
+    for _ in range(25):
+        g = yscv.Graph(np.float64)
+        x, a, b, loss = _branchy(g, np.random.default_rng(0))
+        g.register_hook(a, lambda gr: gr.__imul__(2.0))
+        with pytest.raises(yscv.BackwardError, match="in place") as e:
+            g.backward(loss, workers=workers)
+        nodes.add(e.value.node)
+        assert g.grad(x) is None   # as any failed backward: x is below a
+    assert nodes == {g._index(a)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
 def test_in_place_write_in_a_hook_raises_and_leaves_the_sibling_alone(workers):
     g = yscv.Graph(np.float64)
     x, a, b, loss = _branchy(g, np.random.default_rng(0))
