@@ -10,12 +10,19 @@ back-propagated again and again, gradients zeroed in between).
   least 1.4x faster with two workers (ratio <= 0.71).
 - chain24: 24 x (linear 256 + tanh) on batch 64, one chain: nothing to run
   in parallel; the scheduling must not show (ratio <= 1.05).
+- towers with ``workers=None``: the automatic choice must not be slower
+  than serial (ratio <= 1.05; it measures on its first calls).
 
 ``python benches/bench_backward_parallel.py --rules`` measures the ceiling:
 each backward rule of the towers graph called on two of its nodes, first
 one after the other, then on two threads at once (kernels on one thread
 each, so nothing else competes), and prints the speed-up of the two-thread
 run. No scheduler is involved, so no parallel walk can beat these figures.
+
+``python benches/bench_backward_parallel.py --auto`` times the towers and
+chain24 backward with ``workers=1``, ``2`` and ``None`` (after the automatic
+choice has made its measurement), alternated round by round, and prints the
+medians and each one's ratio to ``workers=1``.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ import time
 import numpy as np
 
 import yscv
-from common import Bench
+from common import Bench, median_time
 
 
 def _linear(g, rng, h, n_in, n_out):
@@ -82,6 +89,9 @@ def benches(torch):
               _step(towers_graph, 1), reference_name="yscv workers=1", target=1 / 1.4),
         Bench("backward chain24, workers=2 vs 1", _step(chain_graph, 2),
               _step(chain_graph, 1), reference_name="yscv workers=1", target=1.05),
+        Bench("backward towers, workers=None vs 1", _step(towers_graph, None),
+              _step(towers_graph, 1), reference_name="yscv workers=1", target=1.05,
+              note="workers=None measures on its first calls (the runner's warm-up)"),
     ]
 
 
@@ -133,3 +143,29 @@ if __name__ == "__main__" and "--rules" in sys.argv:
     print(f"{'rule':<8}{'serial us/call':>16}{'2 threads us/call':>20}{'speed-up':>10}")
     for name, s_us, t_us, sp in rule_ceiling():
         print(f"{name:<8}{s_us:>16.1f}{t_us:>20.1f}{sp:>9.2f}x")
+
+
+def auto_rounds(build, rounds: int = 9) -> dict:
+    """Median seconds per backward for workers=1, 2 and None on ``build``'s
+    graph, the three alternated (the order rotated each round)."""
+    steps = {w: _step(build, w) for w in (1, 2, None)}
+    for w, step in steps.items():
+        for _ in range(12):   # warm-up; workers=None makes its measurement here
+            step()
+    times = {w: [] for w in steps}
+    order = list(steps)
+    for r in range(rounds):
+        for w in order[r % 3:] + order[:r % 3]:
+            times[w].append(median_time(steps[w], 3))
+    return {w: statistics.median(v) for w, v in times.items()}
+
+
+if __name__ == "__main__" and "--auto" in sys.argv:
+    from yscv import walk_parallel
+
+    for name, build in (("towers", towers_graph), ("chain24", chain_graph)):
+        med = auto_rounds(build)
+        g, loss = build()
+        print(f"{name}: workers=None chooses {walk_parallel.choose_workers(g, g._index(loss))}")
+        for w, t in med.items():
+            print(f"  workers={w!s:<5}{t * 1e3:8.2f} ms  {t / med[1]:5.2f}x of workers=1")

@@ -336,11 +336,182 @@ def test_graph_freed_after_parallel_backward_without_the_cycle_collector():
         gc.enable()
 
 
-def test_workers_none_uses_threads_for_big_branchy_graphs(monkeypatch):
-    monkeypatch.setattr(walk_parallel, "_cores", lambda: 2)
+def _towers_bench_graph(seed=0):
+    """benches/bench_backward_parallel.py's towers graph: 8 branches of
+    3 x (linear 256 + tanh) at batch 64, 4 of conv3x3 16->16 + relu."""
+    rng = np.random.default_rng(seed)
     g = yscv.Graph()
-    x = g.variable(np.ones((512, 1024)))
-    total = g.sum(g.tanh(x)) + g.sum(g.exp(x)) + g.sum(g.sigmoid(x))
+    x = g.constant(rng.standard_normal((64, 256)).astype(np.float32))
+    xc = g.constant(rng.standard_normal((8, 16, 16, 16)).astype(np.float32))
+    outs, leaves = [], []
+    for _ in range(8):
+        h = x
+        for _ in range(3):
+            w = g.variable(rng.standard_normal((256, 256)).astype(np.float32) / 16.0)
+            b = g.variable(np.zeros(256, np.float32))
+            leaves += [w, b]
+            h = g.tanh(g.matmul(h, w) + b)
+        outs.append(g.mean(h))
+    for _ in range(4):
+        w = g.variable(rng.standard_normal((3, 3, 16, 16)).astype(np.float32) * 0.1)
+        b = g.variable(np.zeros(16, np.float32))
+        leaves += [w, b]
+        outs.append(g.mean(g.relu(g.conv2d(xc, w, b, padding=1))))
+    total = outs[0]
+    for o in outs[1:]:
+        total = total + o
+    return g, total, leaves
+
+
+class _FakeClock:
+    """``walk_parallel._clock`` for a trial: each timed run of the serial
+    walk lasts ``serial`` seconds, of the parallel walk ``parallel``."""
+
+    def __init__(self, monkeypatch, serial, parallel):
+        self.serial, self.parallel = serial, parallel
+        self.now = 0.0
+        self.calls = 0
+        self.ran_parallel = False
+        self.modes = []
+        real = walk_parallel._parallel_walk
+
+        def parallel_walk(*args):
+            self.ran_parallel = True
+            return real(*args)
+
+        monkeypatch.setattr(walk_parallel, "_parallel_walk", parallel_walk)
+        monkeypatch.setattr(walk_parallel, "_clock", self)
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls % 2 == 0:   # the end of a run
+            self.now += self.parallel if self.ran_parallel else self.serial
+            self.modes.append("P" if self.ran_parallel else "S")
+        self.ran_parallel = False
+        return self.now
+
+
+@pytest.fixture
+def fresh_auto_choice():
+    walk_parallel.reset_auto_choice()
+    yield
+    walk_parallel.reset_auto_choice()
+
+
+def _backward_grads(g, total, leaves, workers):
+    g.zero_grads()
+    g.backward(total, workers=workers)
+    return [g.grad(n) for n in leaves]
+
+
+def _branchy_big(n=512):
+    """Elementwise branches on 512 x 1024: past AUTO_MIN_ELEMENTS, cheap."""
+    g = yscv.Graph()
+    x = g.variable(np.linspace(-1.0, 1.0, n * 1024).reshape(n, 1024))
+    return g, g.sum(g.tanh(x)) + g.sum(g.exp(x)) + g.sum(g.sigmoid(x)), [x]
+
+
+def test_decide_keeps_serial_unless_parallel_clearly_wins():
+    decide = walk_parallel.decide
+    assert decide([4.5e-3], [2.0e-3]) is None           # one pair: measure on
+    assert decide([4.5e-3] * 2, [2.0e-3] * 2) is None
+    # the towers graph on a 2-vCPU EPYC, idle: parallel 1.6x the serial time
+    assert decide([4.5e-3] * 3, [7.2e-3] * 3) is False
+    assert decide([1.0, 1.0, 1.0], [0.95, 0.92, 0.97]) is False   # within the margin
+    assert decide([1.0, 1.1, 1.0], [0.7, 0.72, 0.75]) is True      # 1.39x: parallel
+    # medians: one run disturbed by the machine's load does not decide
+    assert decide([1.0, 5.0, 1.0], [1.2, 1.1, 1.3]) is False
+    assert decide([1.0, 1.0, 1.0], [0.7, 6.0, 0.7]) is True
+
+
+def test_workers_none_on_the_towers_graph_measures_and_stays_serial(
+        monkeypatch, fresh_auto_choice):
+    """The towers graph's measured times on a 2-vCPU EPYC (serial 4.5 ms,
+    parallel 7.2 ms): workers=None runs the parallel walk four times (a
+    warm-up and three timed pairs), then serial for good; every run gives
+    the bits of workers=1."""
+    monkeypatch.setattr(walk_parallel, "_cores", lambda: 2)
+    clock = _FakeClock(monkeypatch, serial=4.5e-3, parallel=7.2e-3)
+    g, total, leaves = _towers_bench_graph()   # one graph, back-propagated again and again
+    ref = _backward_grads(g, total, leaves, 1)
+    for _ in range(2 * (1 + walk_parallel.AUTO_TRIAL_PAIRS) + 1):
+        got = _backward_grads(g, total, leaves, None)
+        assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+    assert clock.modes == ["S", "P"] * (1 + walk_parallel.AUTO_TRIAL_PAIRS)
+    assert walk_parallel.choose_workers(g, g._index(total)) == 1
+    assert walk_parallel._local.trial is None      # no note left: a plain serial walk
+    # a new towers graph (the next step of a training loop) is serial at once
+    g2, total2, _ = _towers_bench_graph(seed=1)
+    assert walk_parallel.choose_workers(g2, g2._index(total2)) == 1
+
+
+def test_workers_none_takes_threads_where_they_pay(monkeypatch, fresh_auto_choice):
+    monkeypatch.setattr(walk_parallel, "_cores", lambda: 2)
+    clock = _FakeClock(monkeypatch, serial=10e-3, parallel=6e-3)
+    g, total, leaves = _branchy_big()
+    ref = _backward_grads(g, total, leaves, 1)
+    for _ in range(2 * (1 + walk_parallel.AUTO_TRIAL_PAIRS) + 1):
+        got = _backward_grads(g, total, leaves, None)
+        assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+    assert clock.modes == ["S", "P"] * (1 + walk_parallel.AUTO_TRIAL_PAIRS)
     assert walk_parallel.choose_workers(g, g._index(total)) == 2
+    walk_parallel._local.trial = None
+    # the choice is the shape's: a new graph of the same shape gets it at once
+    g2, total2, _ = _branchy_big()
+    assert walk_parallel.choose_workers(g2, g2._index(total2)) == 2
+    walk_parallel._local.trial = None
+    # AUTO_RECHECK_SECONDS later the machine is busier and the threads no
+    # longer pay: timed pairs (no warm-ups) and the shape turns serial
+    later = walk_parallel._now() + walk_parallel.AUTO_RECHECK_SECONDS + 1.0
+    monkeypatch.setattr(walk_parallel, "_now", lambda: later)
+    clock.modes.clear()
+    clock.parallel = 15e-3
+    for _ in range(2 * walk_parallel.AUTO_TRIAL_PAIRS + 1):
+        got = _backward_grads(g, total, leaves, None)
+        assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+    assert clock.modes == ["S", "P"] * walk_parallel.AUTO_TRIAL_PAIRS
+    assert walk_parallel.choose_workers(g, g._index(total)) == 1
+    # one usable core: serial whatever was measured
     monkeypatch.setattr(walk_parallel, "_cores", lambda: 1)
+    walk_parallel.reset_auto_choice()
+    assert walk_parallel.choose_workers(g2, g2._index(total2)) == 1
+
+
+def test_workers_none_chains_and_small_graphs_plan_once(monkeypatch, fresh_auto_choice):
+    monkeypatch.setattr(walk_parallel, "_cores", lambda: 2)
+    plans = []
+    real_plan = walk_parallel._Plan
+
+    def counting_plan(graph, t):
+        plans.append(t)
+        return real_plan(graph, t)
+
+    monkeypatch.setattr(walk_parallel, "_Plan", counting_plan)
+
+    def chain():
+        g = yscv.Graph()
+        h = g.variable(np.ones((64, 64)))
+        for _ in range(10):
+            h = g.tanh(g.matmul(h, g.variable(np.eye(64))))
+        return g, g.sum(h)
+
+    for _ in range(5):   # a training loop: a new graph of the same shape each step
+        g, loss = chain()
+        g.backward(loss, workers=None)
+    assert len(plans) == 1   # serial from the first look, without a plan after it
+    g, loss = chain()
+    assert walk_parallel.choose_workers(g, g._index(loss)) == 1
+
+
+def test_workers_none_with_a_colliding_shape_falls_back_to_serial(
+        monkeypatch, fresh_auto_choice):
+    """Two graphs with the same node count, target index and dtype but other
+    sizes share a key: the second one stays serial (the safe side)."""
+    monkeypatch.setattr(walk_parallel, "_cores", lambda: 2)
+
+    g, total, _ = _branchy_big(512)
+    assert walk_parallel.choose_workers(g, g._index(total)) == 2   # a trial run
+    walk_parallel._local.trial = None
+    g2, total2, _ = _branchy_big(1100)
+    assert walk_parallel.choose_workers(g2, g2._index(total2)) == 1
     assert walk_parallel.choose_workers(g, g._index(total)) == 1

@@ -395,16 +395,34 @@ class WalkMixin:
         return gj
 
     def _run_hooks(self, i: int, gi):
+        """Node i's hooks on its complete gradient ``gi``; returns the gradient
+        that flows on (the last array a hook returned, else ``gi``).
+
+        Each hook gets a read-only view of ``gi``: ``gi`` may be the very
+        array another node's gradient is (``add`` hands one array to both
+        inputs; a reshape passes a view on), so an in-place write would
+        change a sibling's gradient, and with ``workers > 1`` do so depending
+        on thread timing. A write raises BackwardError naming the hook and the
+        node; a hook changes the gradient by returning a new array, as in
+        PyTorch. A read-only array a hook returns (a view of its argument, say)
+        is copied, so stored gradients stay writable."""
         shape = gi.shape
         for fn in list(self._hooks[i]):
-            res = fn(gi)
-            if res is not None:
+            view = gi.view()
+            view.flags.writeable = False
+            try:
+                res = fn(view)
+            except ValueError as exc:
+                if "read-only" not in str(exc):
+                    raise
+                raise _hook_wrote(fn, i, self._ops[i]) from exc
+            if res is not None and res is not view:
                 res = as_graph_array(res, self.dtype, "hook", "return value", copy=False)
                 if res.shape != shape:
                     raise ShapeError(
                         f"hook on node {i} returned shape {res.shape}, expected {shape}",
                         op="hook", node=i, expected=shape, got=res.shape)
-                gi = res
+                gi = res if res.flags.writeable else res.copy()
         return gi
 
     def _accumulate_stored(self, i: int, gi) -> None:
@@ -414,15 +432,29 @@ class WalkMixin:
     def _accumulate_leaf(self, i: int, gi) -> None:
         if not self._rg[i]:
             return
-        self._accumulate_stored(i, gi)
+        post = self._post_hooks.get(i) if self._post_hooks else None
+        # a post-accumulate hook may change g.grad(leaf) in place: store a
+        # private copy, never gi itself (which may be another node's
+        # gradient too: x + y hands one array to x and y)
+        self._accumulate_stored(i, gi.copy() if post and i not in self._grads else gi)
         p = self._param_of.get(i) if self._param_of else None
         if p is not None:
             _add_param_grad(p, gi)
-        post = self._post_hooks.get(i) if self._post_hooks else None
         if post:
             nid = self._node_id(i)
             for fn in list(post):
                 fn(self, nid)
+
+
+def _hook_wrote(fn, i: int, op: int) -> BackwardError:
+    """The error for a hook that wrote to the read-only gradient it got."""
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    op_name = Op(op).name.lower()
+    return BackwardError(
+        f"hook {name} on node {i} ({op_name}) wrote to its gradient in place; the "
+        "gradient a hook gets is read-only (it may be another node's gradient too): "
+        "return a new array instead, e.g. `return grad * 2`",
+        op="hook", node=i, got=name)
 
 
 def _add_param_grad(p, gi: np.ndarray) -> None:

@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import heapq
 import os
+import statistics
 import threading
+import time
+import weakref
 
 import numpy as np
 
@@ -50,6 +53,21 @@ _ndarray = np.ndarray
 AUTO_MIN_ELEMENTS = 1 << 20
 #: ``workers=None`` never uses more threads than this
 AUTO_MAX_WORKERS = 4
+#: timed runs of each walk (after one untimed warm-up of each) before
+#: ``workers=None`` decides for a graph shape
+AUTO_TRIAL_PAIRS = 3
+#: the parallel walk is chosen only if its median time is at most this
+#: fraction of the serial walk's (a 1.11x speed-up at least: noise on a
+#: shared machine must not tip the choice)
+AUTO_MARGIN = 0.9
+#: graph shapes the process remembers a choice for (then it starts over)
+AUTO_MAX_SHAPES = 256
+#: a choice of the parallel walk is measured again after this many seconds
+#: (the load of the machine changes; a choice of serial is kept)
+AUTO_RECHECK_SECONDS = 30.0
+
+_clock = time.perf_counter      # times a trial run
+_now = time.monotonic           # when a choice was made
 
 
 def check_workers(workers) -> None:
@@ -108,15 +126,127 @@ class _Plan:
         self.elements = elements
 
 
+class _Shape:
+    """What ``workers=None`` knows about one graph shape in this process:
+    the choice once made (``workers``), else the measurement so far."""
+
+    __slots__ = ("workers", "cores", "sig", "runs", "serial", "parallel", "decided")
+
+    def __init__(self, cores: int, sig: tuple):
+        self.workers = None     # the choice once made: 1 or ``cores``
+        self.cores = cores
+        self.sig = sig          # (visited nodes, elements) of the first plan
+        self.runs = 0           # trial runs handed out
+        self.serial = []        # timed seconds of the serial walk
+        self.parallel = []      # ... of the parallel walk
+        self.decided = 0.0      # _now() when the parallel walk was chosen
+
+    def next_parallel(self) -> bool:
+        """Whether the next trial run is the parallel walk: serial and
+        parallel alternate, serial first (its first run, like the parallel
+        walk's, is an untimed warm-up)."""
+        return self.runs % 2 == 1
+
+    def record(self, parallel: bool, seconds: float, warm_up: bool) -> None:
+        """A finished trial run; decides once the measurement is complete."""
+        if warm_up or self.workers is not None:
+            return
+        (self.parallel if parallel else self.serial).append(seconds)
+        if len(self.serial) == len(self.parallel):
+            verdict = decide(self.serial, self.parallel)
+            if verdict is not None:
+                self.workers = self.cores if verdict else 1
+                self.decided = _now()
+
+    def recheck(self) -> None:
+        """Measure the parallel walk against the serial one again (no
+        warm-ups): it keeps the threads only if they still pay."""
+        self.workers = None
+        self.runs = 2
+        self.serial = []
+        self.parallel = []
+
+
+def decide(serial: list, parallel: list):
+    """The choice from alternated timings of the two walks on one graph
+    shape: True (parallel), False (serial), or None (measure on).
+
+    After ``AUTO_TRIAL_PAIRS`` pairs, parallel only if its median is at
+    most ``AUTO_MARGIN`` times the serial median (medians, not one pair: a
+    single run on a shared machine can be off by several times)."""
+    if len(parallel) < AUTO_TRIAL_PAIRS or len(serial) < AUTO_TRIAL_PAIRS:
+        return None
+    return statistics.median(parallel) <= AUTO_MARGIN * statistics.median(serial)
+
+
+_shapes: dict = {}              # (nodes, target, dtype) -> _Shape
+_shapes_lock = threading.Lock()
+_local = threading.local()      # .trial: (weakref to graph, t, shape, parallel, warm_up)
+
+
+def reset_auto_choice() -> None:
+    """Forget every choice and measurement of ``workers=None``."""
+    with _shapes_lock:
+        _shapes.clear()
+
+
 def choose_workers(graph, t: int) -> int:
-    """``workers=None``: 1 for chains and small graphs, else up to the cores."""
+    """``workers=None``: serial unless measured to pay on this machine.
+
+    Serial at once for chains, small graphs (below ``AUTO_MIN_ELEMENTS``
+    elements in the visited values) and one usable core. Otherwise the
+    choice is made by measurement, once per graph shape and process: the
+    first backward calls of a shape (graphs with the same node count, target
+    index and dtype, as a training loop builds step after step) alternate
+    the serial and the parallel walk and time them (``decide``); the shape
+    then keeps the faster one (serial unless parallel clearly wins). A
+    choice of the parallel walk is measured again every
+    ``AUTO_RECHECK_SECONDS``, and dropped once it no longer pays. The
+    results are the same bits either way. A trial run returns more than one
+    worker and leaves a note for :func:`parallel_walk`, which runs and times
+    the walk it names."""
+    _local.trial = None
+    key = (len(graph._ops), t, graph.dtype)
+    shape = _shapes.get(key)
+    if shape is not None and shape.workers == 1:
+        return 1   # the common answer, without a plan
     cores = min(_cores(), AUTO_MAX_WORKERS)
     if cores < 2:
         return 1
     plan = _Plan(graph, t)
-    if not plan.branchy or plan.elements < AUTO_MIN_ELEMENTS:
-        return 1
+    sig = (len(plan.remaining), plan.elements)
+    with _shapes_lock:
+        shape = _shapes.get(key)
+        if shape is None:
+            if len(_shapes) >= AUTO_MAX_SHAPES:
+                _shapes.clear()
+            verdict = None if plan.branchy and plan.elements >= AUTO_MIN_ELEMENTS else 1
+            shape = _shapes[key] = _Shape(cores, sig)
+            shape.workers = verdict
+        elif shape.sig != sig:
+            # another graph with the same key: stay on the safe side
+            shape.workers = 1
+        elif shape.workers is not None and shape.workers > 1 \
+                and _now() - shape.decided > AUTO_RECHECK_SECONDS:
+            shape.recheck()
+        if shape.workers is not None:
+            return shape.workers
+        parallel = shape.next_parallel()
+        warm_up = shape.runs < 2
+        shape.runs += 1
+    _local.trial = (weakref.ref(graph), t, shape, parallel, warm_up)
     return cores
+
+
+def _take_trial(graph, t: int):
+    """The trial note ``choose_workers`` left for this call, if any."""
+    trial = getattr(_local, "trial", None)
+    if trial is None:
+        return None
+    _local.trial = None
+    if trial[0]() is not graph or trial[1] != t:
+        return None
+    return trial
 
 
 def _fold(parts):
@@ -332,7 +462,26 @@ class _Walk:
 def parallel_walk(graph, t: int, seed, retain_graph: bool, borrowed: bool,
                   workers: int) -> None:
     """Backward from node ``t`` seeded with ``seed`` on up to ``workers``
-    threads; bit-identical to ``graph._walk`` (see the module docstring)."""
+    threads; bit-identical to ``graph._walk`` (see the module docstring).
+    A trial run of ``workers=None`` (:func:`choose_workers`) runs the walk
+    its note names, serial or parallel, and reports the time it took."""
+    trial = _take_trial(graph, t)
+    if trial is not None:
+        _, _, shape, parallel, warm_up = trial
+        start = _clock()
+        if parallel:
+            _parallel_walk(graph, t, seed, retain_graph, borrowed, workers)
+        else:
+            graph._walk(t, seed, retain_graph, borrowed)
+        seconds = _clock() - start
+        with _shapes_lock:
+            shape.record(parallel, seconds, warm_up)
+        return
+    _parallel_walk(graph, t, seed, retain_graph, borrowed, workers)
+
+
+def _parallel_walk(graph, t: int, seed, retain_graph: bool, borrowed: bool,
+                   workers: int) -> None:
     plan = _Plan(graph, t)
     if not plan.branchy:  # one path: never two nodes ready at once
         graph._walk(t, seed, retain_graph, borrowed)

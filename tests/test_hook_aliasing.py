@@ -1,0 +1,212 @@
+"""Hooks cannot corrupt another node's gradient (serial and parallel walk).
+
+``add`` hands one gradient array to both of its inputs, so a hook that wrote
+to its argument in place would change the sibling's gradient too (and with
+``workers=2`` do so depending on which thread got there first). A hook gets
+a read-only view (an in-place write raises BackwardError naming the hook and
+the node); a post-accumulate hook gets a stored gradient of its own."""
+import numpy as np
+import pytest
+
+import yscv
+
+
+def _branchy(g, rng):
+    """x -> a = tanh(x), b = exp(x); loss = sum((a + b) * c) + sum(tanh(a + b)):
+    the sum node s = a + b is consumed twice (a fork, so workers=2 runs
+    threads), and its backward hands one array to a and b."""
+    x = g.variable(rng.standard_normal((32, 48)))
+    c = g.constant(rng.standard_normal((32, 48)))
+    a = g.tanh(x)
+    b = g.exp(x * 0.5)
+    s = a + b
+    loss = g.sum(s * c) + g.sum(g.tanh(s))
+    return x, a, b, loss
+
+
+def _torch_branchy(torch, x_np, c_np, scale_a):
+    x = torch.tensor(x_np, requires_grad=True)
+    c = torch.tensor(c_np)
+    a = torch.tanh(x)
+    b = torch.exp(x * 0.5)
+    a.register_hook(lambda gr: gr * scale_a)
+    s = a + b
+    loss = (s * c).sum() + torch.tanh(s).sum()
+    loss.backward()
+    return x.grad.numpy()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_in_place_write_in_a_hook_raises_the_same_error_every_run(workers):
+    nodes = set()
+    for _ in range(25):
+        g = yscv.Graph(np.float64)
+        x, a, b, loss = _branchy(g, np.random.default_rng(0))
+        g.register_hook(a, lambda gr: gr.__imul__(2.0))
+        with pytest.raises(yscv.BackwardError, match="in place") as e:
+            g.backward(loss, workers=workers)
+        nodes.add(e.value.node)
+        assert g.grad(x) is None   # as any failed backward: x is below a
+    assert nodes == {g._index(a)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_in_place_write_in_a_hook_raises_and_leaves_the_sibling_alone(workers):
+    g = yscv.Graph(np.float64)
+    x, a, b, loss = _branchy(g, np.random.default_rng(0))
+    seen_b = []
+    g.register_hook(b, lambda gr: seen_b.append(gr.copy()))
+
+    def scale_in_place(grad):
+        grad *= 2.0
+
+    g.register_hook(a, scale_in_place)
+    with pytest.raises(yscv.BackwardError, match=r"hook .*scale_in_place on node \d+ \(tanh\)"
+                                                 r".*in place") as e:
+        g.backward(loss, workers=workers)
+    assert e.value.node == g._index(a) and e.value.op == "hook"
+    assert isinstance(e.value.__cause__, ValueError)   # numpy's read-only error
+    # b's hook saw the unscaled gradient (its index is above a's: it ran first
+    # serially; in parallel it may run after a's hook, which wrote nothing)
+    if seen_b:
+        ref = yscv.Graph(np.float64)
+        _, _, rb, rloss = _branchy(ref, np.random.default_rng(0))
+        ref.retain_grad(rb)
+        ref.backward(rloss)
+        np.testing.assert_array_equal(seen_b[0], ref.grad(rb))
+
+
+def test_np_ufunc_out_in_a_hook_raises_too():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.ones(3))
+    y = g.variable(np.ones(3))
+    g.register_hook(x, lambda gr: np.multiply(gr, 3.0, out=gr))
+    with pytest.raises(yscv.BackwardError, match="in place"):
+        g.backward(g.sum(x + y))
+
+
+def test_hook_replacement_same_bits_every_run_and_as_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((32, 48))
+    c_np = rng.standard_normal((32, 48))
+    expect = _torch_branchy(torch, x_np, c_np, 3.0)
+
+    def run(workers):
+        g = yscv.Graph(np.float64)
+        x, a, b, loss = _branchy(g, np.random.default_rng(0))
+        g.register_hook(a, lambda gr: gr * 3.0)
+        g.backward(loss, workers=workers)
+        return g.grad(x)
+
+    ref = run(1)
+    np.testing.assert_allclose(ref, expect, rtol=1e-12, atol=1e-12)
+    for _ in range(30):
+        for workers in (1, 2):
+            assert np.array_equal(run(workers), ref)
+
+
+def test_leaf_siblings_of_add_keep_their_own_gradient():
+    torch = pytest.importorskip("torch")
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([1.0, 2.0, 3.0]))
+    y = g.variable(np.array([4.0, 5.0, 6.0]))
+    g.register_hook(y, lambda gr: gr * 10.0)
+    g.backward(g.sum((x + y) * 2.0))
+    tx = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor([4.0, 5.0, 6.0], dtype=torch.float64, requires_grad=True)
+    ty.register_hook(lambda gr: gr * 10.0)
+    ((tx + ty) * 2.0).sum().backward()
+    np.testing.assert_array_equal(g.grad(x), tx.grad.numpy())
+    np.testing.assert_array_equal(g.grad(y), ty.grad.numpy())
+
+
+def test_hook_returning_its_argument_or_a_view_of_it_stores_a_writable_grad():
+    for fn in (lambda gr: gr, lambda gr: gr.reshape(2, 2), lambda gr: gr[...]):
+        g = yscv.Graph(np.float64)
+        x = g.variable(np.ones((2, 2)))
+        g.register_hook(x, fn)
+        g.backward(g.sum(x * 3.0))
+        gx = g.grad(x)
+        np.testing.assert_array_equal(gx, np.full((2, 2), 3.0))
+        assert gx.flags.writeable
+        gx *= 2.0   # the stored gradient is the caller's to change
+
+
+def test_gradients_hooks_are_read_only_too():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.ones(3))
+    y = g.variable(np.ones(3))
+    g.register_hook(x, lambda gr: gr.fill(5.0))
+    with pytest.raises(yscv.BackwardError, match="in place"):
+        g.gradients(g.sum(x + y), (x, y))
+
+
+def _post_leak_graph(g, x_np, y_np):
+    """s = x + y (leaves) consumed twice: add gives x and y one array."""
+    x = g.variable(x_np)
+    y = g.variable(y_np)
+    s = x + y
+    return x, y, g.sum(g.tanh(s)) + g.sum(s * s)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_post_accumulate_hook_changing_its_grad_in_place_leaves_the_sibling_alone(workers):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x_np, y_np = rng.standard_normal(5), rng.standard_normal(5)
+    for hooked in ("x", "y"):   # y is above x (runs first), x below
+        g = yscv.Graph(np.float64)
+        x, y, loss = _post_leak_graph(g, x_np, y_np)
+        leaf = {"x": x, "y": y}[hooked]
+
+        def triple(graph, n):
+            graph.grad(n)[...] *= 3.0     # PyTorch: p.grad.mul_(3)
+
+        g.register_post_accumulate_hook(leaf, triple)
+        g.backward(loss, workers=workers)
+
+        tx = torch.tensor(x_np, requires_grad=True)
+        ty = torch.tensor(y_np, requires_grad=True)
+
+        def ttriple(p):
+            p.grad.mul_(3.0)
+
+        {"x": tx, "y": ty}[hooked].register_post_accumulate_grad_hook(ttriple)
+        ts = tx + ty
+        (torch.tanh(ts).sum() + (ts * ts).sum()).backward()
+        np.testing.assert_allclose(g.grad(x), tx.grad.numpy(), rtol=1e-13)
+        np.testing.assert_allclose(g.grad(y), ty.grad.numpy(), rtol=1e-13)
+        assert not np.shares_memory(g.grad(x), g.grad(y))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parameter_grad_and_stored_grad_never_leak_through_post_hooks(workers):
+    rng = np.random.default_rng(4)
+    w_np, v_np = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+
+    def run(hook_on):
+        p = yscv.nn.Parameter(w_np.copy(), np.float64)
+        g = yscv.Graph(np.float64)
+        w = g.param(p)
+        v = g.variable(v_np)
+        s = w + v
+        loss = g.sum(g.tanh(s)) + g.sum(s * s)
+        if hook_on == "w":   # the optimizer-in-backward pattern: change p.grad in place
+            g.register_post_accumulate_hook(w, lambda graph, n: p.grad.__imul__(0.5))
+        elif hook_on == "v":
+            g.register_post_accumulate_hook(v, lambda graph, n: graph.grad(n).__imul__(0.5))
+        g.backward(loss, workers=workers)
+        return p.grad.copy(), g.grad(w).copy(), g.grad(v).copy()
+
+    pg, wg, vg = run(None)
+    np.testing.assert_array_equal(pg, wg)
+    np.testing.assert_array_equal(wg, vg)          # d loss/dw == d loss/dv
+    pg1, wg1, vg1 = run("w")
+    np.testing.assert_array_equal(pg1, pg * 0.5)
+    np.testing.assert_array_equal(wg1, wg)         # the graph's stored copy untouched
+    np.testing.assert_array_equal(vg1, vg)
+    pg2, wg2, vg2 = run("v")
+    np.testing.assert_array_equal(vg2, vg * 0.5)
+    np.testing.assert_array_equal(pg2, pg)
+    np.testing.assert_array_equal(wg2, wg)
