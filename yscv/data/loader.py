@@ -22,7 +22,8 @@ import multiprocessing
 import numpy as np
 
 from .. import random as _random
-from ._workers import WorkerPool
+from .. import runtime as _runtime
+from ._workers import WorkerPool, pack_job
 from .collate import default_collate
 from .dataset import TensorDataset
 
@@ -126,7 +127,9 @@ class DataLoader:
         if not _is_int(prefetch_factor) or prefetch_factor <= 0:
             raise ValueError(f"DataLoader: prefetch_factor must be a positive int, got "
                              f"{prefetch_factor!r}")
-        if multiprocessing_context is None or isinstance(multiprocessing_context, str):
+        if multiprocessing_context is None:
+            ctx = _runtime.worker_context()
+        elif isinstance(multiprocessing_context, str):
             try:
                 ctx = multiprocessing.get_context(multiprocessing_context)
             except ValueError:
@@ -208,6 +211,10 @@ class DataLoader:
     def __iter__(self):
         # the epoch starts here (its order is drawn now, as PyTorch draws the
         # sampler's iterator in iter()); workers start on the first next()
+        fetch = functools.partial(_fetch_batch, collate_fn=self.collate_fn)
+        job = None
+        if self.num_workers > 0:  # raises (state unchanged) if the workers cannot get them
+            job = pack_job(self._ctx, self.dataset, fetch, self.collate_fn, self.num_workers)
         if not self._fresh:  # the previous iteration was begun: next epoch
             self._epoch += 1
             self._consumed = 0
@@ -216,18 +223,18 @@ class DataLoader:
         batches = self._epoch_batches(self._epoch)
         self._epoch_len = len(batches)
         start = min(self._consumed, len(batches))
-        return self._generate(batches[start:], start, self._epoch)
+        return self._generate(batches[start:], start, self._epoch, fetch, job)
 
-    def _generate(self, todo: list, start: int, epoch: int):
-        fetch = functools.partial(_fetch_batch, collate_fn=self.collate_fn)
+    def _generate(self, todo: list, start: int, epoch: int, fetch, job):
         if self.num_workers == 0 or not todo:
             for k, indices in enumerate(todo):
                 batch = fetch(self.dataset, indices)
                 self._consumed = start + k + 1
                 yield batch
         else:
-            pool = WorkerPool(self._ctx, min(self.num_workers, len(todo)), self.dataset, fetch,
-                              todo, start, self.prefetch_factor * self.num_workers)
+            pool = WorkerPool(self._ctx, min(self.num_workers, len(todo)), job, todo, start,
+                              self.prefetch_factor * self.num_workers)
+            del job  # the workers have it (a pickle of the dataset can be large)
             try:
                 for k, batch in enumerate(pool.results()):
                     self._consumed = start + k + 1
