@@ -182,7 +182,7 @@ def _exit_text(p) -> str:
     text = f"exit code {code}"
     if code is not None and code < 0:
         try:
-            text += f", killed by {signal.Signals(-code).name}"
+            text += f" (killed by {signal.Signals(-code).name})"
         except ValueError:
             pass
     return text
