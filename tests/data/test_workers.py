@@ -28,12 +28,16 @@ SCENARIOS = ["unpicklable_sample", "local_exception", "killed_worker", "unimport
              "unpicklable_key", "openblas_thread"]
 
 
+def _env():
+    root = str(pathlib.Path(yscv.__file__).resolve().parents[1])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
 @pytest.fixture(scope="module")
 def scenarios():
     """Run every scenario in one process (a few seconds); their reports by name."""
-    root = str(pathlib.Path(yscv.__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     try:
         out = subprocess.run([sys.executable, str(HERE / "_worker_scenarios.py"), *SCENARIOS],
                              cwd=HERE, env=env, capture_output=True, text=True, timeout=240)
@@ -103,6 +107,21 @@ def test_workers_start_while_a_thread_runs_openblas(scenarios):
     assert r["same"] is True            # 4 epochs, the batches of num_workers=0
     assert r["products_after"] >= 2     # the thread's BLAS still runs afterwards
     assert r["thread_alive"] is False and r["blas_ok"] is True and r["children"] == 0
+
+
+def test_script_without_main_guard_raises_with_the_fix(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text("import numpy as np\n"
+                      "from yscv.data import DataLoader, TensorDataset\n"
+                      "list(DataLoader(TensorDataset(np.arange(10.0)), batch_size=2, "
+                      "num_workers=2))\n")
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("yscv.errors.WorkerError: DataLoader: worker ")
+    assert "exited unexpectedly with exit code 1" in last
+    assert 'if __name__ == "__main__":' in last
 
 
 # ------------------------------------------------------------ in this process

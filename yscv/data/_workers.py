@@ -177,6 +177,12 @@ def _error(b, indices, w, kind, blob):
     return exc if exc is not None else WorkerError(msg, worker=w, batch=b, original_type=name)
 
 
+_STARTUP_HINT = ("A worker started with \"forkserver\" or \"spawn\" imports the main script "
+                 "first: the script must guard its main code with `if __name__ == "
+                 "\"__main__\":`, and code read from stdin cannot start workers that way "
+                 "(multiprocessing_context=\"fork\" can, if no other thread runs NumPy).")
+
+
 def _exit_text(p) -> str:
     code = p.exitcode
     text = f"exit code {code}"
@@ -217,6 +223,11 @@ class WorkerPool:
                 self.conns.append(reader)
                 try:
                     p.start()
+                except OSError as exc:  # e.g. the new process died while being sent its job
+                    raise WorkerError(
+                        f"DataLoader: worker {w} could not be started with the "
+                        f"{ctx.get_start_method()!r} method ({type(exc).__name__}: {exc}); its "
+                        f"traceback, if any, is on stderr. {_STARTUP_HINT}", worker=w) from exc
                 finally:
                     writer.close()  # the write end lives in the worker only
         except BaseException:
@@ -253,9 +264,11 @@ class WorkerPool:
                 if b in ready:
                     return
                 p.join(timeout=1)
+                hint = "killed, crashed, or os._exit in the dataset?"
+                if p.exitcode == 1:  # Python's exit code for an uncaught exception
+                    hint = f"its traceback is on stderr. {_STARTUP_HINT}"
                 raise WorkerError(f"DataLoader: worker {w} (pid {p.pid}) exited unexpectedly "
-                                  f"with {_exit_text(p)} while batch {b} was loading "
-                                  f"(killed, crashed, or os._exit in the dataset?)",
+                                  f"with {_exit_text(p)} while batch {b} was loading ({hint})",
                                   worker=w, batch=b)
 
     def _task(self, k) -> bytes:

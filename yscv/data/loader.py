@@ -80,19 +80,25 @@ class DataLoader:
         seed: seed of the shuffling; None draws one from the library
             generator (:func:`yscv.manual_seed`) when the loader is built.
         prefetch_factor: batches loaded ahead per worker (keyword only).
-        multiprocessing_context: start method ("fork", "spawn",
-            "forkserver") or a context; None is the platform's default.
-            With "spawn"/"forkserver" the dataset and collate_fn must pickle.
+        multiprocessing_context: start method of the workers ("forkserver",
+            "spawn", "fork") or a multiprocessing context; None is
+            "forkserver" where the platform has it (else its default), never
+            "fork", which deadlocks when another thread is inside OpenBLAS.
+            Except with "fork", the dataset and collate_fn must pickle:
+            ``iter()`` raises TypeError, saying how to fix it, if they do not.
 
     Iterating the loader runs one epoch. ``iter(loader)`` starts the next
     epoch, also when the previous one was abandoned part-way (as PyTorch,
     whose sampler draws a new order per iteration) — except right after
     :meth:`load_state_dict`, whose position the next iteration continues.
     Run one iteration at a time: the loader keeps one position.
-    Workers are stopped when the iteration ends, raises or is abandoned
-    (the iterator closed or garbage-collected); a worker's exception is
-    re-raised in the main process (same type when it can be rebuilt) with
-    the batch number and the worker's traceback in its message.
+    Workers are stopped and joined when the iteration ends, raises or is
+    abandoned (the iterator closed or garbage-collected). A worker's
+    exception is re-raised in the main process (same type when it can be
+    rebuilt, else :class:`yscv.errors.WorkerError`) with the worker, the
+    batch number and the worker's traceback in its message; a batch that does
+    not pickle, a worker that dies or cannot rebuild the dataset raise
+    WorkerError (a RuntimeError) instead of waiting for ever.
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
