@@ -25,6 +25,7 @@ Workers poll the task queue with a timeout and exit when their parent is gone.
 """
 from __future__ import annotations
 
+import io
 import multiprocessing
 import pickle
 import queue
@@ -54,7 +55,9 @@ def _describe(exc: BaseException) -> tuple:
     """A picklable description of ``exc``: (pickled type or None, type name,
     message, formatted traceback)."""
     cls = type(exc)
-    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    name = cls.__qualname__
+    if cls.__module__ != "builtins":
+        name = f"{cls.__module__}.{name}"
     try:
         type_blob = bytes(_dumps(cls))
     except Exception:  # a class defined inside a function, ...
@@ -120,7 +123,9 @@ def pack_job(ctx, dataset, fetch, collate_fn, num_workers):
     if method == "fork":
         return dataset, fetch
     try:
-        return bytes(_dumps((dataset, fetch)))
+        buf = io.BytesIO()
+        ForkingPickler(buf).dump((dataset, fetch))
+        return buf.getvalue()
     except Exception as exc:
         try:
             _dumps(dataset)
