@@ -56,6 +56,25 @@ class CheckpointError(AutogradError):
     training-state checkpoint file is corrupt, truncated or mismatched."""
 
 
+class WorkerError(AutogradError, RuntimeError):
+    """A ``DataLoader`` worker process failed: it died (killed, crashed,
+    ``os._exit``), could not load the dataset, raised an exception whose type
+    cannot be rebuilt in the main process, or produced a batch that does not
+    pickle. The message names the worker, the batch and the cause.
+
+    Attributes (besides ``op="DataLoader"``):
+        worker: the worker's number (0 .. num_workers - 1), or None.
+        batch: the number of the batch in its epoch, or None.
+        original_type: qualified name of the worker's exception type, or None.
+    """
+
+    def __init__(self, message: str, *, worker=None, batch=None, original_type=None):
+        super().__init__(message, op="DataLoader")
+        self.worker = worker
+        self.batch = batch
+        self.original_type = original_type
+
+
 __all__ = [
     "AutogradError",
     "ShapeError",
@@ -65,4 +84,5 @@ __all__ = [
     "AnomalyError",
     "GradcheckError",
     "CheckpointError",
+    "WorkerError",
 ]

@@ -4,72 +4,19 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import time
 
 import numpy as np
 import pytest
 
 import yscv
-from yscv.data import DataLoader, Dataset, TensorDataset, default_collate
+from yscv.data import DataLoader, TensorDataset, default_collate
+
+from _datasets import DictDataset, SeededSampler, SquareDataset
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((23, 3, 2)).astype(np.float32)
 Y = RNG.integers(0, 5, size=23)
-
-
-class DictDataset(Dataset):
-    """Samples of mixed kinds: dict of an array, an int, a float, a bool and a tuple."""
-
-    def __len__(self):
-        return 11
-
-    def __getitem__(self, i):
-        return {"x": np.full((2, 3), i, dtype=np.float32), "label": int(i) % 3,
-                "weight": 0.5 * i, "flag": bool(i % 2),
-                "pair": (np.arange(i, i + 2, dtype=np.int32), np.float64(i) / 7)}
-
-
-class SquareDataset(Dataset):
-    """Plain map-style dataset (not a TensorDataset: the per-sample path)."""
-
-    def __init__(self, n=37, fail_at=None, exit_at=None):
-        self.n, self.fail_at, self.exit_at = n, fail_at, exit_at
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i == self.fail_at:
-            raise KeyError(f"sample {i} is broken")
-        if i == self.exit_at:
-            os._exit(3)
-        return np.array([i, i * i], dtype=np.float64), i % 4
-
-
-class SeededSampler:
-    """A sampler with its own generator, set_epoch and a state dict: each
-    epoch draws a random subset order from the generator (its state advances)."""
-
-    def __init__(self, n, seed):
-        self.n = n
-        self.rng = np.random.default_rng(seed)
-        self.epochs = []
-
-    def set_epoch(self, e):
-        self.epochs.append(e)
-
-    def __iter__(self):
-        return iter(self.rng.permutation(self.n)[: self.n - 2].tolist())
-
-    def __len__(self):
-        return self.n - 2
-
-    def state_dict(self):
-        return {"rng": self.rng.bit_generator.state}
-
-    def load_state_dict(self, st):
-        self.rng.bit_generator.state = st["rng"]
 
 
 def _as_np(batch):

@@ -12,6 +12,7 @@ uninterrupted run saw. See docs/data.md.
 """
 from .collate import default_collate
 from .dataset import Dataset, TensorDataset
+from ..errors import WorkerError
 from .loader import DataLoader
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
+__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate", "WorkerError"]

@@ -22,7 +22,8 @@ import multiprocessing
 import numpy as np
 
 from .. import random as _random
-from ._workers import WorkerPool
+from .. import runtime as _runtime
+from ._workers import WorkerPool, pack_job
 from .collate import default_collate
 from .dataset import TensorDataset
 
@@ -79,19 +80,25 @@ class DataLoader:
         seed: seed of the shuffling; None draws one from the library
             generator (:func:`yscv.manual_seed`) when the loader is built.
         prefetch_factor: batches loaded ahead per worker (keyword only).
-        multiprocessing_context: start method ("fork", "spawn",
-            "forkserver") or a context; None is the platform's default.
-            With "spawn"/"forkserver" the dataset and collate_fn must pickle.
+        multiprocessing_context: start method of the workers ("forkserver",
+            "spawn", "fork") or a multiprocessing context; None is
+            "forkserver" where the platform has it (else its default), never
+            "fork", which deadlocks when another thread is inside OpenBLAS.
+            Except with "fork", the dataset and collate_fn must pickle:
+            ``iter()`` raises TypeError, saying how to fix it, if they do not.
 
     Iterating the loader runs one epoch. ``iter(loader)`` starts the next
     epoch, also when the previous one was abandoned part-way (as PyTorch,
     whose sampler draws a new order per iteration) — except right after
     :meth:`load_state_dict`, whose position the next iteration continues.
     Run one iteration at a time: the loader keeps one position.
-    Workers are stopped when the iteration ends, raises or is abandoned
-    (the iterator closed or garbage-collected); a worker's exception is
-    re-raised in the main process (same type when it can be rebuilt) with
-    the batch number and the worker's traceback in its message.
+    Workers are stopped and joined when the iteration ends, raises or is
+    abandoned (the iterator closed or garbage-collected). A worker's
+    exception is re-raised in the main process (same type when it can be
+    rebuilt, else :class:`yscv.errors.WorkerError`) with the worker, the
+    batch number and the worker's traceback in its message; a batch that does
+    not pickle, a worker that dies or cannot rebuild the dataset raise
+    WorkerError (a RuntimeError) instead of waiting for ever.
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
@@ -126,7 +133,9 @@ class DataLoader:
         if not _is_int(prefetch_factor) or prefetch_factor <= 0:
             raise ValueError(f"DataLoader: prefetch_factor must be a positive int, got "
                              f"{prefetch_factor!r}")
-        if multiprocessing_context is None or isinstance(multiprocessing_context, str):
+        if multiprocessing_context is None:
+            ctx = _runtime.worker_context()
+        elif isinstance(multiprocessing_context, str):
             try:
                 ctx = multiprocessing.get_context(multiprocessing_context)
             except ValueError:
@@ -208,6 +217,10 @@ class DataLoader:
     def __iter__(self):
         # the epoch starts here (its order is drawn now, as PyTorch draws the
         # sampler's iterator in iter()); workers start on the first next()
+        fetch = functools.partial(_fetch_batch, collate_fn=self.collate_fn)
+        job = None
+        if self.num_workers > 0:  # raises (state unchanged) if the workers cannot get them
+            job = pack_job(self._ctx, self.dataset, fetch, self.collate_fn, self.num_workers)
         if not self._fresh:  # the previous iteration was begun: next epoch
             self._epoch += 1
             self._consumed = 0
@@ -216,18 +229,18 @@ class DataLoader:
         batches = self._epoch_batches(self._epoch)
         self._epoch_len = len(batches)
         start = min(self._consumed, len(batches))
-        return self._generate(batches[start:], start, self._epoch)
+        return self._generate(batches[start:], start, self._epoch, fetch, job)
 
-    def _generate(self, todo: list, start: int, epoch: int):
-        fetch = functools.partial(_fetch_batch, collate_fn=self.collate_fn)
+    def _generate(self, todo: list, start: int, epoch: int, fetch, job):
         if self.num_workers == 0 or not todo:
             for k, indices in enumerate(todo):
                 batch = fetch(self.dataset, indices)
                 self._consumed = start + k + 1
                 yield batch
         else:
-            pool = WorkerPool(self._ctx, min(self.num_workers, len(todo)), self.dataset, fetch,
-                              todo, start, self.prefetch_factor * self.num_workers)
+            pool = WorkerPool(self._ctx, min(self.num_workers, len(todo)), job, todo, start,
+                              self.prefetch_factor * self.num_workers)
+            del job  # the workers have it (a pickle of the dataset can be large)
             try:
                 for k, batch in enumerate(pool.results()):
                     self._consumed = start + k + 1
