@@ -130,3 +130,23 @@ def test_trainer_on_a_distributed_loader_resumes_exactly(tmp_path):
     ok(mpiexec("trainer_loader.py", 2, tmp_path, "resume", timeout=90))
     for r in range(2):
         assert _read(tmp_path, "resume", r) == full[r]
+
+
+@pytest.mark.parametrize("n,mode", [(2, "exit"), (3, "exit"), (2, "fewer"), (3, "fewer")])
+def test_a_rank_that_stops_makes_the_others_raise_within_the_timeout(n, mode):
+    """dist.init(timeout=3): the last rank leaves with sys.exit(0), or runs
+    one batch fewer and ends; every other rank raises DistributedError in the
+    gradient all_reduce within ~3 s (+ the 0.3 s it gives the others to
+    answer), naming the missing rank; the world is then unusable (the next
+    collective raises at once)."""
+    proc = mpiexec("timeout.py", n, mode, timeout=60)
+    out = ok(proc)
+    last = n - 1
+    hits = sorted(re.findall(r"TIMEOUT (\d+) (\S+) (\S+) ([0-9.]+)", out))
+    assert [h[:3] for h in hits] == [(str(r), "all_reduce_(gradients)", str(last))
+                                     for r in range(last)]
+    for h in hits:
+        assert 2.9 < float(h[3]) < 6.0, h           # the timeout, not forever
+    assert sorted(re.findall(r"BROKEN (\d+)", out)) == [str(r) for r in range(last)]
+    assert proc.stderr.count(f"rank(s) [{last}] of {n} did not arrive") == last
+    assert (f"DONE {last} {n}" in out) == (mode == "fewer")

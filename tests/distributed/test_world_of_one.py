@@ -28,6 +28,27 @@ def _python(code: str, **env_extra) -> subprocess.CompletedProcess:
 
 
 # ------------------------------------------------------------------ the world
+def test_init_timeout_is_checked_and_set_by_each_call():
+    old = dist.timeout()
+    try:
+        dist.init(timeout=5)
+        assert dist.timeout() == 5.0 and isinstance(dist.timeout(), float)
+        dist.rank(), dist.world_size(), dist.barrier()   # joining again keeps it
+        assert dist.timeout() == 5.0
+        for bad in (0, -1.5, float("inf"), float("nan"), "3", True):
+            with pytest.raises(ValueError, match=r"init: timeout must be a positive number"):
+                dist.init(timeout=bad)
+            assert dist.timeout() == 5.0                 # unchanged
+        dist.init(timeout=None)
+        assert dist.timeout() is None
+        dist.init()
+        assert dist.timeout() == 1800.0
+        assert issubclass(dist.DistributedError, yscv.AutogradError)
+        assert dist.DistributedError is yscv.DistributedError
+    finally:
+        dist.init(timeout=old)
+
+
 def test_world_of_one_without_mpiexec_never_imports_mpi4py():
     proc = _python(
         "import sys, numpy as np, yscv, yscv.distributed as d\n"

@@ -24,7 +24,7 @@ def active() -> bool:
     if not _comm._initialized:
         if _comm.launched_world_size() <= 1 and "mpi4py.MPI" not in sys.modules:
             return False   # a single process: mpi4py is not imported
-        _comm.init()
+        _comm._join()
     return _comm._size > 1
 
 
@@ -38,7 +38,7 @@ def save(save_local, path, **kwargs) -> str:
             path = save_local(path, rng_states=[json.loads(s) for s in states], **kwargs)
         except BaseException as exc:  # noqa: BLE001 - re-raised below, after telling the others
             ok, message, error = False, _comm._format_exc(exc), exc
-    ok, message = _comm._broadcast_status(ok, message)
+    ok, message = _comm._broadcast_status(ok, message, name="save_checkpoint")
     if not ok:
         if error is not None:
             raise error

@@ -144,7 +144,7 @@ class GradientAverager:
                     flags[j] = 1
             if n_extra:
                 buf[total + len(params):] = extra
-            _comm._comm.Allreduce(_comm._MPI.IN_PLACE, buf, op=_comm._MPI.SUM)
+            _comm._allreduce_inplace(buf, _comm._MPI.SUM, "all_reduce (gradients)")
             if n_extra:
                 out_extra = buf[total + len(params):].astype(np.float64)
             if self._scale == 1.0:  # the contributions were not pre-scaled
@@ -214,7 +214,7 @@ class DistributedDataParallel:
         if not callable(module) or not hasattr(module, "parameters"):
             raise TypeError("DistributedDataParallel: module must be a yscv.nn.Module, got "
                             f"{type(module).__name__}")
-        _comm.init()
+        _comm._join()
         self.__dict__["module"] = module
         self.__dict__["broadcast_buffers"] = bool(broadcast_buffers)
         self.__dict__["_averager"] = GradientAverager(module.parameters(), stagger_compile)
