@@ -132,6 +132,33 @@ def test_trainer_on_a_distributed_loader_resumes_exactly(tmp_path):
         assert _read(tmp_path, "resume", r) == full[r]
 
 
+def test_ddp_and_trainer_refuse_ranks_with_different_parameters(tmp_path):
+    """Shapes [4,6] vs [6,4], a parameter more, float64 vs float32, a frozen
+    parameter on the last rank only: every rank raises DistributedError at
+    construction (DistributedDataParallel and Trainer), naming the first
+    difference; no hang when the counts differ."""
+    out = ok(mpiexec("ddp_mismatch.py", 3, tmp_path, timeout=90))
+    cases = [f"{c}{w}" for c in ("count", "dtype", "frozen", "shape")
+             for w in ("DistributedDataParallel", "Trainer")]
+    assert tagged(out, "CASE") == sorted(f"{r} {c}" for r in range(3) for c in cases)
+    assert tagged(out, "OK") == ["0 3", "1 3", "2 3"]
+    texts = {}
+    for case in ("shape", "count", "dtype", "frozen"):
+        msgs = {(tmp_path / f"{case}.DistributedDataParallel.rank{r}.txt").read_text()
+                for r in range(3)}
+        assert len(msgs) == 1                       # the same message on every rank
+        texts[case] = msgs.pop()
+    assert "parameter '0.weight' has shape (4, 6) on rank 0 but (6, 4) on rank 2" \
+        in texts["shape"]
+    assert ("rank 2 has 6 parameters and buffers, rank 0 has 4: entry #4 is the parameter "
+            "'3.weight' of shape (2, 2) float32 on rank 2 and missing on rank 0") in texts["count"]
+    assert "parameter '0.weight' has dtype float32 on rank 0 but float64 on rank 2" \
+        in texts["dtype"]
+    assert "parameter '2.bias' has requires_grad=True on rank 0 but False on rank 2" \
+        in texts["frozen"]
+    assert all("(ranks differing from rank 0: [2])" in t for t in texts.values())
+
+
 @pytest.mark.parametrize("n,mode", [(2, "exit"), (3, "exit"), (2, "fewer"), (3, "fewer")])
 def test_a_rank_that_stops_makes_the_others_raise_within_the_timeout(n, mode):
     """dist.init(timeout=3): the last rank leaves with sys.exit(0), or runs
