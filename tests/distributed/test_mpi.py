@@ -226,3 +226,33 @@ def test_elastic_resume_by_the_plain_api(tmp_path):
             assert res[r]["rng"] == want
         assert len({json.dumps(x["rng"], sort_keys=True) for x in res}) == new
         assert np.unique([json.dumps(x["steps"]) for x in res]).size == new
+
+
+@pytest.mark.parametrize("source,saved,new", [("arrays", 2, 3), ("loader", 3, 2)])
+def test_trainer_elastic_resume(tmp_path, source, saved, new):
+    """A Trainer checkpoint written mid-epoch (step 3) by ``saved`` ranks
+    resumes on ``new`` ranks: the interrupted epoch's samples before and after
+    the resume are exactly the 48 samples; the next epoch is split over the
+    new world; the replicas agree; the step count follows from the shares."""
+    ok(mpiexec("trainer_elastic.py", saved, tmp_path, source, "first", timeout=90))
+    out = ok(mpiexec("trainer_elastic.py", new, tmp_path, source, "resume", timeout=90))
+    assert out.count("OK ") == new
+    first = [_steps(tmp_path, source, "first", r) for r in range(saved)]
+    res = [_steps(tmp_path, source, "resume", r) for r in range(new)]
+    before = [i for f in first for s, e, b in f["steps"] if s <= 3 for i in b]
+    after = [i for x in res for s, e, b in x["steps"] if e == 0 for i in b]
+    assert sorted(before + after) == list(range(48))
+    assert all(s > 3 for x in res for s, e, b in x["steps"])
+    epoch1 = [[i for s, e, b in x["steps"] if e == 1 for i in b] for x in res]
+    assert sorted(i for ids in epoch1 for i in ids) == list(range(48))
+    if source == "loader":
+        import yscv.distributed as dist
+
+        for r in range(new):
+            s = dist.DistributedSampler(48, num_replicas=new, rank=r, seed=9)
+            s.set_epoch(1)
+            assert epoch1[r] == s.indices().tolist()
+    rest = 48 - 3 * 4 * saved
+    steps = 3 + -(-(rest // new) // 4) + -(-(48 // new) // 4)
+    assert {x["history"] for x in res} == {steps} and {x["epochs"] for x in res} == {2}
+    assert len({x["digest"] for x in res}) == 1
