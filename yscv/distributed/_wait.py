@@ -5,9 +5,11 @@ Every collective of :mod:`yscv.distributed` is started non-blocking
 (``Iallreduce``, ``Ibcast``, ``Iallgather``, ``Ibarrier``) and completed by
 :meth:`Watch.wait`, which polls ``Test``:
 
-- first it spins for up to ``SPIN_S`` (as a blocking MPI call would; a
-  collective whose ranks arrive together completes here, as fast as the
-  blocking call);
+- first it spins for a tenth of the timeout (at most ``SPIN_S``), yielding
+  the core between tests (``sched_yield``: on a loaded machine the rank it
+  waits for gets to run, as MPICH's blocking wait allows); a collective
+  whose ranks arrive within that time completes here, as fast as the
+  blocking call;
 - then it sleeps between tests (50 µs doubling up to 1 ms: a rank waiting for
   a slower one leaves the core to it) and answers the arrival queries of
   other ranks (below);
@@ -24,15 +26,17 @@ uncaught error does: ``python -m mpi4py`` aborts every rank).
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
 from ..errors import DistributedError
 
-SPIN_S = 0.01          # spin this long before sleeping between tests
+SPIN_S = 1.0           # spin up to this long (a tenth of the timeout) before sleeping
 _MAX_SLEEP = 1e-3
 _QUERY, _ANSWER = 7301, 7302
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 _MSG = 96              # bytes: int64 asked-about seq, int64 own seq, then the name (utf-8)
 
 
@@ -69,10 +73,11 @@ class Watch:
             return
         now = time.perf_counter()
         deadline = now + timeout
-        spin_until = now + min(SPIN_S, timeout)
+        spin_until = now + min(SPIN_S, timeout / 10)
         while time.perf_counter() < spin_until:
             if req.Test():
                 return
+            _yield()   # a loaded machine: let the rank we wait for run
         delay = 5e-5
         heard: dict = {}   # ranks that asked us meanwhile: they wait too
         while True:
