@@ -13,6 +13,7 @@ from .errors import (
     AutogradError,
     BackwardError,
     CheckpointError,
+    DistributedError,
     GradcheckError,
     NodeNotFoundError,
     NonScalarTargetError,

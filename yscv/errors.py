@@ -75,6 +75,26 @@ class WorkerError(AutogradError, RuntimeError):
         self.original_type = original_type
 
 
+class DistributedError(AutogradError):
+    """A data-parallel run cannot go on: a collective did not complete within
+    ``yscv.distributed.init(timeout=...)`` (a rank exited, crashed, or ran
+    fewer batches than the others), or the ranks disagree where they must
+    agree (``DistributedDataParallel`` construction: different parameters).
+
+    Attributes (besides ``op``, ``expected``, ``got``):
+        collective: the collective that failed (e.g. "all_reduce"), or None.
+        missing_ranks: the ranks that did not arrive at it (a list; empty
+            for a disagreement).
+        rank: the rank that raised.
+    """
+
+    def __init__(self, message: str, *, collective=None, missing_ranks=(), rank=None, **fields):
+        super().__init__(message, **fields)
+        self.collective = collective
+        self.missing_ranks = list(missing_ranks)
+        self.rank = rank
+
+
 __all__ = [
     "AutogradError",
     "ShapeError",
@@ -85,4 +105,5 @@ __all__ = [
     "GradcheckError",
     "CheckpointError",
     "WorkerError",
+    "DistributedError",
 ]

@@ -130,3 +130,132 @@ def test_trainer_on_a_distributed_loader_resumes_exactly(tmp_path):
     ok(mpiexec("trainer_loader.py", 2, tmp_path, "resume", timeout=90))
     for r in range(2):
         assert _read(tmp_path, "resume", r) == full[r]
+
+
+def test_ddp_and_trainer_refuse_ranks_with_different_parameters(tmp_path):
+    """Shapes [4,6] vs [6,4], a parameter more, float64 vs float32, a frozen
+    parameter on the last rank only: every rank raises DistributedError at
+    construction (DistributedDataParallel and Trainer), naming the first
+    difference; no hang when the counts differ."""
+    out = ok(mpiexec("ddp_mismatch.py", 3, tmp_path, timeout=90))
+    cases = [f"{c}{w}" for c in ("count", "dtype", "frozen", "shape")
+             for w in ("DistributedDataParallel", "Trainer")]
+    # by pattern: the ranks' lines can interleave within a line
+    found = re.findall(r"CASE (\d) ([a-z]+(?:DistributedDataParallel|Trainer))", out)
+    assert sorted(f"{r} {c}" for r, c in found) == sorted(f"{r} {c}" for r in range(3)
+                                                          for c in cases)
+    assert tagged(out, "OK") == ["0 3", "1 3", "2 3"]
+    texts = {}
+    for case in ("shape", "count", "dtype", "frozen"):
+        msgs = {(tmp_path / f"{case}.DistributedDataParallel.rank{r}.txt").read_text()
+                for r in range(3)}
+        assert len(msgs) == 1                       # the same message on every rank
+        texts[case] = msgs.pop()
+    assert "parameter '0.weight' has shape (4, 6) on rank 0 but (6, 4) on rank 2" \
+        in texts["shape"]
+    assert ("rank 2 has 6 parameters and buffers, rank 0 has 4: entry #4 is the parameter "
+            "'3.weight' of shape (2, 2) float32 on rank 2 and missing on rank 0") in texts["count"]
+    assert "parameter '0.weight' has dtype float32 on rank 0 but float64 on rank 2" \
+        in texts["dtype"]
+    assert "parameter '2.bias' has requires_grad=True on rank 0 but False on rank 2" \
+        in texts["frozen"]
+    assert all("(ranks differing from rank 0: [2])" in t for t in texts.values())
+
+
+@pytest.mark.parametrize("n,mode", [(2, "exit"), (3, "exit"), (2, "fewer"), (3, "fewer")])
+def test_a_rank_that_stops_makes_the_others_raise_within_the_timeout(n, mode):
+    """dist.init(timeout=3): the last rank leaves with sys.exit(0), or runs
+    one batch fewer and ends; every other rank raises DistributedError in the
+    gradient all_reduce within ~3 s (+ the 0.3 s it gives the others to
+    answer), naming the missing rank; the world is then unusable (the next
+    collective raises at once)."""
+    proc = mpiexec("timeout.py", n, mode, timeout=60)
+    out = ok(proc)
+    last = n - 1
+    hits = sorted(re.findall(r"TIMEOUT (\d+) (\S+) (\S+) ([0-9.]+)", out))
+    assert [h[:3] for h in hits] == [(str(r), "all_reduce_(gradients)", str(last))
+                                     for r in range(last)]
+    for h in hits:
+        assert 2.9 < float(h[3]) < 6.0, h           # the timeout, not forever
+    assert sorted(re.findall(r"BROKEN (\d+)", out)) == [str(r) for r in range(last)]
+    assert proc.stderr.count(f"rank(s) [{last}] of {n} did not arrive") == last
+    assert (f"DONE {last} {n}" in out) == (mode == "fewer")
+
+
+def _steps(folder, mode, tag, r):
+    with open(os.path.join(folder, f"{mode}-{tag}.rank{r}.json")) as f:
+        return json.load(f)
+
+
+def test_elastic_resume_by_the_plain_api(tmp_path):
+    """A checkpoint written mid-epoch by W ranks (load_checkpoint +
+    DistributedSampler.load_state_dict) resumes on W' ranks: model and
+    optimizer exact; the samples of the interrupted epoch consumed before and
+    after the resume are exactly the epoch's permutation (none lost, none
+    repeated); the next epoch is split over W' as usual; rank r < W restores
+    rank r's RNG state, a new rank the documented derived one (all differ).
+    On the same W, the resumed run reproduces the uninterrupted losses."""
+    import numpy as np
+
+    import yscv.distributed as dist
+    from yscv.checkpoint_io import read_checkpoint_metadata
+    from yscv.distributed._checkpoint import derived_rng_state
+
+    for mode in ("full", "first", "resume"):
+        ok(mpiexec("elastic.py", 2, mode, tmp_path, "same", timeout=90))
+    for r in range(2):
+        full = _steps(tmp_path, "full", "same", r)["steps"]
+        assert len(full) == 12
+        assert _steps(tmp_path, "first", "same", r)["steps"] + \
+            _steps(tmp_path, "resume", "same", r)["steps"] == full
+    for saved, new, tag in ((2, 3, "up"), (3, 2, "down")):
+        ok(mpiexec("elastic.py", saved, "first", tmp_path, tag, timeout=90))
+        ok(mpiexec("elastic.py", new, "resume", tmp_path, tag, timeout=90))
+        first = [_steps(tmp_path, "first", tag, r) for r in range(saved)]
+        res = [_steps(tmp_path, "resume", tag, r) for r in range(new)]
+        before = [i for f in first for e, b, _ in f["steps"] for i in b]
+        after = [i for x in res for e, b, _ in x["steps"] if e == 0 for i in b]
+        assert len(before) == 24 and len(after) == 18
+        assert sorted(before + after) == list(range(42))
+        for r in range(new):
+            s = dist.DistributedSampler(42, num_replicas=new, rank=r, seed=3)
+            s.set_epoch(1)
+            assert [i for e, b, _ in res[r]["steps"] if e == 1 for i in b] == s.indices().tolist()
+        assert {x["digest"] for x in res} == {first[0]["digest"]}
+        states = read_checkpoint_metadata(tmp_path / f"{tag}.safetensors")["rng_states"]
+        assert len(states) == saved
+        for r in range(new):
+            want = states[r] if r < saved else derived_rng_state(states, r)
+            assert res[r]["rng"] == want
+        assert len({json.dumps(x["rng"], sort_keys=True) for x in res}) == new
+        assert np.unique([json.dumps(x["steps"]) for x in res]).size == new
+
+
+@pytest.mark.parametrize("source,saved,new", [("arrays", 2, 3), ("loader", 3, 2)])
+def test_trainer_elastic_resume(tmp_path, source, saved, new):
+    """A Trainer checkpoint written mid-epoch (step 3) by ``saved`` ranks
+    resumes on ``new`` ranks: the interrupted epoch's samples before and after
+    the resume are exactly the 48 samples; the next epoch is split over the
+    new world; the replicas agree; the step count follows from the shares."""
+    ok(mpiexec("trainer_elastic.py", saved, tmp_path, source, "first", timeout=90))
+    out = ok(mpiexec("trainer_elastic.py", new, tmp_path, source, "resume", timeout=90))
+    assert out.count("OK ") == new
+    first = [_steps(tmp_path, source, "first", r) for r in range(saved)]
+    res = [_steps(tmp_path, source, "resume", r) for r in range(new)]
+    before = [i for f in first for s, e, b in f["steps"] if s <= 3 for i in b]
+    after = [i for x in res for s, e, b in x["steps"] if e == 0 for i in b]
+    assert sorted(before + after) == list(range(48))
+    assert all(s > 3 for x in res for s, e, b in x["steps"])
+    epoch1 = [[i for s, e, b in x["steps"] if e == 1 for i in b] for x in res]
+    assert sorted(i for ids in epoch1 for i in ids) == list(range(48))
+    if source == "loader":
+        import yscv.distributed as dist
+
+        for r in range(new):
+            s = dist.DistributedSampler(48, num_replicas=new, rank=r, seed=9)
+            s.set_epoch(1)
+            assert epoch1[r] == s.indices().tolist()
+    rest = 48 - 3 * 4 * saved
+    steps = 3 + -(-(rest // new) // 4) + -(-(48 // new) // 4)
+    assert {x["history"] for x in res} == {steps} and {x["epochs"] for x in res} == {2}
+    assert len({x["digest"] for x in res}) == 1

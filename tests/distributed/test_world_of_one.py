@@ -28,6 +28,27 @@ def _python(code: str, **env_extra) -> subprocess.CompletedProcess:
 
 
 # ------------------------------------------------------------------ the world
+def test_init_timeout_is_checked_and_set_by_each_call():
+    old = dist.timeout()
+    try:
+        dist.init(timeout=5)
+        assert dist.timeout() == 5.0 and isinstance(dist.timeout(), float)
+        dist.rank(), dist.world_size(), dist.barrier()   # joining again keeps it
+        assert dist.timeout() == 5.0
+        for bad in (0, -1.5, float("inf"), float("nan"), "3", True):
+            with pytest.raises(ValueError, match=r"init: timeout must be a positive number"):
+                dist.init(timeout=bad)
+            assert dist.timeout() == 5.0                 # unchanged
+        dist.init(timeout=None)
+        assert dist.timeout() is None
+        dist.init()
+        assert dist.timeout() == 1800.0
+        assert issubclass(dist.DistributedError, yscv.AutogradError)
+        assert dist.DistributedError is yscv.DistributedError
+    finally:
+        dist.init(timeout=old)
+
+
 def test_world_of_one_without_mpiexec_never_imports_mpi4py():
     proc = _python(
         "import sys, numpy as np, yscv, yscv.distributed as d\n"
@@ -246,6 +267,84 @@ def test_sampler_state_and_bad_arguments():
         s.set_epoch(-1)
     with pytest.raises(ValueError, match="load_state_dict"):
         s.load_state_dict({})
+
+
+def _run_stage(samplers, steps, batch):
+    """Each sampler (one per rank) trains ``steps`` batches: the indices used."""
+    used = []
+    for s in samplers:
+        idx = s.indices()[:steps * batch]
+        s.advance(len(idx))
+        used.append(idx.tolist())
+    return used
+
+
+def _merged_state(samplers):
+    """What state_dict() gathers on a live world, from simulated ranks."""
+    st = samplers[0].state_dict()
+    counts = [s.consumed for s in samplers]
+    st["progress"] = [list(p) for p in samplers[0]._stages] + \
+        ([[len(samplers), counts]] if any(counts) else [])
+    return st
+
+
+@pytest.mark.parametrize("n,drop_last", [(42, False), (43, False), (10, False), (43, True)])
+def test_sampler_elastic_rest_of_the_epoch_over_new_worlds(n, drop_last):
+    """2 ranks consume part of epoch 5, then 3 ranks part of the rest, then 1
+    rank the remainder: every sample of the epoch once (the padding copies
+    of each stage aside), and the next epoch is split as usual."""
+    perm = np.random.default_rng(7 + 5).permutation(n)
+    epoch_samples = perm[:dist.DistributedSampler(n, 2, 0, seed=7, drop_last=drop_last)
+                         .total_size] if drop_last else perm
+    seen, state = [], None
+    for world, steps in ((2, 2), (3, 1), (1, None)):
+        samplers = [dist.DistributedSampler(n, num_replicas=world, rank=r, seed=7,
+                                            drop_last=drop_last) for r in range(world)]
+        for s in samplers:
+            if state is not None:
+                s.load_state_dict(state)
+            s.set_epoch(5)                        # the resumed epoch keeps its position
+        assert len({len(s) for s in samplers}) == 1
+        used = _run_stage(samplers, steps if steps is not None else 10**6, 2)
+        seen += [i for u in used for i in u]
+        state = _merged_state(samplers)
+    assert set(seen) >= set(epoch_samples.tolist())
+    if not drop_last:
+        assert set(seen) == set(range(n))
+    # repeats only from padding: at most world - 1 per stage
+    assert len(seen) - len(set(seen)) <= 1 + 2 + 0
+    # the last stage (1 rank) consumed the whole rest: the epoch is complete
+    done = dist.DistributedSampler(n, num_replicas=4, rank=3, seed=7, drop_last=drop_last)
+    done.load_state_dict(state)
+    assert list(done) == [] and len(done) == 0
+    fresh = dist.DistributedSampler(n, num_replicas=3, rank=1, seed=7, drop_last=drop_last)
+    fresh.load_state_dict(state)
+    fresh.set_epoch(6)
+    ref = dist.DistributedSampler(n, num_replicas=3, rank=1, seed=7, drop_last=drop_last)
+    ref.set_epoch(6)
+    assert list(fresh) == list(ref) and len(fresh) == len(ref)
+
+
+def test_sampler_same_world_continues_in_place_and_checks_states():
+    a = [dist.DistributedSampler(42, 2, r, seed=3) for r in range(2)]
+    whole = [s.indices().tolist() for s in a]
+    _run_stage(a, 3, 4)
+    st = _merged_state(a)
+    assert st["progress"] == [[2, [12, 12]]] and st["epoch"] == 0
+    b = dist.DistributedSampler(42, 2, 1, seed=3)
+    b.load_state_dict(st)
+    assert b.indices().tolist() == whole[1][12:] and len(b) == 21
+    with pytest.raises(ValueError, match=r"seed=3 \(this sampler: 4\)"):
+        dist.DistributedSampler(42, 2, 1, seed=4).load_state_dict(st)
+    with pytest.raises(ValueError, match="progress"):
+        b.load_state_dict(dict(st, progress=[[2, [1]]]))
+    with pytest.raises(ValueError, match="exceed"):
+        b.load_state_dict(dict(st, progress=[[2, [22, 0]]]))
+    assert b.indices().tolist() == whole[1][12:]          # unchanged by the refusals
+    with pytest.raises(ValueError, match="exceed"):
+        b.advance(10)
+    b.load_state_dict({"epoch": 2})                       # the old format: an epoch's start
+    assert b.epoch == 2 and len(list(b)) == 21
 
 
 def test_single_process_checkpoint_keeps_the_format(tmp_path):

@@ -22,13 +22,16 @@ from ._comm import (
     local_world_size,
     rank,
     threads_per_rank,
+    timeout,
     world_size,
 )
+from ..errors import DistributedError
 from .ddp import DistributedDataParallel, GradientAverager, broadcast_module
 from .sampler import DistributedSampler
 
 __all__ = [
-    "init", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
+    "init", "timeout", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
     "all_reduce", "broadcast", "all_gather", "launched_world_size", "threads_per_rank",
     "DistributedDataParallel", "GradientAverager", "broadcast_module", "DistributedSampler",
+    "DistributedError",
 ]

@@ -5,8 +5,10 @@ Without ``mpiexec`` (or with ``mpiexec -n 1``) the world has one process and
 that starts more than one process (detected from its environment:
 ``PMI_SIZE`` for MPICH / Intel MPI, ``OMPI_COMM_WORLD_SIZE`` for Open MPI,
 ``MV2_COMM_WORLD_SIZE`` for MVAPICH) :func:`init` imports ``mpi4py`` and uses
-``MPI.COMM_WORLD``. Collectives use mpi4py's buffer API (``Allreduce``,
-``Bcast``, ``Allgather``): arrays travel as raw memory, never pickled.
+``MPI.COMM_WORLD``. Collectives use mpi4py's buffer API, non-blocking
+(``Iallreduce``, ``Ibcast``, ``Iallgather``, ``Ibarrier``): arrays travel as
+raw memory, never pickled, and each wait is bounded by ``init(timeout=...)``
+(yscv/distributed/_wait.py).
 
 At start-up with more than one rank, each rank gets ``cores // ranks on this
 machine`` threads (at least one) for yscv's helper pool and for NumPy's
@@ -22,8 +24,9 @@ import traceback
 import numpy as np
 
 from .. import runtime
+from . import _wait
 
-__all__ = ["init", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
+__all__ = ["init", "timeout", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
            "all_reduce", "broadcast", "all_gather", "launched_world_size", "threads_per_rank"]
 
 _INSTALL_HINT = ('pip install "yscv[mpi]"  (mpi4py and the mpich wheel, which brings mpiexec; '
@@ -36,6 +39,9 @@ _size = 1
 _local_size = 1
 _initialized = False
 _threads = None       # threads per rank chosen by init (None: left alone)
+_timeout = 1800.0     # seconds a collective may wait (None: forever); dist.init(timeout=)
+_watch = None         # the deadline machinery (_wait.Watch) in a world of more than one
+_seq = 0              # collectives this rank has started (named in timeout errors)
 
 _OPS = ("sum", "mean", "max", "min")
 # dtypes MPI reduces natively (mpi4py maps them from the buffer format)
@@ -48,14 +54,47 @@ def launched_world_size() -> int:
     return runtime.launcher_world_size()
 
 
-def init() -> None:
-    """Join the world (idempotent). A world of one without ``mpiexec``.
+DEFAULT_TIMEOUT = 1800.0
+
+
+def init(timeout=DEFAULT_TIMEOUT) -> None:
+    """Join the world (idempotent) and set the collectives' timeout. A world
+    of one without ``mpiexec``.
+
+    Args:
+        timeout: seconds any collective (``all_reduce``, ``broadcast``,
+            ``all_gather``, ``barrier``, the gradient averaging of
+            ``DistributedDataParallel``, ``save_checkpoint``) may wait for
+            the other ranks; then it raises :class:`yscv.DistributedError`
+            naming the collective and the ranks that did not arrive. None:
+            wait forever (blocking MPI calls). Each call sets it (the
+            accessors join the world without changing it; default 1800 s).
 
     Raises:
         ImportError: the launcher started more than one process but
             ``mpi4py`` is not installed (the message says how to install it).
+        ValueError: ``timeout`` not a positive number or None.
     """
-    global _comm, _MPI, _rank, _size, _local_size, _initialized
+    global _timeout
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer,
+                                                                 np.floating)) \
+                or not 0 < float(timeout) < float("inf"):
+            raise ValueError(f"init: timeout must be a positive number of seconds or None, "
+                             f"got {timeout!r}")
+        timeout = float(timeout)
+    _join()
+    _timeout = timeout
+
+
+def timeout():
+    """The collectives' timeout in seconds (None: unbounded); see :func:`init`."""
+    return _timeout
+
+
+def _join() -> None:
+    """Join the world once (what :func:`init` does besides the timeout)."""
+    global _comm, _MPI, _rank, _size, _local_size, _initialized, _watch
     if _initialized:
         return
     n = launched_world_size()
@@ -78,6 +117,8 @@ def init() -> None:
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=_rank)
         _local_size = node.Get_size()
         node.Free()
+        # arrival queries after a timeout travel on their own communicator
+        _watch = _wait.Watch(MPI, comm.Dup(), _rank, _size)
         _install_abort_hook()
         _limit_threads(_local_size)
     _initialized = True
@@ -139,30 +180,43 @@ def is_initialized() -> bool:
 
 def rank() -> int:
     """This process's rank, 0 .. world_size() - 1 (joins the world if needed)."""
-    init()
+    _join()
     return _rank
 
 
 def world_size() -> int:
     """The number of processes (joins the world if needed)."""
-    init()
+    _join()
     return _size
 
 
 def local_world_size() -> int:
     """The number of ranks on this machine."""
-    init()
+    _join()
     return _local_size
 
 
 def barrier() -> None:
-    """Wait until every rank has called it."""
-    init()
+    """Wait until every rank has called it (bounded by ``init(timeout=)``)."""
+    _join()
     if _size > 1:
-        _comm.Barrier()
+        _run("barrier", lambda: _comm.Ibarrier())
 
 
 # ------------------------------------------------------------- collectives
+def _run(name: str, start) -> None:
+    """Start a non-blocking collective (``start()`` returns its request) and
+    wait for it with the timeout (yscv/distributed/_wait.py)."""
+    global _seq
+    _watch.check_usable(name)
+    _seq += 1
+    _watch.wait(start(), name, _seq, _timeout)
+
+
+def _allreduce_inplace(buf: np.ndarray, mpi_op, name: str = "all_reduce") -> None:
+    _run(name, lambda: _comm.Iallreduce(_MPI.IN_PLACE, buf, op=mpi_op))
+
+
 def _check_array(fn: str, a, writeable: bool = True) -> np.ndarray:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{fn}: expected a numpy array, got {type(a).__name__}")
@@ -186,11 +240,11 @@ def all_reduce(a: np.ndarray, op: str = "sum") -> np.ndarray:
     _check_array("all_reduce", a)
     if op == "mean" and a.dtype.kind != "f":
         raise TypeError(f"all_reduce: op='mean' needs a floating array, got {a.dtype}")
-    init()
+    _join()
     if _size == 1:
         return a
     mpi_op = {"sum": _MPI.SUM, "mean": _MPI.SUM, "max": _MPI.MAX, "min": _MPI.MIN}[op]
-    _comm.Allreduce(_MPI.IN_PLACE, a, op=mpi_op)
+    _allreduce_inplace(a, mpi_op)
     if op == "mean":
         a /= a.dtype.type(_size)
     return a
@@ -207,10 +261,10 @@ def _check_root(fn: str, root) -> int:
 def broadcast(a: np.ndarray, root: int = 0) -> np.ndarray:
     """Overwrite ``a`` on every rank with rank ``root``'s array, in place; returns it."""
     _check_array("broadcast", a)
-    init()
+    _join()
     root = _check_root("broadcast", root)
     if _size > 1:
-        _comm.Bcast(a, root=root)
+        _run("broadcast", lambda: _comm.Ibcast(a, root=root))
     return a
 
 
@@ -218,7 +272,7 @@ def all_gather(a: np.ndarray) -> list:
     """Every rank's ``a`` (same shape and dtype on every rank), as a list
     indexed by rank; ``a`` itself is not modified."""
     _check_array("all_gather", a, writeable=False)
-    init()
+    _join()
     if _size == 1:
         return [a.copy()]
     shapes = np.zeros((_size, 34), dtype=np.int64)
@@ -227,7 +281,7 @@ def all_gather(a: np.ndarray) -> list:
         raise ValueError(f"all_gather: at most 32 axes, got {a.ndim}")
     mine[0], mine[1] = a.ndim, np.dtype(a.dtype).num
     mine[2:2 + a.ndim] = a.shape
-    _comm.Allgather(mine, shapes)
+    _run("all_gather", lambda: _comm.Iallgather(mine, shapes))
     if not (shapes == mine).all():
         bad = [(r, tuple(int(s) for s in shapes[r, 2:2 + shapes[r, 0]]))
                for r in range(_size) if not (shapes[r] == shapes[0]).all()]
@@ -235,26 +289,28 @@ def all_gather(a: np.ndarray) -> list:
                          f"has {tuple(int(s) for s in shapes[0, 2:2 + shapes[0, 0]])}, "
                          f"differing ranks (rank, shape): {bad}")
     out = np.empty((_size,) + a.shape, dtype=a.dtype)
-    _comm.Allgather(a, out)
+    _run("all_gather", lambda: _comm.Iallgather(a, out))
     return [out[r] for r in range(_size)]
 
 
-def _all_gather_bytes(data: bytes) -> list:
+def _all_gather_bytes(data: bytes, name: str = "all_gather") -> list:
     """Every rank's byte string (lengths may differ), over the buffer API."""
-    init()
+    _join()
     if _size == 1:
         return [bytes(data)]
     lens = np.zeros(_size, dtype=np.int64)
-    _comm.Allgather(np.array([len(data)], dtype=np.int64), lens)
+    mine = np.array([len(data)], dtype=np.int64)
+    _run(name, lambda: _comm.Iallgather(mine, lens))
     width = int(lens.max()) if _size else 0
     buf = np.zeros(max(1, width), dtype=np.uint8)
     buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
     out = np.empty((_size, buf.size), dtype=np.uint8)
-    _comm.Allgather(buf, out)
+    _run(name, lambda: _comm.Iallgather(buf, out))
     return [out[r, :lens[r]].tobytes() for r in range(_size)]
 
 
-def _broadcast_status(ok: bool, message: str = "", root: int = 0) -> tuple:
+def _broadcast_status(ok: bool, message: str = "", root: int = 0,
+                      name: str = "broadcast") -> tuple:
     """Rank ``root``'s (ok, message) on every rank (message cut to 4000 bytes)."""
     if _size == 1:
         return ok, message
@@ -264,7 +320,7 @@ def _broadcast_status(ok: bool, message: str = "", root: int = 0) -> tuple:
         buf[0] = 1 if ok else 0
         buf[1:5] = np.frombuffer(np.array([len(raw)], dtype="<i4").tobytes(), dtype=np.uint8)
         buf[8:8 + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-    _comm.Bcast(buf, root=root)
+    _run(name, lambda: _comm.Ibcast(buf, root=root))
     n = int(np.frombuffer(buf[1:5].tobytes(), dtype="<i4")[0])
     return bool(buf[0]), buf[8:8 + n].tobytes().decode("utf-8", "replace")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _comm
-from .ddp import GradientAverager, broadcast_module
+from .ddp import GradientAverager, broadcast_module, check_same_parameters
 
 
 def for_trainer(model):
@@ -26,7 +26,7 @@ def for_trainer(model):
     inner = model.module if type(model).__name__ == "DistributedDataParallel" else model
     if _comm.launched_world_size() <= 1 and not _comm._initialized:
         return inner, None
-    _comm.init()
+    _comm._join()
     if _comm._size <= 1:
         return inner, None
     return inner, DataParallelFit(inner)
@@ -35,6 +35,7 @@ def for_trainer(model):
 class DataParallelFit:
     def __init__(self, model):
         self.rank, self.world = _comm.rank(), _comm.world_size()
+        check_same_parameters(model, "Trainer")
         self.averager = GradientAverager(model.parameters())
 
     def broadcast(self, model) -> None:

@@ -25,14 +25,88 @@ docs/benchmarks.md), so the ranks start together.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import weakref
 
 import numpy as np
 
 from .. import runtime
+from ..errors import DistributedError
 from . import _comm
 
-__all__ = ["DistributedDataParallel", "GradientAverager", "broadcast_module"]
+__all__ = ["DistributedDataParallel", "GradientAverager", "broadcast_module",
+           "check_same_parameters"]
+
+
+def _describe(module) -> list:
+    """[kind, name, shape, dtype, requires_grad] of every parameter and
+    array buffer, in the module's order: what every rank must agree on."""
+    rows = [["parameter", name, list(p.data.shape), str(p.data.dtype),
+             bool(getattr(p, "requires_grad", True))] for name, p in module.named_parameters()]
+    named_buffers = getattr(module, "named_buffers", None)
+    if callable(named_buffers):
+        rows += [["buffer", name, list(b.shape), str(b.dtype), False]
+                 for name, b in named_buffers() if isinstance(b, np.ndarray)]
+    return rows
+
+
+def _row_text(row) -> str:
+    kind, name, shape, dtype, grad = row
+    frozen = "" if grad or kind == "buffer" else ", requires_grad=False"
+    return f"{kind} {name!r} of shape {tuple(shape)} {dtype}{frozen}"
+
+
+def _first_difference(descs: list) -> tuple:
+    """(rank, text) of the first difference from rank 0's description."""
+    ref = descs[0]
+    for r, rows in enumerate(descs[1:], start=1):
+        if rows == ref:
+            continue
+        for i in range(max(len(rows), len(ref))):
+            mine = ref[i] if i < len(ref) else None
+            theirs = rows[i] if i < len(rows) else None
+            if mine == theirs:
+                continue
+            if mine is None or theirs is None:
+                extra, has, lacks = (theirs, r, 0) if mine is None else (mine, 0, r)
+                return r, (f"rank {has} has {len(descs[has])} parameters and buffers, rank "
+                           f"{lacks} has {len(descs[lacks])}: entry #{i} is the {_row_text(extra)} "
+                           f"on rank {has} and missing on rank {lacks}")
+            if mine[:2] == theirs[:2]:
+                what = [f"shape {tuple(mine[2])} on rank 0 but {tuple(theirs[2])} on rank {r}"
+                        if mine[2] != theirs[2] else "",
+                        f"dtype {mine[3]} on rank 0 but {theirs[3]} on rank {r}"
+                        if mine[3] != theirs[3] else "",
+                        f"requires_grad={mine[4]} on rank 0 but {theirs[4]} on rank {r}"
+                        if mine[4] != theirs[4] else ""]
+                return r, f"{mine[0]} {mine[1]!r} has " + ", ".join(w for w in what if w)
+            return r, (f"entry #{i} is the {_row_text(mine)} on rank 0 but the "
+                       f"{_row_text(theirs)} on rank {r}")
+    return 0, ""
+
+
+def check_same_parameters(module, who: str = "DistributedDataParallel") -> None:
+    """Raise :class:`yscv.DistributedError` on EVERY rank unless every rank's
+    ``module`` has the same parameters and buffers (names, shapes, dtypes,
+    ``requires_grad``, order). One all-gather of a 32-byte digest when they
+    agree; when not, the descriptions are gathered and the error names the
+    first difference from rank 0 (entry, rank, shape / dtype on each side)."""
+    if _comm.world_size() == 1:
+        return
+    rows = _describe(module)
+    text = json.dumps(rows).encode()
+    digest = np.frombuffer(hashlib.sha256(text).digest(), dtype=np.uint8).copy()
+    if all((d == digest).all() for d in _comm.all_gather(digest)):
+        return
+    descs = [json.loads(b) for b in _comm._all_gather_bytes(text, f"{who} (parameter check)")]
+    r, what = _first_difference(descs)
+    differ = [q for q in range(1, len(descs)) if descs[q] != descs[0]]
+    raise DistributedError(
+        f"{who}: the ranks hold different parameters: {what} (ranks differing from rank 0: "
+        f"{differ}). Every rank must build the same model, with the same parameter names, "
+        "shapes, dtypes and order.", collective=f"{who} (parameter check)",
+        rank=_comm.rank(), op=who, expected=descs[0], got=descs[r])
 
 
 def broadcast_module(module, root: int = 0) -> None:
@@ -144,7 +218,7 @@ class GradientAverager:
                     flags[j] = 1
             if n_extra:
                 buf[total + len(params):] = extra
-            _comm._comm.Allreduce(_comm._MPI.IN_PLACE, buf, op=_comm._MPI.SUM)
+            _comm._allreduce_inplace(buf, _comm._MPI.SUM, "all_reduce (gradients)")
             if n_extra:
                 out_extra = buf[total + len(params):].astype(np.float64)
             if self._scale == 1.0:  # the contributions were not pre-scaled
@@ -186,7 +260,10 @@ class DistributedDataParallel:
     """Wrap a :class:`yscv.nn.Module` for data-parallel training over MPI ranks.
 
     Calling the wrapper is calling the module (``model(g, x)``). Construction
-    broadcasts rank 0's parameters and buffers to every rank. After
+    checks that every rank holds the same parameters and buffers (names,
+    shapes, dtypes, order; else :class:`yscv.DistributedError` on every rank,
+    naming the first difference) and broadcasts rank 0's parameters and
+    buffers to every rank. After
     ``g.backward(...)`` on a graph the wrapper was called with, every
     trainable parameter's ``.grad`` is the mean over ranks (one fused
     allreduce), bit-identical on every rank. Inside ``with model.no_sync():``
@@ -214,7 +291,8 @@ class DistributedDataParallel:
         if not callable(module) or not hasattr(module, "parameters"):
             raise TypeError("DistributedDataParallel: module must be a yscv.nn.Module, got "
                             f"{type(module).__name__}")
-        _comm.init()
+        _comm._join()
+        check_same_parameters(module)
         self.__dict__["module"] = module
         self.__dict__["broadcast_buffers"] = bool(broadcast_buffers)
         self.__dict__["_averager"] = GradientAverager(module.parameters(), stagger_compile)

@@ -105,7 +105,13 @@ class BatchSource:
     """The Trainer's batching (a mixin: it reads and sets the trainer's
     ``_train_loader``, ``_arrays``, ``_batching``, ``_data_sig``,
     ``_shuffle_rng``, ``_epoch_rng_state``, ``_loader_epoch_state``,
-    ``_batch_in_epoch`` and ``_dp``)."""
+    ``_batch_in_epoch``, ``_progress``, ``_rest_n`` and ``_dp``).
+
+    ``_progress``: after an elastic resume (a checkpoint of another number of
+    ranks, saved mid-epoch), the consumed stages of the current epoch
+    (``[[world, [samples per rank]], ...]``, as ``DistributedSampler``'s);
+    the epoch's batches then come from the samples no rank had consumed
+    (``_rest_n`` of them), split over this world. Empty otherwise."""
 
     def _set_train_data(self, train_data, batch_size, shuffle, drop_last) -> None:
         """Validate fit's data arguments; record the source and its signature
@@ -156,13 +162,20 @@ class BatchSource:
             self._data_sig["world"] = dp.world
 
     def _num_batches(self) -> int:
+        """Batches of the current epoch on this rank (after an elastic resume
+        mid-epoch: of its share of the rest of the epoch)."""
         if self._train_loader is not None:
-            return len(self._train_loader)
+            loader = self._train_loader
+            sampler = getattr(loader, "sampler", None)
+            if is_sharded(loader) and sampler.epoch != loader.epoch:
+                sampler.set_epoch(loader.epoch)   # the rest of a resumed epoch is over
+            return len(loader)
         batch_size, _, drop_last = self._batching
-        n = len(self._arrays[0])
+        n = len(self._arrays[0]) if not self._progress else self._rest_n
+        cut = drop_last and not self._progress    # the rest of an epoch is never cut
         if self._dp is not None:  # [distributed] batches come from this rank's shard
-            n = self._dp.shard_size(n, drop_last)
-        return count_batches(n, batch_size, drop_last)
+            n = self._dp.shard_size(n, cut)
+        return count_batches(n, batch_size, cut)
 
     def _epoch_batches(self):
         """Yield the current epoch's ``(inputs, targets)`` batches from batch
@@ -200,8 +213,13 @@ class BatchSource:
         else:  # resumed or restarted mid-epoch: redraw the same permutation
             rng.bit_generator.state = copy.deepcopy(self._epoch_rng_state)
         perm = rng.permutation(len(x)) if shuffle else np.arange(len(x))
+        cut = drop_last
+        if self._progress:  # [distributed] elastic resume: the samples no rank had consumed
+            from ..distributed.sampler import stage_list
+
+            perm, cut = stage_list(perm, self._progress, drop_last), False
         if self._dp is not None:  # [distributed] this rank's share of the same permutation
-            perm = self._dp.shard(perm, drop_last)
+            perm = self._dp.shard(perm, cut)
         for b in range(start, self._num_batches()):
             idx = perm[b * batch_size:(b + 1) * batch_size]
             yield x[idx], y[idx]

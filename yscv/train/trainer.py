@@ -191,6 +191,9 @@ class Trainer(BatchSource, ResumeState):
         self._train_loader = None   # fit's DataLoader (None: in-memory arrays)
         self._val_loader = None
         self._loader_epoch_state = None  # the train loader's state at the epoch's start
+        self._progress = []   # elastic resume: consumed stages of this epoch (train/_batches.py)
+        self._rest_n = None   # ... and the number of samples they left
+        self._mid_epoch = False  # resumed elastically into the rest of an epoch
         self._arrays = None
         self._batching = None  # arrays: (batch_size, shuffle, drop_last)
 
@@ -273,7 +276,6 @@ class Trainer(BatchSource, ResumeState):
         """:meth:`fit` inside its thread scope."""
         self._set_train_data(train_data, batch_size, shuffle, drop_last)
         self._val_loader = val_data if is_loader(val_data) else None
-        n_batches = self._num_batches()
         if resume:
             self._resume()
         self.stop_training = False
@@ -286,8 +288,9 @@ class Trainer(BatchSource, ResumeState):
         self.model.train()
         while self.epoch < epochs and not self.stop_training:
             e = self.epoch
-            if self._batch_in_epoch == 0:
+            if self._batch_in_epoch == 0 and not self._mid_epoch:
                 self._acc = self._new_acc()
+            n_batches = self._num_batches()
             for cb in self.callbacks:
                 cb.on_epoch_begin(self, e)
             t0 = time.perf_counter()
@@ -352,6 +355,7 @@ class Trainer(BatchSource, ResumeState):
             self.scheduler.step()
         self.epoch = e + 1
         self._batch_in_epoch = 0
+        self._progress, self._rest_n, self._mid_epoch = [], None, False
         parts = [f"epoch {e + 1}/{epochs}"] + [
             f"{k} {v:.4f}" for k, v in logs.items() if k not in ("epoch", "lr", "time")]
         parts.append(f"lr {logs['lr']:.3g}" if logs["lr"] is not None else "")
@@ -437,6 +441,7 @@ class Trainer(BatchSource, ResumeState):
                 "val_loader": to_json(None if self._val_loader is None
                                        else self._val_loader.state_dict()),
                 "acc": dict(self._acc), "data": self._data_sig,
+                "progress": [list(p) for p in self._progress],
                 "history": self.history.to_dict(),
                 "callbacks": [{"class": type(cb).__name__, "state": cb.state_dict()}
                               for cb in self.callbacks]}
