@@ -17,3 +17,12 @@ def test_import_time_is_small():
             "print(time.perf_counter() - t)")
     best = min(float(_run(code)) for _ in range(3))
     assert best < 0.6, f"import yscv took {best:.3f} s (target 0.3 s; CI machines are noisy)"
+
+
+def test_every_public_name_resolves():
+    """``from yscv import *`` works: each name of ``yscv.__all__`` (every
+    error class included) is an attribute of the package."""
+    import yscv
+
+    missing = [name for name in yscv.__all__ if not hasattr(yscv, name)]
+    assert missing == []

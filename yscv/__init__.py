@@ -18,6 +18,7 @@ from .errors import (
     NodeNotFoundError,
     NonScalarTargetError,
     ShapeError,
+    WorkerError,
 )
 from .checkpoint import CheckpointConfig, CheckpointSegment
 from .gradcheck import gradcheck, gradgradcheck
