@@ -1,4 +1,4 @@
-"""Convolution benches (issue 3): yscv (NHWC, im2col + BLAS) vs PyTorch eager CPU.
+"""Convolution benches: yscv (NHWC, im2col + BLAS) vs PyTorch eager CPU.
 
 1. ResNet-style layer: conv3x3 64->64, padding 1, no bias, x 8x32x32x64,
    forward + backward with a fixed random cotangent, gradients for x and w.
@@ -18,7 +18,7 @@ of the conv kernels, cold (empty Numba cache) and warm, each in a fresh
 interpreter. ``python benches/bench_conv.py --variants`` times the algorithm
 variants behind the choices documented in docs/ops/conv.md;
 ``--direct`` each pass on the direct tiles vs im2col + BLAS and, for
-3x3 stride 1, Winograd F(2x2, 3x3) (issue 16).
+3x3 stride 1, Winograd F(2x2, 3x3).
 ``python benches/bench_conv.py --paired`` gives ratios that survive a busy
 machine better: per-round paired timings (median ratio) and best times.
 ``--step-ops``: where the yscv CNN step's time goes (per op inside the step,

@@ -1,4 +1,4 @@
-"""LSTM forward+backward: yscv ``g.lstm`` vs PyTorch ``nn.LSTM`` (issue 4).
+"""LSTM forward+backward: yscv ``g.lstm`` vs PyTorch ``nn.LSTM``.
 
 Workload: T=32, B=16, I=64 -> H=128, float32, time-major, zero initial
 state; loss = mean of the outputs squared; one step = forward + backward

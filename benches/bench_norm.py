@@ -1,6 +1,6 @@
 """Normalization forward+backward: yscv (channel-last, Numba kernels) vs PyTorch.
 
-Workloads (issue 4), float32, each one forward + backward with a fixed random
+Workloads, float32, each one forward + backward with a fixed random
 cotangent and gradients to x, gamma and beta:
 
 * batch norm, training mode (batch statistics + running-stat update), x of

@@ -1,6 +1,6 @@
 """Pooling forward+backward: yscv (NHWC, Numba bin kernels) vs PyTorch (NCHW).
 
-Workloads (issue 3): max_pool2d 2x2 and avg_pool2d 3x3 stride 1 padding 1,
+Workloads: max_pool2d 2x2 and avg_pool2d 3x3 stride 1 padding 1,
 each forward + backward with a fixed random cotangent, on x of shape
 [N, H, W, C] = 32x32x32x16 and 8x32x32x64 (PyTorch gets the same data as
 [N, C, H, W] contiguous). yscv reuses one graph per workload: the input leaf

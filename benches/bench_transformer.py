@@ -1,4 +1,4 @@
-"""Transformer block forward+backward: yscv vs PyTorch (issue 4).
+"""Transformer block forward+backward: yscv vs PyTorch.
 
 Pre-norm block, B=8, S=64, d=128, 4 heads (head depth 32), float32:
 

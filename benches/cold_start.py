@@ -1,5 +1,5 @@
 """Cold start: wall time of whole training programs from an empty and from a
-warm Numba kernel cache, each run in a fresh interpreter (issue 16).
+warm Numba kernel cache, each run in a fresh interpreter.
 
     python benches/cold_start.py                     # cnn lstm transformer, 3 rounds
     python benches/cold_start.py cnn --rounds 5

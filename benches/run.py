@@ -18,7 +18,7 @@ cores, and importing PyTorch changes glibc's allocator behaviour, so the
 one-process ratio can flatter or penalise either side. Both columns are
 printed.
 
-``--threads`` checks issue 16's rule that the default threads are never slower
+``--threads`` checks the rule that the default threads are never slower
 than one: every yscv step alone in fresh interpreters, with the default
 threads and after ``yscv.set_num_threads(1)`` (which also puts OpenBLAS on one
 thread), three alternating pairs, medians.

@@ -159,7 +159,7 @@ def _error(b, indices, w, kind, blob):
             f"DataLoader: worker {w} could not rebuild the dataset and collate_fn it was sent "
             f"({name}: {text}). Their classes and functions must be importable by name in a "
             f"new process: define them in a module, or at the top level of the script (which "
-            f"needs an `if __name__ == \"__main__\":` guard), not in an interactive session or "
+            f"needs an `if __name__ == \"__main__\":` guard), not in an interactive interpreter or "
             f"inside a function.\nTraceback in the worker:\n{tb}", worker=w, original_type=name)
     where = f"batch {b} (samples {_samples(indices)})"
     if kind == _UNPICKLABLE:
