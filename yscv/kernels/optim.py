@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..kernels._jit import jit
 
 
@@ -92,29 +94,68 @@ def adam_update_amsgrad(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta
         p[i] = pi - step_size * mi / (math.sqrt(vm) / bias_correction2_sqrt + eps)
 
 
+@jit(inline="always")
+def _fma(a, b, c, f32):
+    """a*b + c rounded once, as a fused multiply-add, returned as a float64
+    the caller rounds to its array's dtype by storing it.
+
+    PyTorch's vectorised CPU kernels (AVX2/AVX512 builds) compute
+    ``x.add(y, alpha=)``, ``addcmul`` and ``lerp`` with fmadd, and Numba
+    without fastmath never contracts. For float32 operands (``f32``) the
+    product is exact in float64 and the float64 sum is rounded to odd (the
+    neighbour with an odd last bit when the sum is inexact), which rounds to
+    float32 exactly as a float32 fma would (Boldo & Melquiond, 2008). Float64
+    operands get a*b + c (two roundings).
+    """
+    pd = np.float64(a) * np.float64(b)
+    cd = np.float64(c)
+    s = pd + cd
+    if not f32:
+        return s
+    bb = s - pd
+    err = (pd - (s - bb)) + (cd - bb)  # the exact sum is s + err (TwoSum)
+    if err != 0.0:
+        m, e = math.frexp(s)
+        if (np.int64(math.ldexp(m, 53)) & 1) == 0:
+            s = np.nextafter(s, math.inf if err > 0.0 else -math.inf)
+    return s
+
+
 @jit
 def rmsprop_update(p, g, square_avg, grad_avg, buf, lr, alpha, one_minus_alpha, eps, wd,
-                   momentum, centered, maximize):
-    """RMSprop: eps added outside the square root, as PyTorch."""
+                   momentum, centered, maximize, f32):
+    """RMSprop with PyTorch's roundings: eps added outside the square root;
+    the weight decay ``grad.add(param, alpha=wd)``, ``addcmul`` into the
+    square average, the centered ``lerp`` and ``addcmul(value=-1)``, and the
+    momentum step ``param.add_(buf, alpha=-lr)`` each rounded once (fused
+    multiply-adds, :func:`_fma`); ``f32`` says the arrays are float32."""
     use_m = momentum > 0
+    tmp = np.empty(1, p.dtype)  # rounds a float64 intermediate to the dtype
+    w_small = abs(one_minus_alpha) < 0.5  # torch's lerp: start + w*(end - start)
+    w_big = one_minus_alpha - 1.0         # ... or end + (w - 1)*(end - start) (exact)
     for i in range(p.size):
         gi = -g[i] if maximize else g[i]
         pi = p[i]
         if wd != 0:
-            gi = gi + wd * pi
-        sq = square_avg[i] * alpha + one_minus_alpha * gi * gi
-        square_avg[i] = sq
+            tmp[0] = _fma(wd, pi, gi, f32)
+            gi = tmp[0]
+        square_avg[i] = _fma(one_minus_alpha * gi, gi, square_avg[i] * alpha, f32)
+        sq = square_avg[i]
         if centered:
             ga = grad_avg[i]
-            ga = ga + one_minus_alpha * (gi - ga)
-            grad_avg[i] = ga
-            avg = math.sqrt(sq - ga * ga) + eps
+            if w_small:
+                grad_avg[i] = _fma(one_minus_alpha, gi - ga, ga, f32)
+            else:
+                grad_avg[i] = _fma(w_big, gi - ga, gi, f32)
+            ga = grad_avg[i]
+            tmp[0] = _fma(-ga, ga, sq, f32)
+            avg = math.sqrt(tmp[0]) + eps
         else:
             avg = math.sqrt(sq) + eps
         if use_m:
             b = buf[i] * momentum + gi / avg
             buf[i] = b
-            p[i] = pi - lr * b
+            p[i] = _fma(b, -lr, pi, f32)
         else:
             p[i] = pi - lr * gi / avg
 
