@@ -91,7 +91,22 @@ class DistributedSampler:
         return {"epoch": self.epoch}
 
     def load_state_dict(self, state: dict) -> None:
-        if not isinstance(state, dict) or "epoch" not in state:
-            raise ValueError(f"DistributedSampler.load_state_dict: expected {{'epoch': int}}, "
-                             f"got {state!r}")
-        self.set_epoch(state["epoch"])
+        """Restore the epoch from :meth:`state_dict`. A corrupted state (not
+        a dict, ``epoch`` missing or not an int >= 0, an unknown key) raises
+        ``ValueError`` naming the key; nothing is changed."""
+        fn = "DistributedSampler.load_state_dict"
+        if not isinstance(state, dict):
+            raise ValueError(f"{fn}: state must be a dict {{'epoch': int}}, got "
+                             f"{type(state).__name__} {state!r}")
+        if "epoch" not in state:
+            raise ValueError(f"{fn}: state lacks 'epoch' (expected {{'epoch': int}}), got "
+                             f"{state!r}")
+        unknown = sorted(repr(k) for k in state if k != "epoch")
+        if unknown:
+            raise ValueError(f"{fn}: unknown key(s) {', '.join(unknown)} in the state "
+                             "(expected only 'epoch')")
+        epoch = state["epoch"]
+        if isinstance(epoch, (bool, np.bool_)) or not isinstance(epoch, (int, np.integer)) \
+                or epoch < 0:
+            raise ValueError(f"{fn}: 'epoch' must be an int >= 0, got {epoch!r}")
+        self.epoch = int(epoch)
