@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..kernels._jit import jit
+from .simd import fma
 
 
 @jit
@@ -95,69 +94,78 @@ def adam_update_amsgrad(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta
 
 
 @jit(inline="always")
-def _fma(a, b, c, f32):
-    """a*b + c rounded once, as a fused multiply-add, returned as a float64
-    the caller rounds to its array's dtype by storing it.
+def _rms_grad(g, i, pi, wd, maximize):
+    """RMSprop's gradient of element i (``pi`` = p[i]): negated (maximize),
+    plus the weight decay ``grad.add(param, alpha=wd)`` rounded once."""
+    gi = -g[i] if maximize else g[i]
+    decayed = fma(wd, pi, gi)
+    return decayed if wd != 0 else gi  # a select: a branch here stops vectorisation
 
-    PyTorch's vectorised CPU kernels (AVX2/AVX512 builds) compute
-    ``x.add(y, alpha=)``, ``addcmul`` and ``lerp`` with fmadd, and Numba
-    without fastmath never contracts. For float32 operands (``f32``) the
-    product is exact in float64 and the float64 sum is rounded to odd (the
-    neighbour with an odd last bit when the sum is inexact), which rounds to
-    float32 exactly as a float32 fma would (Boldo & Melquiond, 2008). Float64
-    operands get a*b + c (two roundings).
-    """
-    pd = np.float64(a) * np.float64(b)
-    cd = np.float64(c)
-    s = pd + cd
-    if not f32:
-        return s
-    bb = s - pd
-    err = (pd - (s - bb)) + (cd - bb)  # the exact sum is s + err (TwoSum)
-    if err != 0.0:
-        m, e = math.frexp(s)
-        if (np.int64(math.ldexp(m, 53)) & 1) == 0:
-            s = np.nextafter(s, math.inf if err > 0.0 else -math.inf)
-    return s
+
+@jit(inline="always")
+def _rms_square(square_avg, i, gi, alpha, one_minus_alpha):
+    """``square_avg.mul_(alpha).addcmul_(grad, grad, value=1-alpha)``, the
+    addcmul rounded once; stores and returns the new average."""
+    sq = fma(one_minus_alpha * gi, gi, square_avg[i] * alpha)
+    square_avg[i] = sq
+    return sq
+
+
+@jit(inline="always")
+def _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps):
+    """Centered: ``grad_avg.lerp_(grad, w)`` (start + w*(end - start) for
+    |w| < 0.5, else end + (w - 1)*(end - start): ``w`` is then w - 1), then
+    ``sqrt(square_avg.addcmul(grad_avg, grad_avg, value=-1)) + eps``, each
+    multiply-add rounded once."""
+    ga = grad_avg[i]
+    ga = fma(w, gi - ga, ga if w_small else gi)
+    grad_avg[i] = ga
+    return math.sqrt(fma(-ga, ga, sq)) + eps
 
 
 @jit
 def rmsprop_update(p, g, square_avg, grad_avg, buf, lr, alpha, one_minus_alpha, eps, wd,
-                   momentum, centered, maximize, f32):
+                   momentum, centered, maximize):
     """RMSprop with PyTorch's roundings: eps added outside the square root;
-    the weight decay ``grad.add(param, alpha=wd)``, ``addcmul`` into the
-    square average, the centered ``lerp`` and ``addcmul(value=-1)``, and the
-    momentum step ``param.add_(buf, alpha=-lr)`` each rounded once (fused
-    multiply-adds, :func:`_fma`); ``f32`` says the arrays are float32."""
-    use_m = momentum > 0
-    tmp = np.empty(1, p.dtype)  # rounds a float64 intermediate to the dtype
-    w_small = abs(one_minus_alpha) < 0.5  # torch's lerp: start + w*(end - start)
-    w_big = one_minus_alpha - 1.0         # ... or end + (w - 1)*(end - start) (exact)
-    for i in range(p.size):
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd != 0:
-            tmp[0] = _fma(wd, pi, gi, f32)
-            gi = tmp[0]
-        square_avg[i] = _fma(one_minus_alpha * gi, gi, square_avg[i] * alpha, f32)
-        sq = square_avg[i]
-        if centered:
-            ga = grad_avg[i]
-            if w_small:
-                grad_avg[i] = _fma(one_minus_alpha, gi - ga, ga, f32)
-            else:
-                grad_avg[i] = _fma(w_big, gi - ga, gi, f32)
-            ga = grad_avg[i]
-            tmp[0] = _fma(-ga, ga, sq, f32)
-            avg = math.sqrt(tmp[0]) + eps
-        else:
-            avg = math.sqrt(sq) + eps
-        if use_m:
+    the weight decay, the ``addcmul`` into the square average, the centered
+    ``lerp`` and ``addcmul(value=-1)`` and the momentum step
+    ``param.add_(buf, alpha=-lr)`` are fused multiply-adds
+    (:func:`yscv.kernels.simd.fma`), as in PyTorch's vectorised CPU kernels.
+    One loop per (centered, momentum) case: a loop that stores under a
+    branch does not vectorise."""
+    w_small = abs(one_minus_alpha) < 0.5
+    w = one_minus_alpha if w_small else p.dtype.type(one_minus_alpha - 1.0)  # exact
+    n = p.size
+    if centered and momentum > 0:
+        for i in range(n):
+            pi = p[i]
+            gi = _rms_grad(g, i, pi, wd, maximize)
+            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+            avg = _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps)
             b = buf[i] * momentum + gi / avg
             buf[i] = b
-            p[i] = _fma(b, -lr, pi, f32)
-        else:
+            p[i] = fma(b, -lr, pi)
+    elif centered:
+        for i in range(n):
+            pi = p[i]
+            gi = _rms_grad(g, i, pi, wd, maximize)
+            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+            avg = _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps)
             p[i] = pi - lr * gi / avg
+    elif momentum > 0:
+        for i in range(n):
+            pi = p[i]
+            gi = _rms_grad(g, i, pi, wd, maximize)
+            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+            b = buf[i] * momentum + gi / (math.sqrt(sq) + eps)
+            buf[i] = b
+            p[i] = fma(b, -lr, pi)
+    else:
+        for i in range(n):
+            pi = p[i]
+            gi = _rms_grad(g, i, pi, wd, maximize)
+            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+            p[i] = pi - lr * gi / (math.sqrt(sq) + eps)
 
 
 @jit

@@ -1,8 +1,6 @@
 """RMSprop."""
 from __future__ import annotations
 
-import numpy as np
-
 from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 from .sgd import _empty
 
@@ -19,10 +17,11 @@ class RMSprop(Optimizer):
         momentum > 0: buf = momentum*buf + g/avg; p -= lr*buf
         else:         p -= lr * g / avg
 
-    In float32 the multiply-adds PyTorch's vectorised CPU kernels fuse
-    (weight decay, the addcmul into ``square_avg``, the centered lerp and
-    variance, the momentum step) are rounded once here too, so the averages
-    equal PyTorch's bit for bit (:func:`yscv.kernels.optim.rmsprop_update`).
+    The multiply-adds PyTorch's vectorised CPU kernels fuse (the weight
+    decay, the addcmul into ``square_avg``, the centered lerp and variance,
+    the momentum step) are fused multiply-adds here too on a CPU with FMA,
+    so the averages equal PyTorch's bit for bit
+    (:func:`yscv.kernels.optim.rmsprop_update`).
 
     State: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0),
     ``grad_avg`` (centered).
@@ -54,5 +53,4 @@ class RMSprop(Optimizer):
         alpha = group["alpha"]
         K.rmsprop_update(flat(data), flat(grad), flat(sq), ga, buf, dt(group["lr"]), dt(alpha),
                          dt(1 - alpha), dt(group["eps"]), dt(group["weight_decay"]), dt(momentum),
-                         bool(group["centered"]), bool(group["maximize"]),
-                         data.dtype == np.float32)
+                         bool(group["centered"]), bool(group["maximize"]))
