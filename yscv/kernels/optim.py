@@ -113,8 +113,9 @@ def _rms_square(square_avg, i, gi, alpha, one_minus_alpha):
 
 @jit(inline="always")
 def _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps):
-    """Centered: ``grad_avg.lerp_(grad, w)`` (start + w*(end - start) for
-    |w| < 0.5, else end + (w - 1)*(end - start): ``w`` is then w - 1), then
+    """Centered: ``grad_avg.lerp_(grad, 1-alpha)``, PyTorch's lerp: start +
+    w*(end - start) when ``w_small`` (|1-alpha| < 0.5; ``w`` = 1-alpha), else
+    end + w*(end - start) with ``w`` = (1-alpha) - 1, then
     ``sqrt(square_avg.addcmul(grad_avg, grad_avg, value=-1)) + eps``, each
     multiply-add rounded once."""
     ga = grad_avg[i]
@@ -123,49 +124,61 @@ def _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps):
     return math.sqrt(fma(-ga, ga, sq)) + eps
 
 
+# RMSprop: one kernel per (centered, momentum) case, picked by
+# yscv.optim.RMSprop. The eps is added outside the square root; the weight
+# decay, the addcmul into the square average, the centered lerp and
+# addcmul(value=-1) and the momentum step param.add_(buf, alpha=-lr) are
+# fused multiply-adds (simd.fma), as in PyTorch's vectorised CPU kernels. A
+# loop that stores under a branch does not vectorise, and one kernel with
+# the four loops took ~1.7 s more to compile on the first step than one loop.
 @jit
-def rmsprop_update(p, g, square_avg, grad_avg, buf, lr, alpha, one_minus_alpha, eps, wd,
-                   momentum, centered, maximize):
-    """RMSprop with PyTorch's roundings: eps added outside the square root;
-    the weight decay, the ``addcmul`` into the square average, the centered
-    ``lerp`` and ``addcmul(value=-1)`` and the momentum step
-    ``param.add_(buf, alpha=-lr)`` are fused multiply-adds
-    (:func:`yscv.kernels.simd.fma`), as in PyTorch's vectorised CPU kernels.
-    One loop per (centered, momentum) case: a loop that stores under a
-    branch does not vectorise."""
-    w_small = abs(one_minus_alpha) < 0.5
-    w = one_minus_alpha if w_small else p.dtype.type(one_minus_alpha - 1.0)  # exact
-    n = p.size
-    if centered and momentum > 0:
-        for i in range(n):
-            pi = p[i]
-            gi = _rms_grad(g, i, pi, wd, maximize)
-            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
-            avg = _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps)
-            b = buf[i] * momentum + gi / avg
-            buf[i] = b
-            p[i] = fma(b, -lr, pi)
-    elif centered:
-        for i in range(n):
-            pi = p[i]
-            gi = _rms_grad(g, i, pi, wd, maximize)
-            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
-            avg = _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps)
-            p[i] = pi - lr * gi / avg
-    elif momentum > 0:
-        for i in range(n):
-            pi = p[i]
-            gi = _rms_grad(g, i, pi, wd, maximize)
-            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
-            b = buf[i] * momentum + gi / (math.sqrt(sq) + eps)
-            buf[i] = b
-            p[i] = fma(b, -lr, pi)
-    else:
-        for i in range(n):
-            pi = p[i]
-            gi = _rms_grad(g, i, pi, wd, maximize)
-            sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
-            p[i] = pi - lr * gi / (math.sqrt(sq) + eps)
+def rmsprop_update(p, g, square_avg, lr, alpha, one_minus_alpha, eps, wd, maximize):
+    """RMSprop, neither centered nor with momentum."""
+    for i in range(p.size):
+        pi = p[i]
+        gi = _rms_grad(g, i, pi, wd, maximize)
+        sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+        p[i] = pi - lr * gi / (math.sqrt(sq) + eps)
+
+
+@jit
+def rmsprop_update_momentum(p, g, square_avg, buf, lr, alpha, one_minus_alpha, eps, wd,
+                            momentum, maximize):
+    """RMSprop with momentum > 0, not centered."""
+    for i in range(p.size):
+        pi = p[i]
+        gi = _rms_grad(g, i, pi, wd, maximize)
+        sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+        b = buf[i] * momentum + gi / (math.sqrt(sq) + eps)
+        buf[i] = b
+        p[i] = fma(b, -lr, pi)
+
+
+@jit
+def rmsprop_update_centered(p, g, square_avg, grad_avg, lr, alpha, one_minus_alpha, eps, wd,
+                            maximize, w, w_small):
+    """Centered RMSprop without momentum; ``w``, ``w_small`` as
+    :func:`_rms_centered_avg` takes them."""
+    for i in range(p.size):
+        pi = p[i]
+        gi = _rms_grad(g, i, pi, wd, maximize)
+        sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+        avg = _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps)
+        p[i] = pi - lr * gi / avg
+
+
+@jit
+def rmsprop_update_centered_momentum(p, g, square_avg, grad_avg, buf, lr, alpha,
+                                     one_minus_alpha, eps, wd, momentum, maximize, w, w_small):
+    """Centered RMSprop with momentum > 0."""
+    for i in range(p.size):
+        pi = p[i]
+        gi = _rms_grad(g, i, pi, wd, maximize)
+        sq = _rms_square(square_avg, i, gi, alpha, one_minus_alpha)
+        avg = _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps)
+        b = buf[i] * momentum + gi / avg
+        buf[i] = b
+        p[i] = fma(b, -lr, pi)
 
 
 @jit
