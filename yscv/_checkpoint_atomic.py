@@ -8,7 +8,8 @@ an ``flock`` on its temporary file until the rename, so a save killed
 mid-write leaves at most one temporary file per target, which the next save
 to that folder removes (it can tell a dead writer's file from a live one's).
 New files get the permissions ``open()`` would give them (``0o666`` less
-the umask; an existing target's mode is kept).
+the umask; an existing target's mode is kept). A target that is a symbolic
+link is written through (its final target is replaced; the link stays).
 """
 from __future__ import annotations
 
@@ -136,7 +137,17 @@ def _remove_stale_temps(folder: str, mine: str) -> None:
 def _atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically: temporary file, flush, fsync,
     ``os.replace``, fsync of the folder. The temporary file is removed on
-    any error; one killed mid-save is removed by the next save."""
+    any error; one killed mid-save is removed by the next save.
+
+    A ``path`` that is a symbolic link is written through, as
+    ``open(path, "wb")`` would: the link's final target (created if the link
+    dangles) is replaced atomically, in the target's folder, and the link
+    stays a link."""
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+        if os.path.islink(path):  # a loop of links: open() would fail too
+            raise OSError(errno.ELOOP, "save_checkpoint: too many levels of symbolic links",
+                          path)
     folder = os.path.dirname(os.path.abspath(path))
     tmp = _temp_path(path)
     try:

@@ -2,6 +2,7 @@
 oracle for batch contents and order), worker processes, exact mid-epoch resume."""
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import time
@@ -316,8 +317,110 @@ def test_load_state_dict_refuses_a_mismatch_and_changes_nothing():
     with pytest.raises(ValueError, match="sampler"):
         DataLoader(ds, batch_size=4, sampler=list(range(23))).load_state_dict(
             dict(st, shuffle=False, sampler={"rng": 1}))
-    with pytest.raises(TypeError, match="dict"):
+    with pytest.raises(ValueError, match="dict"):
         loader.load_state_dict([1])
+
+
+def _good_state(**kw):
+    import yscv.distributed as dist
+
+    ds = TensorDataset(X, Y)
+    loader = DataLoader(ds, batch_size=4, sampler=dist.DistributedSampler(
+        23, num_replicas=2, rank=1, shuffle=True, seed=5), **kw)
+    for i, _ in enumerate(loader):  # a state taken mid-epoch
+        if i == 1:
+            break
+    return loader.state_dict()
+
+
+def _fresh_loader():
+    import yscv.distributed as dist
+
+    return DataLoader(TensorDataset(X, Y), batch_size=4, sampler=dist.DistributedSampler(
+        23, num_replicas=2, rank=1, shuffle=True, seed=5))
+
+
+# (what is corrupted, the corruption, what the message must name)
+_CORRUPTIONS = [
+    ("not a dict", lambda st: [st], r"state must be a dict"),
+    ("a JSON string", lambda st: json.dumps(st), r"state must be a dict"),
+    ("epoch missing", lambda st: {k: v for k, v in st.items() if k != "epoch"}, r"lacks \['epoch'\]"),
+    ("sampler missing", lambda st: {k: v for k, v in st.items() if k != "sampler"},
+     r"lacks \['sampler'\]"),
+    ("unknown key", lambda st: dict(st, epochs=1), r"unknown key\(s\) 'epochs'"),
+    ("epoch a string", lambda st: dict(st, epoch="0"), r"epoch must be an int >= 0, got '0'"),
+    ("epoch a float", lambda st: dict(st, epoch=0.0), r"epoch must be an int >= 0"),
+    ("epoch negative", lambda st: dict(st, epoch=-1), r"epoch must be an int >= 0, got -1"),
+    ("epoch None", lambda st: dict(st, epoch=None), r"epoch must be an int"),
+    ("batches_consumed a list", lambda st: dict(st, batches_consumed=[1]),
+     r"batches_consumed must be an int >= 0"),
+    ("batches_consumed beyond the epoch", lambda st: dict(st, batches_consumed=4),
+     r"batches_consumed=4 exceeds the 3 batches"),
+    ("batch_size a string", lambda st: dict(st, batch_size="4"), r"batch_size must be an int"),
+    ("batch_size an array", lambda st: dict(st, batch_size=np.array([4, 4])),
+     r"batch_size must be an int"),
+    ("batch_size other", lambda st: dict(st, batch_size=5), r"batch_size=5 \(this loader: 4\)"),
+    ("dataset_len a float", lambda st: dict(st, dataset_len=23.0), r"dataset_len must be an int"),
+    ("dataset_len other (another length)", lambda st: dict(st, dataset_len=24),
+     r"dataset_len=24 \(this loader: 23\)"),
+    ("shuffle an int", lambda st: dict(st, shuffle=0), r"shuffle must be a bool, got 0"),
+    ("drop_last a string", lambda st: dict(st, drop_last="False"), r"drop_last must be a bool"),
+    ("seed negative", lambda st: dict(st, seed=-3), r"seed must be a non-negative int"),
+    ("seed a string", lambda st: dict(st, seed="7"), r"seed must be a non-negative int"),
+    ("sampler state a list", lambda st: dict(st, sampler=[0]), r"sampler: .*state must be a dict"),
+    ("sampler state empty", lambda st: dict(st, sampler={}), r"sampler: .*lacks 'epoch'"),
+    ("sampler epoch a string", lambda st: dict(st, sampler={"epoch": "0"}),
+     r"sampler: .*'epoch' must be an int >= 0, got '0'"),
+    ("sampler epoch negative", lambda st: dict(st, sampler={"epoch": -2}),
+     r"sampler: .*'epoch' must be an int >= 0, got -2"),
+    ("sampler epoch a bool", lambda st: dict(st, sampler={"epoch": True}),
+     r"sampler: .*'epoch' must be an int"),
+    ("sampler unknown key", lambda st: dict(st, sampler={"epoch": 0, "seeds": 1}),
+     r"sampler: .*unknown key\(s\) 'seeds'"),
+    ("sampler of another seed", lambda st: dict(st, sampler={"epoch": 0, "seed": 1}),
+     r"sampler: .*saved with seed=1"),
+]
+
+
+@pytest.mark.parametrize("what,corrupt,match", _CORRUPTIONS, ids=[c[0] for c in _CORRUPTIONS])
+def test_corrupted_state_raises_value_error_naming_the_key(what, corrupt, match):
+    st = _good_state()
+    loader = _fresh_loader()
+    before = (loader.state_dict(), loader.sampler.state_dict(), loader.seed)
+    with pytest.raises(ValueError, match=match) as info:
+        loader.load_state_dict(corrupt(copy.deepcopy(st)))
+    assert type(info.value) is ValueError
+    assert (loader.state_dict(), loader.sampler.state_dict(), loader.seed) == before
+    loader.load_state_dict(st)  # the good state still loads: same batches as the saved run
+    assert _ys(loader) == _ys(_good_loader_rest())
+
+
+def _good_loader_rest():
+    import yscv.distributed as dist
+
+    loader = DataLoader(TensorDataset(X, Y), batch_size=4, sampler=dist.DistributedSampler(
+        23, num_replicas=2, rank=1, shuffle=True, seed=5))
+    it = iter(loader)
+    for _ in range(2):
+        next(it)
+    return _Rest(it)
+
+
+class _Rest:
+    """What an iterator still yields, with a loader's interface for _ys."""
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self.it
+
+
+def test_a_custom_samplers_type_error_becomes_a_value_error():
+    loader = DataLoader(TensorDataset(X, Y), batch_size=4, sampler=SeededSampler(23, 0))
+    st = loader.state_dict()
+    with pytest.raises(ValueError, match=r"sampler: this loader's sampler refused .*TypeError"):
+        loader.load_state_dict(dict(st, sampler={"rng": 1}))
 
 
 # ------------------------------------------------------------ bad arguments

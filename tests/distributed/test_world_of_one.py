@@ -347,6 +347,38 @@ def test_sampler_same_world_continues_in_place_and_checks_states():
     assert b.epoch == 2 and len(list(b)) == 21
 
 
+_SAMPLER_CORRUPTIONS = [
+    ("not a dict", [3], r"state must be a dict"),
+    ("None", None, r"state must be a dict"),
+    ("the epoch alone", 3, r"state must be a dict"),
+    ("epoch missing", {}, r"state lacks 'epoch'"),
+    ("epoch misspelt", {"epochs": 3}, r"state lacks 'epoch'"),
+    ("unknown key", {"epoch": 3, "seeds": 0}, r"unknown key\(s\) 'seeds'"),
+    ("seed a string", {"epoch": 3, "seed": "0"}, r"'seed' must be an int, got '0'"),
+    ("shuffle an int", {"epoch": 3, "shuffle": 1}, r"'shuffle' must be a bool, got 1"),
+    ("epoch a string", {"epoch": "3"}, r"'epoch' must be an int >= 0, got '3'"),
+    ("epoch a float", {"epoch": 3.0}, r"'epoch' must be an int >= 0, got 3.0"),
+    ("epoch a bool", {"epoch": True}, r"'epoch' must be an int >= 0, got True"),
+    ("epoch None", {"epoch": None}, r"'epoch' must be an int >= 0, got None"),
+    ("epoch a list", {"epoch": [3]}, r"'epoch' must be an int >= 0, got \[3\]"),
+    ("epoch negative", {"epoch": -1}, r"'epoch' must be an int >= 0, got -1"),
+]
+
+
+@pytest.mark.parametrize("what,state,match", _SAMPLER_CORRUPTIONS,
+                         ids=[c[0] for c in _SAMPLER_CORRUPTIONS])
+def test_sampler_corrupted_state_raises_value_error_naming_the_key(what, state, match):
+    s = dist.DistributedSampler(10, num_replicas=2, rank=1)
+    s.set_epoch(2)
+    before = list(s)
+    with pytest.raises(ValueError, match="DistributedSampler.load_state_dict: " + match) as info:
+        s.load_state_dict(state)
+    assert type(info.value) is ValueError
+    assert s.epoch == 2 and list(s) == before
+    s.load_state_dict({"epoch": np.int64(5)})   # a NumPy int is an int
+    assert s.epoch == 5 and type(s.epoch) is int
+
+
 def test_single_process_checkpoint_keeps_the_format(tmp_path):
     from yscv.checkpoint_io import read_checkpoint_metadata
 

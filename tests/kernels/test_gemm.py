@@ -103,3 +103,31 @@ def test_matmul_tn_steps_row_ranges_and_one_step():
     for m0, m1 in ((0, 12), (12, 20), (20, 37)):
         gemm.matmul_tn_steps(a, b, parts, 0, 1, 0, 0, 300, m0, m1)
     assert np.array_equal(parts, whole)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scalar_fma_rounds_once(dtype):
+    """simd.fma: x*y + z rounded once (on a CPU with FMA), in a vectorised loop
+    and on the tail; checked against exact rational arithmetic."""
+    from fractions import Fraction
+
+    from yscv.kernels import simd
+    from yscv.kernels._jit import jit
+
+    @jit
+    def apply(x, y, z, out):
+        for i in range(x.size):
+            out[i] = simd.fma(x[i], y[i], z[i])
+
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.standard_normal(203).astype(dtype) for _ in range(3))
+    z = -(x * y)                    # cancellation: the fused result is the product's rounding error
+    out = np.empty_like(x)
+    apply(x, y, z, out)
+    exact = [Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)) for a, b, c in zip(x, y, z)]
+    if simd._HAS_FMA:
+        # every exact result here is representable (the error of a rounded product)
+        assert [Fraction(float(v)) for v in out] == exact
+        assert np.count_nonzero(out) > 150
+    else:
+        np.testing.assert_array_equal(out, np.zeros_like(out))  # x*y rounded, then + z

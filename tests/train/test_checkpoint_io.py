@@ -590,3 +590,91 @@ def test_a_stale_temporary_file_is_replaced(tmp_path, monkeypatch, flock):
     info = load_checkpoint(path)
     assert info["step"] == 3
     np.testing.assert_array_equal(info["extra"]["a"], np.arange(4))
+
+
+# ------------------------------------------------- values that overflow the dtype
+def test_value_overflowing_the_model_dtype_is_refused(tmp_path):
+    import warnings
+
+    yscv.manual_seed(0)
+    wide = nn.Sequential(nn.Linear(6, 8, dtype=np.float64), nn.BatchNorm(8),
+                         nn.Linear(8, 3, dtype=np.float64))
+    wide.to(np.float64)
+    wide[2].weight.data[1, 2] = 1e300            # finite in float64, inf in float32
+    path = save_checkpoint(tmp_path / "wide.safetensors", model=wide)
+    narrow = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm(8), nn.Linear(8, 3))
+    before = narrow.state_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # no RuntimeWarning on the way either
+        with pytest.raises(CheckpointError, match=r"'2\.weight': value 1e\+300 overflows "
+                                                  r"float32"):
+            load_checkpoint(path, model=narrow)
+        for k, v in narrow.state_dict().items():
+            np.testing.assert_array_equal(v, before[k], err_msg=k)
+        # the same check in Module.load_state_dict, in yscv's and PyTorch's layouts
+        sd = wide.state_dict()
+        with pytest.raises(nn.StateDictError, match=r"'2\.weight': value 1e\+300 overflows"):
+            narrow.load_state_dict(sd)
+        with pytest.raises(nn.StateDictError, match=r"'2\.weight': value 1e\+300 overflows"):
+            narrow.load_state_dict(wide.state_dict(layout="torch"), layout="torch")
+        sd["1.num_batches_tracked"] = np.float64(1e300)
+        with pytest.raises(nn.StateDictError, match=r"'1\.num_batches_tracked': value 1e\+300 "
+                                                    r"does not fit int64"):
+            narrow.load_state_dict(sd, strict=False)
+        sd = wide.state_dict()
+        sd["2.weight"][1, 2] = -np.inf               # inf stays inf: loaded as is
+        sd["1.num_batches_tracked"] = np.float64(7.0)
+        narrow.load_state_dict(sd)
+        assert narrow[2].weight.data[1, 2] == -np.inf and narrow[1].num_batches_tracked == 7
+        sd["2.weight"][1, 2] = 3.4e38                # rounds to float32's largest: fine
+        narrow.load_state_dict(sd)
+        assert np.isfinite(narrow[2].weight.data).all()
+    # optimizer state arrays: the same
+    wide[2].weight.data[1, 2] = 0.5
+    wopt = optim.Adam(wide.parameters(), lr=1e-2)
+    g = yscv.Graph(dtype=np.float64)
+    g.backward(g.cross_entropy(wide(g, g.constant(X.astype(np.float64))), Y))
+    wopt.step()
+    wopt.state[wide[0].weight]["exp_avg_sq"][0, 0] = 1e300
+    path = save_checkpoint(tmp_path / "wopt.safetensors", model=wide, optimizer=wopt)
+    narrow = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm(8), nn.Linear(8, 3))
+    nopt = optim.Adam(narrow.parameters(), lr=1e-2)
+    with pytest.raises(CheckpointError, match=r"state for parameter 0: 'exp_avg_sq': value "
+                                              r"1e\+300 overflows float32"):
+        load_checkpoint(path, model=narrow, optimizer=nopt)
+    assert nopt.state == {}
+
+
+# ------------------------------------------------------------ symbolic links
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name != "posix", reason="POSIX symlinks")
+def test_saving_through_a_symlink_writes_its_target_atomically(tmp_path):
+    store, links = tmp_path / "store", tmp_path / "links"
+    store.mkdir()
+    links.mkdir()
+    target = store / "real.safetensors"
+    save_checkpoint(target, step=1)
+    os.chmod(target, 0o640)
+    link = links / "latest.safetensors"
+    os.symlink(os.path.relpath(target, links), link)        # a relative link
+    chain = links / "chain.safetensors"
+    os.symlink(link, chain)                                  # a link to the link
+    assert save_checkpoint(link, step=2) == str(link)
+    assert os.path.islink(link) and os.path.realpath(link) == str(target)
+    assert read_checkpoint_metadata(target)["step"] == 2
+    assert os.stat(target).st_mode & 0o777 == 0o640         # the target's mode kept
+    save_checkpoint(chain, step=3)
+    assert os.path.islink(chain) and os.path.islink(link)
+    assert read_checkpoint_metadata(target)["step"] == 3
+    assert sorted(os.listdir(store)) == ["real.safetensors"]  # no temporary file left
+    assert sorted(os.listdir(links)) == ["chain.safetensors", "latest.safetensors"]
+    # a dangling link: the target is created, as open(link, "wb") would
+    dangling = links / "new.safetensors"
+    os.symlink(store / "new.safetensors", dangling)
+    save_checkpoint(dangling, step=4)
+    assert os.path.islink(dangling) and read_checkpoint_metadata(store / "new.safetensors")["step"] == 4
+    # a loop of links fails as open() does, and replaces nothing
+    loop = links / "loop.safetensors"
+    os.symlink(loop, loop)
+    with pytest.raises(OSError, match="symbolic links"):
+        save_checkpoint(loop, step=5)
+    assert os.path.islink(loop)

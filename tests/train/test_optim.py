@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import yscv.optim as optim
+from yscv.kernels import simd
 from yscv.nn import Parameter
 
 SHAPES = [(5, 3), (3,), (2, 2, 2)]
@@ -587,3 +588,55 @@ def test_crafted_checkpoint_setting_raises_checkpoint_error_and_loads_nothing(
         np.testing.assert_array_equal(v, before[0][k])
     _assert_opt_unchanged(o2, before[1])
     assert s2.state_dict() == before[2] and yrandom.get_rng_state() == before[3]
+
+
+def _torch_fuses(torch):
+    """Whether this torch's CPU kernels compute add(alpha=) as one fused
+    multiply-add (AVX2/AVX512 builds): in float32, -1 + (1 + 2**-12)**2 is
+    2**-11 unfused (the product rounds to 1 + 2**-11), 2**-11 + 2**-24 fused."""
+    b = torch.full((32,), 1 + 2.0 ** -12)
+    return bool((torch.full((32,), -1.0).add(b, alpha=1 + 2.0 ** -12)
+                 == 2.0 ** -11 + 2.0 ** -24).all())
+
+
+@pytest.mark.parametrize("kw", [dict(alpha=0.99), dict(alpha=0.99, centered=True),
+                                dict(alpha=0.99, momentum=0.9),
+                                dict(alpha=0.99, weight_decay=1e-2),
+                                dict(alpha=0.3, centered=True, momentum=0.5)],
+                         ids=["plain", "centered", "momentum", "weight_decay", "big_weight"])
+def test_rmsprop_float32_roundings_match_torch_on_digits_mlp(kw):
+    """48 steps of an MLP on scikit-learn's digits, torch computing the
+    gradients and both optimizers taking the same ones: the float32 square
+    and gradient averages are torch's bit for bit (addcmul, lerp,
+    add(alpha=) rounded once, as torch's vectorised kernels do), the
+    parameters torch's to 1e-6 relative (torch's float32 sqrt is not always
+    correctly rounded, numpy's is)."""
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("sklearn.datasets")
+    x, y = datasets.load_digits(return_X_y=True)
+    x = torch.from_numpy((x[:256] / 16.0).astype(np.float32))
+    y = torch.from_numpy(y[:256])
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh(), torch.nn.Linear(32, 10))
+    tparams = list(net.parameters())
+    params = [Parameter(tp.detach().numpy().copy()) for tp in tparams]
+    opt = optim.RMSprop(params, lr=1e-3, **kw)
+    topt = torch.optim.RMSprop(tparams, lr=1e-3, foreach=False, **kw)
+    exact = _torch_fuses(torch) and simd._HAS_FMA  # both round the multiply-adds once
+    for step in range(48):
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        for p, tp in zip(params, tparams):
+            p.grad = tp.grad.numpy().copy()
+        topt.step()
+        opt.step()
+        for p, tp in zip(params, tparams):
+            want = tp.detach().numpy()
+            scale = np.abs(want).max()
+            assert np.abs(p.data - want).max() <= 1e-6 * scale, step
+            if exact and ("weight_decay" not in kw or step == 0):  # the decay reads p
+                for key in ("square_avg", "grad_avg"):
+                    if key in opt.state[p]:
+                        np.testing.assert_array_equal(opt.state[p][key],
+                                                      topt.state[tp][key].numpy(),
+                                                      err_msg=f"{key} at step {step}")

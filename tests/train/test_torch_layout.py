@@ -10,6 +10,7 @@ torch module and must reproduce torch's state dict exactly.
 """
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 import numpy as np
@@ -225,15 +226,115 @@ def test_small_cnn_end_to_end_with_flatten(tmp_path):
     x = _x(3, 2, 8, 6)
     want = _run_torch(tm, x)
     np.testing.assert_allclose(_run(ours, _cl(x)), want, rtol=1e-4, atol=2e-5)
-    # without flatten_from the Linear's rows are in the wrong order
+    # without flatten_from the Linear's rows would be in the wrong order: refused
     naive = _yscv_cnn().eval()
-    naive.load_state_dict(sd, layout="torch")
-    assert not np.allclose(_run(naive, _cl(x)), want, rtol=1e-3, atol=1e-3)
+    before = naive.state_dict()
+    with pytest.raises(ValueError, match=r"the Linear '7' \('7\.weight'\) reads the Flatten "
+                       r"at '6'.*Conv2d at '4'.*flatten_from=\{'7': \(4, H, W\)\}"):
+        naive.load_state_dict(sd, layout="torch")
+    for k, v in naive.state_dict().items():
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+    with pytest.raises(ValueError, match=r"'7\.weight'.*flatten_from"):
+        naive.state_dict(layout="torch")
     # round trip through torch
     fresh = _torch_cnn().eval()
     fresh.load_state_dict({k: torch.from_numpy(v) for k, v in
                            ours.state_dict(layout="torch", flatten_from=flat).items()})
     np.testing.assert_allclose(_run_torch(fresh, x), want, rtol=1e-6, atol=1e-7)
+
+
+def _load_and_compare(tm, ours, x, tmp_path, to_ours=_cl, **kw):
+    """torch's weights into ``ours`` (through a file), outputs equal to torch's."""
+    ours.load_state_dict(_through_file(tm, tmp_path), layout="torch", **kw)
+    want = _run_torch(tm, x)
+    np.testing.assert_allclose(_run(ours, to_ours(x)), want, rtol=1e-4, atol=2e-5)
+    return want
+
+
+def test_flatten_from_in_the_wrong_axis_order_is_refused(tmp_path):
+    # Conv2d -> Flatten -> Linear; PyTorch flattens (C, H, W) = (5, 6, 4)
+    torch.manual_seed(4)
+    tm = _randomise(torch.nn.Sequential(torch.nn.Conv2d(2, 5, 3, padding=1), torch.nn.ReLU(),
+                                        torch.nn.Flatten(), torch.nn.Linear(120, 3))).eval()
+
+    def make():
+        return nn.Sequential(nn.Conv2d(2, 5, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(120, 3)).eval()
+
+    x = _x(2, 2, 6, 4)
+    _load_and_compare(tm, make(), x, tmp_path, flatten_from={"3": (5, 6, 4)})
+    sd = _through_file(tm, tmp_path)
+    for bad in ((6, 4, 5), (5, 24), (120,), (4, 6, 5)):  # yscv's order, wrong rank, ...
+        m = make()
+        before = m.state_dict()
+        with pytest.raises(ValueError, match=rf"flatten_from\['3'\] = {re.escape(repr(bad))} "
+                           r"does not match the Flatten at '2'.*Conv2d at '0'.*\(5, H, W\)"):
+            m.load_state_dict(sd, layout="torch", flatten_from={"3": bad})
+        for k, v in m.state_dict().items():
+            np.testing.assert_array_equal(v, before[k], err_msg=k)
+    with pytest.raises(ValueError, match="yscv's channels-last order"):
+        make().state_dict(layout="torch", flatten_from={"3": (6, 4, 5)})
+
+
+def test_flatten_needs_nothing_where_both_orders_agree(tmp_path):
+    # after a global pool (one spatial position) and after an Embedding
+    torch.manual_seed(5)
+    tm = _randomise(torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Dropout(0.5), torch.nn.Linear(4, 2))).eval()
+    ours = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Dropout(0.5), nn.Linear(4, 2)).eval()
+    _load_and_compare(tm, ours, _x(2, 3, 5, 5), tmp_path)
+    with pytest.raises(ValueError, match=r"flatten_from\['4'\] = \(1, 2, 2\).*one spatial"):
+        ours.state_dict(layout="torch", flatten_from={"4": (1, 2, 2)})
+    tm = _randomise(torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Flatten(),
+                                        torch.nn.Linear(12, 2)))
+    ours = nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(12, 2))
+    ours.load_state_dict(_through_file(tm, tmp_path), layout="torch")
+    idx = RNG.integers(0, 10, (5, 3))
+    with torch.no_grad():
+        want = tm(torch.from_numpy(idx)).numpy()
+    g = yscv.Graph()
+    np.testing.assert_allclose(g.value(ours(g, idx)), want, rtol=1e-4, atol=2e-5)
+
+
+def test_flatten_of_the_input_or_outside_a_sequential_must_be_named(tmp_path):
+    # a Flatten on the model's input: the input's layout is the caller's
+    tm = _randomise(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 2)))
+    sd = _through_file(tm, tmp_path)
+    ours = nn.Sequential(nn.Flatten(), nn.Linear(12, 2))
+    with pytest.raises(ValueError, match=r"'1\.weight'.*flattens the model's input.*"
+                       r"flatten_from=\{'1': \(12,\)\}"):
+        ours.load_state_dict(sd, layout="torch")
+    x = _x(2, 3, 4)  # both sides take it as is here
+    _load_and_compare(tm, ours, x, tmp_path, to_ours=lambda a: a, flatten_from={"1": (12,)})
+    # PyTorch's input channels first, yscv's channels last: name the shape
+    ours = nn.Sequential(nn.Flatten(), nn.Linear(12, 2))
+    _load_and_compare(tm, ours, x, tmp_path, flatten_from={"1": (3, 4)})
+
+    # a Flatten registered in a module of one's own: the order is its forward's
+    class TNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.flat, self.fc = (torch.nn.Conv2d(2, 3, 3), torch.nn.Flatten(),
+                                             torch.nn.Linear(3 * 2 * 3, 2))
+
+        def forward(self, x):
+            return self.fc(self.flat(self.conv(x)))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.flat, self.fc = (nn.Conv2d(2, 3, 3), nn.Flatten(),
+                                             nn.Linear(3 * 2 * 3, 2))
+
+        def forward(self, g, x):
+            return self.fc(g, self.flat(g, self.conv(g, x)))
+
+    tm = _randomise(TNet())
+    with pytest.raises(ValueError, match=r"Flatten at 'flat' outside a Sequential.*flatten_from"):
+        Net().load_state_dict(_through_file(tm, tmp_path), layout="torch")
+    _load_and_compare(tm, Net(), _x(2, 2, 4, 5), tmp_path, flatten_from={"fc": (3, 2, 3)})
 
 
 def test_flatten_row_permutations_are_inverse():
@@ -247,6 +348,9 @@ def test_flatten_row_permutations_are_inverse():
 
 
 # --------------------------------------------------------------- errors
+FLAT = {"7": (4, 4, 3)}  # the CNN's Linear reads torch's [N, 4, 4, 3] flattened
+
+
 def test_bad_keys_and_shapes_are_named_and_nothing_loads(tmp_path):
     tm = _torch_cnn()
     ours = _yscv_cnn()
@@ -256,7 +360,7 @@ def test_bad_keys_and_shapes_are_named_and_nothing_loads(tmp_path):
     sd["9.weight"] = np.zeros(3, np.float32)
     sd["0.weight"] = np.zeros((3, 3, 2, 6), np.float32)  # yscv's layout, not torch's
     with pytest.raises(nn.StateDictError) as info:
-        ours.load_state_dict(sd, layout="torch")
+        ours.load_state_dict(sd, layout="torch", flatten_from=FLAT)
     msg = str(info.value)
     assert "missing key(s): '1.running_var'" in msg
     assert "unexpected key(s): '9.weight'" in msg
@@ -267,15 +371,15 @@ def test_bad_keys_and_shapes_are_named_and_nothing_loads(tmp_path):
         np.testing.assert_array_equal(v, before[k], err_msg=k)
     # strict=False: missing / unexpected are returned, a bad shape still raises
     with pytest.raises(nn.StateDictError, match="size mismatch for '0.weight'"):
-        ours.load_state_dict(sd, strict=False, layout="torch")
+        ours.load_state_dict(sd, strict=False, layout="torch", flatten_from=FLAT)
     sd["0.weight"] = tm.state_dict()["0.weight"].numpy()
-    res = ours.load_state_dict(sd, strict=False, layout="torch")
+    res = ours.load_state_dict(sd, strict=False, layout="torch", flatten_from=FLAT)
     assert res.missing_keys == ["1.running_var"] and res.unexpected_keys == ["9.weight"]
 
 
 def test_bad_layout_and_flatten_from_arguments():
     m = _yscv_cnn()
-    sd = {k: torch.from_numpy(v) for k, v in m.state_dict(layout="torch").items()}
+    sd = {k: torch.from_numpy(v) for k, v in m.state_dict(layout="torch", flatten_from=FLAT).items()}
     for call in (lambda: m.load_state_dict(sd, layout="tf"), lambda: m.state_dict(layout="TORCH")):
         with pytest.raises(ValueError, match="layout must be 'yscv' or 'torch'"):
             call()

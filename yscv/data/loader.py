@@ -281,25 +281,36 @@ class DataLoader:
         rest of the saved epoch (the batches the saved run had not yet
         handed out), then the following epochs as the saved run would.
 
-        The saved seed replaces this loader's. Raises ValueError (nothing
-        changed) when the state is malformed or was saved for another
-        batch_size / drop_last / shuffle / dataset length, or holds a sampler
-        state that this loader's sampler cannot load.
+        The saved seed replaces this loader's. Raises ValueError naming the
+        key (nothing changed) when the state is malformed (not a dict, a key
+        missing or unknown, a value of the wrong type or out of range) or was
+        saved for another batch_size / drop_last / shuffle / dataset length,
+        or holds a sampler state that this loader's sampler refuses (its
+        error, whatever its type, becomes a ValueError naming ``sampler``).
         """
+        fn = "DataLoader.load_state_dict"
         if not isinstance(state, dict):
-            raise TypeError(f"DataLoader.load_state_dict: state must be a dict, got "
-                            f"{type(state).__name__}")
+            raise ValueError(f"{fn}: state must be a dict (a DataLoader.state_dict()), got "
+                             f"{type(state).__name__}")
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
-            raise ValueError(f"DataLoader.load_state_dict: state lacks {missing}")
+            raise ValueError(f"{fn}: state lacks {missing}")
+        unknown = sorted(repr(k) for k in state if k not in _STATE_KEYS)
+        if unknown:
+            raise ValueError(f"{fn}: unknown key(s) {', '.join(unknown)} in the state "
+                             f"(expected {list(_STATE_KEYS)})")
         for key in ("epoch", "batches_consumed"):
             if not _is_int(state[key]) or state[key] < 0:
-                raise ValueError(f"DataLoader.load_state_dict: {key} must be an int >= 0, got "
-                                 f"{state[key]!r}")
+                raise ValueError(f"{fn}: {key} must be an int >= 0, got {state[key]!r}")
+        for key in ("batch_size", "dataset_len"):
+            if not _is_int(state[key]):
+                raise ValueError(f"{fn}: {key} must be an int, got {state[key]!r}")
+        for key in ("shuffle", "drop_last"):
+            if not isinstance(state[key], (bool, np.bool_)):
+                raise ValueError(f"{fn}: {key} must be a bool, got {state[key]!r}")
         seed = state["seed"]
         if seed is not None and (not _is_int(seed) or seed < 0):
-            raise ValueError(f"DataLoader.load_state_dict: seed must be a non-negative int or "
-                             f"None, got {seed!r}")
+            raise ValueError(f"{fn}: seed must be a non-negative int or None, got {seed!r}")
         mine = {"shuffle": self.shuffle, "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "dataset_len": len(self.dataset)}
         diff = {k: (state[k], v) for k, v in mine.items() if state[k] != v}
@@ -324,7 +335,11 @@ class DataLoader:
             raise ValueError(f"DataLoader.load_state_dict: batches_consumed={consumed} exceeds "
                              f"the {n_batches} batches of an epoch")
         if sampler_state is not None:
-            self.sampler.load_state_dict(copy.deepcopy(sampler_state))
+            try:
+                self.sampler.load_state_dict(copy.deepcopy(sampler_state))
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                raise ValueError(f"{fn}: sampler: this loader's sampler refused the saved "
+                                 f"sampler state ({type(exc).__name__}: {exc})") from exc
         if n_batches is not None and consumed == n_batches:
             # a finished epoch: the next one follows (the sampler, restored
             # to the epoch's start, runs through the epoch to advance its state)

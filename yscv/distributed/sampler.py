@@ -21,6 +21,10 @@ from . import _comm
 __all__ = ["DistributedSampler", "stage_list", "stage_share", "share_size"]
 
 
+#: the keys of DistributedSampler.state_dict()
+_STATE_KEYS = ("epoch", "progress", "num_replicas", "n", "shuffle", "seed", "drop_last")
+
+
 def _check_int(name: str, v, minimum: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"DistributedSampler: {name} must be an int, got {v!r}")
@@ -216,10 +220,29 @@ class DistributedSampler:
         of ranks (see the class docstring). Raises ValueError (nothing
         changed) for a malformed state, or one saved for another ``n``,
         ``shuffle``, ``seed`` or ``drop_last``."""
-        if not isinstance(state, dict) or "epoch" not in state:
-            raise ValueError(f"DistributedSampler.load_state_dict: expected a dict with "
-                             f"'epoch', got {state!r}")
-        epoch = _check_int("epoch", state["epoch"], 0)
+        fn = "DistributedSampler.load_state_dict"
+        if not isinstance(state, dict):
+            raise ValueError(f"{fn}: state must be a dict (from state_dict()), got "
+                             f"{type(state).__name__} {state!r}")
+        if "epoch" not in state:
+            raise ValueError(f"{fn}: state lacks 'epoch', got {state!r}")
+        unknown = sorted(repr(k) for k in state if k not in _STATE_KEYS)
+        if unknown:
+            raise ValueError(f"{fn}: unknown key(s) {', '.join(unknown)} in the state "
+                             f"(expected {', '.join(map(repr, _STATE_KEYS))})")
+        epoch = state["epoch"]
+        if isinstance(epoch, (bool, np.bool_)) or not isinstance(epoch, (int, np.integer)) \
+                or epoch < 0:
+            raise ValueError(f"{fn}: 'epoch' must be an int >= 0, got {epoch!r}")
+        epoch = int(epoch)
+        for key, kind in (("n", int), ("num_replicas", int), ("seed", int),
+                          ("shuffle", bool), ("drop_last", bool)):
+            v = state.get(key, kind())
+            ok = isinstance(v, (bool, np.bool_)) if kind is bool else (
+                isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)))
+            if not ok:
+                raise ValueError(f"{fn}: {key!r} must be {'a bool' if kind is bool else 'an int'}, "
+                                 f"got {v!r}")
         diff = [f"{k}={state[k]!r} (this sampler: {getattr(self, k)!r})"
                 for k in ("n", "shuffle", "seed", "drop_last")
                 if k in state and state[k] != getattr(self, k)]

@@ -15,6 +15,7 @@ keeps in a register, with lane-wise intrinsics:
 ``vfma(x, y, z)``      ``x * y + z`` with one rounding (IEEE fused
                        multiply-add; a separate multiply and add, two
                        roundings, on a CPU without FMA)
+``fma(x, y, z)``       the same for scalars (loops of it vectorise)
 ``vadd vsub vmul``     lane-wise IEEE operations
 ``lanes(a)``           ``L`` for ``a``'s dtype, a compile-time constant
 ``transpose_block``    an ``L x L`` block of one array, transposed into
@@ -202,6 +203,26 @@ def vfma(typingctx, x, y, z):
 
     def codegen(context, builder, sig, args):
         return builder.call(fma_ir(builder, x), list(args))
+    return x(x, y, z), codegen
+
+
+@intrinsic
+def fma(typingctx, x, y, z):
+    """Scalar ``x * y + z`` for float32 / float64 operands of one type,
+    rounded once (``llvm.fma``), or a multiply and an add (``llvm.fmuladd``)
+    on a CPU without FMA, as :func:`vfma`. In a loop the vectoriser widens
+    it to ``vfmadd``: the rounding PyTorch's vectorised CPU kernels give
+    ``add(alpha=)``, ``addcmul`` and ``lerp`` (built for the same CPU)."""
+    if not (isinstance(x, types.Float) and x == y == z):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lty = context.get_value_type(x)
+        name = ("llvm.fma." if _HAS_FMA else "llvm.fmuladd.") + f"f{x.bitwidth}"
+        fn = builder.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(lty, [lty, lty, lty]), name)
+        return builder.call(fn, list(args))
     return x(x, y, z), codegen
 
 

@@ -14,7 +14,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ._binding import bind_buffer, bind_param
-from .parameter import Parameter
+from .parameter import Parameter, cast_problem
 
 __all__ = ["Module", "StateDictError", "IncompatibleKeys"]
 
@@ -405,6 +405,10 @@ class Module:
                 bad.append((k, f"dtype {v.dtype} is not a real number type"))
             elif v.shape != target.shape:
                 mismatched.append((k, target.shape, v.shape))
+            else:
+                why = cast_problem(v, target.dtype)
+                if why is not None:
+                    bad.append((k, why))
         problems = key_problems(strict, missing, unexpected)
         for k, mine, theirs in mismatched:
             problems.append(f"size mismatch for {k!r}: the state dict has shape {theirs}, "

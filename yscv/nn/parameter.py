@@ -21,7 +21,43 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Parameter"]
+__all__ = ["Parameter", "cast_problem"]
+
+
+def cast_problem(value: np.ndarray, dtype):
+    """Why casting ``value`` to ``dtype`` would not keep its values, or None.
+
+    Loading state casts each array to its target's dtype (as PyTorch's
+    ``copy_``); a finite value that the cast turns into inf (1e300 into
+    float32), or a value outside an integer dtype's range (or not finite),
+    would load as something else with at most a ``RuntimeWarning``. Float
+    rounding and the truncation of fractions into integers are kept, as in
+    PyTorch."""
+    dt = np.dtype(dtype)
+    src = value.dtype
+    if src == dt or src.kind not in "fiu" or dt.kind not in "fiu":
+        return None
+    if dt.kind == "f":
+        if src.kind != "f" or src.itemsize <= dt.itemsize:
+            return None  # widening, or an integer (int64's range fits float32's)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = np.isfinite(value) & ~np.isfinite(value.astype(dt))
+        if not bad.any():
+            return None
+        first = value[bad].flat[0].item()
+        return f"value {first!r} overflows {dt} (it would load as inf)"
+    info = np.iinfo(dt)
+    if src.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(value) | (value < info.min) | (value >= float(info.max) + 1)
+    else:
+        if np.can_cast(src, dt):
+            return None
+        bad = (value < info.min) | (value > info.max)
+    if not np.any(bad):
+        return None
+    first = np.asarray(value)[np.asarray(bad)].flat[0].item()
+    return f"value {first!r} does not fit {dt}"
 
 
 class Parameter:

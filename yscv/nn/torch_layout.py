@@ -39,6 +39,20 @@ flatten_from={"5": (16, 4, 4)})`` (the Linear at path ``"5"`` reads a
 flattened [N, 16, 4, 4] tensor in PyTorch, [N, 4, 4, 16] in yscv). Its
 weight rows are permuted accordingly, both ways. Any channels-first shape
 works: (C, L) after a Conv1d, (C, D, H, W) after a Conv3d.
+
+The loader reads the module structure and never guesses: in a Sequential, a
+Linear after a Flatten of a channels-last output (a convolution, a pooling,
+a BatchNorm2d/3d, GroupNorm, InstanceNorm, through activations and dropout)
+must be named in ``flatten_from``, and the shape given must start with that
+layer's channel count and have its number of spatial axes (a shape in
+yscv's (H, W, C) order is refused); a Flatten of the model's input or of a
+layer whose layout is unknown must be named too (``(in_features,)`` when
+both sides flatten the same order). After a global pooling or an Embedding,
+a Linear or a LayerNorm the orders agree and nothing is needed. A Flatten
+registered outside a Sequential (whose forward decides the order) needs a
+``flatten_from`` entry for a Linear of the same module. Every refusal is a
+``ValueError`` naming the Linear's key and ``flatten_from``; nothing is
+converted then.
 """
 from __future__ import annotations
 
@@ -46,10 +60,17 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .activation import (GELU, Flatten, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, SiLU,
+                         Sigmoid, Softmax, Softplus, Tanh)
 from .attention import MultiHeadAttention
+from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
-from .linear import Linear
+from .dropout import Dropout
+from .embedding import Embedding
+from .linear import Identity, Linear
 from .module import StateDictError, key_problems, register_state_layout
+from .norm import BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm, LayerNorm
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import _RNNBase
 
 __all__ = ["to_torch", "from_torch", "register_layout", "flatten_rows_to_torch",
@@ -142,16 +163,139 @@ def flatten_rows_to_torch(w: np.ndarray, shape) -> np.ndarray:
     return w.reshape(s, c, w.shape[-1]).transpose(1, 0, 2).reshape(c * s, w.shape[-1])
 
 
+# Layers a Flatten's input or output passes through unchanged in layout
+# (elementwise, or a softmax over the last axis): skipped when looking for
+# the layer that produced what the Flatten flattens, and between the
+# Flatten and its Linear.
+_PASS_THROUGH = (ReLU, LeakyReLU, Sigmoid, Tanh, GELU, SiLU, Mish, Softplus, PReLU, Softmax,
+                 LogSoftmax, Dropout, Identity)
+# Outputs laid out the same in both libraries (features on the last axis).
+_SAME_LAYOUT = (Linear, Embedding, LayerNorm, MultiHeadAttention, _RNNBase)
+_POOLS = (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d)
+
+
+def _channels_last(m):
+    """(channels or None, spatial axes or None) when ``m``'s output is
+    channels-last in yscv and channels-first in PyTorch; None otherwise."""
+    for cls, nd in ((Conv1d, 1), (Conv2d, 2), (Conv3d, 3)):
+        if isinstance(m, cls):
+            return m.out_channels, nd
+    if isinstance(m, ConvTranspose2d):
+        return m.out_channels, 2
+    if isinstance(m, DepthwiseConv2d):
+        return m.channels * m.multiplier, 2
+    if isinstance(m, (BatchNorm2d, BatchNorm3d)):
+        return m.num_features, 2 if isinstance(m, BatchNorm2d) else 3
+    if isinstance(m, GroupNorm):
+        return m.num_channels, None
+    if isinstance(m, InstanceNorm):
+        return m.num_features, None
+    if isinstance(m, _POOLS):
+        return None, 2
+    return None
+
+
+def _global_pool(m) -> bool:
+    """``m`` leaves one spatial position: the two flatten orders agree."""
+    if isinstance(m, GlobalAvgPool2d):
+        return True
+    if isinstance(m, (AdaptiveAvgPool2d, AdaptiveMaxPool2d)):
+        size = m.output_size
+        return size == 1 or (isinstance(size, (tuple, list)) and all(s == 1 for s in size))
+    return False
+
+
+def _leaves(path, m):
+    """(path, module) in the order a Sequential runs them, nested Sequentials
+    expanded."""
+    for name, child in m._modules.items():
+        if child is None:
+            continue
+        cpath = f"{path}.{name}" if path else name
+        if isinstance(child, Sequential):
+            yield from _leaves(cpath, child)
+        else:
+            yield cpath, child
+
+
+def _flatten_sites(module):
+    """What the module structure tells about every Flatten.
+
+    Returns ``(sites, unordered)``: ``sites`` maps the path of a Linear that
+    reads a Flatten's output in a Sequential to ``(flatten path, producer
+    path, producer, need, channels, spatial)`` with ``need`` one of
+    "permute" (channels-last input: flatten_from required), "unknown" (the
+    model's input or a layer whose layout is not known: required too),
+    "none" (same order on both sides) or "global" (one spatial position);
+    ``unordered`` lists ``(flatten path, scope path)`` for each Flatten
+    outside a Sequential, whose Linear the structure does not tell.
+    """
+    paths = list(module._module_paths())
+    by_path = dict(paths)
+    sites, unordered = {}, []
+    for path, m in paths:
+        parent = by_path.get(path.rpartition(".")[0] if "." in path else "") if path else None
+        if isinstance(m, Flatten) and not isinstance(parent, Sequential):
+            scope = path.rpartition(".")[0] if "." in path else ""
+            while scope and isinstance(by_path.get(scope), (ModuleList, ModuleDict)):
+                scope = scope.rpartition(".")[0] if "." in scope else ""
+            unordered.append((path, scope))
+        if not isinstance(m, Sequential) or isinstance(parent, Sequential):
+            continue
+        seq = list(_leaves(path, m))
+        for i, (fpath, f) in enumerate(seq):
+            if not isinstance(f, Flatten):
+                continue
+            j = i + 1
+            while j < len(seq) and isinstance(seq[j][1], _PASS_THROUGH) and not any(
+                    True for _ in seq[j][1].parameters()):
+                j += 1
+            if j >= len(seq) or not isinstance(seq[j][1], Linear):
+                continue
+            k = i - 1
+            while k >= 0 and isinstance(seq[k][1], _PASS_THROUGH):
+                k -= 1
+            ppath, prod = seq[k] if k >= 0 else (None, None)
+            channels = spatial = None
+            if prod is None:
+                need = "unknown"
+            elif _global_pool(prod):
+                need = "global"
+            elif isinstance(prod, _SAME_LAYOUT):
+                need = "none"
+            elif _channels_last(prod) is not None:
+                need = "permute"
+                # channels and spatial rank from the nearest layers that tell them
+                for q in range(k, -1, -1):
+                    info = _channels_last(seq[q][1])
+                    if info is None:
+                        if isinstance(seq[q][1], _PASS_THROUGH):
+                            continue
+                        break
+                    spatial = spatial if spatial is not None else info[1]
+                    if info[0] is not None:
+                        channels = info[0]
+                        break
+            else:
+                need = "unknown"
+            sites[seq[j][0]] = (fpath, ppath, prod, need, channels, spatial)
+    return sites, unordered
+
+
+def _shape_text(channels, spatial):
+    names = {1: "L", 2: "H, W", 3: "D, H, W"}.get(spatial, "*spatial")
+    return f"({channels if channels is not None else 'C'}, {names})"
+
+
 def _check_flatten_from(module, flatten_from, fn: str) -> dict:
-    """``{path: (C, *spatial)}`` validated against ``module``'s Linear layers."""
-    if flatten_from is None:
-        return {}
-    if not hasattr(flatten_from, "items"):
+    """``{path: (C, *spatial)}`` validated against ``module``'s Linear layers
+    and against what its structure tells about the Flatten before each."""
+    if flatten_from is not None and not hasattr(flatten_from, "items"):
         raise TypeError(f"{fn}: flatten_from must be a mapping of Linear path -> "
                         f"(C, *spatial), got {type(flatten_from).__name__}")
     paths = dict(module._module_paths())
     out = {}
-    for path, shape in flatten_from.items():
+    for path, shape in (flatten_from or {}).items():
         m = paths.get(path)
         if not isinstance(m, Linear):
             what = "no module" if m is None else f"a {type(m).__name__}"
@@ -165,6 +309,54 @@ def _check_flatten_from(module, flatten_from, fn: str) -> dict:
                              f"channels-first shape (C, *spatial) PyTorch flattened, whose "
                              f"product is the Linear's in_features={m.in_features}")
         out[path] = tuple(int(e) for e in shape)
+    sites, unordered = _flatten_sites(module)
+    for lpath, (fpath, ppath, prod, need, channels, spatial) in sites.items():
+        src = ("the model's input" if prod is None
+               else f"the output of the {type(prod).__name__} at {ppath!r}")
+        shape = out.get(lpath)
+        if shape is None:
+            if need in ("none", "global"):
+                continue
+            n = paths[lpath].in_features
+            if need == "permute":
+                why = ("channels-last in yscv, channels-first in PyTorch, so the Linear's "
+                       "weight rows must be permuted and the weights alone do not tell the "
+                       "shape")
+                fix = f"flatten_from={{{lpath!r}: {_shape_text(channels, spatial)}}}"
+            else:
+                why = ("whether it is laid out the same in both libraries cannot be told "
+                       "from the model")
+                fix = (f"flatten_from={{{lpath!r}: (C, *spatial)}} (the channels-first shape "
+                       f"PyTorch flattened) or flatten_from={{{lpath!r}: ({n},)}} if both "
+                       "flatten the same order")
+            raise ValueError(
+                f"{fn}: the Linear {lpath!r} ({lpath + '.weight'!r}) reads the Flatten at "
+                f"{fpath!r}, which flattens {src}; {why}: pass {fix}")
+        if need == "global" and int(np.prod(shape[1:], dtype=np.int64)) != 1:
+            raise ValueError(
+                f"{fn}: flatten_from[{lpath!r}] = {shape!r}, but the Flatten at {fpath!r} "
+                f"flattens {src}, which has one spatial position: (C,) or (C, 1, 1)")
+        if need == "permute":
+            bad_c = channels is not None and shape[0] != channels
+            bad_rank = spatial is not None and len(shape) != 1 + spatial
+            if bad_c or bad_rank:
+                hint = (" (yscv's channels-last order? PyTorch's is channels first)"
+                        if channels is not None and shape[-1] == channels else "")
+                raise ValueError(
+                    f"{fn}: flatten_from[{lpath!r}] = {shape!r} does not match the Flatten "
+                    f"at {fpath!r}, which flattens {src}: expected the channels-first shape "
+                    f"{_shape_text(channels, spatial)} PyTorch flattened{hint}")
+    for fpath, scope in unordered:
+        linears = [p for p, m in paths.items() if isinstance(m, Linear)
+                   and (not scope or p.startswith(scope + "."))]
+        if linears and not any(p == scope or p.startswith(scope + ".") or not scope for p in out):
+            where = f"the module at {scope!r}" if scope else "the model"
+            raise ValueError(
+                f"{fn}: {where} has a Flatten at {fpath!r} outside a Sequential, so which "
+                "Linear reads it (and in which order) cannot be told from the model: name "
+                "that Linear in flatten_from, {'<path>': (C, *spatial)} (the channels-first "
+                "shape PyTorch flattened), or {'<path>': (in_features,)} if both libraries "
+                "flatten the same order")
     return out
 
 

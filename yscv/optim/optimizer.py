@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 
 from ..kernels import lazy
-from ..nn.parameter import Parameter
+from ..nn.parameter import Parameter, cast_problem
 
 __all__ = ["Optimizer", "required"]
 
@@ -226,6 +226,8 @@ class Optimizer:
                     elif arr.shape != params[i].shape:
                         problems.append(f"state for parameter {i}: {sk!r} has shape {arr.shape}, "
                                         f"the parameter has {params[i].shape}")
+                    elif (why := cast_problem(arr, params[i].data.dtype)) is not None:
+                        problems.append(f"state for parameter {i}: {sk!r}: {why}")
             if self._counts_steps and st and "step" not in st:
                 problems.append(f"state for parameter {i} lacks 'step'")
         if problems:

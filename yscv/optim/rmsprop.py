@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
-from .sgd import _empty
 
 __all__ = ["RMSprop"]
 
@@ -16,6 +15,12 @@ class RMSprop(Optimizer):
         else:     avg = sqrt(sq) + eps                  # eps OUTSIDE the sqrt
         momentum > 0: buf = momentum*buf + g/avg; p -= lr*buf
         else:         p -= lr * g / avg
+
+    The multiply-adds PyTorch's vectorised CPU kernels fuse (the weight
+    decay, the addcmul into ``square_avg``, the centered lerp and variance,
+    the momentum step) are fused multiply-adds here too on a CPU with FMA,
+    so the averages equal PyTorch's bit for bit
+    (:mod:`yscv.kernels.optim`).
 
     State: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0),
     ``grad_avg`` (centered).
@@ -38,13 +43,26 @@ class RMSprop(Optimizer):
     def _update(self, K, group, p, data, grad, state):
         dt = data.dtype.type
         state["step"] = state.get("step", 0) + 1
-        sq = self._zeros_state(state, "square_avg", data)
+        sq = flat(self._zeros_state(state, "square_avg", data))
         momentum = group["momentum"]
-        buf = flat(self._zeros_state(state, "momentum_buffer", data)) if momentum > 0 \
-            else _empty(data.dtype)
-        ga = flat(self._zeros_state(state, "grad_avg", data)) if group["centered"] \
-            else _empty(data.dtype)
         alpha = group["alpha"]
-        K.rmsprop_update(flat(data), flat(grad), flat(sq), ga, buf, dt(group["lr"]), dt(alpha),
-                         dt(1 - alpha), dt(group["eps"]), dt(group["weight_decay"]), dt(momentum),
-                         bool(group["centered"]), bool(group["maximize"]))
+        common = (flat(data), flat(grad), sq)
+        scalars = (dt(group["lr"]), dt(alpha), dt(1 - alpha), dt(group["eps"]),
+                   dt(group["weight_decay"]))
+        maximize = bool(group["maximize"])
+        if group["centered"]:
+            ga = flat(self._zeros_state(state, "grad_avg", data))
+            # torch's lerp weight: 1-alpha when below 0.5, else (1-alpha) - 1 (exact)
+            w_small = abs(dt(1 - alpha)) < 0.5
+            w = dt(1 - alpha) if w_small else dt(dt(1 - alpha) - dt(1))
+            if momentum > 0:
+                buf = flat(self._zeros_state(state, "momentum_buffer", data))
+                K.rmsprop_update_centered_momentum(*common, ga, buf, *scalars, dt(momentum),
+                                                   maximize, w, bool(w_small))
+            else:
+                K.rmsprop_update_centered(*common, ga, *scalars, maximize, w, bool(w_small))
+        elif momentum > 0:
+            buf = flat(self._zeros_state(state, "momentum_buffer", data))
+            K.rmsprop_update_momentum(*common, buf, *scalars, dt(momentum), maximize)
+        else:
+            K.rmsprop_update(*common, *scalars, maximize)
