@@ -90,6 +90,8 @@ class Op(enum.IntEnum):
     DEPTHWISE_CONV2D = 163
     CONV_TRANSPOSE2D = 164
     DEFORMABLE_CONV2D = 165
+    CONV_GRAD_INPUT = 176    # conv1d/2d/3d's input gradient as an op (create_graph)
+    CONV_GRAD_WEIGHT = 177   # conv1d/2d/3d's weight gradient as an op (create_graph)
 
     # pooling
     MAX_POOL2D = 180

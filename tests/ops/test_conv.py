@@ -7,7 +7,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, check_same_bits_on_threads, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_same_bits_on_threads, make_op_tests,
+                          make_second_order_tests)
 
 
 # ------------------------------------------------------------ naive references
@@ -429,7 +430,96 @@ BAD = [
          "deformable_conv2d: .*padding=.* gives an output of shape"),
 ]
 
+
+# The convolution's gradients as ops (recorded by create_graph=True): NumPy
+# references through the linearity of ref_conv (one basis vector at a time).
+GI, GW = Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT
+
+
+def ref_conv_grad_input(g, w, x_shape, **kw):
+    out = np.zeros(x_shape)
+    for i in np.ndindex(*x_shape):
+        e = np.zeros(x_shape)
+        e[i] = 1.0
+        out[i] = np.sum(ref_conv(e, w, **kw) * g)
+    return out
+
+
+def ref_conv_grad_weight(x, g, w_shape, **kw):
+    out = np.zeros(w_shape)
+    for i in np.ndindex(*w_shape):
+        e = np.zeros(w_shape)
+        e[i] = 1.0
+        out[i] = np.sum(ref_conv(x, e, **kw) * g)
+    return out
+
+
+def _torch_grad_op(kind, nsp, shape, **kw):
+    """torch.nn.grad.conv{n}d_input / _weight on channel-last arrays."""
+    def build(t, a, b):
+        to_cf = lambda z: z.permute(0, nsp + 1, *range(1, nsp + 1))
+        to_cl = lambda z: z.permute(0, *range(2, nsp + 2), 1)
+        w_cf = lambda z: z.permute(nsp + 1, nsp, *range(nsp))
+        w_cl = lambda z: z.permute(*range(2, nsp + 2), 1, 0)
+        fn = getattr(t.nn.grad, f"conv{nsp}d_{kind}")
+        if kind == "input":   # a = grad, b = w
+            xs = (shape[0], shape[-1]) + tuple(shape[1:-1])
+            return to_cl(fn(xs, w_cf(b), to_cf(a), **kw))
+        ws = (shape[-1], shape[-2]) + tuple(shape[:-2])   # a = x, b = grad
+        return w_cl(fn(to_cf(a), ws, to_cf(b), **kw))
+    return build
+
+
+CASES += [
+    _row(GI, lambda g, gr, w: g.conv_grad_input(gr, w, (2, 5, 5, 2), stride=2, padding=1),
+         [(2, 3, 3, 3), (3, 3, 2, 3)],
+         lambda gr, w: ref_conv_grad_input(gr, w, (2, 5, 5, 2), stride=2, padding=1),
+         "conv_grad_input_2d_stride_pad",
+         torch_build=_torch_grad_op("input", 2, (2, 5, 5, 2), stride=2, padding=1)),
+    _row(GI, lambda g, gr, w: g.conv_grad_input(gr, w, (1, 6, 4), dilation=2, groups=2),
+         [(1, 2, 4), (3, 2, 4)],
+         lambda gr, w: ref_conv_grad_input(gr, w, (1, 6, 4), dilation=2, groups=2),
+         "conv_grad_input_1d_dilation_groups",
+         torch_build=_torch_grad_op("input", 1, (1, 6, 4), dilation=2, groups=2)),
+    _row(GI, lambda g, gr, w: g.conv_grad_input(gr, w, (1, 3, 3, 3, 2)),
+         [(1, 2, 2, 2, 2), (2, 2, 2, 2, 2)],
+         lambda gr, w: ref_conv_grad_input(gr, w, (1, 3, 3, 3, 2)),
+         "conv_grad_input_3d", torch_build=_torch_grad_op("input", 3, (1, 3, 3, 3, 2))),
+    _row(GW, lambda g, x, gr: g.conv_grad_weight(x, gr, (3, 3, 2, 3), stride=2, padding=1),
+         [(2, 5, 5, 2), (2, 3, 3, 3)],
+         lambda x, gr: ref_conv_grad_weight(x, gr, (3, 3, 2, 3), stride=2, padding=1),
+         "conv_grad_weight_2d_stride_pad",
+         torch_build=_torch_grad_op("weight", 2, (3, 3, 2, 3), stride=2, padding=1)),
+    _row(GW, lambda g, x, gr: g.conv_grad_weight(x, gr, (3, 2, 4), dilation=2, groups=2),
+         [(1, 6, 4), (1, 2, 4)],
+         lambda x, gr: ref_conv_grad_weight(x, gr, (3, 2, 4), dilation=2, groups=2),
+         "conv_grad_weight_1d_dilation_groups",
+         torch_build=_torch_grad_op("weight", 1, (3, 2, 4), dilation=2, groups=2)),
+    _row(GW, lambda g, x, gr: g.conv_grad_weight(x, gr, (2, 2, 2, 2, 2)),
+         [(1, 3, 3, 3, 2), (1, 2, 2, 2, 2)],
+         lambda x, gr: ref_conv_grad_weight(x, gr, (2, 2, 2, 2, 2)),
+         "conv_grad_weight_3d", torch_build=_torch_grad_op("weight", 3, (2, 2, 2, 2, 2))),
+]
+
+BAD += [
+    _bad(GI, "conv_grad_input_grad_shape", [(2, 4, 4, 3), (3, 3, 2, 3)],
+         lambda g, gr, w: g.conv_grad_input(gr, w, (2, 5, 5, 2), stride=2, padding=1),
+         yscv.ShapeError, "conv_grad_input: grad has shape"),
+    _bad(GI, "conv_grad_input_channels", [(2, 3, 3, 3), (3, 3, 2, 3)],
+         lambda g, gr, w: g.conv_grad_input(gr, w, (2, 5, 5, 4), stride=2, padding=1),
+         yscv.ShapeError, "conv_grad_input: w"),
+    _bad(GI, "conv_grad_input_rank", [(2, 3, 3), (3, 2, 3)],
+         lambda g, gr, w: g.conv_grad_input(gr, w, (5, 2)), ValueError, "conv_grad_input"),
+    _bad(GW, "conv_grad_weight_grad_shape", [(2, 5, 5, 2), (2, 3, 3, 4)],
+         lambda g, x, gr: g.conv_grad_weight(x, gr, (3, 3, 2, 3), stride=2, padding=1),
+         yscv.ShapeError, "conv_grad_weight: grad has shape"),
+    _bad(GW, "conv_grad_weight_bad_stride", [(2, 5, 5, 2), (2, 3, 3, 3)],
+         lambda g, x, gr: g.conv_grad_weight(x, gr, (3, 3, 2, 3), stride=0),
+         ValueError, "conv_grad_weight: stride"),
+]
+
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests([c for c in CASES if c.op in (GI, GW)])
 
 
 # ------------------------------------------------------------ targeted tests

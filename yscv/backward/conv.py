@@ -14,7 +14,7 @@ import numpy as np
 
 from ..compute import conv as C
 from ..node import Op
-from ..registry import register_backward
+from ..registry import register_backward, register_recorded
 from ._recorded import composite
 
 
@@ -84,11 +84,11 @@ def deformable_conv2d_backward(g, inputs, out, attrs, saved, needs):
 
 
 # --------------------------------------------------------------- recorded
-# Each convolution said with primitive ops (composites): one strided slice of
-# the padded input per kernel tap, times that tap's weights, summed. The
-# recorded backward is the composite's recorded walk: exact to any order.
-# A transposed convolution is the vector-Jacobian product of the convolution
-# it is the adjoint of, taken as recorded nodes.
+# Depthwise and deformable convolutions are said with primitive ops
+# (composites): one strided slice (or bilinear sample) of the input per
+# kernel tap, times that tap's weights, summed; the recorded backward is the
+# composite's recorded walk, exact to any order. The other convolutions
+# record their gradients as the ops GI and GW below.
 def _tap_slices(G, x, ks, stride, padding, dilation):
     """(padded x, output extents, key per tap) of an N-d window."""
     nsp = len(ks)
@@ -105,38 +105,8 @@ def _tap_slices(G, x, ks, stride, padding, dilation):
     return x, out, keys
 
 
-def _grouped_matmul(G, xt, wt, groups):
-    """xt [..., Cin] @ wt [Cin/groups, Cout], group by group."""
-    if groups == 1:
-        return G.matmul(xt, wt)
-    cin_g = wt.shape[0]
-    cout_g = wt.shape[1] // groups
-    parts = [G.matmul(G.narrow(xt, -1, k * cin_g, cin_g), G.narrow(wt, 1, k * cout_g, cout_g))
-             for k in range(groups)]
-    return G.cat(parts, -1)
-
-
-def conv_nodes(G, x, w, stride, padding, dilation, groups):
-    """Grouped N-d cross-correlation of x [N, *sp, Cin] with w [*k, Cin/g, Cout]."""
-    nsp = len(x.shape) - 2
-    ks = tuple(w.shape[:nsp])
-    xp, _, keys = _tap_slices(G, x, ks, stride, padding, dilation)
-    total = None
-    for tap, key in keys:
-        term = _grouped_matmul(G, G.getitem(xp, key), G.getitem(w, tap), groups)
-        total = term if total is None else G.add(total, term)
-    return total
-
-
 def _bias(G, y, rest, has_bias):
     return G.add(y, rest[0]) if has_bias else y
-
-
-def _conv_composite(G, x, w, *rest):
-    *rest, at = rest
-    nsp = len(x.shape) - 2
-    y = conv_nodes(G, x, w, at.stride[-nsp:], at.padding[-nsp:], at.dilation[-nsp:], at.groups)
-    return _bias(G, y, rest, at.has_bias)
 
 
 def _depthwise_composite(G, x, w, *rest):
@@ -149,21 +119,6 @@ def _depthwise_composite(G, x, w, *rest):
         term = G.mul(G.unsqueeze(G.getitem(xp, key), -1), G.getitem(w, tap))
         total = term if total is None else G.add(total, term)
     y = G.reshape(total, (x.shape[0],) + out + (c * m,))
-    return _bias(G, y, rest, at.has_bias)
-
-
-def _conv_transpose_composite(G, x, w, *rest):
-    *rest, at = rest
-    nsp = len(x.shape) - 2
-    st, pd, dl, op_ = (at.stride[-nsp:], at.padding[-nsp:], at.dilation[-nsp:],
-                       at.output_padding[-nsp:])
-    ks = tuple(w.shape[:nsp])
-    sp = tuple(C.transpose_out_size(n, k, s, p, d, o)
-               for n, k, s, p, d, o in zip(x.shape[1:1 + nsp], ks, st, pd, dl, op_))
-    cout = w.shape[nsp] * at.groups
-    z = G.variable(np.zeros((x.shape[0],) + sp + (cout,), dtype=G.dtype))
-    conv = conv_nodes(G, z, w, st, pd, dl, at.groups)
-    (y,) = G.gradients(conv, [z], grad=x, create_graph=True)
     return _bias(G, y, rest, at.has_bias)
 
 
@@ -212,9 +167,98 @@ def _deformable_composite(G, x, w, offsets, *rest):
     return _bias(G, total, rest, at.has_bias)
 
 
-composite(Op.CONV1D, _conv_composite)
-composite(Op.CONV2D, _conv_composite)
-composite(Op.CONV3D, _conv_composite)
 composite(Op.DEPTHWISE_CONV2D, _depthwise_composite)
-composite(Op.CONV_TRANSPOSE2D, _conv_transpose_composite)
 composite(Op.DEFORMABLE_CONV2D, _deformable_composite)
+
+
+# The convolution's two gradients as ops of their own (PyTorch's
+# convolution_backward): conv(x, w), its input gradient GI(g, w) and its
+# weight gradient GW(x, g) are bilinear and each one's derivatives are the
+# other two, so derivatives of any order stay on the fused kernels.
+# A transposed convolution is GI of the convolution it is the adjoint of.
+def _geometry(at, nsp):
+    return dict(stride=at.stride[-nsp:], padding=at.padding[-nsp:],
+                dilation=at.dilation[-nsp:], groups=at.groups)
+
+
+def _conv_node(G, x, w, at):
+    """conv(x, w) with the attributes' geometry, as a node (no bias)."""
+    nsp = len(x.shape) - 2
+    return (G.conv1d, G.conv2d, G.conv3d)[nsp - 1](x, w, None, **_geometry(at, nsp))
+
+
+def _lifted(a):
+    return C.lift_x(np.ascontiguousarray(a))
+
+
+@register_backward(Op.CONV_GRAD_INPUT)
+def conv_grad_input_backward(c, inputs, out, at, saved, needs):
+    """For GI(g, w) and its cotangent c (x-shaped): dg = conv(c, w), dw = GW(c, g)."""
+    g, w = inputs
+    dg = dw = None
+    if needs[0]:
+        dg = C.conv_forward(_lifted(c), C.lift_w(w), at.stride, at.padding, at.dilation,
+                            at.groups, out_sp=_lifted(g).shape[1:4]).reshape(g.shape)
+    if needs[1]:
+        _, dw, _ = C.conv_backward(_lifted(g), C.lift_w(w), at.stride, at.padding,
+                                   at.dilation, at.groups, x=_lifted(c), need_x=False,
+                                   need_w=True)
+        dw = dw.reshape(w.shape)
+    return dg, dw
+
+
+@register_backward(Op.CONV_GRAD_WEIGHT)
+def conv_grad_weight_backward(c, inputs, out, at, saved, needs):
+    """For GW(x, g) and its cotangent c (w-shaped): dx = GI(g, c), dg = conv(x, c)."""
+    x, g = inputs
+    dx = dg = None
+    c5 = C.lift_w(np.ascontiguousarray(c))
+    if needs[0]:
+        dx, _, _ = C.conv_backward(_lifted(g), c5, at.stride, at.padding, at.dilation,
+                                   at.groups, x_shape=_lifted(x).shape, need_x=True,
+                                   need_w=False)
+        dx = dx.reshape(x.shape)
+    if needs[1]:
+        dg = C.conv_forward(_lifted(x), c5, at.stride, at.padding, at.dilation, at.groups,
+                            out_sp=_lifted(g).shape[1:4]).reshape(g.shape)
+    return dx, dg
+
+
+@register_recorded(Op.CONV1D)
+@register_recorded(Op.CONV2D)
+@register_recorded(Op.CONV3D)
+def conv_nd_recorded(G, gy, xs, y, at, saved, needs):
+    x, w = xs[0], xs[1]
+    nsp = len(x.shape) - 2
+    geo = _geometry(at, nsp)
+    gx = G.conv_grad_input(gy, w, x.shape, **geo) if needs[0] else None
+    gw = G.conv_grad_weight(x, gy, w.shape, **geo) if needs[1] else None
+    gb = G.sum(gy, axis=tuple(range(nsp + 1))) if len(xs) > 2 and needs[2] else None
+    return (gx, gw, gb)[:len(xs)]
+
+
+@register_recorded(Op.CONV_GRAD_INPUT)
+def conv_grad_input_recorded(G, c, xs, y, at, saved, needs):
+    g, w = xs
+    geo = _geometry(at, len(g.shape) - 2)
+    return (_conv_node(G, c, w, at) if needs[0] else None,
+            G.conv_grad_weight(c, g, w.shape, **geo) if needs[1] else None)
+
+
+@register_recorded(Op.CONV_GRAD_WEIGHT)
+def conv_grad_weight_recorded(G, c, xs, y, at, saved, needs):
+    x, g = xs
+    geo = _geometry(at, len(x.shape) - 2)
+    return (G.conv_grad_input(g, c, x.shape, **geo) if needs[0] else None,
+            _conv_node(G, x, c, at) if needs[1] else None)
+
+
+@register_recorded(Op.CONV_TRANSPOSE2D)
+def conv_transpose_recorded(G, gy, xs, y, at, saved, needs):
+    """y = GI(x, w): dx = conv(gy, w), dw = GW(gy, x), the bias the sum of gy."""
+    x, w = xs[0], xs[1]
+    nsp = len(x.shape) - 2
+    gx = _conv_node(G, gy, w, at) if needs[0] else None
+    gw = G.conv_grad_weight(gy, x, w.shape, **_geometry(at, nsp)) if needs[1] else None
+    gb = G.sum(gy, axis=tuple(range(nsp + 1))) if len(xs) > 2 and needs[2] else None
+    return (gx, gw, gb)[:len(xs)]

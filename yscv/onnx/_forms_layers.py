@@ -7,7 +7,7 @@ import numpy as np
 
 from ..node import Op
 from ._forms_tensor import _softplus_stable
-from ._registry import onnx_form
+from ._registry import NO_ONNX, onnx_form
 
 
 # ------------------------------------------------------------ convolution
@@ -78,6 +78,13 @@ def _conv_transpose2d(b, n):
                pads=_conv_pads(a.padding, 2), dilations=list(a.dilation[-2:]),
                output_padding=list(a.output_padding[-2:]), group=a.groups)
     return b.to_channels_last(y, 4)
+
+
+# the convolution's gradients as ops: appended only by a recorded backward
+# (create_graph=True), never by a model's inference
+for _op in (Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT):
+    NO_ONNX[_op] = ("a backward op, recorded only by create_graph=True; "
+                    "export the model's forward instead")
 
 
 @onnx_form(Op.DEFORMABLE_CONV2D, "Transpose, DeformConv", min_opset=19)

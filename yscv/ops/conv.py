@@ -40,6 +40,17 @@ class ConvAttrs(NamedTuple):
     has_bias: bool
 
 
+class ConvGradAttrs(NamedTuple):
+    """conv_grad_input / conv_grad_weight: the convolution's per-axis tuples
+    of 3 (as :class:`ConvAttrs`) and the shape of the gradient computed (the
+    convolution's input x, or its weight w)."""
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    groups: int
+    shape: tuple
+
+
 class DepthwiseConvAttrs(NamedTuple):
     """depthwise_conv2d: (h, w) pairs."""
     stride: tuple
@@ -109,6 +120,36 @@ def conv_nd_forward(attrs, x, w, b=None):
     y, xp = C.conv_forward(C.lift_x(x), C.lift_w(w), attrs.stride, attrs.padding,
                            attrs.dilation, attrs.groups, bias=b, return_padded=True)
     return y.reshape(y.shape[0], *y.shape[4 - nsp:4], y.shape[4]), xp
+
+
+@register_forward(Op.CONV_GRAD_INPUT)
+def conv_grad_input_forward(attrs, grad, w):
+    """dx [x shape]: the gradient of conv(x, w) with respect to x for the
+    output gradient ``grad`` (the transposed convolution of grad with w)."""
+    dx, _, _ = C.conv_backward(C.lift_x(grad), C.lift_w(w), attrs.stride, attrs.padding,
+                               attrs.dilation, attrs.groups,
+                               x_shape=_lifted(attrs.shape), need_x=True, need_w=False)
+    return dx.reshape(attrs.shape), None
+
+
+@register_forward(Op.CONV_GRAD_WEIGHT)
+def conv_grad_weight_forward(attrs, x, grad):
+    """dw [w shape]: the gradient of conv(x, w) with respect to w for the
+    output gradient ``grad``."""
+    w5 = np.empty(_lifted_w(attrs.shape), dtype=grad.dtype)   # only its shape is read
+    _, dw, _ = C.conv_backward(C.lift_x(grad), w5, attrs.stride, attrs.padding, attrs.dilation,
+                               attrs.groups, x=C.lift_x(x), need_x=False, need_w=True)
+    return dw.reshape(attrs.shape), None
+
+
+def _lifted(x_shape: tuple) -> tuple:
+    """An input shape [N, *sp, C] lifted to [N, D, H, W, C]."""
+    return (x_shape[0],) + (1,) * (5 - len(x_shape)) + tuple(x_shape[1:])
+
+
+def _lifted_w(w_shape: tuple) -> tuple:
+    """A weight shape [*k, Cin/g, Cout] lifted to [KD, KH, KW, Cin/g, Cout]."""
+    return (1,) * (5 - len(w_shape)) + tuple(w_shape)
 
 
 @register_forward(Op.DEPTHWISE_CONV2D)
@@ -209,6 +250,65 @@ class ConvOps:
         """3-D cross-correlation. x [N, D, H, W, Cin], w [KD, KH, KW, Cin/groups, Cout],
         bias [Cout] or None -> [N, OD, OH, OW, Cout]."""
         return self._conv_nd(Op.CONV3D, 3, x, w, bias, stride, padding, dilation, groups)
+
+    def _conv_grad_geometry(self, op, x_shape, w_shape, grad_shape, stride, padding, dilation,
+                            groups):
+        """Check that a convolution of an input ``x_shape`` with a weight
+        ``w_shape`` has outputs of ``grad_shape``; returns its ConvGradAttrs
+        fields (3-tuples)."""
+        nsp = len(x_shape) - 2
+        if nsp not in (1, 2, 3):
+            raise ValueError(f"{op}: the convolution's input must be 3-, 4- or 5-d "
+                             f"(NLC, NHWC, NDHWC), got shape {tuple(x_shape)}")
+        for name, shp in (("w", w_shape), ("grad", grad_shape)):
+            check_ndim(tuple(shp), nsp + 2, op, name)
+        stride = int_tuple(stride, nsp, op, "stride", minimum=1)
+        padding = int_tuple(padding, nsp, op, "padding", minimum=0)
+        dilation = int_tuple(dilation, nsp, op, "dilation", minimum=1)
+        groups = _groups(groups, op)
+        cin, (cg, cout) = x_shape[-1], w_shape[-2:]
+        if cout % groups or cg * groups != cin:
+            raise shape_error(op, f"w {tuple(w_shape)} does not fit an input of {cin} channels "
+                                  f"with groups={groups} (w is [*k, Cin/groups, Cout])",
+                              expected=cin // groups, got=cg)
+        out_sp = _check_windows(op, tuple(x_shape[1:-1]), tuple(w_shape[:nsp]), stride,
+                                padding, dilation, _AXES[nsp])
+        want = (x_shape[0], *out_sp, cout)
+        if tuple(grad_shape) != want:
+            raise shape_error(op, f"grad has shape {tuple(grad_shape)}; the convolution's output "
+                                  f"has {want}", expected=want, got=tuple(grad_shape))
+        return C.pad3(stride, 1), C.pad3(padding, 0), C.pad3(dilation, 1), groups
+
+    def conv_grad_input(self, grad, w, input_shape, stride=1, padding=0, dilation=1, groups=1):
+        """The gradient of ``conv{1,2,3}d(x, w, ...)`` with respect to ``x``
+        for the output gradient ``grad``, as an op of its own
+        (``torch.nn.grad.conv2d_input``): ``input_shape`` is x's shape
+        [N, *sp, Cin], w is [*k, Cin/groups, Cout], grad [N, *out, Cout].
+        The recorded backward of a convolution (``create_graph=True``)
+        appends it; its own backward is a convolution and
+        :meth:`conv_grad_weight`, so derivatives of any order stay on the
+        fused kernels."""
+        op = "conv_grad_input"
+        _, gv, _ = self._operand(grad, op, "grad")
+        _, wv, _ = self._operand(w, op, "w")
+        shape = tuple(int(n) for n in input_shape)
+        geo = self._conv_grad_geometry(op, shape, wv.shape, gv.shape, stride, padding,
+                                       dilation, groups)
+        return self._apply(Op.CONV_GRAD_INPUT, (grad, w), ConvGradAttrs(*geo, shape))
+
+    def conv_grad_weight(self, x, grad, weight_shape, stride=1, padding=0, dilation=1,
+                         groups=1):
+        """The gradient of ``conv{1,2,3}d(x, w, ...)`` with respect to ``w``
+        (of shape ``weight_shape``) for the output gradient ``grad``, as an op
+        of its own (``torch.nn.grad.conv2d_weight``); see
+        :meth:`conv_grad_input`."""
+        op = "conv_grad_weight"
+        _, xv, _ = self._operand(x, op, "x")
+        _, gv, _ = self._operand(grad, op, "grad")
+        shape = tuple(int(n) for n in weight_shape)
+        geo = self._conv_grad_geometry(op, xv.shape, shape, gv.shape, stride, padding,
+                                       dilation, groups)
+        return self._apply(Op.CONV_GRAD_WEIGHT, (x, grad), ConvGradAttrs(*geo, shape))
 
     def depthwise_conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1):
         """Depthwise 2-D cross-correlation with channel multiplier M.
