@@ -109,7 +109,8 @@ def main(argv=None) -> int:
         return threads_table(args.topics, 3 if args.quick else 7)
 
     topics = args.topics or sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    import yscv
+    print(f"machine: {yscv.runtime.machine_line()}; python {sys.version.split()[0]}")
     print(f"import yscv: {import_time('yscv') * 1e3:.0f} ms (fresh process, median of 5)")
     torch = None if args.no_torch else load_torch()
     if torch is not None:

@@ -236,3 +236,19 @@ def test_check_same_bits_on_threads_fails_when_a_result_depends_on_threads():
     with pytest.raises(AssertionError, match="output 0"):
         check_same_bits_on_threads(lambda: [np.full(2, float(yscv.get_num_threads()))])
     assert yscv.get_num_threads() == before
+
+
+def test_machine_line_names_cpu_blas_kernels_and_threads(monkeypatch):
+    """The line every benchmark table carries: CPU model and ISA, cores, the
+    BLAS and the kernels it runs (and a forcing OPENBLAS_CORETYPE), threads."""
+    from yscv import runtime
+
+    monkeypatch.setitem(runtime._ENV, "OPENBLAS_CORETYPE", "")
+    line = runtime.machine_line()
+    cpu, blas = runtime.cpu_info(), runtime.blas_info()
+    assert line.startswith(cpu["model"]) and f"{runtime.usable_cores()} cores" in line
+    assert f"yscv {runtime.get_num_threads()} threads" in line and "forced" not in line
+    if blas["config"]:
+        assert blas["config"].split()[0] in line and f"{blas['core']} kernels" in line
+    monkeypatch.setitem(runtime._ENV, "OPENBLAS_CORETYPE", "Haswell")
+    assert "(forced by OPENBLAS_CORETYPE=Haswell)" in runtime.machine_line()

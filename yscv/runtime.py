@@ -59,7 +59,7 @@ __all__ = ["get_num_threads", "set_num_threads", "get_gemm", "set_gemm", "malloc
 #: the variables yscv reads, as they were at import
 _ENV = {k: os.environ.get(k, "").strip() for k in (
     "YSCV_NUM_THREADS", "YSCV_GEMM", "YSCV_MALLOC_TUNING",
-    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
     "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
     "MPI_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_SIZE",
     "XDG_CACHE_HOME", "HOME")}
@@ -296,6 +296,79 @@ def _openblas():
             break
     _blas_fns = found
     return found or None
+
+
+def blas_info() -> dict:
+    """NumPy's BLAS as OpenBLAS reports it: ``{"config": "OpenBLAS 0.3.31
+    ... SkylakeX ...", "core": "SkylakeX"}`` (the kernels it runs, which
+    ``OPENBLAS_CORETYPE`` can force), or empty strings when NumPy's BLAS is
+    not an OpenBLAS found by :func:`_openblas`."""
+    import ctypes
+    import glob
+
+    import numpy as np
+
+    root = os.path.dirname(os.path.dirname(np.__file__))
+    out = {"config": "", "core": ""}
+    for path in sorted(glob.glob(os.path.join(root, "numpy.libs", "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for key, stem in (("config", "get_config"), ("core", "get_corename")):
+            for name in (f"scipy_openblas_{stem}64_", f"scipy_openblas_{stem}",
+                         f"openblas_{stem}64_", f"openblas_{stem}"):
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.restype = ctypes.c_char_p
+                    out[key] = fn().decode(errors="replace").strip()
+                    break
+        if out["config"]:
+            break
+    return out
+
+
+def cpu_info() -> dict:
+    """``{"model": ..., "isa": "avx512f avx2 fma"}`` from /proc/cpuinfo (the
+    SIMD extensions that matter to the kernels and to BLAS), or what the
+    platform module knows elsewhere."""
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model in ("", platform.machine(), platform.processor()):
+                    model = val.strip()
+                elif key == "flags" and not flags:
+                    flags = set(val.split())
+    except OSError:
+        pass
+    isa = " ".join(f for f in ("avx512f", "avx512_bf16", "amx_tile", "avx2", "fma", "neon", "asimd")
+                   if f in flags)
+    return {"model": model, "isa": isa}
+
+
+def machine_line() -> str:
+    """One line naming the machine a figure was measured on: CPU model and
+    ISA, cores, NumPy's BLAS and the kernels it runs (and whether
+    ``OPENBLAS_CORETYPE`` forces them), BLAS and yscv threads."""
+    cpu, blas = cpu_info(), blas_info()
+    forced = _ENV["OPENBLAS_CORETYPE"]
+    config = blas["config"].split()
+    name = " ".join(config[:2]) if config else "BLAS unknown"
+    core = blas["core"] + (f" (forced by OPENBLAS_CORETYPE={forced})" if forced else "")
+    return (f"{cpu['model']} [{cpu['isa']}], {usable_cores()} cores; NumPy {_numpy_version()} "
+            f"with {name}, {core or 'core unknown'} kernels, {blas_threads()} BLAS threads; "
+            f"yscv {get_num_threads()} threads")
+
+
+def _numpy_version() -> str:
+    import numpy as np
+
+    return np.__version__
 
 
 def set_blas_threads(n: int) -> bool:
