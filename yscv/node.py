@@ -31,6 +31,31 @@ class Op(enum.IntEnum):
     MAXIMUM = 21
     MINIMUM = 22
     WHERE = 23
+    SIN = 24
+    COS = 25
+    TAN = 26
+    ASIN = 27
+    ACOS = 28
+    ATAN = 29
+    ATAN2 = 30
+    SINH = 31
+    COSH = 32
+    ERF = 33
+    ERFC = 34
+    SIGN = 35
+    FLOOR = 36
+    CEIL = 37
+    ROUND = 38
+    TRUNC = 39
+    # elementwise, continued (10-39 is full)
+    RECIPROCAL = 300
+    RSQRT = 301
+    SQUARE = 302
+    LOG1P = 303
+    EXPM1 = 304
+    LOG2 = 305
+    LOG10 = 306
+    REMAINDER = 307
 
     # activations
     RELU = 40

@@ -400,6 +400,49 @@ CASES += [
 
 
 # ------------------------------------------------------------------ helpers
+CASES += [  # elementwise math
+    ExportCase(Op.SIN, "sin", lambda g, a: g.sin(a), _u(4, lo=-4.0, hi=4.0)),
+    ExportCase(Op.COS, "cos", lambda g, a: g.cos(a), _u(4, lo=-4.0, hi=4.0)),
+    ExportCase(Op.TAN, "tan", lambda g, a: g.tan(a), _u(4, lo=-1.3, hi=1.3)),
+    ExportCase(Op.ASIN, "asin", lambda g, a: g.asin(a), _u(4, lo=-0.99, hi=0.99)),
+    ExportCase(Op.ACOS, "acos", lambda g, a: g.acos(a), _u(4, lo=-0.99, hi=0.99)),
+    ExportCase(Op.ATAN, "atan", lambda g, a: g.atan(a), _u(4, lo=-5.0, hi=5.0)),
+    ExportCase(Op.ATAN2, "atan2", lambda g, y, x: g.atan2(y, x), _pair(4), (0, 0)),
+    ExportCase(Op.ATAN2, "atan2_zeros_and_broadcast", lambda g, y: g.atan2(
+        y, np.array([0.0, -0.0, 1.0, -1.0, -0.0, 0.0])),
+        lambda r, n: (np.tile(np.array([0.0, -0.0, -0.0, 0.0, 2.0, -3.0]), (n, 1)),)),
+    ExportCase(Op.SINH, "sinh", lambda g, a: g.sinh(a), _u(4, lo=-5.0, hi=5.0)),
+    ExportCase(Op.COSH, "cosh", lambda g, a: g.cosh(a), _u(4, lo=-5.0, hi=5.0)),
+    ExportCase(Op.ERF, "erf", lambda g, a: g.erf(a), _u(4, lo=-3.0, hi=3.0)),
+    ExportCase(Op.ERFC, "erfc", lambda g, a: g.erfc(a), _u(4, lo=-3.0, hi=3.0)),
+    ExportCase(Op.SIGN, "sign", lambda g, a: g.sign(a), lambda r, n: (
+        np.tile(np.array([-2.0, -0.0, 0.0, 3.0, np.nan]), (n, 1)),)),
+    ExportCase(Op.FLOOR, "floor", lambda g, a: g.floor(a), _u(4, lo=-5.0, hi=5.0)),
+    ExportCase(Op.CEIL, "ceil", lambda g, a: g.ceil(a), _u(4, lo=-5.0, hi=5.0)),
+    ExportCase(Op.ROUND, "round_half_even", lambda g, a: g.round(a), lambda r, n: (
+        np.tile(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.7, -1.2]), (n, 1)),)),
+    ExportCase(Op.TRUNC, "trunc", lambda g, a: g.trunc(a), lambda r, n: (
+        np.tile(np.array([-2.7, -0.5, -0.0, 0.0, 0.5, 2.7]), (n, 1)),)),
+    ExportCase(Op.RECIPROCAL, "reciprocal", lambda g, a: g.reciprocal(a), _u(4, lo=0.2, hi=3.0)),
+    ExportCase(Op.RSQRT, "rsqrt", lambda g, a: g.rsqrt(a), _u(4, lo=0.1, hi=3.0)),
+    ExportCase(Op.SQUARE, "square", lambda g, a: g.square(a), _u(4)),
+    ExportCase(Op.LOG1P, "log1p", lambda g, a: g.log1p(a), lambda r, n: (np.concatenate(
+        [r.uniform(-0.9, 3.0, size=(n, 4)), np.tile([1e-9, -2e-7, 1e-20, 0.0], (n, 1))], 1),)),
+    ExportCase(Op.EXPM1, "expm1", lambda g, a: g.expm1(a), lambda r, n: (np.concatenate(
+        [r.uniform(-3.0, 3.0, size=(n, 4)), np.tile([1e-9, -2e-7, 1e-20, 0.0], (n, 1))], 1),)),
+    ExportCase(Op.LOG2, "log2", lambda g, a: g.log2(a), _u(4, lo=0.1, hi=5.0)),
+    ExportCase(Op.LOG10, "log10", lambda g, a: g.log10(a), _u(4, lo=0.1, hi=5.0)),
+    ExportCase(Op.REMAINDER, "remainder", lambda g, a, d: g.remainder(a, d), lambda r, n: (
+        r.uniform(-6.0, 6.0, size=(n, 4)),
+        r.uniform(0.5, 2.0, size=(n, 4)) * r.choice([-1.0, 1.0], size=(n, 4))), (0, 0)),
+    ExportCase(Op.REMAINDER, "remainder_scalar_divisor", lambda g, a: g.remainder(a, -1.5),
+               lambda r, n: (np.concatenate([r.uniform(-6.0, 6.0, size=(n, 4)),
+                                             np.tile([-0.0, 0.0, 3.0, -3.0], (n, 1))], 1),)),
+]
+# ONNX Runtime 1.31 has these only in float32 too
+ORT_FLOAT32_ONLY |= {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh"}
+
+
 def yscv_outputs(fn, arrays, dtype):
     g = yscv.Graph(dtype)
     args = [g.constant(a) if a.dtype.kind == "f" else a for a in arrays]

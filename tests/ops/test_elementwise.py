@@ -1,10 +1,13 @@
 """Elementwise ops: NumPy forward reference, float64 gradcheck, bad arguments."""
+import math
+
 import numpy as np
 import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests, make_second_order_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, make_op_tests,
+                          make_second_order_tests)
 
 
 def _positive(*shapes, low=0.5, high=2.0):
@@ -65,6 +68,105 @@ CASES = [
 ]
 
 
+# ---------------------------------------------------------------- math (SPEC 11)
+def _off_grid(shape, halves=False):
+    """Values k + f with k in -3..2 and f away from the integers (and, with
+    ``halves``, from the halves), where floor/ceil/round/trunc/sign are flat."""
+    def make(rng):
+        k = rng.integers(-3, 3, size=shape)
+        f = rng.uniform(0.1, 0.4, size=shape) + (0.5 * rng.integers(0, 2, size=shape) if halves else 0.0)
+        return (k + f,)
+    return make
+
+
+def _remainder_inputs(shape):
+    """b away from 0 with either sign; a/b away from the integers (where
+    remainder jumps)."""
+    def make(rng):
+        b = rng.uniform(0.7, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+        q = rng.integers(-3, 3, size=shape) + rng.uniform(0.2, 0.8, size=shape)
+        return q * b, b
+    return make
+
+
+# a/b of every broadcast pair is at least 0.15 from an integer
+_REMAINDER_A = np.array([-3.7, -1.1, 0.45, 2.9])
+_REMAINDER_B = np.array([[1.3], [-0.8], [2.0]])
+
+
+def _np_erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _np_erfc(x):
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)
+
+
+def _np_sign(x):
+    return np.where(np.isnan(x), 0.0, np.sign(x))
+
+
+def _np_remainder(a, b):
+    return np.remainder(a, b)
+
+
+def _unary(op, name, np_fn, torch_name=None, **kw):
+    torch_name = torch_name or name
+    return OpCase(op, lambda g, a: getattr(g, name)(a), [(3, 4)], np_fn, name=name,
+                  torch_build=lambda t, a: getattr(t, torch_name)(a), **kw)
+
+
+CASES += [
+    _unary(Op.SIN, "sin", np.sin),
+    _unary(Op.COS, "cos", np.cos),
+    _unary(Op.TAN, "tan", np.tan, low=-1.2, high=1.2),
+    _unary(Op.ASIN, "asin", np.arcsin, low=-0.9, high=0.9),
+    _unary(Op.ACOS, "acos", np.arccos, low=-0.9, high=0.9),
+    _unary(Op.ATAN, "atan", np.arctan, low=-3.0, high=3.0),
+    OpCase(Op.ATAN2, lambda g, y, x: g.atan2(y, x), [(3, 4), (3, 4)], np.arctan2, name="atan2",
+           torch_build=lambda t, y, x: t.atan2(y, x), inputs=_away_from_zero((3, 4), (3, 4))),
+    OpCase(Op.ATAN2, lambda g, y, x: g.atan2(y, x), [(2, 3), (3,)], np.arctan2, name="atan2_broadcast",
+           torch_build=lambda t, y, x: t.atan2(y, x), inputs=_away_from_zero((2, 3), (3,))),
+    OpCase(Op.ATAN2, lambda g, y: g.atan2(y, -1.5), [(5,)], lambda y: np.arctan2(y, -1.5),
+           name="atan2_scalar_x", torch_build=lambda t, y: t.atan2(y, t.tensor(-1.5, dtype=y.dtype)),
+           inputs=_away_from_zero((5,))),
+    _unary(Op.SINH, "sinh", np.sinh),
+    _unary(Op.COSH, "cosh", np.cosh),
+    _unary(Op.ERF, "erf", _np_erf, low=-2.5, high=2.5),
+    _unary(Op.ERFC, "erfc", _np_erfc, low=-2.5, high=2.5),
+    OpCase(Op.ERFC, lambda g, a: g.erfc(a), [(4,)], _np_erfc, name="erfc_tail",
+           torch_build=lambda t, a: t.erfc(a), inputs=lambda rng: (np.array([3.0, 5.0, 7.0, 9.0]),),
+           fwd_atol32=0.0),   # relative accuracy where 1 - erf(x) would be 0
+    _unary(Op.SIGN, "sign", _np_sign, inputs=_away_from_zero((3, 4))),
+    _unary(Op.FLOOR, "floor", np.floor, inputs=_off_grid((3, 4))),
+    _unary(Op.CEIL, "ceil", np.ceil, inputs=_off_grid((3, 4))),
+    _unary(Op.ROUND, "round", np.round, inputs=_off_grid((3, 4), halves=True)),
+    _unary(Op.TRUNC, "trunc", np.trunc, inputs=_off_grid((3, 4))),
+    _unary(Op.RECIPROCAL, "reciprocal", np.reciprocal, inputs=_away_from_zero((3, 4))),
+    _unary(Op.RSQRT, "rsqrt", lambda a: 1.0 / np.sqrt(a), inputs=_positive((3, 4))),
+    _unary(Op.SQUARE, "square", np.square),
+    _unary(Op.LOG1P, "log1p", np.log1p, low=-0.6, high=2.0),
+    OpCase(Op.LOG1P, lambda g, a: g.log1p(a), [(4,)], np.log1p, name="log1p_tiny",
+           torch_build=lambda t, a: t.log1p(a), inputs=lambda rng: (np.array([1e-9, -3e-8, 2e-12, 5e-5]),),
+           fwd_atol32=0.0),   # relative accuracy where log(1 + x) would round to 0
+    _unary(Op.EXPM1, "expm1", np.expm1),
+    OpCase(Op.EXPM1, lambda g, a: g.expm1(a), [(4,)], np.expm1, name="expm1_tiny",
+           torch_build=lambda t, a: t.expm1(a), inputs=lambda rng: (np.array([1e-9, -3e-8, 2e-12, 5e-5]),),
+           fwd_atol32=0.0),
+    _unary(Op.LOG2, "log2", np.log2, inputs=_positive((3, 4), low=0.3, high=5.0)),
+    _unary(Op.LOG10, "log10", np.log10, inputs=_positive((3, 4), low=0.3, high=5.0)),
+    OpCase(Op.REMAINDER, lambda g, a, b: g.remainder(a, b), [(3, 4), (3, 4)], _np_remainder,
+           name="remainder", torch_build=lambda t, a, b: t.remainder(a, b),
+           inputs=_remainder_inputs((3, 4))),
+    OpCase(Op.REMAINDER, lambda g, a, b: g.remainder(a, b), [(4,), (3, 1)], _np_remainder,
+           name="remainder_broadcast", torch_build=lambda t, a, b: t.remainder(a, b),
+           inputs=lambda rng: (_REMAINDER_A, _REMAINDER_B)),
+    OpCase(Op.REMAINDER, lambda g, a: g.remainder(a, -1.5), [(6,)], lambda a: np.remainder(a, -1.5),
+           name="remainder_scalar_divisor", torch_build=lambda t, a: t.remainder(a, -1.5),
+           inputs=lambda rng: (np.array([-4.0, -2.2, -0.4, 0.3, 1.9, 5.2]),)),
+]
+
+
 def _leaves(*shapes):
     return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
 
@@ -90,6 +192,32 @@ BAD = [
     BadCase(Op.WHERE, "where_float_cond", _leaves((2,), (2,)), lambda g, a, b: g.where(np.ones(2), a, b), TypeError, "where"),
     BadCase(Op.WHERE, "where_shapes", _leaves((2,), (2,)), lambda g, a, b: g.where(np.ones(3, bool), a, b), yscv.ShapeError, "where"),
 ]
+
+_UNARY_MATH = [(Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan"), (Op.ASIN, "asin"),
+               (Op.ACOS, "acos"), (Op.ATAN, "atan"), (Op.SINH, "sinh"), (Op.COSH, "cosh"),
+               (Op.ERF, "erf"), (Op.ERFC, "erfc"), (Op.SIGN, "sign"), (Op.FLOOR, "floor"),
+               (Op.CEIL, "ceil"), (Op.ROUND, "round"), (Op.TRUNC, "trunc"),
+               (Op.RECIPROCAL, "reciprocal"), (Op.RSQRT, "rsqrt"), (Op.SQUARE, "square"),
+               (Op.LOG1P, "log1p"), (Op.EXPM1, "expm1"), (Op.LOG2, "log2"), (Op.LOG10, "log10")]
+for _op, _name in _UNARY_MATH:
+    BAD += [
+        BadCase(_op, f"{_name}_complex", lambda g: (np.ones(2) * 1j,),
+                lambda g, a, _n=_name: getattr(g, _n)(a), TypeError, rf"{_name}: .*complex"),
+        BadCase(_op, f"{_name}_string", lambda g: ("x",),
+                lambda g, a, _n=_name: getattr(g, _n)(a), TypeError, f"{_name}:"),
+        BadCase(_op, f"{_name}_foreign_node", lambda g: (yscv.Graph().variable(1.0),),
+                lambda g, a, _n=_name: getattr(g, _n)(a), yscv.NodeNotFoundError, "another graph"),
+    ]
+for _op, _name in [(Op.ATAN2, "atan2"), (Op.REMAINDER, "remainder")]:
+    BAD += [
+        BadCase(_op, f"{_name}_shapes", _leaves((2,), (3,)),
+                lambda g, a, b, _n=_name: getattr(g, _n)(a, b), yscv.ShapeError, _name),
+        BadCase(_op, f"{_name}_complex", _leaves((2,)),
+                lambda g, a, _n=_name: getattr(g, _n)(a, np.array([1j, 2j])), TypeError,
+                rf"{_name}: .*complex"),
+        BadCase(_op, f"{_name}_object_first", _leaves((2,)),
+                lambda g, a, _n=_name: getattr(g, _n)(np.array([object(), 1]), a), TypeError, _name),
+    ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
 test_second_order = make_second_order_tests(CASES)
@@ -263,3 +391,139 @@ def test_minmax_nan_broadcast_operand_matches_pytorch(name):
     getattr(torch, name)(at, bt).backward(torch.tensor(cot))
     np.testing.assert_array_equal(g.grad(an), at.grad.numpy())
     np.testing.assert_array_equal(g.grad(bn), bt.grad.numpy())
+
+
+# ------------------------------------------------------------ math (SPEC 11)
+_MATH_GRAD_ROWS = [c for c in CASES if c.check_grad and c.op in {op for op, _ in _UNARY_MATH}
+                   | {Op.ATAN2, Op.REMAINDER}]
+
+
+@pytest.mark.parametrize("case", _MATH_GRAD_ROWS, ids=[c.id for c in _MATH_GRAD_ROWS])
+def test_math_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+_EDGES = np.array([-np.inf, -2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.5, 1e-8, 1e-200,
+                   np.inf, np.nan])
+
+
+def _same(mine, theirs, dtype, what):
+    """Equal to PyTorch to the dtype's last bits, NaN where it has NaN, and
+    the same sign of every zero and infinity."""
+    rtol = 2e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(mine, theirs, rtol=rtol, atol=0, err_msg=what)
+    real = ~np.isnan(theirs)
+    np.testing.assert_array_equal(np.signbit(mine[real]), np.signbit(theirs[real]), err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", [n for _, n in _UNARY_MATH])
+def test_math_edge_values_and_gradients_match_pytorch(name, dtype):
+    """Infinities, signed zeros, NaN, the domain edges (asin(1), log2(0),
+    rsqrt(-0)) and underflow: values and gradients equal PyTorch's, with no
+    RuntimeWarning; sign(nan) = 0 and the rounding ops' gradient is an array
+    of zeros (PyTorch's zeros_like), not None."""
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    x = _EDGES.astype(dtype)
+    cot = np.linspace(0.5, 2.0, x.size)
+    g = yscv.Graph(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xn = g.variable(x)
+        y = getattr(g, name)(xn)
+        g.backward(y, grad=cot)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = getattr(torch, name)(xt)
+    yt.backward(torch.tensor(cot, dtype=xt.dtype))
+    assert g.value(y).dtype == dtype and g.grad(xn).dtype == dtype
+    _same(g.value(y), yt.detach().numpy(), dtype, f"{name} value")
+    _same(g.grad(xn), xt.grad.numpy(), dtype, f"{name} gradient")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["atan2", "remainder"])
+def test_binary_math_edge_values_and_gradients_match_pytorch(name, dtype):
+    """Every pair of edge values: atan2's quadrants and signed zeros (and its
+    zero gradient where x^2 + y^2 is 0 or underflows, as PyTorch), remainder's
+    sign convention, -0, division by 0 and infinities."""
+    torch = pytest.importorskip("torch")
+    a, b = (v.ravel().astype(dtype) for v in np.meshgrid(_EDGES, _EDGES))
+    cot = np.linspace(0.5, 2.0, a.size)
+    g = yscv.Graph(dtype)
+    an, bn = g.variable(a), g.variable(b)
+    y = getattr(g, name)(an, bn)
+    g.backward(y, grad=cot)
+    at, bt = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    yt = getattr(torch, name)(at, bt)
+    yt.backward(torch.tensor(cot, dtype=at.dtype))
+    _same(g.value(y), yt.detach().numpy(), dtype, f"{name} value")
+    _same(g.grad(an), at.grad.numpy(), dtype, f"{name} gradient of input 0")
+    _same(g.grad(bn), bt.grad.numpy(), dtype, f"{name} gradient of input 1")
+
+
+def test_atan2_second_derivative_at_origin_matches_pytorch():
+    """At (0, 0) PyTorch's gradient is 0 and its second derivative NaN (the
+    zeroed 1/(x^2 + y^2) is still differentiated); the recorded rule says the
+    same."""
+    torch = pytest.importorskip("torch")
+    g = yscv.Graph(np.float64)
+    y, x = g.variable(np.array([0.0, 1.0])), g.variable(np.array([0.0, 2.0]))
+    gy, gx = g.gradients(g.sum(g.atan2(y, x)), [y, x], create_graph=True)
+    second = g.gradients(g.sum(g.add(gy, gx)), [y, x])
+    yt = torch.tensor([0.0, 1.0], dtype=torch.float64, requires_grad=True)
+    xt = torch.tensor([0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    gyt, gxt = torch.autograd.grad(torch.atan2(yt, xt).sum(), (yt, xt), create_graph=True)
+    tsec = torch.autograd.grad((gyt + gxt).sum(), (yt, xt))
+    np.testing.assert_array_equal(g.value(gy), gyt.detach().numpy())
+    np.testing.assert_array_equal(g.value(gx), gxt.detach().numpy())
+    for mine, theirs in zip(second, tsec):
+        np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["sign", "floor", "ceil", "round", "trunc"])
+def test_rounding_ops_recorded_gradient_is_a_constant_zero(name):
+    """create_graph=True: the gradient is a zero constant that does not
+    require grad (PyTorch's zeros_like(grad)), and the second derivative is 0."""
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([-1.3, 0.2, 2.7]))
+    (d,) = g.gradients(g.sum(g.mul(getattr(g, name)(x), x)), [x], create_graph=True)
+    np.testing.assert_array_equal(g.value(d), g.value(getattr(g, name)(x)))   # d/dx (f(x) x) = f(x)
+    (d2,) = g.gradients(g.sum(d), [x])
+    np.testing.assert_array_equal(d2, [0.0, 0.0, 0.0])
+
+
+def test_round_is_half_to_even_as_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999999999999994])
+    g = yscv.Graph(np.float64)
+    np.testing.assert_array_equal(g.value(g.round(g.constant(x))), torch.round(torch.tensor(x)).numpy())
+    np.testing.assert_array_equal(g.value(g.round(g.constant(x))), [-2, -2, -0, 0, 2, 2, 4, 0])
+
+
+def test_remainder_has_the_divisor_sign_as_python():
+    g = yscv.Graph(np.float64)
+    pairs = [(5, 3), (-5, 3), (5, -3), (-5, -3), (7.5, 2), (-7.5, 2), (1, -0.25)]
+    a = g.constant(np.array([p[0] for p in pairs], dtype=float))
+    b = g.constant(np.array([p[1] for p in pairs], dtype=float))
+    np.testing.assert_array_equal(g.value(g.remainder(a, b)), [p % q for p, q in pairs])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_kernel_takes_views_and_0d_and_keeps_dtype(dtype):
+    """erf/erfc run in a kernel: a transposed (non-contiguous) value, a 0-d
+    value and an empty one give math.erf's values in the graph's dtype."""
+    rng = np.random.default_rng(3)
+    base = rng.uniform(-3, 3, size=(4, 5)).astype(dtype)
+    g = yscv.Graph(dtype)
+    t = g.transpose(g.constant(base))
+    assert not g.value(t).flags.c_contiguous
+    for name, fn in (("erf", math.erf), ("erfc", math.erfc)):
+        y = g.value(getattr(g, name)(t))
+        assert y.dtype == dtype and y.shape == (5, 4)
+        np.testing.assert_allclose(y, np.vectorize(fn)(base.T.astype(np.float64)),
+                                   rtol=1e-6 if dtype == np.float32 else 1e-15)
+        z = g.value(getattr(g, name)(g.constant(np.array(0.5, dtype))))
+        assert z.shape == () and z.dtype == dtype and np.isclose(z, fn(0.5), rtol=1e-6)
+        assert getattr(g, name)(g.constant(np.zeros((0, 3), dtype))).shape == (0, 3)

@@ -2,6 +2,8 @@
 the walk in graph.py reduces them to each input's shape."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..node import Op
@@ -105,6 +107,52 @@ binary(Op.WHERE, lambda g, a, b, y, cond: np.where(cond, g, g.dtype.type(0)),
        lambda g, a, b, y, cond: np.where(cond, g.dtype.type(0), g))
 
 
+# ------------------------------------------------------------ math (SPEC 11)
+# PyTorch's formulas (derivatives.yaml), so the values at domain edges agree:
+# asin'(1) = inf, atan2's at (0, 0) = nan, remainder's at b = 0 = inf/nan.
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+unary(Op.SIN, lambda g, x, y, a: g * np.cos(x))
+unary(Op.COS, lambda g, x, y, a: np.negative(g) * np.sin(x))
+unary(Op.TAN, _quiet(lambda g, x, y, a: g * (y * y + 1.0)))
+unary(Op.ASIN, _quiet(lambda g, x, y, a: g / np.sqrt(1.0 - x * x)))
+unary(Op.ACOS, _quiet(lambda g, x, y, a: np.negative(g) / np.sqrt(1.0 - x * x)))
+unary(Op.ATAN, _quiet(lambda g, x, y, a: g / (x * x + 1.0)))
+unary(Op.SINH, _quiet(lambda g, x, y, a: g * np.cosh(x)))
+unary(Op.COSH, _quiet(lambda g, x, y, a: g * np.sinh(x)))
+unary(Op.ERF, lambda g, x, y, a: g * (np.exp(-(x * x)) * _TWO_OVER_SQRT_PI))
+unary(Op.ERFC, lambda g, x, y, a: g * (np.exp(-(x * x)) * -_TWO_OVER_SQRT_PI))
+for _op in (Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC):
+    unary(_op, lambda g, x, y, a: np.zeros_like(g))     # PyTorch: zeros, not None
+unary(Op.RECIPROCAL, _quiet(lambda g, x, y, a: np.negative(g) * (y * y)))
+unary(Op.RSQRT, _quiet(lambda g, x, y, a: g * (y * y * y * -0.5)))
+unary(Op.SQUARE, _quiet(lambda g, x, y, a: g * (x + x)))
+unary(Op.LOG1P, _quiet(lambda g, x, y, a: g / (x + 1.0)))
+unary(Op.EXPM1, _quiet(lambda g, x, y, a: g * (y + 1.0)))
+unary(Op.LOG2, _quiet(lambda g, x, y, a: g / (x * _LN2)))
+unary(Op.LOG10, _quiet(lambda g, x, y, a: g / (x * _LN10)))
+
+
+@register_backward(Op.ATAN2)
+def atan2_backward(g, inputs, out, attrs, saved, needs):
+    """(g*x, -g*y) / (x^2 + y^2) for atan2(y, x); where 1/(x^2 + y^2) is inf
+    (at (0, 0), or x^2 + y^2 underflowing) PyTorch uses 0 instead: zero
+    gradients there."""
+    y, x = inputs
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        recip = np.reciprocal(y * y + x * x)
+        recip[np.isinf(recip)] = 0
+        gy = g * x * recip if needs[0] else None
+        gx = np.negative(g) * y * recip if needs[1] else None
+    return gy, gx
+
+
+binary(Op.REMAINDER, lambda g, a, b, y, at: g,
+       _quiet(lambda g, a, b, y, at: np.negative(g) * np.floor_divide(a, b)))
+
+
 # --------------------------------------------------------------- recorded
 # The same rules in graph ops, for create_graph=True (SPEC section 9). Masks
 # (kinks, ties, where's condition) are constants, as in PyTorch's double
@@ -171,3 +219,48 @@ def minimum_recorded(G, gy, xs, y, attrs, saved, needs):
 
 recorded_binary(Op.WHERE, lambda G, gy, a, b, y, cond: G.where(cond, gy, 0.0),
                 lambda G, gy, a, b, y, cond: G.where(cond, 0.0, gy))
+
+
+# ------------------------------------------------------------ math (SPEC 11)
+def _zero_gradient(G, gy, x, y, a):
+    """sign, floor, ceil, round, trunc: a constant zero (PyTorch's zeros_like)."""
+    return G.constant(np.zeros(G.value(gy).shape, dtype=G.dtype))
+
+
+recorded_unary(Op.SIN, lambda G, gy, x, y, a: G.mul(gy, G.cos(x)))
+recorded_unary(Op.COS, lambda G, gy, x, y, a: G.mul(G.neg(gy), G.sin(x)))
+recorded_unary(Op.TAN, lambda G, gy, x, y, a: G.mul(gy, G.add(G.mul(y, y), 1.0)))
+recorded_unary(Op.ASIN, lambda G, gy, x, y, a: G.mul(gy, G.rsqrt(G.sub(1.0, G.mul(x, x)))))
+recorded_unary(Op.ACOS, lambda G, gy, x, y, a: G.mul(G.neg(gy),
+                                                     G.rsqrt(G.sub(1.0, G.mul(x, x)))))
+recorded_unary(Op.ATAN, lambda G, gy, x, y, a: G.div(gy, G.add(G.mul(x, x), 1.0)))
+recorded_unary(Op.SINH, lambda G, gy, x, y, a: G.mul(gy, G.cosh(x)))
+recorded_unary(Op.COSH, lambda G, gy, x, y, a: G.mul(gy, G.sinh(x)))
+recorded_unary(Op.ERF, lambda G, gy, x, y, a: G.mul(
+    gy, G.mul(G.exp(G.neg(G.square(x))), _TWO_OVER_SQRT_PI)))
+recorded_unary(Op.ERFC, lambda G, gy, x, y, a: G.mul(
+    gy, G.mul(G.exp(G.neg(G.square(x))), -_TWO_OVER_SQRT_PI)))
+for _op in (Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC):
+    recorded_unary(_op, _zero_gradient)
+recorded_unary(Op.RECIPROCAL, lambda G, gy, x, y, a: G.mul(G.neg(gy), G.square(y)))
+recorded_unary(Op.RSQRT, lambda G, gy, x, y, a: G.mul(gy, G.mul(G.mul(G.square(y), y), -0.5)))
+recorded_unary(Op.SQUARE, lambda G, gy, x, y, a: G.mul(gy, G.mul(x, 2.0)))
+recorded_unary(Op.LOG1P, lambda G, gy, x, y, a: G.div(gy, G.add(x, 1.0)))
+recorded_unary(Op.EXPM1, lambda G, gy, x, y, a: G.mul(gy, G.add(y, 1.0)))
+recorded_unary(Op.LOG2, lambda G, gy, x, y, a: G.div(gy, G.mul(x, _LN2)))
+recorded_unary(Op.LOG10, lambda G, gy, x, y, a: G.div(gy, G.mul(x, _LN10)))
+
+
+@register_recorded(Op.ATAN2)
+def atan2_recorded(G, gy, xs, out, attrs, saved, needs):
+    y, x = xs
+    recip = G.reciprocal(G.add(G.square(y), G.square(x)))
+    recip = G.where(np.isinf(G.value(recip)), 0.0, recip)   # as the array rule
+    gyn = G.mul(G.mul(gy, x), recip) if needs[0] else None
+    gxn = G.mul(G.mul(G.neg(gy), y), recip) if needs[1] else None
+    return gyn, gxn
+
+
+recorded_binary(Op.REMAINDER, lambda G, gy, a, b, y, at: gy,
+                lambda G, gy, a, b, y, at: G.mul(G.neg(gy), G.constant(
+                    _quiet(np.floor_divide)(G.value(a), G.value(b)))))

@@ -5,6 +5,9 @@ NumPy's broadcasting add re-walks the bias for every row; the Numba kernel
 faster from :data:`BIAS_ADD_MIN` elements on (numbers in
 docs/ops/elementwise.md); below that NumPy's lower per-call cost wins. IEEE
 addition commutes exactly, so either operand order gives the same bits.
+
+``erf`` / ``erfc``: NumPy has no ufunc for them; the kernels call libm in
+the array's own dtype.
 """
 from __future__ import annotations
 
@@ -40,3 +43,22 @@ def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.shape[0] == b.shape[-1] and a.dtype == b.dtype and b.flags.c_contiguous:
             return _bias_add(b, a)
     return a + b
+
+
+def _flat_unary(kernel, x: np.ndarray) -> np.ndarray:
+    """``kernel(x_flat, out_flat)``: x made contiguous and flat, out of its shape."""
+    out = np.empty(x.shape, x.dtype)
+    a = np.ascontiguousarray(x).reshape(-1)
+    a.flags.writeable = False
+    kernel(a, out.reshape(-1))
+    return out
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, elementwise (x's float dtype)."""
+    return _flat_unary(K.erf_flat, x)
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """``1 - erf(x)``, elementwise, without the cancellation for large x."""
+    return _flat_unary(K.erfc_flat, x)

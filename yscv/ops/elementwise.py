@@ -66,6 +66,54 @@ def where_forward(cond, a, b):
     return np.where(cond, a, b), None
 
 
+# ------------------------------------------------------------ math (SPEC 11)
+# Outside a function's domain or range (asin(2), log2(0), tan's overflow,
+# sinh(1000)) the values are IEEE's nan/inf without NumPy's warning, as above.
+for _op, _ufunc in ((Op.SIN, np.sin), (Op.COS, np.cos), (Op.TAN, np.tan),
+                    (Op.ASIN, np.arcsin), (Op.ACOS, np.arccos), (Op.ATAN, np.arctan),
+                    (Op.ATAN2, np.arctan2), (Op.SINH, np.sinh), (Op.COSH, np.cosh),
+                    (Op.FLOOR, np.floor), (Op.CEIL, np.ceil), (Op.ROUND, np.rint),
+                    (Op.TRUNC, np.trunc), (Op.RECIPROCAL, np.reciprocal),
+                    (Op.SQUARE, np.square), (Op.LOG1P, np.log1p), (Op.EXPM1, np.expm1),
+                    (Op.LOG2, np.log2), (Op.LOG10, np.log10)):
+    ufunc_forward(_op, _ufunc, quiet=True)
+
+
+@register_forward(Op.ERF)
+def erf_forward(attrs, x):
+    return ew.erf(x), None
+
+
+@register_forward(Op.ERFC)
+def erfc_forward(attrs, x):
+    return ew.erfc(x), None
+
+
+@register_forward(Op.SIGN)
+def sign_forward(attrs, x):
+    """``(x > 0) - (x < 0)``, as PyTorch: 0 for NaN and for -0 (np.sign
+    gives NaN and -0 there)."""
+    return np.subtract(x > 0, x < 0, dtype=x.dtype), None
+
+
+@register_forward(Op.RSQRT)
+def rsqrt_forward(attrs, x):
+    """``1 / sqrt(x)``, two roundings as PyTorch's CPU kernel."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.reciprocal(np.sqrt(x)), None
+
+
+@register_forward(Op.REMAINDER)
+def remainder_forward(attrs, a, b):
+    """``a - b * floor(a / b)`` with b's sign, computed as PyTorch does:
+    ``fmod(a, b)``, plus ``b`` where that is non-zero and its sign differs
+    from b's (so remainder(-0, 2) = -0 as in PyTorch; np.remainder gives +0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.fmod(a, b)
+        fix = (r != 0) & ((r < 0) != (b < 0))
+        return np.where(fix, r + b, r), None
+
+
 # module constants: Enum attribute access is slow on the hot path
 _ABS = Op.ABS
 _ADD = Op.ADD
@@ -81,6 +129,12 @@ _POW = Op.POW
 _SQRT = Op.SQRT
 _SUB = Op.SUB
 _WHERE = Op.WHERE
+(_SIN, _COS, _TAN, _ASIN, _ACOS, _ATAN, _ATAN2, _SINH, _COSH, _ERF, _ERFC, _SIGN, _FLOOR,
+ _CEIL, _ROUND, _TRUNC, _RECIPROCAL, _RSQRT, _SQUARE, _LOG1P, _EXPM1, _LOG2, _LOG10,
+ _REMAINDER) = (
+    Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2, Op.SINH, Op.COSH, Op.ERF,
+    Op.ERFC, Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.RECIPROCAL, Op.RSQRT,
+    Op.SQUARE, Op.LOG1P, Op.EXPM1, Op.LOG2, Op.LOG10, Op.REMAINDER)
 
 
 class ElementwiseOps:
@@ -158,3 +212,105 @@ class ElementwiseOps:
         c = c.copy()
         c.flags.writeable = False
         return self._apply2(_WHERE, a, b, c)
+
+    # -------------------------------------------------------- math (SPEC 11)
+    def sin(self, x):
+        """``sin(x)``; backward g*cos(x)."""
+        return self._apply1(_SIN, x)
+
+    def cos(self, x):
+        """``cos(x)``; backward -g*sin(x)."""
+        return self._apply1(_COS, x)
+
+    def tan(self, x):
+        """``tan(x)``; backward g*(1 + out^2)."""
+        return self._apply1(_TAN, x)
+
+    def asin(self, x):
+        """``arcsin(x)`` (nan outside [-1, 1]); backward g/sqrt(1 - x^2)."""
+        return self._apply1(_ASIN, x)
+
+    def acos(self, x):
+        """``arccos(x)`` (nan outside [-1, 1]); backward -g/sqrt(1 - x^2)."""
+        return self._apply1(_ACOS, x)
+
+    def atan(self, x):
+        """``arctan(x)``; backward g/(1 + x^2)."""
+        return self._apply1(_ATAN, x)
+
+    def atan2(self, y, x):
+        """The angle of the point (x, y), in [-pi, pi], with broadcasting
+        (``torch.atan2(y, x)``). Backward: (g*x, -g*y) / (x^2 + y^2)."""
+        return self._apply2(_ATAN2, y, x)
+
+    def sinh(self, x):
+        """``sinh(x)``; backward g*cosh(x)."""
+        return self._apply1(_SINH, x)
+
+    def cosh(self, x):
+        """``cosh(x)``; backward g*sinh(x)."""
+        return self._apply1(_COSH, x)
+
+    def erf(self, x):
+        """The error function; backward g * 2/sqrt(pi) * exp(-x^2)."""
+        return self._apply1(_ERF, x)
+
+    def erfc(self, x):
+        """``1 - erf(x)``, without cancellation for large x; backward
+        -g * 2/sqrt(pi) * exp(-x^2)."""
+        return self._apply1(_ERFC, x)
+
+    def sign(self, x):
+        """-1, 0 or 1 (0 for NaN, as PyTorch); zero gradient."""
+        return self._apply1(_SIGN, x)
+
+    def floor(self, x):
+        """Round down; zero gradient."""
+        return self._apply1(_FLOOR, x)
+
+    def ceil(self, x):
+        """Round up; zero gradient."""
+        return self._apply1(_CEIL, x)
+
+    def round(self, x):
+        """Round to the nearest integer, halves to even (as torch.round);
+        zero gradient."""
+        return self._apply1(_ROUND, x)
+
+    def trunc(self, x):
+        """Round toward zero; zero gradient."""
+        return self._apply1(_TRUNC, x)
+
+    def reciprocal(self, x):
+        """``1 / x``; backward -g*out^2."""
+        return self._apply1(_RECIPROCAL, x)
+
+    def rsqrt(self, x):
+        """``1 / sqrt(x)``; backward -g*out^3/2."""
+        return self._apply1(_RSQRT, x)
+
+    def square(self, x):
+        """``x * x``; backward 2*g*x."""
+        return self._apply1(_SQUARE, x)
+
+    def log1p(self, x):
+        """``log(1 + x)``, accurate for small x; backward g/(1 + x)."""
+        return self._apply1(_LOG1P, x)
+
+    def expm1(self, x):
+        """``exp(x) - 1``, accurate for small x; backward g*(out + 1)."""
+        return self._apply1(_EXPM1, x)
+
+    def log2(self, x):
+        """Base-2 log; backward g/(x ln 2)."""
+        return self._apply1(_LOG2, x)
+
+    def log10(self, x):
+        """Base-10 log; backward g/(x ln 10)."""
+        return self._apply1(_LOG10, x)
+
+    def remainder(self, a, b):
+        """``a - b * floor(a / b)``, with broadcasting: the result has b's sign
+        (Python's ``%`` and torch.remainder; nan where b = 0). Backward: g and
+        -g * floor(a / b), as PyTorch."""
+        return self._apply2(_REMAINDER, a, b)
