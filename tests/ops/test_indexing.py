@@ -479,6 +479,8 @@ def test_one_hot_matches_pytorch(labels, classes):
     (np.array([0, 1]), 2.0, TypeError, "one_hot: num_classes"),
     (np.array([0, 1]), -2, ValueError, "one_hot: num_classes=-2"),
     (np.zeros(0, np.int64), -1, ValueError, "one_hot: cannot infer"),
+    (np.array([[0, 1]] * 3), 10 ** 18, ValueError,
+     r"one_hot: num_classes=1000000000000000000 gives an output of shape \(3, 2, 10+\)"),
 ])
 def test_one_hot_bad_arguments(labels, classes, err, match):
     with pytest.raises(err, match=match):

@@ -23,7 +23,8 @@ from ..compute.indexing import (GatherAttrs, IndexSelectAttrs, MaskedFillAttrs, 
                                 ScatterAttrs, gather_along, scatter_add_along, sub_block)
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import (as_index_array, is_scalar, normalize_axis, operand_shape, shape_error)
+from ._common import (as_index_array, check_array_size, is_scalar, normalize_axis,
+                      operand_shape, shape_error)
 
 
 # --------------------------------------------------------------- helpers
@@ -300,6 +301,7 @@ class IndexingOps:
         elif c < 0:
             raise ValueError(f"one_hot: num_classes={num_classes} must be >= 0 (or -1 to infer)")
         _check_bounds(idx, c, "one_hot", "labels", f"num_classes = {c}")
+        check_array_size("one_hot", idx.shape + (c,), 8, num_classes=num_classes)
         out = np.zeros(idx.shape + (c,), dtype=np.int64)
         np.put_along_axis(out, idx[..., None], 1, axis=-1)
         return out
