@@ -101,12 +101,22 @@ class Op(enum.IntEnum):
     REPEAT = 122
     PIXEL_SHUFFLE = 123
     UPSAMPLE_NEAREST = 124
+    TRIL = 130
+    TRIU = 131
+    ROLL = 132
+    DIAGONAL = 133
+    OUTER = 134
+    UNFOLD = 135
+    FOLD = 136
+    INTERPOLATE = 137
 
     # indexing
     GATHER = 140
     SCATTER_ADD = 141
     SCATTER = 142
     EMBEDDING = 143
+    MASKED_FILL = 150
+    INDEX_SELECT = 151
 
     # convolution
     CONV1D = 160

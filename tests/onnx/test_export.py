@@ -399,6 +399,49 @@ CASES += [
 ]
 
 
+MASK23 = np.array([[True, False, True], [False, False, True]])
+
+CASES += [  # shape and indexing
+    ExportCase(Op.TRIL, "tril", lambda g, a: g.tril(a), _u(3, 4)),
+    ExportCase(Op.TRIL, "tril_k", lambda g, a: g.tril(a, -1), _u(4, 3)),
+    ExportCase(Op.TRIU, "triu_k", lambda g, a: g.triu(a, 1), _u(3, 4)),
+    ExportCase(Op.ROLL, "roll_axes", lambda g, a: g.roll(a, (2, -1), (1, 2)), _u(3, 4)),
+    ExportCase(Op.ROLL, "roll_flattened", lambda g, a: g.roll(a, 5), _u(3, 4), (None,)),
+    ExportCase(Op.DIAGONAL, "diagonal_last_axes", lambda g, a: g.diagonal(a, 1, 1, 2), _u(3, 4)),
+    ExportCase(Op.DIAGONAL, "diagonal_axes_around_batch", lambda g, a: g.diagonal(a, -1, 2, 1),
+               _u(4, 3, 2)),
+    ExportCase(Op.OUTER, "outer", lambda g, a: g.outer(a, C4), _u()),
+    ExportCase(Op.UNFOLD, "unfold", lambda g, a: g.unfold(a, 2), _u(3, 4, 2)),
+    ExportCase(Op.UNFOLD, "unfold_options", lambda g, a: g.unfold(a, (2, 3), (2, 1), (1, 0),
+                                                                   (1, 2)), _u(4, 5, 3)),
+    ExportCase(Op.FOLD, "fold", lambda g, a: g.fold(a, (3, 4), 2), _u(6, 8)),
+    ExportCase(Op.FOLD, "fold_options", lambda g, a: g.fold(a, (5, 4), 2, (2, 1), (0, 1),
+                                                            (1, 2)), _u(9, 8)),
+    ExportCase(Op.FOLD, "fold_stride_padding", lambda g, a: g.fold(a, (4, 4), 2, 1, 1, 2),
+               _u(9, 8)),
+    ExportCase(Op.INTERPOLATE, "interpolate_nearest", lambda g, a: g.interpolate(
+        a, scale_factor=(1.5, 2)), _u(2, 3, 2)),
+    ExportCase(Op.INTERPOLATE, "interpolate_nearest_size", lambda g, a: g.interpolate(
+        a, (5, 3)), _u(3, 4, 2)),
+    ExportCase(Op.INTERPOLATE, "interpolate_bilinear", lambda g, a: g.interpolate(
+        a, (5, 7), mode="bilinear"), _u(3, 4, 2)),
+    ExportCase(Op.INTERPOLATE, "interpolate_bilinear_align_corners", lambda g, a: g.interpolate(
+        a, scale_factor=2, mode="bilinear", align_corners=True), _u(3, 3, 1)),
+    ExportCase(Op.MASKED_FILL, "masked_fill", lambda g, a: g.masked_fill(a, MASK23, -1.5),
+               _u(2, 3)),
+    ExportCase(Op.MASKED_FILL, "masked_fill_broadcast_mask", lambda g, a: g.masked_fill(
+        a, MASK23[0], 3.0), _u(2, 3)),
+    ExportCase(Op.INDEX_SELECT, "index_select", lambda g, a: g.index_select(
+        a, 2, np.array([3, 0, 3])), _u(2, 4)),
+    ExportCase(Op.INDEX_SELECT, "index_select_index_input", lambda g, a, i: g.index_select(
+        a, 1, i), lambda r, n: (r.normal(size=(2, 4)), r.integers(0, 4, size=(n,))), (None, 0)),
+    ExportCase(Op.NARROW, "split_chunk", lambda g, a: g.cat(
+        [*g.split(a, [1, 2], 1), *g.chunk(a, 2, 1)], 1), _u(3, 4)),
+    ExportCase(Op.GATHER, "take_along_axis", lambda g, a: g.take_along_axis(
+        a, np.array([[[1, -1]]]), 2), lambda r, n: (r.normal(size=(2, 3, 4)),), (None,)),
+]
+
+
 # ------------------------------------------------------------------ helpers
 CASES += [  # elementwise math
     ExportCase(Op.SIN, "sin", lambda g, a: g.sin(a), _u(4, lo=-4.0, hi=4.0)),

@@ -190,6 +190,83 @@ BAD = [
             lambda g, w: g.embedding(w, np.array([1])), TypeError, "embedding"),
 ]
 
+
+# --------------------------------------------- SPEC section 11: indexing ops
+MASK_ROW = np.array([True, False, True])
+MASK_BIG = np.array([[[False, True, False]], [[True, True, False]]])   # (2, 1, 3)
+SEL = np.array([3, 0, 3, 1])
+
+
+def _mask_loops(x, mask, value):
+    xb, mb = np.broadcast_arrays(x, mask)
+    out = np.array(xb, dtype=np.float64)
+    for pos in itertools.product(*[range(n) for n in out.shape]):
+        if mb[pos]:
+            out[pos] = value
+    return out
+
+
+def _index_select_loops(x, axis, index):
+    out = np.empty(x.shape[:axis] + (len(index),) + x.shape[axis + 1:])
+    for k, i in enumerate(index):
+        out[(slice(None),) * axis + (k,)] = x[(slice(None),) * axis + (i,)]
+    return out
+
+
+CASES += [
+    OpCase(Op.MASKED_FILL, lambda g, x: g.masked_fill(x, MASK_ROW, -7.5), [(2, 3)],
+           lambda x: _mask_loops(x, MASK_ROW, -7.5), name="masked_fill_row_mask",
+           torch_build=lambda t, x: x.masked_fill(t.tensor(MASK_ROW), -7.5)),
+    OpCase(Op.MASKED_FILL, lambda g, x: g.masked_fill(x, MASK_BIG, 2.0), [(2, 3)],
+           lambda x: _mask_loops(x, MASK_BIG, 2.0), name="masked_fill_mask_broadcasts_x",
+           torch_build=lambda t, x: t.masked_fill(x, t.tensor(MASK_BIG), 2.0)),
+    OpCase(Op.MASKED_FILL, lambda g, x: g.masked_fill(x, np.array(True), 0.0), [(3,)],
+           lambda x: np.zeros(3), name="masked_fill_all",
+           torch_build=lambda t, x: x.masked_fill(t.tensor(True), 0.0)),
+    OpCase(Op.INDEX_SELECT, lambda g, x: g.index_select(x, 0, SEL), [(4, 3)],
+           lambda x: _index_select_loops(x, 0, SEL), name="index_select_axis0_repeated",
+           torch_build=lambda t, x: t.index_select(x, 0, t.tensor(SEL))),
+    OpCase(Op.INDEX_SELECT, lambda g, x: g.index_select(x, 1, SEL[:3]), [(2, 4, 2)],
+           lambda x: _index_select_loops(x, 1, SEL[:3]), name="index_select_middle_axis",
+           torch_build=lambda t, x: t.index_select(x, 1, t.tensor(SEL[:3]))),
+    OpCase(Op.INDEX_SELECT, lambda g, x: g.index_select(x, -1, np.array(2)), [(2, 3)],
+           lambda x: x[:, 2:3], name="index_select_0d_index",
+           torch_build=lambda t, x: t.index_select(x, -1, t.tensor(2))),
+    OpCase(Op.INDEX_SELECT, lambda g, x: g.index_select(x, 0, np.zeros(0, np.int64)), [(2, 3)],
+           lambda x: np.zeros((0, 3)), name="index_select_empty",
+           torch_build=lambda t, x: t.index_select(x, 0, t.zeros(0, dtype=t.int64))),
+]
+
+BAD += [
+    BadCase(Op.MASKED_FILL, "masked_fill_int_mask", _leaf((2, 3)),
+            lambda g, x: g.masked_fill(x, np.array([1, 0, 1]), 0.0), TypeError,
+            "masked_fill: mask must be a boolean array"),
+    BadCase(Op.MASKED_FILL, "masked_fill_shape", _leaf((2, 3)),
+            lambda g, x: g.masked_fill(x, np.array([True, False]), 0.0), yscv.ShapeError,
+            r"masked_fill: mask of shape \(2,\) does not broadcast"),
+    BadCase(Op.MASKED_FILL, "masked_fill_value_not_a_number", _leaf((2, 3)),
+            lambda g, x: g.masked_fill(x, MASK_ROW, "0"), TypeError, "masked_fill: value"),
+    BadCase(Op.MASKED_FILL, "masked_fill_node_mask", _leaf((2, 3), (3,)),
+            lambda g, x, m: g.masked_fill(x, m, 0.0), TypeError, "masked_fill: mask"),
+    BadCase(Op.INDEX_SELECT, "index_select_out_of_range", _leaf((4, 3)),
+            lambda g, x: g.index_select(x, 1, np.array([0, 3])), IndexError,
+            r"index_select: index holds 3 at position \(1,\), outside \[0, 3\)"),
+    BadCase(Op.INDEX_SELECT, "index_select_negative", _leaf((4, 3)),
+            lambda g, x: g.index_select(x, 0, np.array([-1])), IndexError,
+            "index_select: index holds -1"),
+    BadCase(Op.INDEX_SELECT, "index_select_2d_index", _leaf((4, 3)),
+            lambda g, x: g.index_select(x, 0, np.zeros((1, 2), np.int64)), yscv.ShapeError,
+            "index_select: index must be 1-d"),
+    BadCase(Op.INDEX_SELECT, "index_select_float_index", _leaf((4, 3)),
+            lambda g, x: g.index_select(x, 0, np.array([0.0])), TypeError,
+            "index_select: index must be an integer"),
+    BadCase(Op.INDEX_SELECT, "index_select_axis_range", _leaf((4, 3)),
+            lambda g, x: g.index_select(x, 2, np.array([0])), ValueError, "index_select: axis=2"),
+    BadCase(Op.INDEX_SELECT, "index_select_0d_x", _leaf(()),
+            lambda g, x: g.index_select(x, 0, np.array([0])), yscv.ShapeError, "index_select"),
+]
+
+
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
 test_second_order = make_second_order_tests(CASES)
 _GRAD_ROWS = [c for c in CASES if c.check_grad]
@@ -379,3 +456,54 @@ def test_checkpointed_segment_gives_bit_identical_gradients():
         res.append((g.value(out), g.grad(w), g.grad(x)))
     for a, b in zip(*res):
         np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------- SPEC section 11: indexing ops
+@pytest.mark.parametrize("labels, classes", [(np.array([2, 0, 1, 2]), 4),
+                                             (np.array([[1, 0], [3, 3]]), -1),
+                                             (np.array(2), 3), (np.zeros(0, np.int64), 2)])
+def test_one_hot_matches_pytorch(labels, classes):
+    torch = pytest.importorskip("torch")
+    g = yscv.Graph()
+    got = g.one_hot(labels, classes)
+    want = torch.nn.functional.one_hot(torch.tensor(labels), classes).numpy()
+    assert got.dtype == np.int64 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert len(g) == 0   # an array, not a node
+
+
+@pytest.mark.parametrize("labels, classes, err, match", [
+    (np.array([0, 3]), 3, IndexError, r"one_hot: labels holds 3 at position \(1,\)"),
+    (np.array([0, -1]), 3, IndexError, "one_hot: labels holds -1"),
+    (np.array([0.0, 1.0]), 3, TypeError, "one_hot: labels must be an integer"),
+    (np.array([0, 1]), 2.0, TypeError, "one_hot: num_classes"),
+    (np.array([0, 1]), -2, ValueError, "one_hot: num_classes=-2"),
+    (np.zeros(0, np.int64), -1, ValueError, "one_hot: cannot infer"),
+    (np.array([[0, 1]] * 3), 10 ** 18, ValueError,
+     r"one_hot: num_classes=1000000000000000000 gives an output of shape \(3, 2, 10+\)"),
+])
+def test_one_hot_bad_arguments(labels, classes, err, match):
+    with pytest.raises(err, match=match):
+        yscv.Graph().one_hot(labels, classes)
+
+
+def test_index_select_backward_adds_repeats_at_scale():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 50, 4))
+    idx = rng.integers(0, 50, size=400)
+    g = yscv.Graph(np.float64)
+    xn = g.variable(x)
+    u = rng.standard_normal((3, 400, 4))
+    g.backward(g.index_select(xn, 1, idx), grad=u)
+    want = np.zeros_like(x)
+    np.add.at(want, (slice(None), idx), u)
+    np.testing.assert_allclose(g.grad(xn), want, rtol=1e-12, atol=1e-12)
+
+
+def test_masked_fill_gradient_sums_over_the_broadcast():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.zeros(3))
+    y = g.masked_fill(x, np.array([[True, False, False], [False, False, True]]), 5.0)
+    assert g.value(y).shape == (2, 3)
+    g.backward(g.sum(y))
+    np.testing.assert_array_equal(g.grad(x), [1.0, 2.0, 1.0])

@@ -411,6 +411,248 @@ BAD = [
             lambda g, x: g.pixel_shuffle(x, BIG), ValueError, "pixel_shuffle: r=.* too large"),
 ]
 
+
+# ------------------------------------------------ SPEC section 11: shape ops
+def diagonal_loops(x, offset, a1, a2):
+    xm = np.moveaxis(x, (a1, a2), (-2, -1))
+    n1, n2 = xm.shape[-2:]
+    vals = [xm[..., i, i + offset] for i in range(n1) if 0 <= i + offset < n2]
+    return np.stack(vals, -1) if vals else np.zeros(xm.shape[:-2] + (0,))
+
+
+def unfold_loops(x, k, d, p, s):
+    n, h, w, c = x.shape
+    xp = np.pad(x, ((0, 0), (p[0], p[0]), (p[1], p[1]), (0, 0)))
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.empty((n, oh * ow, k[0] * k[1] * c))
+    for a, b, i, j, cc in itertools.product(range(oh), range(ow), range(k[0]), range(k[1]),
+                                            range(c)):
+        out[:, a * ow + b, (i * k[1] + j) * c + cc] = xp[:, a * s[0] + i * d[0],
+                                                          b * s[1] + j * d[1], cc]
+    return out
+
+
+def fold_loops(x, size, k, d, p, s):
+    n, L, f = x.shape
+    c = f // (k[0] * k[1])
+    h, w = size
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.zeros((n, h + 2 * p[0], w + 2 * p[1], c))
+    for blk, i, j, cc in itertools.product(range(L), range(k[0]), range(k[1]), range(c)):
+        a, b = divmod(blk, ow)
+        out[:, a * s[0] + i * d[0], b * s[1] + j * d[1], cc] += x[:, blk, (i * k[1] + j) * c + cc]
+    return out[:, p[0]:p[0] + h, p[1]:p[1] + w]
+
+
+def _torch_unfold(t, x, k, d, p, s):
+    """yscv's unfold layout from F.unfold: [N, C*KH*KW, L] -> [N, L, KH*KW*C]."""
+    n, c = x.shape[0], x.shape[3]
+    u = t.nn.functional.unfold(x.permute(0, 3, 1, 2), k, d, p, s)
+    return u.reshape(n, c, k[0], k[1], -1).permute(0, 4, 2, 3, 1).reshape(n, u.shape[-1], -1)
+
+
+def _torch_fold(t, x, size, k, d, p, s):
+    n, L, f = x.shape
+    c = f // (k[0] * k[1])
+    u = x.reshape(n, L, k[0], k[1], c).permute(0, 4, 2, 3, 1).reshape(n, c * k[0] * k[1], L)
+    return t.nn.functional.fold(u, size, k, d, p, s).permute(0, 2, 3, 1)
+
+
+def _torch_interpolate(t, x, **kw):
+    return t.nn.functional.interpolate(x.permute(0, 3, 1, 2), **kw).permute(0, 2, 3, 1)
+
+
+def interpolate_reference(**kw):
+    """PyTorch's F.interpolate (NCHW) as the forward reference of yscv's NHWC op."""
+    def ref(x):
+        torch = pytest.importorskip("torch")
+        return _torch_interpolate(torch, torch.tensor(x), **kw).numpy()
+    return ref
+
+
+U1 = ((2, 2), (1, 1), (0, 0), (1, 1))
+U2 = ((2, 3), (1, 2), (1, 0), (2, 1))
+F1 = ((3, 4), (2, 2), (1, 1), (0, 0), (1, 1))
+F2 = ((4, 4), (2, 2), (1, 1), (1, 1), (2, 2))
+F3 = ((5, 4), (2, 2), (2, 1), (0, 1), (1, 2))
+_IN_BLOCKS = {F1: (1, 6, 4), F2: (1, 9, 8), F3: (1, 9, 4)}
+
+
+def _interp_row(name, shape, **kw):
+    return OpCase(Op.INTERPOLATE, lambda g, x: g.interpolate(x, **kw), [shape],
+                  interpolate_reference(**kw), name=name,
+                  torch_build=lambda t, x: _torch_interpolate(t, x, **kw))
+
+
+CASES += [
+    OpCase(Op.TRIL, lambda g, x: g.tril(x), [(3, 4)], np.tril, name="tril",
+           torch_build=lambda t, x: t.tril(x)),
+    OpCase(Op.TRIL, lambda g, x: g.tril(x, -1), [(2, 3, 4)], lambda x: np.tril(x, -1),
+           name="tril_batched_k_negative", torch_build=lambda t, x: t.tril(x, -1)),
+    OpCase(Op.TRIU, lambda g, x: g.triu(x, 1), [(4, 3)], lambda x: np.triu(x, 1),
+           name="triu_k1", torch_build=lambda t, x: t.triu(x, 1)),
+    OpCase(Op.TRIU, lambda g, x: g.triu(x, -2), [(2, 3, 3)], lambda x: np.triu(x, -2),
+           name="triu_batched_k_negative", torch_build=lambda t, x: t.triu(x, -2)),
+    OpCase(Op.ROLL, lambda g, x: g.roll(x, 5), [(3, 4)],
+           lambda x: np.roll(x.reshape(-1), 5).reshape(3, 4), name="roll_flattened",
+           torch_build=lambda t, x: t.roll(x, 5)),
+    OpCase(Op.ROLL, lambda g, x: g.roll(x, (1, -2), (0, -1)), [(3, 4)],
+           lambda x: np.roll(x, (1, -2), (0, 1)), name="roll_two_axes",
+           torch_build=lambda t, x: t.roll(x, (1, -2), (0, -1))),
+    OpCase(Op.ROLL, lambda g, x: g.roll(x, 7, 1), [(2, 3, 2)], lambda x: np.roll(x, 7, 1),
+           name="roll_shift_beyond_size", torch_build=lambda t, x: t.roll(x, 7, 1)),
+    OpCase(Op.DIAGONAL, lambda g, x: g.diagonal(x), [(3, 4)], lambda x: diagonal_loops(x, 0, 0, 1),
+           name="diagonal", torch_build=lambda t, x: t.diagonal(x)),
+    OpCase(Op.DIAGONAL, lambda g, x: g.diagonal(x, 1, 2, 0), [(3, 2, 4)],
+           lambda x: diagonal_loops(x, 1, 2, 0), name="diagonal_offset_axes_swapped",
+           torch_build=lambda t, x: t.diagonal(x, 1, 2, 0)),
+    OpCase(Op.DIAGONAL, lambda g, x: g.diagonal(x, -1, -2, -1), [(2, 4, 3)],
+           lambda x: diagonal_loops(x, -1, 1, 2), name="diagonal_below_last_axes",
+           torch_build=lambda t, x: t.diagonal(x, -1, -2, -1)),
+    OpCase(Op.DIAGONAL, lambda g, x: g.diagonal(x, 5), [(2, 3)],
+           lambda x: diagonal_loops(x, 5, 0, 1), name="diagonal_empty",
+           torch_build=lambda t, x: t.diagonal(x, 5)),
+    OpCase(Op.OUTER, lambda g, a, b: g.outer(a, b), [(3,), (4,)], np.outer, name="outer",
+           torch_build=lambda t, a, b: t.outer(a, b)),
+    OpCase(Op.OUTER, lambda g, a: g.outer(a, a), [(3,)], lambda a: np.outer(a, a),
+           name="outer_same_input", torch_build=lambda t, a: t.outer(a, a)),
+    OpCase(Op.UNFOLD, lambda g, x: g.unfold(x, *U1), [(1, 3, 4, 2)],
+           lambda x: unfold_loops(x, *U1), name="unfold",
+           torch_build=lambda t, x: _torch_unfold(t, x, *U1)),
+    OpCase(Op.UNFOLD, lambda g, x: g.unfold(x, *U2), [(2, 4, 5, 1)],
+           lambda x: unfold_loops(x, *U2), name="unfold_dilation_padding_stride",
+           torch_build=lambda t, x: _torch_unfold(t, x, *U2)),
+    OpCase(Op.FOLD, lambda g, x: g.fold(x, *F1), [_IN_BLOCKS[F1]], lambda x: fold_loops(x, *F1),
+           name="fold_overlapping", torch_build=lambda t, x: _torch_fold(t, x, *F1)),
+    OpCase(Op.FOLD, lambda g, x: g.fold(x, *F2), [_IN_BLOCKS[F2]], lambda x: fold_loops(x, *F2),
+           name="fold_padding_stride", torch_build=lambda t, x: _torch_fold(t, x, *F2)),
+    OpCase(Op.FOLD, lambda g, x: g.fold(x, *F3), [_IN_BLOCKS[F3]], lambda x: fold_loops(x, *F3),
+           name="fold_dilation", torch_build=lambda t, x: _torch_fold(t, x, *F3)),
+    _interp_row("interpolate_nearest_size", (1, 3, 4, 2), size=(5, 3)),
+    _interp_row("interpolate_nearest_scale", (1, 2, 3, 2), scale_factor=1.5),
+    _interp_row("interpolate_nearest_double", (1, 2, 2, 1), scale_factor=2),
+    _interp_row("interpolate_bilinear_size", (1, 3, 4, 1), size=(5, 7), mode="bilinear"),
+    _interp_row("interpolate_bilinear_align_corners", (1, 3, 3, 2), scale_factor=(2, 1.5),
+                mode="bilinear", align_corners=True),
+    _interp_row("interpolate_bilinear_downscale", (2, 5, 4, 1), scale_factor=0.6,
+                mode="bilinear"),
+    _interp_row("interpolate_bilinear_same_size_scale", (1, 3, 2, 1), scale_factor=1.2,
+                mode="bilinear"),
+    # split / chunk are narrows, take_along_axis a gather: their rows cover those ops
+    OpCase(Op.NARROW, lambda g, x: g.split(x, 2, 1)[1], [(2, 5)], lambda x: x[:, 2:4],
+           name="split_int_middle_piece", torch_build=lambda t, x: t.split(x, 2, 1)[1]),
+    OpCase(Op.NARROW, lambda g, x: g.split(x, [1, 3, 1])[2], [(5, 2)], lambda x: x[4:],
+           name="split_sections_last", torch_build=lambda t, x: t.split(x, [1, 3, 1])[2]),
+    OpCase(Op.NARROW, lambda g, x: g.chunk(x, 3, -1)[2], [(2, 7)], lambda x: x[:, 6:],
+           name="chunk_last_smaller", torch_build=lambda t, x: t.chunk(x, 3, -1)[2]),
+    OpCase(Op.GATHER, lambda g, x: g.take_along_axis(x, np.array([[2, -1, 0]]), 1), [(3, 4)],
+           lambda x: np.take_along_axis(x, np.array([[2, 3, 0]] * 3), 1),
+           name="take_along_axis_broadcast_index_negative",
+           torch_build=lambda t, x: t.take_along_dim(x, t.tensor([[2, -1, 0]]), 1)),
+    OpCase(Op.GATHER, lambda g, x: g.take_along_axis(x, np.array([[[1], [0]]]), 2), [(3, 1, 2)],
+           lambda x: np.take_along_axis(np.broadcast_to(x, (3, 2, 2)),
+                                        np.broadcast_to(np.array([[[1], [0]]]), (3, 2, 1)), 2),
+           name="take_along_axis_broadcast_x",
+           torch_build=lambda t, x: t.take_along_dim(x, t.tensor([[[1], [0]]]), 2)),
+    OpCase(Op.GATHER, lambda g, x: g.take_along_axis(x, np.array([5, 0, 5]), None), [(2, 3)],
+           lambda x: x.reshape(-1)[[5, 0, 5]], name="take_along_axis_flattened",
+           torch_build=lambda t, x: t.take_along_dim(x, t.tensor([5, 0, 5]))),
+]
+
+BAD += [
+    BadCase(Op.TRIL, "tril_1d", _leaf((3,)), lambda g, x: g.tril(x), yscv.ShapeError, "tril"),
+    BadCase(Op.TRIL, "tril_float_k", _leaf((3, 3)), lambda g, x: g.tril(x, 0.5), TypeError,
+            "tril: k must be an int"),
+    BadCase(Op.TRIU, "triu_0d", _leaf(()), lambda g, x: g.triu(x), yscv.ShapeError, "triu"),
+    BadCase(Op.TRIU, "triu_k_2pow63", _leaf((3, 3)), lambda g, x: g.triu(x, BIG), ValueError,
+            "triu: k=.* too large"),
+    BadCase(Op.ROLL, "roll_axis_range", _leaf((2, 3)), lambda g, x: g.roll(x, 1, 2), ValueError,
+            "roll: axis=2"),
+    BadCase(Op.ROLL, "roll_lengths_differ", _leaf((2, 3)), lambda g, x: g.roll(x, (1, 2), 0),
+            ValueError, "roll: shifts"),
+    BadCase(Op.ROLL, "roll_tuple_without_axis", _leaf((2, 3)), lambda g, x: g.roll(x, (1, 2)),
+            ValueError, "roll: shifts=.* one int when axis is None"),
+    BadCase(Op.ROLL, "roll_float_shift", _leaf((2, 3)), lambda g, x: g.roll(x, 0.5, 0),
+            TypeError, "roll: shifts"),
+    BadCase(Op.DIAGONAL, "diagonal_same_axes", _leaf((3, 3)), lambda g, x: g.diagonal(x, 0, 1, -1),
+            ValueError, "diagonal: axis1=1 and axis2=-1"),
+    BadCase(Op.DIAGONAL, "diagonal_1d", _leaf((3,)), lambda g, x: g.diagonal(x), yscv.ShapeError,
+            "diagonal"),
+    BadCase(Op.DIAGONAL, "diagonal_axis_range", _leaf((3, 3)), lambda g, x: g.diagonal(x, 0, 0, 2),
+            ValueError, "diagonal: axis2=2"),
+    BadCase(Op.DIAGONAL, "diagonal_float_offset", _leaf((3, 3)), lambda g, x: g.diagonal(x, 1.0),
+            TypeError, "diagonal: offset"),
+    BadCase(Op.OUTER, "outer_2d", _leaf((2, 2), (3,)), lambda g, a, b: g.outer(a, b),
+            yscv.ShapeError, "outer: a must be 1-d"),
+    BadCase(Op.OUTER, "outer_0d", _leaf((2,), ()), lambda g, a, b: g.outer(a, b),
+            yscv.ShapeError, "outer: b must be 1-d"),
+    BadCase(Op.UNFOLD, "unfold_3d", _leaf((1, 4, 2)), lambda g, x: g.unfold(x, 2),
+            yscv.ShapeError, "unfold: x must be 4-d"),
+    BadCase(Op.UNFOLD, "unfold_kernel_too_big", _leaf((1, 3, 3, 1)), lambda g, x: g.unfold(x, 4),
+            ValueError, "unfold: kernel=4"),
+    BadCase(Op.UNFOLD, "unfold_zero_stride", _leaf((1, 3, 3, 1)),
+            lambda g, x: g.unfold(x, 2, stride=0), ValueError, "unfold: stride"),
+    BadCase(Op.UNFOLD, "unfold_negative_padding", _leaf((1, 3, 3, 1)),
+            lambda g, x: g.unfold(x, 2, padding=-1), ValueError, "unfold: padding"),
+    BadCase(Op.UNFOLD, "unfold_float_kernel", _leaf((1, 3, 3, 1)),
+            lambda g, x: g.unfold(x, 1.5), TypeError, "unfold: kernel"),
+    BadCase(Op.FOLD, "fold_blocks_mismatch", _leaf((1, 5, 4)), lambda g, x: g.fold(x, (3, 4), 2),
+            yscv.ShapeError, "fold: x has 5 blocks"),
+    BadCase(Op.FOLD, "fold_features_not_divisible", _leaf((1, 6, 5)),
+            lambda g, x: g.fold(x, (3, 4), 2), yscv.ShapeError, "fold: x's last axis"),
+    BadCase(Op.FOLD, "fold_4d", _leaf((1, 6, 4, 1)), lambda g, x: g.fold(x, (3, 4), 2),
+            yscv.ShapeError, "fold: x must be 3-d"),
+    BadCase(Op.FOLD, "fold_zero_output_size", _leaf((1, 6, 4)), lambda g, x: g.fold(x, (0, 4), 2),
+            ValueError, "fold: output_size"),
+    BadCase(Op.INTERPOLATE, "interpolate_both_size_and_scale", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, 3, 2.0), ValueError, "interpolate: give exactly one"),
+    BadCase(Op.INTERPOLATE, "interpolate_neither", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x), ValueError, "interpolate: give exactly one"),
+    BadCase(Op.INTERPOLATE, "interpolate_bad_mode", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, 3, mode="bicubic"), ValueError,
+            "interpolate: mode='bicubic'"),
+    BadCase(Op.INTERPOLATE, "interpolate_align_corners_nearest", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, 3, align_corners=False), ValueError,
+            "interpolate: align_corners can only be set"),
+    BadCase(Op.INTERPOLATE, "interpolate_3d", _leaf((1, 2, 1)),
+            lambda g, x: g.interpolate(x, 3), yscv.ShapeError, "interpolate: x must be 4-d"),
+    BadCase(Op.INTERPOLATE, "interpolate_zero_size", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, (0, 2)), ValueError, "interpolate: size"),
+    BadCase(Op.INTERPOLATE, "interpolate_negative_scale", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, scale_factor=-2.0), ValueError,
+            "interpolate: scale_factor=-2.0"),
+    BadCase(Op.INTERPOLATE, "interpolate_scale_gives_empty", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, scale_factor=0.3), ValueError,
+            r"interpolate: scale_factor=0.3 gives an output size \(0, 0\)"),
+    BadCase(Op.INTERPOLATE, "interpolate_string_scale", _leaf((1, 2, 2, 1)),
+            lambda g, x: g.interpolate(x, scale_factor="2"), TypeError,
+            "interpolate: scale_factor"),
+    BadCase(Op.NARROW, "split_sections_do_not_add_up", _leaf((5, 2)),
+            lambda g, x: g.split(x, [2, 2]), ValueError, r"split: size_or_sections=\(2, 2\)"),
+    BadCase(Op.NARROW, "split_zero_size", _leaf((5, 2)), lambda g, x: g.split(x, 0), ValueError,
+            "split: size_or_sections=0"),
+    BadCase(Op.NARROW, "split_float", _leaf((5, 2)), lambda g, x: g.split(x, 2.0), TypeError,
+            "split"),
+    BadCase(Op.NARROW, "chunk_zero", _leaf((5, 2)), lambda g, x: g.chunk(x, 0), ValueError,
+            "chunk: chunks=0"),
+    BadCase(Op.NARROW, "chunk_axis_range", _leaf((5, 2)), lambda g, x: g.chunk(x, 2, 2),
+            ValueError, "chunk: axis=2"),
+    BadCase(Op.GATHER, "take_along_axis_out_of_range", _leaf((3, 4)),
+            lambda g, x: g.take_along_axis(x, np.array([[0, -5]]), 1), IndexError,
+            r"take_along_axis: index holds -5 at position \(0, 1\), outside \[-4, 4\)"),
+    BadCase(Op.GATHER, "take_along_axis_ndim", _leaf((3, 4)),
+            lambda g, x: g.take_along_axis(x, np.array([0, 1]), 1), yscv.ShapeError,
+            "take_along_axis: index must have x's number of dimensions"),
+    BadCase(Op.GATHER, "take_along_axis_no_broadcast", _leaf((3, 4)),
+            lambda g, x: g.take_along_axis(x, np.zeros((2, 1), np.int64), 1), yscv.ShapeError,
+            "take_along_axis: index of shape"),
+    BadCase(Op.GATHER, "take_along_axis_float_index", _leaf((3, 4)),
+            lambda g, x: g.take_along_axis(x, np.zeros((1, 1)), 1), TypeError,
+            "take_along_axis: index must be an integer"),
+]
+
+
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
 test_second_order = make_second_order_tests(CASES)
 _GRAD_ROWS = [c for c in CASES if c.check_grad]
@@ -588,3 +830,101 @@ def test_check_array_size_refuses_more_than_the_machine_memory(monkeypatch):
                                          r"\(262145 elements, 1048580 bytes\), more than this "
                                          r"machine's memory \(1048576 bytes\)"):
         _common.check_array_size("op", ((1 << 18) + 1,), 4, x=2)
+
+
+# ------------------------------------------------ SPEC section 11: shape ops
+@pytest.mark.parametrize("n, arg, axis", [(7, 3, 0), (6, 4, 0), (0, 2, 0), (0, 0, 0),
+                                          (5, [2, 0, 3], 0), (5, 5, -1), (5, 9, 0)])
+def test_split_matches_pytorch(n, arg, axis):
+    torch = pytest.importorskip("torch")
+    x = np.arange(2.0 * n).reshape(n, 2) if axis == 0 else np.arange(2.0 * n).reshape(2, n)
+    g = yscv.Graph(np.float64)
+    parts = g.split(g.variable(x), arg, axis)
+    want = torch.split(torch.tensor(x), arg, axis)
+    assert isinstance(parts, tuple) and len(parts) == len(want)
+    for p, w in zip(parts, want):
+        assert g.op(p) is Op.NARROW
+        np.testing.assert_array_equal(g.value(p), w.numpy())
+
+
+@pytest.mark.parametrize("n, chunks", [(7, 3), (6, 4), (6, 3), (2, 5), (0, 3), (1, 1)])
+def test_chunk_matches_pytorch(n, chunks):
+    torch = pytest.importorskip("torch")
+    x = np.arange(3.0 * n).reshape(3, n)
+    g = yscv.Graph(np.float64)
+    parts = g.chunk(x, chunks, 1)
+    want = torch.chunk(torch.tensor(x), chunks, 1)
+    assert isinstance(parts, tuple) and len(parts) == len(want)
+    for p, w in zip(parts, want):
+        np.testing.assert_array_equal(g.value(p), w.numpy())
+
+
+def test_split_gradient_reaches_every_piece():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.arange(5.0))
+    a, b, c = g.split(x, 2)
+    g.backward(g.sum(a) + 2.0 * g.sum(b) + 3.0 * g.sum(c))
+    np.testing.assert_array_equal(g.grad(x), [1.0, 1.0, 2.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("mode, align_corners", [("nearest", None), ("bilinear", False),
+                                                 ("bilinear", True)])
+def test_interpolate_matches_pytorch_over_many_sizes(mode, align_corners):
+    """PyTorch's index rules (float32 nearest index arithmetic; bilinear
+    weights; the copy when a size does not change) over sizes and scales,
+    forward and backward, in float32 and float64."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 5, 7, 2))
+    settings = [dict(size=s) for s in ((3, 11), (13, 2), (5, 7), (10, 14), (1, 1), 9)]
+    settings += [dict(scale_factor=s) for s in (1.5, 0.5, 3, (2.5, 1.3), 1.1, 0.7, 2)]
+    for kw in settings:
+        for dtype in (np.float64, np.float32):
+            g = yscv.Graph(dtype)
+            xn = g.variable(x)
+            y = g.interpolate(xn, mode=mode, align_corners=align_corners, **kw)
+            u = rng.standard_normal(g.value(y).shape)
+            g.backward(y, grad=u)
+            xt = torch.tensor(x.astype(dtype), requires_grad=True)
+            yt = _torch_interpolate(torch, xt, mode=mode, align_corners=align_corners, **kw)
+            yt.backward(torch.tensor(u.astype(dtype)))
+            tol = 1e-12 if dtype == np.float64 else 1e-5
+            np.testing.assert_allclose(g.value(y), yt.detach().numpy(), rtol=tol, atol=tol,
+                                       err_msg=f"{kw} {dtype.__name__}")
+            np.testing.assert_allclose(g.grad(xn), xt.grad.numpy(), rtol=tol, atol=tol,
+                                       err_msg=f"{kw} {dtype.__name__} gradient")
+            assert g.value(y).dtype == dtype and g.grad(xn).dtype == dtype
+
+
+def test_fold_of_unfold_counts_the_blocks_covering_each_pixel():
+    """F.fold's documented identity: fold(unfold(x)) = x * fold(unfold(ones))."""
+    x = np.random.default_rng(1).standard_normal((2, 5, 4, 3))
+    g = yscv.Graph(np.float64)
+    args = ((3, 2), (1, 2), 1, (2, 1))
+    xx = g.fold(g.unfold(x, *args), (5, 4), *args)
+    count = g.fold(g.unfold(np.ones_like(x), *args), (5, 4), *args)
+    np.testing.assert_allclose(g.value(xx), x * g.value(count), rtol=1e-14)
+    assert g.value(count).min() >= 1.0
+
+
+def test_unfold_features_follow_conv_weight_order():
+    """unfold then a matmul with a conv weight [KH, KW, C, Cout] flattened is conv2d."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 6, 3))
+    w = rng.standard_normal((3, 2, 3, 4))
+    g = yscv.Graph(np.float64)
+    cols = g.unfold(x, (3, 2), padding=1, stride=(2, 1))
+    y = g.reshape(g.matmul(cols, w.reshape(-1, 4)), (2, 3, 7, 4))
+    np.testing.assert_allclose(g.value(y), g.value(g.conv2d(x, w, padding=1, stride=(2, 1))),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_new_shape_ops_keep_float32():
+    g = yscv.Graph(np.float32)
+    x = g.variable(np.ones((1, 4, 4, 2)))
+    y = g.interpolate(g.fold(g.unfold(g.roll(g.tril(x), 1, 2), 2), (4, 4), 2), (3, 5),
+                      mode="bilinear")
+    d = g.diagonal(g.outer(g.reshape(y, (-1,)), g.reshape(y, (-1,))))
+    assert g.value(d).dtype == np.float32
+    g.backward(g.sum(d))
+    assert g.grad(x).dtype == np.float32

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compute.indexing import (GatherAttrs, ScatterAddAttrs, ScatterAttrs, embedding_grad,
-                                gather_along, scatter_add_along, sub_block)
+from ..compute.indexing import (GatherAttrs, IndexSelectAttrs, MaskedFillAttrs, ScatterAddAttrs,
+                                ScatterAttrs, embedding_grad, gather_along, index_add,
+                                scatter_add_along, sub_block)
 from ..node import Op
 from ..registry import register_backward, register_recorded
 
@@ -51,6 +52,17 @@ def scatter_backward(g, inputs, out, attrs: ScatterAttrs, saved, needs):
 @register_backward(Op.EMBEDDING)
 def embedding_backward(g, inputs, out, idx, saved, needs):
     return (embedding_grad(g, idx, inputs[0].shape[0]),)
+
+
+@register_backward(Op.MASKED_FILL)
+def masked_fill_backward(g, inputs, out, attrs: MaskedFillAttrs, saved, needs):
+    # the broadcast shape; the walk sums it back to x's shape
+    return (np.where(attrs.mask, g.dtype.type(0), g),)
+
+
+@register_backward(Op.INDEX_SELECT)
+def index_select_backward(g, inputs, out, attrs: IndexSelectAttrs, saved, needs):
+    return (index_add(g, attrs.axis, attrs.index, inputs[0].shape[attrs.axis]),)
 
 
 # --------------------------------------------------------------- recorded
@@ -109,3 +121,18 @@ def embedding_recorded(G, gy, xs, y, idx, saved, needs):
     rows = G.reshape(gy, (idx.size, d))
     index = np.broadcast_to(idx.reshape(-1, 1), (idx.size, d))
     return (G.scatter_add(np.zeros((v, d), dtype=G.dtype), 0, index, rows),)
+
+
+@register_recorded(Op.MASKED_FILL)
+def masked_fill_recorded(G, gy, xs, y, attrs: MaskedFillAttrs, saved, needs):
+    """g with the filled positions zeroed (the mask is a constant)."""
+    return (G.where(np.broadcast_to(attrs.mask, gy.shape), 0.0, gy),)
+
+
+@register_recorded(Op.INDEX_SELECT)
+def index_select_recorded(G, gy, xs, y, attrs: IndexSelectAttrs, saved, needs):
+    """The gradient's slabs scatter-added into zeros of x's shape."""
+    shape = gy.shape
+    a = attrs.axis
+    index = np.broadcast_to(attrs.index.reshape((-1,) + (1,) * (len(shape) - a - 1)), shape)
+    return (G.scatter_add(np.zeros(xs[0].shape, dtype=G.dtype), a, index, gy),)

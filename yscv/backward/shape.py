@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compute.shape import (CatAttrs, FlipAttrs, IndexAttrs, PadAttrs, PixelShuffleAttrs,
-                             RepeatAttrs, StackAttrs, UpsampleAttrs, pad_interior,
-                             pixel_unshuffle)
+from ..compute.shape import (CatAttrs, DiagonalAttrs, FlipAttrs, IndexAttrs, InterpolateAttrs,
+                             PadAttrs, PixelShuffleAttrs, RepeatAttrs, RollAttrs, StackAttrs,
+                             UpsampleAttrs, WindowAttrs, diagonal_positions, diagonal_scatter,
+                             fold, interp_along_adjoint, pad_interior, pixel_unshuffle, unfold)
 from ..node import Op
 from ..registry import register_backward, register_recorded
 
@@ -83,6 +84,56 @@ def upsample_nearest_backward(g, inputs, out, attrs: UpsampleAttrs, saved, needs
         split += [s, r]
     gx = g.reshape(split + [c]).sum(axis=tuple(range(2, 2 * len(spatial) + 1, 2)))
     return (gx,)
+
+
+@register_backward(Op.TRIL)
+def tril_backward(g, inputs, out, k, saved, needs):
+    return (np.tril(g, k),)
+
+
+@register_backward(Op.TRIU)
+def triu_backward(g, inputs, out, k, saved, needs):
+    return (np.triu(g, k),)
+
+
+def _unroll(attrs: RollAttrs) -> RollAttrs:
+    return RollAttrs(tuple(-s for s in attrs.shifts), attrs.axes)
+
+
+@register_backward(Op.ROLL)
+def roll_backward(g, inputs, out, attrs: RollAttrs, saved, needs):
+    back = _unroll(attrs)
+    if back.axes is None:
+        return (np.roll(g.reshape(-1), back.shifts[0]).reshape(g.shape),)
+    return (np.roll(g, back.shifts, back.axes),)
+
+
+@register_backward(Op.DIAGONAL)
+def diagonal_backward(g, inputs, out, attrs: DiagonalAttrs, saved, needs):
+    return (diagonal_scatter(g, inputs[0].shape, attrs),)
+
+
+@register_backward(Op.OUTER)
+def outer_backward(g, inputs, out, attrs, saved, needs):
+    a, b = inputs
+    return (g @ b if needs[0] else None), (a @ g if needs[1] else None)
+
+
+@register_backward(Op.UNFOLD)
+def unfold_backward(g, inputs, out, attrs: WindowAttrs, saved, needs):
+    return (fold(g, attrs),)
+
+
+@register_backward(Op.FOLD)
+def fold_backward(g, inputs, out, attrs: WindowAttrs, saved, needs):
+    return (unfold(g, attrs),)
+
+
+@register_backward(Op.INTERPOLATE)
+def interpolate_backward(g, inputs, out, attrs: InterpolateAttrs, saved, needs):
+    _, h, w, _ = inputs[0].shape
+    ah, aw = attrs.axes
+    return (interp_along_adjoint(interp_along_adjoint(g, 2, aw, w), 1, ah, h),)
 
 
 # --------------------------------------------------------------- recorded
@@ -166,3 +217,75 @@ def upsample_nearest_recorded(G, gy, xs, y, attrs: UpsampleAttrs, saved, needs):
         split += [s, r]
     g = G.reshape(gy, tuple(split) + (c,))
     return (G.sum(g, axis=tuple(range(2, 2 * len(spatial) + 1, 2))),)
+
+
+@register_recorded(Op.TRIL)
+def tril_recorded(G, gy, xs, y, k, saved, needs):
+    return (G.tril(gy, k),)
+
+
+@register_recorded(Op.TRIU)
+def triu_recorded(G, gy, xs, y, k, saved, needs):
+    return (G.triu(gy, k),)
+
+
+@register_recorded(Op.ROLL)
+def roll_recorded(G, gy, xs, y, attrs: RollAttrs, saved, needs):
+    back = _unroll(attrs)
+    return (G.roll(gy, back.shifts if back.axes is not None else back.shifts[0], back.axes),)
+
+
+@register_recorded(Op.DIAGONAL)
+def diagonal_recorded(G, gy, xs, y, attrs: DiagonalAttrs, saved, needs):
+    """g scatter-added into the flattened (axis1, axis2) plane of zeros, which
+    is then reshaped and transposed back to x's layout."""
+    shape = xs[0].shape
+    a1, a2 = attrs.axis1, attrs.axis2
+    n1, n2 = shape[a1], shape[a2]
+    rest = [k for k in range(len(shape)) if k not in (a1, a2)]
+    rest_shape = tuple(shape[k] for k in rest)
+    i, j = diagonal_positions(n1, n2, attrs.offset)
+    index = np.broadcast_to(i * n2 + j, rest_shape + (i.size,))
+    plane = G.scatter_add(np.zeros(rest_shape + (n1 * n2,), dtype=G.dtype), len(rest), index, gy)
+    plane = G.reshape(plane, rest_shape + (n1, n2))
+    return (G.transpose(plane, tuple(int(p) for p in np.argsort(rest + [a1, a2]))),)
+
+
+@register_recorded(Op.OUTER)
+def outer_recorded(G, gy, xs, y, attrs, saved, needs):
+    a, b = xs
+    return (G.matmul(gy, b) if needs[0] else None), (G.matmul(a, gy) if needs[1] else None)
+
+
+@register_recorded(Op.UNFOLD)
+def unfold_recorded(G, gy, xs, y, attrs: WindowAttrs, saved, needs):
+    return (G.fold(gy, attrs.size, attrs.kernel, attrs.dilation, attrs.padding, attrs.stride),)
+
+
+@register_recorded(Op.FOLD)
+def fold_recorded(G, gy, xs, y, attrs: WindowAttrs, saved, needs):
+    return (G.unfold(gy, attrs.kernel, attrs.dilation, attrs.padding, attrs.stride),)
+
+
+def _interp_adjoint_recorded(G, g, axis: int, ax, n_in: int):
+    """The adjoint of one interpolated axis in graph ops: the weighted
+    gradient rows scatter-added onto ``n_in`` rows."""
+    shape = g.shape
+    zeros = np.zeros(shape[:axis] + (n_in,) + shape[axis + 1:], dtype=G.dtype)
+    tail = (1,) * (len(shape) - axis - 1)
+    total = zeros
+    for idx, w in ((ax.i0, ax.w0), (ax.i1, ax.w1)):
+        if idx is None:
+            continue
+        part = g if w is None else G.mul(g, w.reshape((-1,) + tail).astype(G.dtype))
+        index = np.broadcast_to(idx.reshape((-1,) + tail), shape)
+        total = G.scatter_add(total, axis, index, part)
+    return total
+
+
+@register_recorded(Op.INTERPOLATE)
+def interpolate_recorded(G, gy, xs, y, attrs: InterpolateAttrs, saved, needs):
+    _, h, w, _ = xs[0].shape
+    ah, aw = attrs.axes
+    gw = _interp_adjoint_recorded(G, gy, 2, aw, w)
+    return (_interp_adjoint_recorded(G, gw, 1, ah, h),)

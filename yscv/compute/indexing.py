@@ -19,7 +19,8 @@ from .arrays import readonly
 K = lazy("indexing")
 
 __all__ = ["GatherAttrs", "ScatterAddAttrs", "ScatterAttrs", "sub_block", "gather_along",
-           "scatter_add_along", "embedding_grad"]
+           "scatter_add_along", "embedding_grad", "MaskedFillAttrs", "IndexSelectAttrs",
+           "index_add"]
 
 
 # ------------------------------------------------------------ attributes
@@ -93,3 +94,30 @@ def embedding_grad(g: np.ndarray, idx: np.ndarray, n_rows: int) -> np.ndarray:
         src = readonly(np.ascontiguousarray(g).reshape(idx.size, d))
         K.index_add_rows(out, idx.reshape(-1), src)
     return out
+
+
+class MaskedFillAttrs(NamedTuple):
+    """masked_fill: the read-only boolean mask and the fill value."""
+
+    mask: np.ndarray
+    value: float
+
+
+class IndexSelectAttrs(NamedTuple):
+    """index_select: the non-negative axis and the 1-d index array."""
+
+    axis: int
+    index: np.ndarray
+
+
+def index_add(g: np.ndarray, axis: int, index: np.ndarray, n: int) -> np.ndarray:
+    """The adjoint of ``np.take(x, index, axis)`` for ``x.shape[axis] == n``:
+    slabs of ``g`` along ``axis`` accumulated at ``index`` (repeats add up),
+    with the one-pass row kernel of :func:`embedding_grad`."""
+    shape = g.shape
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:])
+    rows = g.reshape(outer, shape[axis], inner).transpose(1, 0, 2).reshape(shape[axis],
+                                                                           outer * inner)
+    out = embedding_grad(rows, index, n).reshape(n, outer, inner).transpose(1, 0, 2)
+    return np.ascontiguousarray(out).reshape(shape[:axis] + (n,) + shape[axis + 1:])

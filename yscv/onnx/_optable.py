@@ -19,8 +19,9 @@ are re-laid out in NumPy (initializers already in ONNX's layout).
 
 The forms live in modules by category: :mod:`yscv.onnx._forms_tensor`
 (elementwise, activations, reductions, linear algebra, shape, indexing),
-:mod:`yscv.onnx._forms_math` (the elementwise math of SPEC section 11) and
-:mod:`yscv.onnx._forms_layers` (convolution, pooling, normalization,
+:mod:`yscv.onnx._forms_math` (the elementwise math of SPEC section 11),
+:mod:`yscv.onnx._forms_shapeidx` (the shape and indexing ops of SPEC section
+11) and :mod:`yscv.onnx._forms_layers` (convolution, pooling, normalization,
 recurrent, attention, losses). To add an op: write ``@onnx_form(Op.X,
 "OnnxOp, ...")`` above a function ``_x(b, n)`` returning the output's tensor
 name in the module of its category, add a row to the export test table
@@ -30,7 +31,7 @@ name in the module of its category, add a row to the export test table
 from __future__ import annotations
 
 from ..node import Op
-from . import _forms_layers, _forms_math, _forms_tensor  # noqa: F401  (fill EXPORTS)
+from . import _forms_layers, _forms_math, _forms_shapeidx, _forms_tensor  # noqa: F401  (fill EXPORTS)
 from ._registry import EXPORTS, NO_ONNX, N, OnnxForm, onnx_form
 
 __all__ = ["EXPORTS", "NO_ONNX", "N", "OnnxForm", "onnx_form", "markdown_table"]

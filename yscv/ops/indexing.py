@@ -1,4 +1,6 @@
-"""Indexing ops (forward): gather, scatter_add, scatter, embedding.
+"""Indexing ops (forward): gather, scatter_add, scatter, embedding,
+masked_fill, index_select; take_along_axis (an expand and a gather) and
+one_hot (an int64 array, no node).
 
 Integer index arrays are attributes, not nodes: each Graph method converts
 its index argument to a C-contiguous int64 copy, marks it read-only, and
@@ -17,11 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compute.indexing import (GatherAttrs, ScatterAddAttrs, ScatterAttrs, gather_along,
-                                scatter_add_along, sub_block)
+from ..compute.indexing import (GatherAttrs, IndexSelectAttrs, MaskedFillAttrs, ScatterAddAttrs,
+                                ScatterAttrs, gather_along, scatter_add_along, sub_block)
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import as_index_array, normalize_axis, operand_shape, shape_error
+from ._common import (as_index_array, check_array_size, is_scalar, normalize_axis,
+                      operand_shape, shape_error)
 
 
 # --------------------------------------------------------------- helpers
@@ -83,6 +86,16 @@ def scatter_forward(attrs: ScatterAttrs, x, src):
 @register_forward(Op.EMBEDDING)
 def embedding_forward(idx, weight):
     return np.take(weight, idx, axis=0), None
+
+
+@register_forward(Op.MASKED_FILL)
+def masked_fill_forward(attrs: MaskedFillAttrs, x):
+    return np.where(attrs.mask, x.dtype.type(attrs.value), x), None
+
+
+@register_forward(Op.INDEX_SELECT)
+def index_select_forward(attrs: IndexSelectAttrs, x):
+    return np.take(x, attrs.index, axis=attrs.axis), None
 
 
 def _last_writers(idx: np.ndarray):
@@ -182,6 +195,116 @@ class IndexingOps:
         _check_bounds(idx, wshape[0], "embedding", "indices",
                       f"weight has {wshape[0]} rows")
         return self._apply1(Op.EMBEDDING, weight, idx)
+
+
+    def masked_fill(self, x, mask, value):
+        """``torch.masked_fill``: ``value`` where the boolean ``mask`` is True,
+        ``x`` elsewhere; ``mask`` (an array, not a node) broadcasts with ``x``
+        and the result has the broadcast shape. ``value`` is a real number.
+        Backward: ``g`` with the filled positions zeroed (summed back to
+        ``x``'s shape)."""
+        x, shape = operand_shape(self, x, "masked_fill")
+        if type(mask) is NodeId:
+            raise TypeError("masked_fill: mask must be a boolean NumPy array, not a NodeId")
+        m = np.asarray(mask)
+        if m.dtype != np.bool_:
+            raise TypeError(f"masked_fill: mask must be a boolean array, got dtype {m.dtype}")
+        if not is_scalar(value):
+            raise TypeError(f"masked_fill: value must be a real number, got {value!r}")
+        try:
+            np.broadcast_shapes(shape, m.shape)
+        except ValueError:
+            raise shape_error("masked_fill", f"mask of shape {m.shape} does not broadcast with "
+                                             f"x of shape {shape}", expected=shape,
+                              got=m.shape) from None
+        m = m.copy()
+        m.flags.writeable = False
+        return self._apply1(Op.MASKED_FILL, x, MaskedFillAttrs(m, float(value)))
+
+    def index_select(self, x, axis, index):
+        """``torch.index_select``: the slabs of ``x`` at ``index`` (an int
+        array, 1-d or 0-d; repeats allowed; entries in ``[0, x.shape[axis])``)
+        along ``axis``, whose size becomes ``len(index)``. Backward: the
+        gradient's slabs added up at ``index`` (one Numba pass)."""
+        x, shape = operand_shape(self, x, "index_select")
+        if len(shape) == 0:
+            raise shape_error("index_select", "x must have at least 1 dimension, got a 0-d "
+                                              "input", got=shape)
+        a = normalize_axis(axis, len(shape), "index_select")
+        idx = _index_array(index, "index_select", "index")
+        if idx.ndim > 1:
+            raise shape_error("index_select", f"index must be 1-d (or 0-d), got shape "
+                                              f"{idx.shape}", expected=1, got=idx.shape)
+        _check_bounds(idx, shape[a], "index_select", "index", f"x.shape[{a}] = {shape[a]}")
+        if idx.ndim == 0:
+            idx = idx.reshape(1)
+        return self._apply1(Op.INDEX_SELECT, x, IndexSelectAttrs(a, idx))
+
+    def take_along_axis(self, x, index, axis):
+        """``torch.take_along_dim`` / ``np.take_along_axis``: ``out[..., i, ...]
+        = x[..., index[..., i, ...], ...]`` along ``axis``. ``index`` is an int
+        array with ``x``'s number of dimensions; off the axis, ``x`` and
+        ``index`` broadcast against each other; negative entries count from
+        the end (as PyTorch). ``axis=None``: on the flattened ``x`` with a 1-d
+        ``index``. No op of its own: an ``expand`` (only when ``x`` is
+        broadcast) and a ``gather`` node."""
+        x, shape = operand_shape(self, x, "take_along_axis")
+        idx = _index_array(index, "take_along_axis", "index")
+        if axis is None:
+            if idx.ndim != 1:
+                raise shape_error("take_along_axis", f"index must be 1-d when axis is None, got "
+                                                     f"shape {idx.shape}", got=idx.shape)
+            shape, a = (int(np.prod(shape)),), 0
+        else:
+            if len(shape) == 0:
+                raise shape_error("take_along_axis", "x must have at least 1 dimension, got a "
+                                                     "0-d input", got=shape)
+            a = normalize_axis(axis, len(shape), "take_along_axis")
+            if idx.ndim != len(shape):
+                raise shape_error("take_along_axis", f"index must have x's number of dimensions "
+                                                     f"({len(shape)}), got shape {idx.shape}",
+                                  expected=len(shape), got=idx.shape)
+        n = shape[a]
+        if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+            bad = (idx < -n) | (idx >= n)
+            pos = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), idx.shape))
+            raise IndexError(f"take_along_axis: index holds {int(idx[pos])} at position {pos}, "
+                             f"outside [-{n}, {n}) (x.shape[{a}] = {n})")
+        try:
+            common = np.broadcast_shapes(shape[:a] + shape[a + 1:], idx.shape[:a] + idx.shape[a + 1:])
+        except ValueError:
+            raise shape_error("take_along_axis", f"index of shape {idx.shape} does not broadcast "
+                                                 f"with x of shape {shape} off axis {a}",
+                              expected=shape, got=idx.shape) from None
+        x_shape = common[:a] + (n,) + common[a:]
+        idx = np.broadcast_to(np.where(idx < 0, idx + n, idx), common[:a] + (idx.shape[a],) + common[a:])
+        if axis is None:
+            x = self.reshape(x, (-1,))
+        if x_shape != shape:
+            x = self.expand(x, x_shape)
+        return self.gather(x, a, idx)
+
+    def one_hot(self, labels, num_classes=-1) -> np.ndarray:
+        """``torch.nn.functional.one_hot``: an int64 array of shape
+        ``labels.shape + (num_classes,)`` with a 1 at each label (no node:
+        the result is an integer array). ``labels`` are ints in
+        ``[0, num_classes)``; ``num_classes=-1`` uses ``labels.max() + 1``."""
+        idx = _index_array(labels, "one_hot", "labels")
+        if isinstance(num_classes, (bool, np.bool_)) or not isinstance(num_classes,
+                                                                       (int, np.integer)):
+            raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
+        c = int(num_classes)
+        if c == -1:
+            if idx.size == 0:
+                raise ValueError("one_hot: cannot infer num_classes from empty labels; pass it")
+            c = max(int(idx.max()) + 1, 0)
+        elif c < 0:
+            raise ValueError(f"one_hot: num_classes={num_classes} must be >= 0 (or -1 to infer)")
+        _check_bounds(idx, c, "one_hot", "labels", f"num_classes = {c}")
+        check_array_size("one_hot", idx.shape + (c,), 8, num_classes=num_classes)
+        out = np.zeros(idx.shape + (c,), dtype=np.int64)
+        np.put_along_axis(out, idx[..., None], 1, axis=-1)
+        return out
 
 
 def _check_index_shape(op: str, ishape: tuple, shape: tuple, axis: int, arg: str) -> None:

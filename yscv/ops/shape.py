@@ -1,5 +1,6 @@
 """Shape ops (forward): reshapes, views, concatenation, padding, tiling,
-pixel shuffle and nearest upsampling.
+pixel shuffle and nearest upsampling; triangles, roll, diagonal, outer,
+unfold/fold and interpolate (split and chunk are narrows).
 
 Ops NumPy can express as a view (reshape, flatten, unsqueeze, squeeze, expand,
 select, narrow, getitem, flip) return a view of the input value, as PyTorch's
@@ -21,13 +22,14 @@ import numbers
 
 import numpy as np
 
-from ..compute.shape import (CatAttrs, ExpandAttrs, FlipAttrs, IndexAttrs, PadAttrs,
-                             PixelShuffleAttrs, RepeatAttrs, ReshapeAttrs, StackAttrs,
-                             UpsampleAttrs, pad_interior, pixel_shuffle)
+from ..compute.shape import (CatAttrs, DiagonalAttrs, ExpandAttrs, FlipAttrs, IndexAttrs,
+                             InterpolateAttrs, PadAttrs, PixelShuffleAttrs, RepeatAttrs,
+                             ReshapeAttrs, RollAttrs, StackAttrs, UpsampleAttrs, WindowAttrs,
+                             fold, interp_along, interp_axis, pad_interior, pixel_shuffle, unfold)
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import (MAX_INTP, check_array_size, check_int_bound, int_tuple, is_scalar,
-                      normalize_axes, normalize_axis, operand_shape, shape_error)
+from ._common import (MAX_INTP, check_array_size, check_int_bound, check_ndim, int_tuple,
+                      is_scalar, normalize_axes, normalize_axis, operand_shape, shape_error)
 
 
 # --------------------------------------------------------------- helpers
@@ -274,6 +276,93 @@ def upsample_nearest_forward(attrs: UpsampleAttrs, x):
     return y.reshape((n,) + tuple(s * r for s, r in zip(spatial, scales)) + (c,)), None
 
 
+@register_forward(Op.TRIL)
+def tril_forward(k: int, x):
+    return np.tril(x, k), None
+
+
+@register_forward(Op.TRIU)
+def triu_forward(k: int, x):
+    return np.triu(x, k), None
+
+
+@register_forward(Op.ROLL)
+def roll_forward(attrs: RollAttrs, x):
+    if attrs.axes is None:
+        return np.roll(x.reshape(-1), attrs.shifts[0]).reshape(x.shape), None
+    return np.roll(x, attrs.shifts, attrs.axes), None
+
+
+@register_forward(Op.DIAGONAL)
+def diagonal_forward(attrs: DiagonalAttrs, x):
+    return np.diagonal(x, attrs.offset, attrs.axis1, attrs.axis2), None
+
+
+@register_forward(Op.OUTER)
+def outer_forward(attrs, a, b):
+    return np.multiply.outer(a, b), None
+
+
+@register_forward(Op.UNFOLD)
+def unfold_forward(attrs: WindowAttrs, x):
+    return unfold(x, attrs), None
+
+
+@register_forward(Op.FOLD)
+def fold_forward(attrs: WindowAttrs, x):
+    return fold(x, attrs), None
+
+
+@register_forward(Op.INTERPOLATE)
+def interpolate_forward(attrs: InterpolateAttrs, x):
+    ah, aw = attrs.axes
+    return interp_along(interp_along(x, 1, ah), 2, aw), None
+
+
+def _window_attrs(op: str, kernel, dilation, padding, stride, size: tuple) -> WindowAttrs:
+    """unfold/fold's arguments as pairs, and the sliding-block counts over
+    the image of spatial ``size`` (ValueError when there is no block)."""
+    k = int_tuple(kernel, 2, op, "kernel", minimum=1)
+    d = int_tuple(dilation, 2, op, "dilation", minimum=1)
+    p = int_tuple(padding, 2, op, "padding", minimum=0)
+    s = int_tuple(stride, 2, op, "stride", minimum=1)
+    blocks = []
+    for axis, n in enumerate(size):
+        span = d[axis] * (k[axis] - 1) + 1
+        free = n + 2 * p[axis] - span
+        if free < 0:
+            raise ValueError(f"{op}: kernel={kernel!r} with dilation={dilation!r} spans {span} "
+                             f"on spatial axis {axis}, more than the padded size "
+                             f"{n + 2 * p[axis]} (size {n}, padding={padding!r})")
+        blocks.append(free // s[axis] + 1)
+    return WindowAttrs(k, d, p, s, tuple(size), tuple(blocks))
+
+
+def _interp_size(in_hw: tuple, size, scale_factor) -> tuple:
+    """interpolate's output (OH, OW) and the scale per axis (None where the
+    index rule uses in/out)."""
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor, got "
+                         f"size={size!r}, scale_factor={scale_factor!r}")
+    if size is not None:
+        return int_tuple(size, 2, "interpolate", "size", minimum=1), (None, None)
+    if is_scalar(scale_factor):
+        scales = (float(scale_factor),) * 2
+    elif (isinstance(scale_factor, (tuple, list)) and len(scale_factor) == 2
+          and all(is_scalar(v) for v in scale_factor)):
+        scales = tuple(float(v) for v in scale_factor)
+    else:
+        raise TypeError("interpolate: scale_factor must be a number or a pair of numbers, got "
+                        f"{scale_factor!r}")
+    if not all(math.isfinite(v) and v > 0 for v in scales):
+        raise ValueError(f"interpolate: scale_factor={scale_factor!r} must be finite and > 0")
+    out = tuple(int(math.floor(n * v)) for n, v in zip(in_hw, scales))
+    if min(out) < 1:
+        raise ValueError(f"interpolate: scale_factor={scale_factor!r} gives an output size "
+                         f"{out} for the input size {tuple(in_hw)}; each must be >= 1")
+    return out, scales
+
+
 # ----------------------------------------------------------- Graph methods
 class ShapeOps:
     """Graph methods of the shape category."""
@@ -497,3 +586,182 @@ class ShapeOps:
         out = (in_shape[0], *(n * k for n, k in zip(in_shape[1:-1], scales)), in_shape[-1])
         check_array_size("upsample_nearest", out, self.dtype.itemsize, r=r)
         return self._apply1(Op.UPSAMPLE_NEAREST, x, UpsampleAttrs(scales))
+
+    # ------------------------------------------- SPEC section 11 shape ops
+    def tril(self, x, k=0):
+        """The lower triangle of the last two axes (``torch.tril``): entries
+        with ``col - row > k`` zeroed. Backward: ``tril(g, k)``."""
+        return self._triangle(Op.TRIL, "tril", x, k)
+
+    def triu(self, x, k=0):
+        """The upper triangle of the last two axes (``torch.triu``): entries
+        with ``col - row < k`` zeroed. Backward: ``triu(g, k)``."""
+        return self._triangle(Op.TRIU, "triu", x, k)
+
+    def _triangle(self, op, name, x, k):
+        x, in_shape = operand_shape(self, x, name)
+        _need_ndim(in_shape, 2, name)
+        if not _is_int(k):
+            raise TypeError(f"{name}: k must be an int, got {type(k).__name__}")
+        return self._apply1(op, x, int(check_int_bound(int(k), name, "k")))
+
+    def roll(self, x, shifts, axis=None):
+        """``torch.roll``: elements shifted by ``shifts`` along ``axis``
+        (ints, or equally long tuples), wrapping around; ``axis=None`` rolls
+        the flattened input (one int shift) and restores the shape.
+        Backward: the gradient rolled back."""
+        x, in_shape = operand_shape(self, x, "roll")
+        sh = _shape_arg(shifts, "roll", "shifts")
+        if axis is None:
+            if len(sh) != 1:
+                raise ValueError(f"roll: shifts={shifts!r} must be one int when axis is None")
+            return self._apply1(Op.ROLL, x, RollAttrs(sh, None))
+        axes = (axis,) if _is_int(axis) else axis
+        if not isinstance(axes, (tuple, list)) or len(axes) != len(sh) or not sh:
+            raise ValueError(f"roll: shifts={shifts!r} and axis={axis!r} must be ints or "
+                             "tuples of the same length")
+        _need_ndim(in_shape, 1, "roll")
+        ax = tuple(normalize_axis(a, len(in_shape), "roll") for a in axes)
+        return self._apply1(Op.ROLL, x, RollAttrs(sh, ax))
+
+    def diagonal(self, x, offset=0, axis1=0, axis2=1):
+        """``torch.diagonal``: the ``offset`` diagonal of the planes spanned
+        by ``axis1`` and ``axis2`` (removed), as a new last axis. A view.
+        Backward: zeros with ``g`` written on that diagonal."""
+        x, in_shape = operand_shape(self, x, "diagonal")
+        _need_ndim(in_shape, 2, "diagonal")
+        if not _is_int(offset):
+            raise TypeError(f"diagonal: offset must be an int, got {type(offset).__name__}")
+        a1 = normalize_axis(axis1, len(in_shape), "diagonal", "axis1")
+        a2 = normalize_axis(axis2, len(in_shape), "diagonal", "axis2")
+        if a1 == a2:
+            raise ValueError(f"diagonal: axis1={axis1} and axis2={axis2} are the same axis")
+        offset = int(check_int_bound(int(offset), "diagonal", "offset"))
+        return self._apply1(Op.DIAGONAL, x, DiagonalAttrs(offset, a1, a2))
+
+    def outer(self, a, b):
+        """``torch.outer``: ``out[i, j] = a[i] * b[j]`` for 1-d ``a`` [n] and
+        ``b`` [m]. Backward: ``g @ b`` and ``a @ g``."""
+        a, sa = operand_shape(self, a, "outer", "a")
+        b, sb = operand_shape(self, b, "outer", "b")
+        for arg, s in (("a", sa), ("b", sb)):
+            if len(s) != 1:
+                raise shape_error("outer", f"{arg} must be 1-d, got shape {s}", expected=1, got=s)
+        return self._apply(Op.OUTER, (a, b))
+
+    def split(self, x, size_or_sections, axis=0) -> tuple:
+        """``torch.split``: a tuple of narrows of ``x`` along ``axis``. An int
+        is the size of every piece (the last may be smaller); a list or tuple
+        gives each piece's size (they must add up to the axis' size). No op
+        of its own: each piece is a ``narrow`` node."""
+        x, in_shape = operand_shape(self, x, "split")
+        _need_ndim(in_shape, 1, "split")
+        a = normalize_axis(axis, len(in_shape), "split")
+        n = in_shape[a]
+        if _is_int(size_or_sections):
+            size = int(size_or_sections)
+            if size < 0 or (size == 0 and n != 0):
+                raise ValueError(f"split: size_or_sections={size} must be > 0 (0 only for an "
+                                 f"empty axis; axis {a} has size {n})")
+            sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
+        elif isinstance(size_or_sections, (tuple, list)) and all(
+                _is_int(v) for v in size_or_sections):
+            sizes = [int(v) for v in size_or_sections]
+            if any(v < 0 for v in sizes) or sum(sizes) != n:
+                raise ValueError(f"split: size_or_sections={tuple(sizes)} must be sizes >= 0 "
+                                 f"adding up to {n}, the size of axis {a}")
+        else:
+            raise TypeError("split: size_or_sections must be an int or a list of ints, got "
+                            f"{size_or_sections!r}")
+        return self._pieces(x, a, sizes)
+
+    def chunk(self, x, chunks, axis=0) -> tuple:
+        """``torch.chunk``: ``x`` split along ``axis`` into pieces of
+        ``ceil(size / chunks)`` (the last may be smaller, and there may be
+        fewer than ``chunks``; an empty axis gives ``chunks`` empty pieces).
+        Each piece is a ``narrow`` node."""
+        x, in_shape = operand_shape(self, x, "chunk")
+        _need_ndim(in_shape, 1, "chunk")
+        a = normalize_axis(axis, len(in_shape), "chunk")
+        if not _is_int(chunks):
+            raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}")
+        if chunks < 1:
+            raise ValueError(f"chunk: chunks={chunks} must be > 0")
+        n = in_shape[a]
+        if n == 0:
+            return self._pieces(x, a, [0] * int(chunks))
+        size = -(-n // int(chunks))
+        return self._pieces(x, a, [min(size, n - s) for s in range(0, n, size)])
+
+    def _pieces(self, x, axis: int, sizes) -> tuple:
+        if type(x) is not NodeId:
+            x = self.constant(x)
+        starts = itertools.accumulate([0] + sizes[:-1])
+        return tuple(self.narrow(x, axis, s, n) for s, n in zip(starts, sizes))
+
+    def unfold(self, x, kernel, dilation=1, padding=0, stride=1):
+        """``torch.nn.functional.unfold`` on NHWC: [N, H, W, C] -> [N, L,
+        KH*KW*C], block ``l = oh*OW + ow`` (row-major over the OH x OW
+        sliding blocks), feature ``(i*KW + j)*C + c`` (channels fastest: the
+        order of yscv's conv weights [KH, KW, C, Cout] flattened).
+        ``kernel``, ``dilation``, ``padding`` (zeros), ``stride``: an int or an
+        (H, W) pair. Backward: ``fold`` of the gradient."""
+        x, in_shape = operand_shape(self, x, "unfold")
+        check_ndim(in_shape, 4, "unfold", "x", "NHWC")
+        attrs = _window_attrs("unfold", kernel, dilation, padding, stride, in_shape[1:3])
+        (kh, kw), (oh, ow) = attrs.kernel, attrs.blocks
+        check_array_size("unfold", (in_shape[0], oh * ow, kh * kw * in_shape[3]),
+                         self.dtype.itemsize, kernel=kernel, stride=stride)
+        return self._apply1(Op.UNFOLD, x, attrs)
+
+    def fold(self, x, output_size, kernel, dilation=1, padding=0, stride=1):
+        """``torch.nn.functional.fold`` on yscv's layout: [N, L, KH*KW*C] ->
+        [N, H, W, C] with ``output_size = (H, W)``; each block's taps are
+        summed into the image (overlaps add up): the adjoint of ``unfold``,
+        and its inverse where blocks do not overlap. ``L`` must be the number
+        of sliding blocks. Backward: ``unfold`` of the gradient."""
+        x, in_shape = operand_shape(self, x, "fold")
+        check_ndim(in_shape, 3, "fold", "x", "[N, L, KH*KW*C]")
+        size = int_tuple(output_size, 2, "fold", "output_size", minimum=1)
+        attrs = _window_attrs("fold", kernel, dilation, padding, stride, size)
+        (kh, kw), (oh, ow) = attrs.kernel, attrs.blocks
+        if in_shape[2] % (kh * kw):
+            raise shape_error("fold", f"x's last axis ({in_shape[2]}, shape {in_shape}) is not "
+                                      f"divisible by KH*KW = {kh * kw}", got=in_shape)
+        if in_shape[1] != oh * ow:
+            raise shape_error("fold", f"x has {in_shape[1]} blocks (shape {in_shape}) but "
+                                      f"output_size={output_size!r} with kernel={kernel!r} "
+                                      f"gives {oh} x {ow} = {oh * ow}",
+                              expected=oh * ow, got=in_shape)
+        check_array_size("fold", (in_shape[0], *size, in_shape[2] // (kh * kw)),
+                         self.dtype.itemsize, output_size=output_size)
+        return self._apply1(Op.FOLD, x, attrs)
+
+    def interpolate(self, x, size=None, scale_factor=None, mode="nearest", align_corners=None):
+        """``torch.nn.functional.interpolate`` on NHWC [N, H, W, C], ``mode``
+        "nearest" or "bilinear", with PyTorch's index rules: ``size`` (an int
+        or (OH, OW)) or ``scale_factor`` (a number or a pair: OH =
+        floor(H * s), and the index rule uses 1/s as PyTorch does without
+        ``recompute_scale_factor``); ``align_corners`` (bilinear only; None =
+        False). Backward: the gradient summed back onto the source pixels
+        with the same weights."""
+        x, in_shape = operand_shape(self, x, "interpolate")
+        check_ndim(in_shape, 4, "interpolate", "x", "NHWC")
+        if mode not in ("nearest", "bilinear"):
+            raise ValueError(f"interpolate: mode={mode!r} must be 'nearest' or 'bilinear'")
+        if align_corners is not None and not isinstance(align_corners, (bool, np.bool_)):
+            raise TypeError(f"interpolate: align_corners must be None or a bool, got "
+                            f"{align_corners!r}")
+        if mode == "nearest" and align_corners is not None:
+            raise ValueError("interpolate: align_corners can only be set with mode='bilinear', "
+                             f"got align_corners={align_corners!r} with mode='nearest'")
+        if min(in_shape[1:3]) < 1:
+            raise shape_error("interpolate", f"x has an empty spatial axis (shape {in_shape})",
+                              got=in_shape)
+        out_hw, scales = _interp_size(in_shape[1:3], size, scale_factor)
+        corners = bool(align_corners)
+        check_array_size("interpolate", (in_shape[0], *out_hw, in_shape[3]), self.dtype.itemsize,
+                         size=size, scale_factor=scale_factor)
+        axes = tuple(interp_axis(n, m, s, mode, corners, self.dtype)
+                     for n, m, s in zip(in_shape[1:3], out_hw, scales))
+        return self._apply1(Op.INTERPOLATE, x, InterpolateAttrs(mode, corners, out_hw, axes))
