@@ -206,14 +206,16 @@ def hardsigmoid_forward(attrs, x):
 
 @register_forward(Op.HARDSWISH)
 def hardswish_forward(attrs, x):
-    y = x * np.clip(x + 3.0, 0.0, 6.0)   # x relu6(x + 3) / 6, in PyTorch's order
+    with np.errstate(invalid="ignore"):   # -inf * 0: NaN, as PyTorch
+        y = x * np.clip(x + 3.0, 0.0, 6.0)   # x relu6(x + 3) / 6, in PyTorch's order
     y /= 6.0
     return y.astype(x.dtype, copy=False), None
 
 
 @register_forward(Op.SOFTSIGN)
 def softsign_forward(attrs, x):
-    return x / (np.abs(x) + 1.0), None
+    with np.errstate(invalid="ignore"):   # inf / inf: NaN, as PyTorch
+        return x / (np.abs(x) + 1.0), None
 
 
 @register_forward(Op.LOGSIGMOID)
