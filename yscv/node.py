@@ -71,6 +71,16 @@ class Op(enum.IntEnum):
     LOG_SOFTMAX = 50
     DROPOUT = 51
     GELU_BACKWARD = 52   # gelu's input gradient as an op: its own rules give gelu's higher derivatives
+    ELU = 60
+    SELU = 61
+    CELU = 62
+    HARDTANH = 63
+    RELU6 = 64
+    HARDSIGMOID = 65
+    HARDSWISH = 66
+    SOFTSIGN = 67
+    LOGSIGMOID = 68
+    GLU = 69
 
     # reductions
     SUM = 70

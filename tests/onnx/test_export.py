@@ -439,6 +439,21 @@ CASES += [  # shape and indexing
         [*g.split(a, [1, 2], 1), *g.chunk(a, 2, 1)], 1), _u(3, 4)),
     ExportCase(Op.GATHER, "take_along_axis", lambda g, a: g.take_along_axis(
         a, np.array([[[1, -1]]]), 2), lambda r, n: (r.normal(size=(2, 3, 4)),), (None,)),
+CASES += [  # activations
+    ExportCase(Op.ELU, "elu", lambda g, a: g.elu(a), _u(6, lo=-4.0, hi=3.0)),
+    ExportCase(Op.ELU, "elu_alpha", lambda g, a: g.elu(a, 0.3), _u(6, lo=-4.0, hi=3.0)),
+    ExportCase(Op.SELU, "selu", lambda g, a: g.selu(a), _u(6, lo=-4.0, hi=3.0)),
+    ExportCase(Op.CELU, "celu_alpha", lambda g, a: g.celu(a, 1.5), _u(6, lo=-4.0, hi=3.0)),
+    ExportCase(Op.CELU, "celu_negative_alpha", lambda g, a: g.celu(a, -2.0), _u(6, lo=-3.0, hi=3.0)),
+    ExportCase(Op.HARDTANH, "hardtanh", lambda g, a: g.hardtanh(a), _u(6)),
+    ExportCase(Op.HARDTANH, "hardtanh_bounds", lambda g, a: g.hardtanh(a, -0.5, 1.5), _u(6)),
+    ExportCase(Op.RELU6, "relu6", lambda g, a: g.relu6(a), _u(6, lo=-3.0, hi=9.0)),
+    ExportCase(Op.HARDSIGMOID, "hardsigmoid", lambda g, a: g.hardsigmoid(a), _u(6, lo=-5.0, hi=5.0)),
+    ExportCase(Op.HARDSWISH, "hardswish", lambda g, a: g.hardswish(a), _u(6, lo=-5.0, hi=5.0)),
+    ExportCase(Op.SOFTSIGN, "softsign", lambda g, a: g.softsign(a), _u(6, lo=-5.0, hi=5.0)),
+    ExportCase(Op.LOGSIGMOID, "logsigmoid", lambda g, a: g.logsigmoid(a), _u(6, lo=-30.0, hi=30.0)),
+    ExportCase(Op.GLU, "glu_last", lambda g, a: g.glu(a), _u(3, 4)),
+    ExportCase(Op.GLU, "glu_axis1", lambda g, a: g.glu(a, axis=1), _u(4, 3)),
 ]
 
 

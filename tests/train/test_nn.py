@@ -429,6 +429,70 @@ def test_activation_layers(name, ref):
     np.testing.assert_allclose(g.value(layer(g, g.constant(x))), ref(x), rtol=1e-7, atol=1e-9)
 
 
+
+# yscv module, the same torch.nn module: PyTorch's constructor arguments
+TORCH_ACTIVATION_MODULES = [
+    (lambda: nn.ELU(), lambda t: t.nn.ELU()),
+    (lambda: nn.ELU(alpha=0.4, inplace=True), lambda t: t.nn.ELU(alpha=0.4)),
+    (lambda: nn.SELU(), lambda t: t.nn.SELU()),
+    (lambda: nn.CELU(alpha=1.5), lambda t: t.nn.CELU(alpha=1.5)),
+    (lambda: nn.Hardtanh(), lambda t: t.nn.Hardtanh()),
+    (lambda: nn.Hardtanh(min_val=-0.5, max_val=2.0), lambda t: t.nn.Hardtanh(-0.5, 2.0)),
+    (lambda: nn.ReLU6(inplace=True), lambda t: t.nn.ReLU6()),
+    (lambda: nn.Hardsigmoid(), lambda t: t.nn.Hardsigmoid()),
+    (lambda: nn.Hardswish(), lambda t: t.nn.Hardswish()),
+    (lambda: nn.Softsign(), lambda t: t.nn.Softsign()),
+    (lambda: nn.LogSigmoid(), lambda t: t.nn.LogSigmoid()),
+    (lambda: nn.GLU(), lambda t: t.nn.GLU()),
+    (lambda: nn.GLU(dim=1), lambda t: t.nn.GLU(dim=1)),
+    (lambda: nn.ReLU(inplace=True), lambda t: t.nn.ReLU()),
+    (lambda: nn.LeakyReLU(0.2, inplace=True), lambda t: t.nn.LeakyReLU(0.2)),
+    (lambda: nn.Softplus(beta=2.0, threshold=1.0), lambda t: t.nn.Softplus(beta=2.0, threshold=1.0)),
+    (lambda: nn.Softmax(dim=1), lambda t: t.nn.Softmax(dim=1)),
+    (lambda: nn.LogSoftmax(dim=0), lambda t: t.nn.LogSoftmax(dim=0)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(TORCH_ACTIVATION_MODULES)),
+                         ids=[f"{k}" for k in range(len(TORCH_ACTIVATION_MODULES))])
+def test_activation_modules_match_torch_nn(k):
+    """Values and input gradients equal torch.nn's module of the same name
+    built with the same arguments (float64, one row per module and option)."""
+    torch = pytest.importorskip("torch")
+    make, make_torch = TORCH_ACTIVATION_MODULES[k]
+    x = np.random.default_rng(k).uniform(-5.0, 7.0, (3, 4, 6))
+    layer = make()
+    g = yscv.Graph(np.float64)
+    xn = g.variable(x)
+    y = layer(g, xn)
+    cot = np.random.default_rng(100 + k).standard_normal(g.value(y).shape)
+    g.backward(y, grad=cot)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = make_torch(torch)(xt)
+    yt.backward(torch.tensor(cot))
+    assert type(layer).__name__ == type(make_torch(torch)).__name__
+    np.testing.assert_allclose(g.value(y), yt.detach().numpy(), rtol=1e-12, atol=1e-14)
+    # hardsigmoid: PyTorch's float64 gradient multiplies by float32's 1/6
+    np.testing.assert_allclose(g.grad(xn), xt.grad.numpy(), rtol=1e-7, atol=1e-14)
+
+
+def test_activation_modules_reject_bad_arguments():
+    for make, err, match in [
+        (lambda: nn.CELU(alpha=0.0), ValueError, "CELU: alpha must not be 0"),
+        (lambda: nn.ELU(alpha="1"), TypeError, "ELU: alpha"),
+        (lambda: nn.Hardtanh(2.0, 1.0), ValueError, "Hardtanh: min_val=2.0 is greater"),
+        (lambda: nn.ReLU6(inplace=1), TypeError, "ReLU6: inplace"),
+        (lambda: nn.GLU(dim=1.0), TypeError, "GLU: dim"),
+        (lambda: nn.Softplus(beta=0), ValueError, "Softplus: beta"),
+        (lambda: nn.Softmax(dim="1"), TypeError, "Softmax: dim"),
+    ]:
+        with pytest.raises(err, match=match):
+            make()
+    g = yscv.Graph()
+    with pytest.raises(yscv.ShapeError, match="glu: the length of axis 0"):
+        nn.GLU(dim=0)(g, g.constant(np.ones((3, 2), np.float32)))
+    assert len(g) == 1   # the constant only
+
 def test_dropout_train_and_eval():
     drop = nn.Dropout(0.5)
     x = np.ones((200, 50), np.float32)

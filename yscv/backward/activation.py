@@ -24,6 +24,7 @@ from ..compute.activation import (
     MISH,
     SILU,
     SOFTPLUS,
+    halves,
     piecewise,
     prelu_backward as prelu_pass,
     relu_grad,
@@ -79,6 +80,89 @@ def prelu_backward(g, inputs, out, attrs, saved, needs):
         return gx, None
     galpha = sums if alpha.shape[0] != 1 else np.sum(sums, dtype=g.dtype).reshape(1)
     return gx, galpha
+
+
+def elu_slope(x, a, exp):
+    """elu / selu / celu's local derivative where ``x < 0``, written once for
+    arrays (``exp=np.exp``, ``x`` an array) and nodes (``exp=G.exp``):
+    ``alpha scale input_scale exp(input_scale x)``. Callers pass ``min(x, 0)``
+    (so exp never overflows on the unused side)."""
+    z = x if a.input_scale == 1.0 else x * a.input_scale
+    return exp(z) * (a.alpha * a.scale * a.input_scale)
+
+
+def _elu_backward(g, inputs, out, a, saved, needs):
+    """g scale where x > 0, else g elu_slope(x): alpha scale input_scale at
+    x = 0 and NaN at NaN, as PyTorch's vectorised kernel."""
+    x = inputs[0]
+    z = np.minimum(x, 0.0)
+    if a.input_scale < 0.0:    # a negative celu alpha: exp(x / alpha) may overflow, as PyTorch's
+        with np.errstate(over="ignore", invalid="ignore"):
+            neg = g * elu_slope(z, a, np.exp)
+    else:
+        neg = g * elu_slope(z, a, np.exp)
+    return (np.where(x > 0, g if a.scale == 1.0 else g * a.scale, neg),)
+
+
+for _op in (Op.ELU, Op.SELU, Op.CELU):
+    register_backward(_op)(_elu_backward)
+
+
+def hardtanh_mask(x, lo, hi):
+    """Where the gradient passes: ``lo < x < hi`` (the bounds and NaN
+    excluded, as PyTorch's vectorised hardtanh_backward)."""
+    return (x > lo) & (x < hi)
+
+
+def hardswish_slope(x, mid, where):
+    """hardswish's derivative where x > -3: ``x/3 + 1/2`` where ``mid``, 1
+    where x >= 3 (PyTorch's sides). ``where`` is np.where or G.where; ``x``
+    an array or a node."""
+    return where(mid, x / 3.0 + 0.5, 1.0)
+
+
+def _hardswish_masks(xv):
+    """(x <= -3, neither x <= -3 nor x >= 3): NaN falls in the middle piece
+    and gives a NaN gradient, as PyTorch's vectorised kernel."""
+    low = xv <= -3.0
+    return low, ~(low | (xv >= 3.0))
+
+
+unary(Op.HARDTANH, lambda g, x, y, a: np.where(hardtanh_mask(x, a.min_val, a.max_val), g, 0.0))
+unary(Op.RELU6, lambda g, x, y, a: np.where(hardtanh_mask(x, 0.0, 6.0), g, 0.0))
+unary(Op.HARDSIGMOID, lambda g, x, y, a: np.where((x > -3.0) & (x < 3.0), g / 6.0, 0.0))
+unary(Op.LOGSIGMOID, lambda g, x, y, a: g * sigmoid(np.negative(x)))
+
+
+@register_backward(Op.SOFTSIGN)
+def softsign_backward(g, inputs, out, attrs, saved, needs):
+    """g / (1 + |x|)^2, divided twice (no overflow of the square): exact at
+    any |x|, 0 at +-inf (PyTorch's composite x / (|x| + 1) cancels there:
+    NaN at +-inf, noise at 1e30)."""
+    d = np.abs(inputs[0]) + 1.0
+    gx = g / d
+    gx /= d
+    return (gx,)
+
+
+@register_backward(Op.HARDSWISH)
+def hardswish_backward(g, inputs, out, attrs, saved, needs):
+    """g hardswish'(x), 0 where x <= -3."""
+    x = inputs[0]
+    low, mid = _hardswish_masks(x)
+    return (np.where(low, 0.0, g * hardswish_slope(x, mid, np.where)),)
+
+
+@register_backward(Op.GLU)
+def glu_backward(g, inputs, out, axis, saved, needs):
+    """y = a s, s = sigmoid(b): (g s, g y sigmoid(-b)), joined along
+    ``axis``. ``sigmoid(-b)`` rather than ``1 - s``, which cancels where s is
+    near 1 (float32 at b = 13: 3% off; PyTorch's float32 kernel is)."""
+    _, b = halves(inputs[0], axis)
+    ga = g * sigmoid(b)
+    gb = g * out
+    gb *= sigmoid(np.negative(b))
+    return (np.concatenate([ga, gb], axis=axis),)
 
 
 @register_backward(Op.DROPOUT)
@@ -175,6 +259,56 @@ recorded_unary(Op.SOFTMAX, lambda G, gy, x, y, axis: G.mul(
     y, G.sub(gy, G.sum(G.mul(gy, y), axis=axis, keepdims=True))))
 recorded_unary(Op.LOG_SOFTMAX, lambda G, gy, x, y, axis: G.sub(
     gy, G.mul(G.exp(y), G.sum(gy, axis=axis, keepdims=True))))
+
+
+def _elu_recorded(G, gy, x, y, a):
+    """gy scale where x > 0, else gy elu_slope(x). The slope's x enters only
+    where x < 0 (and at NaN): at x = 0 it is a constant (alpha scale
+    input_scale), as PyTorch's double backward masks with x < 0."""
+    xv = G.value(x)
+    z = G.where(~(xv >= 0), x, 0.0)
+    pos = gy if a.scale == 1.0 else G.mul(gy, a.scale)
+    return G.where(xv > 0, pos, G.mul(gy, elu_slope(z, a, G.exp)))
+
+
+for _op in (Op.ELU, Op.SELU, Op.CELU):
+    recorded_unary(_op, _elu_recorded)
+recorded_unary(Op.HARDTANH, lambda G, gy, x, y, a: G.where(
+    hardtanh_mask(G.value(x), a.min_val, a.max_val), gy, 0.0))
+recorded_unary(Op.RELU6, lambda G, gy, x, y, a: G.where(
+    hardtanh_mask(G.value(x), 0.0, 6.0), gy, 0.0))
+recorded_unary(Op.HARDSIGMOID, lambda G, gy, x, y, a: G.where(
+    (G.value(x) > -3.0) & (G.value(x) < 3.0), G.div(gy, 6.0), 0.0))
+recorded_unary(Op.LOGSIGMOID, lambda G, gy, x, y, a: G.mul(gy, G.sigmoid(G.neg(x))))
+
+
+def _softsign_recorded(G, gy, x, y, a):
+    """gy / (1 + |x|)^2 (abs's derivative at 0 is 0, as PyTorch's composite)."""
+    d = G.add(G.abs(x), 1.0)
+    return G.div(G.div(gy, d), d)
+
+
+def _hardswish_recorded(G, gy, x, y, a):
+    """The masks are constants; x enters only on (-3, 3), where the
+    second derivative is 1/3 (PyTorch's double backward)."""
+    low, mid = _hardswish_masks(G.value(x))
+    return G.where(low, 0.0, G.mul(gy, hardswish_slope(x, mid, G.where)))
+
+
+recorded_unary(Op.SOFTSIGN, _softsign_recorded)
+recorded_unary(Op.HARDSWISH, _hardswish_recorded)
+
+
+@register_recorded(Op.GLU)
+def glu_recorded(G, gy, xs, y, axis, saved, needs):
+    """(gy s, gy a s sigmoid(-b)), s = sigmoid(b), joined along ``axis``."""
+    h = G.value(xs[0]).shape[axis] // 2
+    a = G.narrow(xs[0], axis, 0, h)
+    b = G.narrow(xs[0], axis, h, h)
+    s = G.sigmoid(b)
+    ga = G.mul(gy, s)
+    gb = G.mul(G.mul(gy, a), G.mul(s, G.sigmoid(G.neg(b))))
+    return (G.cat([ga, gb], axis),)
 
 
 @register_recorded(Op.PRELU)

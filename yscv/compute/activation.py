@@ -241,6 +241,14 @@ def prelu_backward(g, x, alpha, need_x: bool):
     return (gx.reshape(g.shape) if need_x else None), sums
 
 
+def halves(x: np.ndarray, axis: int) -> tuple:
+    """The first and second halves of ``x`` along ``axis`` (views; glu's
+    ``a`` and ``b``; the length of ``axis`` is even)."""
+    h = x.shape[axis] // 2
+    lead = (slice(None),) * axis
+    return x[lead + (slice(0, h),)], x[lead + (slice(h, None),)]
+
+
 def softmax_layout(shape: tuple, axis: int):
     """(outer, k, inner): the C-order reshape putting ``axis`` in the middle."""
     outer = 1

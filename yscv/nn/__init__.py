@@ -12,6 +12,8 @@ from . import init, utils
 from ._binding import bind_buffer, bind_param
 from .activation import (GELU, Flatten, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, SiLU, Sigmoid,
                          Softmax, Softplus, Tanh)
+from .activation import (CELU, ELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, ReLU6,
+                         Softsign)
 from .attention import MultiHeadAttention
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
@@ -36,4 +38,6 @@ __all__ = [
     "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Mish", "Softplus", "PReLU",
     "Softmax", "LogSoftmax", "Flatten", "bind_buffer", "bind_param",
 ]
+__all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "Softsign",
+            "LogSigmoid", "GLU"]
 __all__ += ["torch_layout"]

@@ -14,6 +14,13 @@
   given), so the forward is pure and replays the same mask. The mask is saved
   packed to one bit per element.
 
+* elu, selu, celu: one formula, PyTorch's elu with ``scale`` and
+  ``input_scale`` (:class:`EluAttrs`); the exponential is taken of
+  ``min(x, 0)`` only, so a large positive x never overflows.
+* hardtanh, relu6, hardsigmoid, hardswish: clips (``np.clip``, NaN passes).
+* softsign ``x / (1 + |x|)``, logsigmoid ``min(x, 0) - log1p(exp(-|x|))``
+  (stable for any x), glu ``a * sigmoid(b)`` on the two halves of ``axis``.
+
 Nothing else is saved: the backward rules read the input and/or the output.
 """
 from __future__ import annotations
@@ -34,6 +41,9 @@ from ._common import normalize_axis, shape_error
 _RELU, _LEAKY_RELU, _SIGMOID, _TANH, _GELU, _SILU, _MISH, _SOFTPLUS = (
     Op.RELU, Op.LEAKY_RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.SILU, Op.MISH, Op.SOFTPLUS)
 _PRELU, _SOFTMAX, _LOG_SOFTMAX, _DROPOUT = Op.PRELU, Op.SOFTMAX, Op.LOG_SOFTMAX, Op.DROPOUT
+_ELU, _SELU, _CELU, _HARDTANH, _RELU6 = Op.ELU, Op.SELU, Op.CELU, Op.HARDTANH, Op.RELU6
+_HARDSIGMOID, _HARDSWISH, _SOFTSIGN, _LOGSIGMOID, _GLU = (
+    Op.HARDSIGMOID, Op.HARDSWISH, Op.SOFTSIGN, Op.LOGSIGMOID, Op.GLU)
 
 
 class SoftplusAttrs(NamedTuple):
@@ -51,8 +61,30 @@ class DropoutAttrs(NamedTuple):
     seed: Optional[int]
 
 
+class EluAttrs(NamedTuple):
+    """elu, selu, celu (PyTorch's elu): ``scale x`` where x > 0, else
+    ``alpha scale (exp(input_scale x) - 1)``."""
+
+    alpha: float
+    scale: float
+    input_scale: float
+
+
+class HardtanhAttrs(NamedTuple):
+    """hardtanh: the bounds, ``min_val <= max_val``."""
+
+    min_val: float
+    max_val: float
+
+
+#: PyTorch's selu constants (torch.nn.functional.selu)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ATTRS = EluAttrs(SELU_ALPHA, SELU_SCALE, 1.0)
+
 # Attributes of the others: leaky_relu its slope (a float), gelu its kernel
-# kind (an int of yscv.compute.activation), softmax / log_softmax the axis.
+# kind (an int of yscv.compute.activation), softmax / log_softmax / glu the
+# axis; relu6, hardsigmoid, hardswish, softsign and logsigmoid have none.
 
 
 # ---------------------------------------------------------------- forwards
@@ -133,6 +165,70 @@ def dropout_forward(attrs, x):
     y = x * x.dtype.type(1.0 / (1.0 - p))
     y *= mask
     return y, act.pack_mask(mask)
+
+
+def elu_family(attrs, x):
+    """``scale x`` where x > 0, else ``alpha scale expm1(input_scale x)``
+    (NaN stays NaN). The exponential sees ``min(x, 0)``: no overflow from
+    the unused side. A negative celu alpha (``input_scale < 0``) may
+    overflow to -inf, as PyTorch."""
+    z = np.minimum(x, 0.0)
+    if attrs.input_scale != 1.0:
+        z *= attrs.input_scale
+    with np.errstate(over="ignore"):
+        neg = np.expm1(z)
+        neg *= attrs.alpha * attrs.scale
+    pos = x if attrs.scale == 1.0 else x * attrs.scale
+    return np.where(x > 0, pos, neg), None
+
+
+register_forward(Op.ELU)(elu_family)
+register_forward(Op.SELU)(elu_family)
+register_forward(Op.CELU)(elu_family)
+
+
+@register_forward(Op.HARDTANH)
+def hardtanh_forward(attrs, x):
+    return np.clip(x, attrs.min_val, attrs.max_val).astype(x.dtype, copy=False), None
+
+
+@register_forward(Op.RELU6)
+def relu6_forward(attrs, x):
+    return np.clip(x, 0.0, 6.0).astype(x.dtype, copy=False), None
+
+
+@register_forward(Op.HARDSIGMOID)
+def hardsigmoid_forward(attrs, x):
+    y = np.clip(x + 3.0, 0.0, 6.0).astype(x.dtype, copy=False)
+    y /= 6.0
+    return y, None
+
+
+@register_forward(Op.HARDSWISH)
+def hardswish_forward(attrs, x):
+    with np.errstate(invalid="ignore"):   # -inf * 0: NaN, as PyTorch
+        y = x * np.clip(x + 3.0, 0.0, 6.0)   # x relu6(x + 3) / 6, in PyTorch's order
+    y /= 6.0
+    return y.astype(x.dtype, copy=False), None
+
+
+@register_forward(Op.SOFTSIGN)
+def softsign_forward(attrs, x):
+    with np.errstate(invalid="ignore"):   # inf / inf: NaN, as PyTorch
+        return x / (np.abs(x) + 1.0), None
+
+
+@register_forward(Op.LOGSIGMOID)
+def logsigmoid_forward(attrs, x):
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``: exp of a
+    non-positive number only, so stable for any x."""
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x))), None
+
+
+@register_forward(Op.GLU)
+def glu_forward(axis, x):
+    a, b = act.halves(x, axis)
+    return a * act.sigmoid(b), None
 
 
 # ------------------------------------------------------------ graph methods
@@ -260,3 +356,65 @@ class ActivationOps:
             seed = _random.draw_seed()
         return self._apply1(_DROPOUT, x,
                             DropoutAttrs(pv, training, None if seed is None else int(seed)))
+
+    def elu(self, x, alpha=1.0):
+        """``x`` where x > 0, else ``alpha (exp(x) - 1)``; gradient 1, else
+        ``alpha exp(x)`` (``alpha`` at 0, as PyTorch)."""
+        a = _real(alpha, "elu", "alpha")
+        return self._apply1(_ELU, x, EluAttrs(a, 1.0, 1.0))
+
+    def selu(self, x):
+        """``scale elu(x, alpha)`` with PyTorch's constants
+        ``alpha = 1.6732632423543772...``, ``scale = 1.0507009873554804...``."""
+        return self._apply1(_SELU, x, _SELU_ATTRS)
+
+    def celu(self, x, alpha=1.0):
+        """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``; alpha must not be 0."""
+        a = _real(alpha, "celu", "alpha")
+        if a == 0.0:
+            raise ValueError(f"celu: alpha must not be 0, got {alpha!r}")
+        return self._apply1(_CELU, x, EluAttrs(a, 1.0, 1.0 / a))
+
+    def hardtanh(self, x, min_val=-1.0, max_val=1.0):
+        """``x`` clipped to ``[min_val, max_val]``; the gradient passes strictly
+        inside (0 at the bounds and at NaN, as PyTorch; clamp's bounds are
+        inclusive)."""
+        lo = _real(min_val, "hardtanh", "min_val")
+        hi = _real(max_val, "hardtanh", "max_val")
+        if lo > hi:
+            raise ValueError(f"hardtanh: min_val={min_val!r} is greater than max_val={max_val!r}")
+        return self._apply1(_HARDTANH, x, HardtanhAttrs(lo, hi))
+
+    def relu6(self, x):
+        """``min(max(x, 0), 6)`` (``hardtanh(x, 0, 6)``: gradient 0 at 0 and 6)."""
+        return self._apply1(_RELU6, x)
+
+    def hardsigmoid(self, x):
+        """``relu6(x + 3) / 6``; gradient 1/6 on (-3, 3), else 0."""
+        return self._apply1(_HARDSIGMOID, x)
+
+    def hardswish(self, x):
+        """``x relu6(x + 3) / 6``; gradient 0 for x <= -3, ``x/3 + 1/2`` on
+        (-3, 3), 1 from 3 (PyTorch's sides at -3 and 3)."""
+        return self._apply1(_HARDSWISH, x)
+
+    def softsign(self, x):
+        """``x / (1 + |x|)``; backward ``g / (1 + |x|)^2``."""
+        return self._apply1(_SOFTSIGN, x)
+
+    def logsigmoid(self, x):
+        """``log(sigmoid(x))``, stable for any x; backward ``g sigmoid(-x)``."""
+        return self._apply1(_LOGSIGMOID, x)
+
+    def glu(self, x, axis=-1):
+        """Gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the first and
+        second halves of ``x`` along ``axis`` (whose length must be even)."""
+        _, xv, _ = self._operand(x, "glu", "x")
+        if xv.ndim == 0:
+            raise shape_error("glu", "x must have at least one axis (a 0-d x has no halves)",
+                              got=xv.shape)
+        ax = normalize_axis(axis, xv.ndim, "glu")
+        if xv.shape[ax] % 2:
+            raise shape_error("glu", f"the length of axis {axis} must be even to halve it, "
+                              f"got {xv.shape[ax]} (x has shape {xv.shape})", got=xv.shape)
+        return self._apply1(_GLU, x, ax)
