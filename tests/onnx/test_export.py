@@ -439,6 +439,8 @@ CASES += [  # shape and indexing
         [*g.split(a, [1, 2], 1), *g.chunk(a, 2, 1)], 1), _u(3, 4)),
     ExportCase(Op.GATHER, "take_along_axis", lambda g, a: g.take_along_axis(
         a, np.array([[[1, -1]]]), 2), lambda r, n: (r.normal(size=(2, 3, 4)),), (None,)),
+]
+
 CASES += [  # activations
     ExportCase(Op.ELU, "elu", lambda g, a: g.elu(a), _u(6, lo=-4.0, hi=3.0)),
     ExportCase(Op.ELU, "elu_alpha", lambda g, a: g.elu(a, 0.3), _u(6, lo=-4.0, hi=3.0)),
@@ -456,8 +458,6 @@ CASES += [  # activations
     ExportCase(Op.GLU, "glu_axis1", lambda g, a: g.glu(a, axis=1), _u(4, 3)),
 ]
 
-
-# ------------------------------------------------------------------ helpers
 CASES += [  # elementwise math
     ExportCase(Op.SIN, "sin", lambda g, a: g.sin(a), _u(4, lo=-4.0, hi=4.0)),
     ExportCase(Op.COS, "cos", lambda g, a: g.cos(a), _u(4, lo=-4.0, hi=4.0)),
@@ -501,6 +501,7 @@ CASES += [  # elementwise math
 ORT_FLOAT32_ONLY |= {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh"}
 
 
+# ------------------------------------------------------------------ helpers
 def yscv_outputs(fn, arrays, dtype):
     g = yscv.Graph(dtype)
     args = [g.constant(a) if a.dtype.kind == "f" else a for a in arrays]
