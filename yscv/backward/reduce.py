@@ -213,8 +213,8 @@ def cumprod_backward(g, inputs, out, axis, saved, needs):
     r = np.empty(xm.shape, dtype=x.dtype)
     r[n - 1] = gm[n - 1]
     for k in range(n - 2, -1, -1):
-        np.multiply(xm[k + 1], r[k + 1], out=r[k])
-        r[k] += gm[k]
+        np.multiply(xm[k + 1:k + 2], r[k + 1:k + 2], out=r[k:k + 1])
+        r[k:k + 1] += gm[k:k + 1]
     left = np.ones_like(r)
     np.cumprod(xm[:-1], axis=0, out=left[1:])
     return (np.ascontiguousarray(np.moveaxis(left * r, 0, axis)),)
