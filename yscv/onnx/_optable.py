@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from ..node import Op
 from . import _forms_layers, _forms_tensor  # noqa: F401  (fill EXPORTS)
+from . import _forms_scan  # noqa: F401  (reductions and scans of SPEC section 11)
 from ._registry import EXPORTS, NO_ONNX, N, OnnxForm, onnx_form
 
 __all__ = ["EXPORTS", "NO_ONNX", "N", "OnnxForm", "onnx_form", "markdown_table"]

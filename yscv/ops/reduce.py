@@ -60,14 +60,17 @@ class NormAttrs(NamedTuple):
 
 
 class SortAttrs(NamedTuple):
-    """``topk`` / ``sort``: the axis and the chosen int64 indices along it
-    (the output's shape), fixed when the node is built."""
+    """``topk`` / ``sort``: the axis, the chosen int64 indices along it
+    (the output's shape, fixed when the node is built) and the order
+    (``descending``: largest first; topk's ``largest``)."""
 
     axis: int
     index: np.ndarray
+    descending: bool
 
     def __repr__(self) -> str:
-        return f"SortAttrs(axis={self.axis}, index shape={self.index.shape})"
+        return (f"SortAttrs(axis={self.axis}, index shape={self.index.shape}, "
+                f"descending={self.descending})")
 
 
 # ---------------------------------------------------------------- forwards
@@ -440,7 +443,7 @@ class ReduceOps:
             if k is not None and k < n:
                 idx = np.ascontiguousarray(idx.take(np.arange(int(k)), axis=a))
         idx.flags.writeable = False
-        return self._apply1(op, x, SortAttrs(a, idx)), idx.copy()
+        return self._apply1(op, x, SortAttrs(a, idx, descending)), idx.copy()
 
     def topk(self, x, k, axis=-1, largest=True, sorted=True):
         """The ``k`` largest (``largest=False``: smallest) elements along
