@@ -289,6 +289,8 @@ BAD = [
             ValueError, "norm: axis=3"),
     BadCase(Op.NORM, "norm_inf_empty", _leaves((0, 3)), lambda g, x: g.norm(x, np.inf, 0),
             ValueError, "norm: cannot reduce over an empty axis"),
+    BadCase(Op.NORM, "norm_negative_ord_empty", _leaves((0, 3)), lambda g, x: g.norm(x, -1, 0),
+            ValueError, "norm: cannot reduce over an empty axis"),
     BadCase(Op.CUMSUM, "cumsum_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.cumsum(x, 2),
             ValueError, "cumsum: axis=2"),
     BadCase(Op.CUMSUM, "cumsum_axis_none", _leaves((2, 3)), lambda g, x: g.cumsum(x, None),

@@ -364,7 +364,8 @@ class ReduceOps:
             p = float(ord)
             if math.isnan(p):
                 raise ValueError(f"norm: ord={ord!r} is NaN")
-        x, a = self._reduce_prepare(_NORM, x, axis, keepdims, 0.0, empty_ok=not math.isinf(p))
+        x, a = self._reduce_prepare(_NORM, x, axis, keepdims, 0.0,
+                                    empty_ok=not (p < 0 or p == math.inf))
         return self._apply1(_NORM, x, NormAttrs(a.axes, a.keepdims, a.kshape, a.oshape,
                                                  a.count, p))
 
