@@ -43,19 +43,27 @@ def _dof(b, n, x: str) -> str:
     return b.emit("Max", [b.emit("Sub", [count, b.scalar(a.ddof)]), b.scalar(0.0)])
 
 
-@onnx_form(Op.STD, "ReduceMean, ReduceSum, Sub, Mul, Div, Sqrt, ReduceMax (0-d); Shape, "
-                   "Gather, ReduceProd, Cast, Max (N of a dynamic axis)")
-def _std(b, n):
+_VARIANCE_OPS = ("ReduceMean, ReduceSum, Sub, Mul, Div, ReduceMax (0-d); Shape, Gather, "
+                 "ReduceProd, Cast, Max (N of a dynamic axis)")
+
+
+def variance(b, n) -> str:
+    """var's (and std's) ONNX form: the mean of the squared deviations, or
+    their sum over max(N - correction, 0) (N from the run-time shape when
+    a reduced axis is dynamic)."""
     a = n.attrs
     x = n.x()
     d = b.emit("Sub", [x, b.reduce("ReduceMean", x, a.axes, True)])
     d2 = b.emit("Mul", [d, d])
     if a.ddof == 0.0:
-        v = b.reduce("ReduceMean", d2, a.axes, a.keepdims)
-    else:
-        v = _scaled(b, n, lambda kd: b.reduce("ReduceSum", d2, a.axes, kd), "Div",
-                    _dof(b, n, x))
-    return b.emit("Sqrt", [v])
+        return b.reduce("ReduceMean", d2, a.axes, a.keepdims)
+    return _scaled(b, n, lambda kd: b.reduce("ReduceSum", d2, a.axes, kd), "Div",
+                   _dof(b, n, x))
+
+
+@onnx_form(Op.STD, _VARIANCE_OPS.replace("Div,", "Div, Sqrt,"))
+def _std(b, n):
+    return b.emit("Sqrt", [variance(b, n)])
 
 
 @onnx_form(Op.NORM, "Mul, ReduceSum, Sqrt (ord 2); Abs, ReduceSum / ReduceMax / ReduceMin, "
