@@ -89,6 +89,13 @@ class Op(enum.IntEnum):
     MIN = 73
     VAR = 74
     LOGSUMEXP = 75
+    PROD = 83
+    STD = 84
+    NORM = 85
+    CUMSUM = 86
+    CUMPROD = 87
+    TOPK = 88
+    SORT = 89
 
     # linear algebra
     MATMUL = 90

@@ -501,6 +501,38 @@ CASES += [  # elementwise math
 ORT_FLOAT32_ONLY |= {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh"}
 
 
+CASES += [  # reductions and scans
+    ExportCase(Op.PROD, "prod_all", lambda g, a: g.prod(a), _u(3, 2, lo=0.5, hi=1.5)),
+    ExportCase(Op.PROD, "prod_axes_keepdims", lambda g, a: g.prod(a, (1, 2), keepdims=True),
+               _u(3, 4)),
+    ExportCase(Op.STD, "std", lambda g, a: g.std(a, -1), _u(3, 5)),
+    ExportCase(Op.STD, "std_all", lambda g, a: g.std(a), _u(3, 5)),
+    ExportCase(Op.VAR, "var_correction_batch_axis", lambda g, a: g.var(a, 0, correction=1),
+               _u(3)),
+    ExportCase(Op.VAR, "var_all_ddof1", lambda g, a: g.var(a, ddof=1), _u(3)),
+    ExportCase(Op.STD, "std_batch_axis_keepdims", lambda g, a: g.std(a, (0, 2), 2, True),
+               _u(3, 5)),
+    ExportCase(Op.STD, "std_correction0_keepdims", lambda g, a: g.std(a, (1, 2), 0, True),
+               _u(3, 5)),
+    ExportCase(Op.NORM, "norm_2", lambda g, a: g.norm(a, axis=-1), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_fro_keepdims", lambda g, a: g.norm(a, "fro", (1, 2), True), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_1", lambda g, a: g.norm(a, 1, 1), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_3_all", lambda g, a: g.norm(a, 3), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_1p5_axis", lambda g, a: g.norm(a, 1.5, 1), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_inf", lambda g, a: g.norm(a, np.inf, -1), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_neg_inf", lambda g, a: g.norm(a, -np.inf, -1), _u(3, 4)),
+    ExportCase(Op.NORM, "norm_0", lambda g, a: g.norm(g.relu(a), 0, -1), _u(5)),
+    ExportCase(Op.CUMSUM, "cumsum", lambda g, a: g.cumsum(a, 1), _u(4, 3)),
+    ExportCase(Op.CUMSUM, "cumsum_batch_axis", lambda g, a: g.cumsum(a, 0), _u(3)),
+    ExportCase(Op.TOPK, "topk", lambda g, a: g.topk(a, 2)[0], _u(3, 5)),
+    ExportCase(Op.TOPK, "topk_smallest_axis1", lambda g, a: g.topk(a, 3, 1, largest=False)[0],
+               _u(4, 2)),
+    ExportCase(Op.SORT, "sort", lambda g, a: g.sort(a)[0], _u(3, 5)),
+    ExportCase(Op.SORT, "sort_descending_axis1", lambda g, a: g.sort(a, 1, True)[0], _u(4, 2)),
+    ExportCase(Op.SORT, "sort_batch_axis", lambda g, a: g.sort(a, 0, True)[0], _u(3)),
+]
+
+
 # ------------------------------------------------------------------ helpers
 def yscv_outputs(fn, arrays, dtype):
     g = yscv.Graph(dtype)

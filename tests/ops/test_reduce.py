@@ -86,6 +86,145 @@ CASES = [
 ]
 
 
+# ----------------------------------------- prod, std, norm, scans, topk, sort
+def _away_from_zero(*shape):
+    """Inputs with |x| in [0.5, 1.5] and random signs (norms with p < 1)."""
+    def make(rng):
+        return (rng.uniform(0.5, 1.5, size=shape) * rng.choice([-1.0, 1.0], size=shape),)
+    return make
+
+
+def _with_zeros(rows):
+    return lambda rng: (np.array(rows, dtype=np.float64),)
+
+
+def _np_norm(p, axis=None, keepdims=False):
+    def ref(x):
+        a = np.abs(x)
+        if p == np.inf:
+            return np.max(a, axis=axis, keepdims=keepdims)
+        if p == -np.inf:
+            return np.min(a, axis=axis, keepdims=keepdims)
+        if p == 0:
+            return np.sum(x != 0, axis=axis, keepdims=keepdims).astype(np.float64)
+        return np.sum(a ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
+    return ref
+
+
+def _np_take_sorted(axis, descending=False, k=None):
+    def ref(x):
+        idx = np.argsort(-x if descending else x, axis=axis, kind="stable")
+        if k is not None:
+            idx = np.take(idx, np.arange(k), axis=axis)
+        return np.take_along_axis(x, idx, axis)
+    return ref
+
+
+ZEROS1 = [[0.5, 0.0, 2.0, 1.5], [1.2, -0.7, 0.9, 2.0], [0.0, 1.1, 0.0, -1.3]]
+
+CASES += [
+    # prod
+    OpCase(Op.PROD, lambda g, x: g.prod(x), [S], np.prod, name="prod_all", low=0.5, high=1.5,
+           torch_build=lambda t, x: x.prod()),
+    OpCase(Op.PROD, lambda g, x: g.prod(x, axis=1), [S], lambda x: np.prod(x, axis=1),
+           name="prod_axis1", torch_build=lambda t, x: x.prod(1)),
+    OpCase(Op.PROD, lambda g, x: g.prod(x, axis=-1, keepdims=True), [S],
+           lambda x: np.prod(x, axis=-1, keepdims=True), name="prod_neg_axis_keepdims",
+           torch_build=lambda t, x: x.prod(-1, keepdim=True)),
+    OpCase(Op.PROD, lambda g, x: g.prod(x, axis=(0, 2)), [S], lambda x: np.prod(x, axis=(0, 2)),
+           name="prod_tuple", low=0.5, high=1.5,
+           torch_build=lambda t, x: x.prod(2).prod(0)),
+    OpCase(Op.PROD, lambda g, x: g.prod(x, axis=1), (), lambda x: np.prod(x, axis=1),
+           name="prod_zeros_one_and_two_per_row", inputs=_with_zeros(ZEROS1),
+           torch_build=lambda t, x: x.prod(1)),
+    OpCase(Op.PROD, lambda g, x: g.prod(x), (), np.prod, name="prod_all_one_zero",
+           inputs=_with_zeros([[0.5, 1.5], [0.0, -1.2]]), torch_build=lambda t, x: x.prod()),
+    OpCase(Op.PROD, lambda g, x: g.prod(x, axis=(0, 1)), (), lambda x: np.prod(x, axis=(0, 1)),
+           name="prod_tuple_with_zeros",
+           inputs=lambda rng: (np.array([[[0.5, 0.0], [1.5, 2.0]], [[0.0, 0.3], [1.2, 0.0]]]),),
+           torch_build=lambda t, x: x.prod(1).prod(0)),
+    # std
+    OpCase(Op.STD, lambda g, x: g.std(x), [S], lambda x: np.std(x, ddof=1), name="std_all",
+           torch_build=lambda t, x: x.std()),
+    OpCase(Op.STD, lambda g, x: g.std(x, axis=1, correction=0), [S],
+           lambda x: np.std(x, axis=1), name="std_axis1_correction0",
+           torch_build=lambda t, x: x.std(1, correction=0)),
+    OpCase(Op.STD, lambda g, x: g.std(x, (0, 2), keepdims=True), [S],
+           lambda x: np.std(x, axis=(0, 2), ddof=1, keepdims=True), name="std_tuple_keepdims",
+           torch_build=lambda t, x: x.std((0, 2), keepdim=True)),
+    OpCase(Op.STD, lambda g, x: g.std(x, -1, correction=2), [(3, 5)],
+           lambda x: np.std(x, axis=-1, ddof=2), name="std_neg_axis_correction2",
+           torch_build=lambda t, x: x.std(-1, correction=2)),
+    OpCase(Op.VAR, lambda g, x: g.var(x, 1, correction=1), [S], lambda x: np.var(x, axis=1, ddof=1),
+           name="var_correction1", torch_build=lambda t, x: x.var(1, correction=1)),
+    OpCase(Op.VAR, lambda g, x: g.var(x, correction=0.5), [(3, 4)],
+           lambda x: np.var(x, ddof=0.5), name="var_correction_half",
+           torch_build=lambda t, x: x.var(correction=0.5)),
+    # norm
+    OpCase(Op.NORM, lambda g, x: g.norm(x), [S], lambda x: np.linalg.norm(x.ravel()),
+           name="norm_2_all", torch_build=lambda t, x: t.linalg.vector_norm(x)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, 1, axis=1), [S], _np_norm(1, 1), name="norm_1_axis",
+           inputs=_away_from_zero(*S), torch_build=lambda t, x: t.linalg.vector_norm(x, 1, 1)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, 3, axis=-1, keepdims=True), [S],
+           _np_norm(3, -1, True), name="norm_3_keepdims",
+           torch_build=lambda t, x: t.linalg.vector_norm(x, 3, -1, keepdim=True)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, 1.5, axis=(0, 2)), [S], _np_norm(1.5, (0, 2)),
+           name="norm_1p5_tuple", inputs=_away_from_zero(*S),
+           torch_build=lambda t, x: t.linalg.vector_norm(x, 1.5, (0, 2))),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, 0.5, axis=1), [S], _np_norm(0.5, 1),
+           name="norm_0p5_axis", inputs=_away_from_zero(*S),
+           torch_build=lambda t, x: t.linalg.vector_norm(x, 0.5, 1)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, -1, axis=0), [(3, 4)], _np_norm(-1, 0),
+           name="norm_minus1_axis0", inputs=_away_from_zero(3, 4),
+           torch_build=lambda t, x: t.linalg.vector_norm(x, -1, 0)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, np.inf, axis=1), [S], _np_norm(np.inf, 1),
+           name="norm_inf_axis", torch_build=lambda t, x: t.linalg.vector_norm(x, float("inf"), 1)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, -np.inf), [S], _np_norm(-np.inf), name="norm_neg_inf_all",
+           torch_build=lambda t, x: t.linalg.vector_norm(x, float("-inf"))),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, 0, axis=-1), [(3, 4)], _np_norm(0, -1),
+           name="norm_0_count_zero_gradient", inputs=_with_zeros(ZEROS1),
+           torch_build=lambda t, x: t.linalg.vector_norm(x, 0, -1)),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, "fro", axis=(1, 2)), [S],
+           lambda x: np.sqrt(np.sum(x * x, axis=(1, 2))), name="norm_fro_two_axes",
+           torch_build=lambda t, x: t.norm(x, "fro", dim=(1, 2))),
+    OpCase(Op.NORM, lambda g, x: g.norm(x, "fro"), [(3, 4)], lambda x: np.linalg.norm(x, "fro"),
+           name="norm_fro_all", torch_build=lambda t, x: t.norm(x, "fro")),
+    # cumsum / cumprod
+    OpCase(Op.CUMSUM, lambda g, x: g.cumsum(x, 1), [S], lambda x: np.cumsum(x, 1), name="cumsum_axis1",
+           torch_build=lambda t, x: t.cumsum(x, 1)),
+    OpCase(Op.CUMSUM, lambda g, x: g.cumsum(x, -1), [(3, 4)], lambda x: np.cumsum(x, -1),
+           name="cumsum_neg_axis", torch_build=lambda t, x: t.cumsum(x, -1)),
+    OpCase(Op.CUMSUM, lambda g, x: g.cumsum(x, 0), [()], lambda x: x, name="cumsum_0d",
+           torch_build=lambda t, x: t.cumsum(x, 0)),
+    OpCase(Op.CUMPROD, lambda g, x: g.cumprod(x, 1), [(3, 4)], lambda x: np.cumprod(x, 1),
+           name="cumprod_axis1", torch_build=lambda t, x: t.cumprod(x, 1)),
+    OpCase(Op.CUMPROD, lambda g, x: g.cumprod(x, 0), [(4, 2, 3)], lambda x: np.cumprod(x, 0),
+           name="cumprod_axis0", low=0.5, high=1.5, torch_build=lambda t, x: t.cumprod(x, 0)),
+    OpCase(Op.CUMPROD, lambda g, x: g.cumprod(x, -1), (), lambda x: np.cumprod(x, -1),
+           name="cumprod_zeros_last_axis", inputs=_with_zeros(ZEROS1),
+           torch_build=lambda t, x: t.cumprod(x, -1)),
+    OpCase(Op.CUMPROD, lambda g, x: g.cumprod(x, 0), (), lambda x: np.cumprod(x, 0),
+           name="cumprod_zeros_axis0", inputs=_with_zeros(ZEROS1),
+           torch_build=lambda t, x: t.cumprod(x, 0)),
+    # topk / sort (values; the indices are tested against torch below)
+    OpCase(Op.TOPK, lambda g, x: g.topk(x, 2)[0], [S], _np_take_sorted(-1, True, 2), name="topk_last",
+           torch_build=lambda t, x: t.topk(x, 2)[0]),
+    OpCase(Op.TOPK, lambda g, x: g.topk(x, 2, axis=1, largest=False)[0], [S],
+           _np_take_sorted(1, False, 2), name="topk_smallest_axis1",
+           torch_build=lambda t, x: t.topk(x, 2, 1, largest=False)[0]),
+    OpCase(Op.TOPK, lambda g, x: g.topk(x, 3, axis=0, sorted=False)[0], [(4, 3)],
+           _np_take_sorted(0, True, 3), name="topk_unsorted_axis0",
+           torch_build=lambda t, x: t.topk(x, 3, 0, sorted=True)[0]),
+    OpCase(Op.SORT, lambda g, x: g.sort(x)[0], [S], _np_take_sorted(-1), name="sort_last",
+           torch_build=lambda t, x: t.sort(x)[0]),
+    OpCase(Op.SORT, lambda g, x: g.sort(x, axis=0, descending=True)[0], [(4, 3)],
+           _np_take_sorted(0, True), name="sort_descending_axis0",
+           torch_build=lambda t, x: t.sort(x, 0, descending=True)[0]),
+    OpCase(Op.SORT, lambda g, x: g.sort(x, 1, stable=True)[0], [S], _np_take_sorted(1),
+           name="sort_stable_axis1", torch_build=lambda t, x: t.sort(x, dim=1, stable=True)[0]),
+]
+
+
 def _leaves(*shapes):
     return lambda g: tuple(g.variable(np.ones(s)) for s in shapes)
 
@@ -123,6 +262,59 @@ BAD = [
             lambda g, x: g.logsumexp(x, -4), ValueError, "logsumexp: axis=-4"),
     BadCase(Op.LOGSUMEXP, "logsumexp_axis_string", _leaves((2, 3)),
             lambda g, x: g.logsumexp(x, "0"), TypeError, "logsumexp: axis"),
+    # prod, std, norm, scans, topk, sort, var correction
+    BadCase(Op.PROD, "prod_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.prod(x, axis=2),
+            ValueError, "prod: axis=2"),
+    BadCase(Op.PROD, "prod_keepdims_not_bool", _leaves((2, 3)), lambda g, x: g.prod(x, 0, 1),
+            TypeError, "prod: keepdims"),
+    BadCase(Op.STD, "std_negative_correction", _leaves((2, 3)), lambda g, x: g.std(x, correction=-1),
+            ValueError, "std: correction"),
+    BadCase(Op.STD, "std_correction_string", _leaves((2, 3)), lambda g, x: g.std(x, 0, "1"),
+            TypeError, "std: correction"),
+    BadCase(Op.STD, "std_axis_float", _leaves((2, 3)), lambda g, x: g.std(x, 0.5),
+            TypeError, "std: axis"),
+    BadCase(Op.VAR, "var_ddof_and_correction_disagree", _leaves((2, 3)),
+            lambda g, x: g.var(x, ddof=1, correction=0), ValueError, "var: ddof=1.0 and correction=0"),
+    BadCase(Op.VAR, "var_correction_negative", _leaves((2, 3)),
+            lambda g, x: g.var(x, correction=-2), ValueError, "var: correction"),
+    BadCase(Op.NORM, "norm_ord_nuc", _leaves((2, 3)), lambda g, x: g.norm(x, "nuc"),
+            ValueError, "norm: ord='nuc'"),
+    BadCase(Op.NORM, "norm_ord_bool", _leaves((2, 3)), lambda g, x: g.norm(x, True),
+            TypeError, "norm: ord"),
+    BadCase(Op.NORM, "norm_ord_nan", _leaves((2, 3)), lambda g, x: g.norm(x, float("nan")),
+            ValueError, "norm: ord=nan"),
+    BadCase(Op.NORM, "norm_fro_three_axes", _leaves((2, 3, 4)),
+            lambda g, x: g.norm(x, "fro", axis=(0, 1, 2)), ValueError, "norm: ord='fro' takes"),
+    BadCase(Op.NORM, "norm_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.norm(x, 2, 3),
+            ValueError, "norm: axis=3"),
+    BadCase(Op.NORM, "norm_inf_empty", _leaves((0, 3)), lambda g, x: g.norm(x, np.inf, 0),
+            ValueError, "norm: cannot reduce over an empty axis"),
+    BadCase(Op.NORM, "norm_negative_ord_empty", _leaves((0, 3)), lambda g, x: g.norm(x, -1, 0),
+            ValueError, "norm: cannot reduce over an empty axis"),
+    BadCase(Op.CUMSUM, "cumsum_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.cumsum(x, 2),
+            ValueError, "cumsum: axis=2"),
+    BadCase(Op.CUMSUM, "cumsum_axis_none", _leaves((2, 3)), lambda g, x: g.cumsum(x, None),
+            TypeError, "cumsum: axis"),
+    BadCase(Op.CUMPROD, "cumprod_axis_tuple", _leaves((2, 3)), lambda g, x: g.cumprod(x, (0,)),
+            TypeError, "cumprod: axis"),
+    BadCase(Op.CUMPROD, "cumprod_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.cumprod(x, -3),
+            ValueError, "cumprod: axis=-3"),
+    BadCase(Op.TOPK, "topk_k_too_large", _leaves((2, 3)), lambda g, x: g.topk(x, 4),
+            ValueError, "topk: k=4 is out of range"),
+    BadCase(Op.TOPK, "topk_k_negative", _leaves((2, 3)), lambda g, x: g.topk(x, -1),
+            ValueError, "topk: k=-1"),
+    BadCase(Op.TOPK, "topk_k_float", _leaves((2, 3)), lambda g, x: g.topk(x, 1.0),
+            TypeError, "topk: k"),
+    BadCase(Op.TOPK, "topk_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.topk(x, 1, 2),
+            ValueError, "topk: axis=2"),
+    BadCase(Op.TOPK, "topk_largest_not_bool", _leaves((2, 3)), lambda g, x: g.topk(x, 1, largest=1),
+            TypeError, "topk: largest"),
+    BadCase(Op.SORT, "sort_axis_out_of_range", _leaves((2, 3)), lambda g, x: g.sort(x, -3),
+            ValueError, "sort: axis=-3"),
+    BadCase(Op.SORT, "sort_descending_not_bool", _leaves((2, 3)),
+            lambda g, x: g.sort(x, descending="yes"), TypeError, "sort: descending"),
+    BadCase(Op.SORT, "sort_complex", lambda g: (np.ones(3) * 1j,), lambda g, x: g.sort(x),
+            TypeError, "sort"),
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
@@ -302,3 +494,207 @@ def test_attribute_cache_does_not_let_bad_arguments_through():
         g.max(e, 0)
     with pytest.raises(ValueError, match="max: cannot reduce"):
         g.max(e, 0)
+
+
+# ------------------------------------------------ integer results vs PyTorch
+_TIED = np.array([[1.0, 3.0, 3.0, 2.0, 3.0, 3.0],
+                  [0.5, 0.5, -1.0, 0.5, 2.0, 2.0],
+                  [4.0, -4.0, 4.0, 4.0, -4.0, 0.0]])
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (None, True), (0, False), (1, True),
+                                           (-1, False)])
+def test_argmax_argmin_match_torch_first_occurrence_and_append_nothing(name, axis, keepdims):
+    torch = pytest.importorskip("torch")
+    g = yscv.Graph(np.float32)
+    x = g.variable(_TIED)
+    n = len(g)
+    got = getattr(g, name)(x, axis=axis, keepdims=keepdims)
+    assert len(g) == n  # an array, not a node
+    want = getattr(torch, name)(torch.tensor(_TIED), dim=axis, keepdim=keepdims).numpy()
+    assert isinstance(got, np.ndarray) and got.dtype == np.int64
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_argmin_nan_and_0d_and_array_operand_match_torch(name):
+    torch = pytest.importorskip("torch")
+    g = yscv.Graph(np.float64)
+    x = np.array([[1.0, np.nan, 5.0, np.nan], [2.0, 2.0, -1.0, 7.0]])
+    for axis in (None, 1, 0):
+        want = getattr(torch, name)(torch.tensor(x), dim=axis).numpy()
+        np.testing.assert_array_equal(getattr(g, name)(x, axis), want)
+    assert len(g) == 0
+    np.testing.assert_array_equal(getattr(g, name)(g.variable(np.array(3.0)), 0), 0)
+    with pytest.raises(ValueError, match=f"{name}: cannot take the {name} of an empty axis=0"):
+        getattr(g, name)(np.ones((0, 2)), 0)
+    with pytest.raises(TypeError, match=f"{name}: axis"):
+        getattr(g, name)(x, (0, 1))
+    with pytest.raises(ValueError, match=f"{name}: axis=2"):
+        getattr(g, name)(x, 2)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_sort_indices_match_torch_stable_with_ties_and_nan(descending, axis):
+    torch = pytest.importorskip("torch")
+    x = _TIED.copy()
+    x[1, 2] = np.nan
+    g = yscv.Graph(np.float64)
+    v = g.variable(x)
+    values, idx = g.sort(v, axis, descending=descending)
+    tv, ti = torch.sort(torch.tensor(x), dim=axis, descending=descending, stable=True)
+    assert idx.dtype == np.int64
+    np.testing.assert_array_equal(idx, ti.numpy())
+    np.testing.assert_array_equal(g.value(values), tv.numpy())
+    np.testing.assert_array_equal(g.value(values), np.take_along_axis(x, idx, axis))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("k", [1, 3])
+def test_topk_matches_torch_values_and_indices(largest, k):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(3).standard_normal((4, 6))   # no ties: indices are unique
+    g = yscv.Graph(np.float64)
+    values, idx = g.topk(g.variable(x), k, largest=largest)
+    tv, ti = torch.topk(torch.tensor(x), k, largest=largest)
+    np.testing.assert_array_equal(idx, ti.numpy())
+    np.testing.assert_array_equal(g.value(values), tv.numpy())
+
+
+def test_topk_ties_take_the_lower_index_first_values_as_torch():
+    """PyTorch's CPU topk leaves the order among equal values to its partial
+    sort ([1, 5, 4] below); yscv takes them lower index first, as sort
+    (stable) and ONNX's TopK. The values are PyTorch's, NaN counting largest."""
+    torch = pytest.importorskip("torch")
+    x = np.array([1.0, 3.0, 3.0, 2.0, 3.0, np.nan, 3.0])
+    g = yscv.Graph(np.float64)
+    values, idx = g.topk(g.variable(x), 3)
+    tv, ti = torch.topk(torch.tensor(x), 3)
+    np.testing.assert_array_equal(g.value(values), tv.numpy())
+    np.testing.assert_array_equal(idx, [5, 1, 2])
+    np.testing.assert_array_equal(x[ti.numpy()], x[idx])
+    values, idx = g.topk(g.variable(x), 2, largest=False)
+    np.testing.assert_array_equal(idx, [0, 3])
+
+
+def test_sorted_indices_are_a_copy_and_gradient_scatters_back():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([[0.3, -1.0, 2.0], [5.0, 4.0, -2.0]]))
+    values, idx = g.topk(x, 2)
+    idx[...] = 0   # the node keeps its own indices
+    np.testing.assert_array_equal(g.value(values), [[2.0, 0.3], [5.0, 4.0]])
+    g.backward(values, grad=np.array([[1.0, 2.0], [3.0, 4.0]]))
+    np.testing.assert_array_equal(g.grad(x), [[2.0, 0.0, 1.0], [3.0, 4.0, 0.0]])
+
+
+def test_sort_0d_and_topk_0d():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array(2.5))
+    v, i = g.sort(x)
+    assert g.value(v).shape == () and g.value(v) == 2.5 and i.shape == () and i == 0
+    v, i = g.topk(x, 1)
+    g.backward(v)
+    assert g.grad(x) == 1.0
+
+
+# ----------------------------------------- edge gradients vs PyTorch
+def _torch_grad(torch, fn, x):
+    t = torch.tensor(x, requires_grad=True)
+    fn(t).sum().backward()
+    return t.grad.numpy()
+
+
+@pytest.mark.parametrize("p", [2, 1, 3, 1.5, 0.5, np.inf, -np.inf, 0])
+def test_norm_gradient_at_a_zero_vector_matches_torch(p):
+    torch = pytest.importorskip("torch")
+    x = np.zeros((2, 3))
+    x[1] = [0.5, -2.0, 1.0]
+    g = yscv.Graph(np.float64)
+    v = g.variable(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = g.norm(v, p, axis=1)
+        g.backward(out, grad=np.ones(2))
+    want = _torch_grad(torch, lambda t: torch.linalg.vector_norm(t, float(p), 1), x) if p != 0 \
+        else np.zeros_like(x)
+    np.testing.assert_allclose(g.value(out), torch.linalg.vector_norm(
+        torch.tensor(x), float(p), 1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.grad(v), want, rtol=1e-12, atol=0)
+    assert np.all(g.grad(v)[0] == 0)
+
+
+def test_norm_inf_ties_split_the_gradient_as_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[2.0, -2.0, 1.0], [0.5, 3.0, -3.0]])
+    for p in (np.inf, -np.inf):
+        g = yscv.Graph(np.float64)
+        v = g.variable(x)
+        g.backward(g.norm(v, p, axis=1), grad=np.ones(2))
+        np.testing.assert_allclose(g.grad(v), _torch_grad(
+            torch, lambda t: torch.linalg.vector_norm(t, p, 1), x), rtol=1e-12)
+
+
+def test_std_of_constant_slice_has_zero_gradient_as_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[2.0, 2.0, 2.0], [1.0, 3.0, 0.5]])
+    g = yscv.Graph(np.float64)
+    v = g.variable(x)
+    out = g.std(v, axis=1)
+    g.backward(out, grad=np.ones(2))
+    np.testing.assert_allclose(g.value(out), torch.tensor(x).std(1).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.grad(v), _torch_grad(torch, lambda t: t.std(1), x), rtol=1e-12)
+    assert np.all(g.grad(v)[0] == 0)
+    (d,) = g.gradients(g.sum(out), [v], create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(d, d)), [v])
+    assert np.all(np.isfinite(d2)) and np.all(d2[0] == 0)
+
+
+def test_std_correction_at_least_count_warns():
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([1.0, 2.0]))
+    with pytest.warns(RuntimeWarning, match="std: degrees of freedom"):
+        assert np.isinf(g.value(g.std(x, correction=2)))
+
+
+def test_var_correction_and_ddof_agree():
+    x = np.arange(12.0).reshape(3, 4) ** 1.5
+    g = yscv.Graph(np.float64)
+    v = g.variable(x)
+    a = g.value(g.var(v, 0, ddof=1))
+    np.testing.assert_array_equal(g.value(g.var(v, 0, correction=1)), a)
+    np.testing.assert_array_equal(g.value(g.var(v, 0, ddof=1, correction=1)), a)
+    np.testing.assert_allclose(a, np.var(x, axis=0, ddof=1))
+
+
+def test_prod_and_cumprod_gradients_at_zeros_match_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.0, 2.0, 0.0, 3.0, -1.5], [1.5, 0.0, 2.0, -0.5, 1.0]])
+    for name, fn, tfn in (("prod", lambda g, v: g.prod(v, 1), lambda t: t.prod(1)),
+                          ("prod_all", lambda g, v: g.prod(v), lambda t: t.prod()),
+                          ("cumprod", lambda g, v: g.cumprod(v, 1), lambda t: t.cumprod(1)),
+                          ("cumprod0", lambda g, v: g.cumprod(v, 0), lambda t: t.cumprod(0))):
+        g = yscv.Graph(np.float64)
+        v = g.variable(x)
+        out = fn(g, v)
+        g.backward(out, grad=np.ones(g.value(out).shape))
+        np.testing.assert_allclose(g.grad(v), _torch_grad(torch, tfn, x), rtol=1e-12,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("name,build", [
+    ("prod", lambda g, v: g.prod(v, 1)), ("std", lambda g, v: g.std(v, 1)),
+    ("norm", lambda g, v: g.norm(v, 3, 1)), ("cumsum", lambda g, v: g.cumsum(v, 1)),
+    ("cumprod", lambda g, v: g.cumprod(v, 1)), ("topk", lambda g, v: g.topk(v, 2)[0]),
+    ("sort", lambda g, v: g.sort(v, 0)[0])])
+def test_new_reductions_keep_float32(name, build):
+    x = np.random.default_rng(1).uniform(-1, 1, size=(3, 4))
+    x[0, 1] = 0.0
+    g = yscv.Graph(np.float32)
+    v = g.variable(x)
+    out = build(g, v)
+    assert g.value(out).dtype == np.float32
+    g.backward(out, grad=np.ones(g.value(out).shape))
+    assert g.grad(v).dtype == np.float32 and g.grad(v).shape == x.shape

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..node import Op
 from ._builder import INT64_MAX, INT64_MIN
+from ._forms_scan import _VARIANCE_OPS, variance
 from ._registry import NO_ONNX, onnx_form
 
 
@@ -138,16 +139,9 @@ for _op, _onnx in ((Op.SUM, "ReduceSum"), (Op.MEAN, "ReduceMean"), (Op.MAX, "Red
     _reduction(_op, _onnx)
 
 
-@onnx_form(Op.VAR, "ReduceMean, ReduceSum, Sub, Mul, Div")
+@onnx_form(Op.VAR, _VARIANCE_OPS)
 def _var(b, n):
-    a = n.attrs
-    x = n.x()
-    d = b.emit("Sub", [x, b.reduce("ReduceMean", x, a.axes, True)])
-    d2 = b.emit("Mul", [d, d])
-    if a.ddof == 0.0:
-        return b.reduce("ReduceMean", d2, a.axes, a.keepdims)
-    s = b.reduce("ReduceSum", d2, a.axes, a.keepdims)
-    return b.emit("Div", [s, b.scalar(max(a.count - a.ddof, 0.0))])
+    return variance(b, n)
 
 
 @onnx_form(Op.LOGSUMEXP, "ReduceMax, ReduceSum, Sub, Exp, Log, Add, IsInf, Where")

@@ -30,8 +30,8 @@ name in the module of its category, add a row to the export test table
 from __future__ import annotations
 
 from ..node import Op
-from . import (_forms_act, _forms_layers, _forms_math, _forms_shapeidx,  # noqa: F401
-               _forms_tensor)  # (each fills EXPORTS)
+from . import (_forms_act, _forms_layers, _forms_math, _forms_scan, _forms_shapeidx,
+               _forms_tensor)  # noqa: F401  (each fills EXPORTS)
 from ._registry import EXPORTS, NO_ONNX, N, OnnxForm, onnx_form
 
 __all__ = ["EXPORTS", "NO_ONNX", "N", "OnnxForm", "onnx_form", "markdown_table"]

@@ -1,4 +1,6 @@
-"""Reductions (forward): sum, mean, max, min, var, logsumexp.
+"""Reductions and scans (forward): sum, mean, max, min, var, logsumexp,
+prod, std, norm; cumsum, cumprod; topk, sort (values; their indices and
+argmax/argmin are int64 arrays, not nodes).
 
 Every reduction takes ``axis`` = None (all axes), an int (negative counts
 from the end) or a tuple/list of distinct ints (``()`` reduces nothing, as
@@ -8,9 +10,14 @@ keepdims flag, the input shape with reduced axes set to 1 (``kshape``, used
 by the backward to broadcast the cotangent back), and the number of reduced
 elements per output element.
 
-Saved for backward: nothing, except ``var`` which saves the mean (shape
-``kshape``, small). max/min and logsumexp rebuild what they need from the
-input and the output value.
+Saved for backward: nothing, except ``var`` and ``std`` which save the mean
+(shape ``kshape``, small). max/min, logsumexp, prod and norm rebuild what
+they need from the input and the output value.
+
+Scans (``cumsum``, ``cumprod``) record their axis as a plain int. ``topk``
+and ``sort`` are gathers along one axis: the Graph method orders the input
+once (a stable sort, NaN largest, as PyTorch) and records the chosen
+indices as a ``SortAttrs`` record; the forward is ``take_along_axis``.
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ import numpy as np
 
 from ..node import NodeId, Op
 from ..registry import register_forward
-from ._common import as_graph_array, normalize_axes
+from ._common import as_graph_array, normalize_axes, normalize_axis
 
 
 class ReduceAttrs(NamedTuple):
@@ -39,6 +46,31 @@ class ReduceAttrs(NamedTuple):
     def __repr__(self) -> str:
         return (f"ReduceAttrs(axes={self.axes}, keepdims={self.keepdims}"
                 + (f", ddof={self.ddof}" if self.ddof else "") + ")")
+
+
+class NormAttrs(NamedTuple):
+    """Static attributes of a ``norm`` node: a reduction's plus the order."""
+
+    axes: Optional[tuple]
+    keepdims: bool
+    kshape: tuple
+    oshape: tuple
+    count: int
+    ord: float              # 2.0 for "fro"; inf / -inf / 0 / any real
+
+
+class SortAttrs(NamedTuple):
+    """``topk`` / ``sort``: the axis, the chosen int64 indices along it
+    (the output's shape, fixed when the node is built) and the order
+    (``descending``: largest first; topk's ``largest``)."""
+
+    axis: int
+    index: np.ndarray
+    descending: bool
+
+    def __repr__(self) -> str:
+        return (f"SortAttrs(axis={self.axis}, index shape={self.index.shape}, "
+                f"descending={self.descending})")
 
 
 # ---------------------------------------------------------------- forwards
@@ -71,9 +103,8 @@ def min_forward(attrs, x):
     return _min_reduce(x, axis=attrs.axes, keepdims=attrs.keepdims), None
 
 
-@register_forward(Op.VAR)
-def var_forward(attrs, x):
-    """Two-pass variance (as np.var); saves the mean (shape kshape)."""
+def _variance(attrs, x):
+    """Two-pass variance (as np.var) and the mean (shape kshape)."""
     axes = attrs.axes
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.mean(x, axis=axes, keepdims=True)
@@ -83,6 +114,76 @@ def var_forward(attrs, x):
         s = np.sum(d, axis=axes, keepdims=attrs.keepdims)
         value = s / max(attrs.count - attrs.ddof, 0.0)
     return value, mean
+
+
+@register_forward(Op.VAR)
+def var_forward(attrs, x):
+    """Two-pass variance (as np.var); saves the mean (shape kshape)."""
+    return _variance(attrs, x)
+
+
+@register_forward(Op.STD)
+def std_forward(attrs, x):
+    """sqrt of the two-pass variance; saves the mean (shape kshape)."""
+    value, mean = _variance(attrs, x)
+    return np.sqrt(np.asarray(value)), mean
+
+
+@register_forward(Op.PROD)
+def prod_forward(attrs, x):
+    return np.multiply.reduce(x, axis=attrs.axes, keepdims=attrs.keepdims), None
+
+
+@register_forward(Op.NORM)
+def norm_forward(attrs, x):
+    """torch.linalg.vector_norm: (sum |x|^p)^(1/p); p = inf / -inf: max /
+    min |x|; p = 0: the number of nonzeros; p = 2 is sqrt(sum x^2)."""
+    p, axes, kd = attrs.ord, attrs.axes, attrs.keepdims
+    if p == 2.0:
+        return np.sqrt(np.asarray(_add_reduce(x * x, axis=axes, keepdims=kd))), None
+    if p == 0.0:
+        return _add_reduce((x != 0).astype(x.dtype), axis=axes, keepdims=kd), None
+    a = np.abs(x)
+    if p == 1.0:
+        return _add_reduce(a, axis=axes, keepdims=kd), None
+    if p == math.inf:
+        return _max_reduce(a, axis=axes, keepdims=kd), None
+    if p == -math.inf:
+        return _min_reduce(a, axis=axes, keepdims=kd), None
+    with np.errstate(divide="ignore", over="ignore"):
+        s = np.asarray(_add_reduce(a ** p, axis=axes, keepdims=kd))
+        return s ** (1.0 / p), None
+
+
+@register_forward(Op.CUMSUM)
+def cumsum_forward(axis, x):
+    return (np.cumsum(x, axis=axis) if x.ndim else x.copy()), None
+
+
+@register_forward(Op.CUMPROD)
+def cumprod_forward(axis, x):
+    return (np.cumprod(x, axis=axis) if x.ndim else x.copy()), None
+
+
+def _take_sorted(attrs, x):
+    if x.ndim == 0:
+        return x.copy(), None
+    return np.take_along_axis(x, attrs.index, attrs.axis), None
+
+
+register_forward(Op.TOPK)(_take_sorted)
+register_forward(Op.SORT)(_take_sorted)
+
+
+def _stable_order(v: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """int64 indices ordering ``v`` along ``axis``; equal values keep their
+    input order (also descending) and NaN counts as the largest value, as
+    PyTorch's ``sort(stable=True)``."""
+    if not descending:
+        return np.argsort(v, axis=axis, kind="stable").astype(np.int64, copy=False)
+    n = v.shape[axis]
+    o = np.argsort(np.flip(v, axis), axis=axis, kind="stable")
+    return ((n - 1) - np.flip(o, axis)).astype(np.int64)
 
 
 @register_forward(Op.LOGSUMEXP)
@@ -128,6 +229,22 @@ def _reduce_attrs(shape: tuple, axis, keepdims, op: str, ddof=0.0) -> ReduceAttr
 
 _SUM, _MEAN, _MAX, _MIN, _VAR, _LOGSUMEXP = (
     Op.SUM, Op.MEAN, Op.MAX, Op.MIN, Op.VAR, Op.LOGSUMEXP)
+_PROD, _STD, _NORM, _CUMSUM, _CUMPROD, _TOPK, _SORT = (
+    Op.PROD, Op.STD, Op.NORM, Op.CUMSUM, Op.CUMPROD, Op.TOPK, Op.SORT)
+
+
+def _check_bool(v, op: str, arg: str) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{op}: {arg} must be a bool, got {v!r}")
+    return bool(v)
+
+
+def _check_correction(c, op: str, arg: str) -> float:
+    if isinstance(c, bool) or not isinstance(c, numbers.Real):
+        raise TypeError(f"{op}: {arg} must be a real number, got {c!r}")
+    if not c >= 0:
+        raise ValueError(f"{op}: {arg} must be >= 0, got {c!r}")
+    return float(c)
 
 # (op, shape, axis, keepdims, ddof) -> ReduceAttrs for the common argument
 # types (axis None or a plain int, keepdims a plain bool): a dict hit is much
@@ -188,21 +305,167 @@ class ReduceOps:
         among tied minima (PyTorch ``amin``). Empty reductions raise ValueError."""
         return self._reduce(_MIN, x, axis, keepdims, empty_ok=False)
 
-    def var(self, x, axis=None, keepdims=False, ddof=0):
+    def var(self, x, axis=None, keepdims=False, ddof=0, correction=None):
         """Variance over ``axis`` with divisor ``N - ddof`` (ddof=0: biased,
-        as np.var; ddof=1: unbiased, as torch.var's default). When
-        ``N - ddof <= 0`` the result is inf/NaN (as NumPy and PyTorch) and a
-        RuntimeWarning is issued at build time. Saves the mean for backward."""
-        if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real):
-            raise TypeError(f"var: ddof must be a real number, got {ddof!r}")
-        if not ddof >= 0:
-            raise ValueError(f"var: ddof must be >= 0, got {ddof!r}")
-        x, attrs = self._reduce_prepare(_VAR, x, axis, keepdims, float(ddof))
+        as np.var; ddof=1: unbiased, as torch.var's default). ``correction``
+        is PyTorch's name for ``ddof``; give one of them (both only when
+        equal). When ``N - ddof <= 0`` the result is inf/NaN (as NumPy and
+        PyTorch) and a RuntimeWarning is issued at build time. Saves the mean
+        for backward."""
+        ddof = _check_correction(ddof, "var", "ddof")
+        if correction is not None:
+            c = _check_correction(correction, "var", "correction")
+            if ddof != 0.0 and ddof != c:
+                raise ValueError(f"var: ddof={ddof!r} and correction={correction!r} "
+                                 "disagree; give one of them")
+            ddof = c
+        return self._variance(_VAR, x, axis, keepdims, ddof)
+
+    def _variance(self, op, x, axis, keepdims, ddof):
+        x, attrs = self._reduce_prepare(op, x, axis, keepdims, ddof)
         if attrs.count - attrs.ddof <= 0 and math.prod(attrs.oshape) > 0:
+            name = op.name.lower()
             warnings.warn(
-                f"var: degrees of freedom <= 0 (N={attrs.count}, ddof={ddof}); "
-                "the result is inf or NaN", RuntimeWarning, stacklevel=2)
-        return self._apply1(_VAR, x, attrs)
+                f"{name}: degrees of freedom <= 0 (N={attrs.count}, correction={ddof:g}); "
+                "the result is inf or NaN", RuntimeWarning, stacklevel=3)
+        return self._apply1(op, x, attrs)
+
+    def std(self, x, axis=None, correction=1, keepdims=False):
+        """Standard deviation, ``sqrt(var(x, axis, correction=correction))``
+        (torch.std: ``correction=1`` by default, the unbiased variance).
+        Backward: ``g (x - mean) / ((N - correction) std)``, 0 where std is 0
+        (PyTorch's choice). Saves the mean for backward."""
+        c = _check_correction(correction, "std", "correction")
+        return self._variance(_STD, x, axis, keepdims, c)
+
+    def prod(self, x, axis=None, keepdims=False):
+        """Product over ``axis`` (None: all; an int or a tuple). Backward:
+        ``g * out / x`` when ``x`` has no zero, else the product of the other
+        elements (exclusive cumulative products), exact at zeros as PyTorch."""
+        return self._reduce(_PROD, x, axis, keepdims)
+
+    def norm(self, x, ord=2, axis=None, keepdims=False):
+        """Vector p-norm over ``axis`` (None: every element), as
+        ``torch.linalg.vector_norm``: ``ord`` a real number (``(sum |x|^ord)^(1/ord)``),
+        ``inf`` / ``-inf`` (max / min of ``|x|``), ``0`` (the number of
+        nonzeros; zero gradient) or ``"fro"`` (the 2-norm, as ``torch.norm``:
+        ``axis`` None, an int or two axes). Gradients as PyTorch's, including
+        0 for a zero vector; ties of the inf-norms split the gradient evenly."""
+        if isinstance(ord, str):
+            if ord != "fro":
+                raise ValueError(f"norm: ord={ord!r} is not a vector norm (use a number, "
+                                 "inf, -inf or 'fro')")
+            if isinstance(axis, (tuple, list)) and len(axis) > 2:
+                raise ValueError(f"norm: ord='fro' takes at most two axes, got axis={axis!r}")
+            p = 2.0
+        elif isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+            raise TypeError(f"norm: ord must be a real number, inf, -inf or 'fro', got {ord!r}")
+        else:
+            p = float(ord)
+            if math.isnan(p):
+                raise ValueError(f"norm: ord={ord!r} is NaN")
+        x, a = self._reduce_prepare(_NORM, x, axis, keepdims, 0.0,
+                                    empty_ok=not (p < 0 or p == math.inf))
+        return self._apply1(_NORM, x, NormAttrs(a.axes, a.keepdims, a.kshape, a.oshape,
+                                                 a.count, p))
+
+    def _scan(self, op, x, axis):
+        name = op.name.lower()
+        if type(x) is NodeId:
+            shape = self._shape(self._index(x))
+        else:
+            x = as_graph_array(x, self.dtype, name, "x", copy=False)
+            shape = x.shape
+        return self._apply1(op, x, normalize_axis(axis, len(shape), name))
+
+    def cumsum(self, x, axis):
+        """Cumulative sum along ``axis`` (required, as torch.cumsum's dim).
+        Backward: the reversed cumulative sum of the gradient."""
+        return self._scan(_CUMSUM, x, axis)
+
+    def cumprod(self, x, axis):
+        """Cumulative product along ``axis`` (required). Backward as
+        PyTorch's, exact where ``x`` has zeros (no division by them)."""
+        return self._scan(_CUMPROD, x, axis)
+
+    def _operand_value(self, x, op: str):
+        """(operand, its value) for a method that must look at the values."""
+        if type(x) is NodeId:
+            return x, self.value(x)
+        x = as_graph_array(x, self.dtype, op, "x", copy=False)
+        return x, x
+
+    def _arg_extremum(self, x, axis, keepdims, op: str, fn):
+        keepdims = _check_bool(keepdims, op, "keepdims")
+        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, numbers.Integral)):
+            raise TypeError(f"{op}: axis must be None or an int, got {axis!r}")
+        _, v = self._operand_value(x, op)
+        if axis is not None:
+            axis = normalize_axis(axis, v.ndim, op)
+        if v.ndim == 0:
+            return np.zeros((), dtype=np.int64)
+        if (v.size if axis is None else v.shape[axis]) == 0:
+            raise ValueError(f"{op}: cannot take the {op} of an empty "
+                             f"{'input' if axis is None else f'axis={axis}'} "
+                             f"(input shape {v.shape})")
+        return np.asarray(fn(v, axis=axis, keepdims=keepdims), dtype=np.int64)
+
+    def argmax(self, x, axis=None, keepdims=False):
+        """Index of the maximum along ``axis`` (None: of the flattened input)
+        as an int64 array, not a node (nothing is appended). The first
+        occurrence wins ties; NaN counts as the maximum (as torch.argmax)."""
+        return self._arg_extremum(x, axis, keepdims, "argmax", np.argmax)
+
+    def argmin(self, x, axis=None, keepdims=False):
+        """Index of the minimum along ``axis`` (None: of the flattened input)
+        as an int64 array, not a node. The first occurrence wins ties; NaN
+        counts as the minimum (as torch.argmin)."""
+        return self._arg_extremum(x, axis, keepdims, "argmin", np.argmin)
+
+    def _sorted_node(self, op, x, axis, descending, k=None):
+        name = op.name.lower()
+        if type(x) is NodeId:
+            shape = self._shape(self._index(x))
+        else:
+            x = as_graph_array(x, self.dtype, name, "x", copy=False)
+            shape = x.shape
+        a = normalize_axis(axis, len(shape), name)
+        n = shape[a] if shape else 1
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+                raise TypeError(f"{name}: k must be an int, got {k!r}")
+            if not 0 <= k <= n or (not shape and k == 0):
+                raise ValueError(f"{name}: k={k} is out of range for axis {a} of size {n}")
+        _, v = self._operand_value(x, name)
+        if v.ndim == 0:
+            idx = np.zeros((), dtype=np.int64)
+        else:
+            idx = _stable_order(v, a, descending)
+            if k is not None and k < n:
+                idx = np.ascontiguousarray(idx.take(np.arange(int(k)), axis=a))
+        idx.flags.writeable = False
+        return self._apply1(op, x, SortAttrs(a, idx, descending)), idx.copy()
+
+    def topk(self, x, k, axis=-1, largest=True, sorted=True):
+        """The ``k`` largest (``largest=False``: smallest) elements along
+        ``axis`` -> ``(values, indices)``: values a node, indices an int64
+        array. Values come in sorted order (``sorted=False`` gives the same
+        order; PyTorch leaves it unspecified); equal values are taken lower
+        index first and NaN counts as the largest. Backward: the gradient
+        scattered back to the chosen positions."""
+        _check_bool(largest, "topk", "largest")
+        _check_bool(sorted, "topk", "sorted")
+        return self._sorted_node(_TOPK, x, axis, bool(largest), k)
+
+    def sort(self, x, axis=-1, descending=False, stable=False):
+        """``x`` sorted along ``axis`` -> ``(values, indices)``: values a
+        node, indices an int64 array with ``values = take_along_axis(x,
+        indices, axis)``. Always stable (``stable=False`` too): equal values
+        keep their input order, also descending; NaN sorts as the largest.
+        Backward: the gradient scattered back through the permutation."""
+        _check_bool(descending, "sort", "descending")
+        _check_bool(stable, "sort", "stable")
+        return self._sorted_node(_SORT, x, axis, bool(descending))
 
     def logsumexp(self, x, axis, keepdims=False):
         """``log(sum(exp(x), axis))`` computed stably (the max is subtracted
