@@ -52,9 +52,11 @@ def depthwise_conv2d_backward(g, inputs, out, attrs, saved, needs):
     return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
 
 
+@register_backward(Op.CONV_TRANSPOSE1D)
 @register_backward(Op.CONV_TRANSPOSE2D)
-def conv_transpose2d_backward(g, inputs, out, attrs, saved, needs):
-    """dx = conv2d(g, w) on x's grid; dw = conv2d's weight pass with the roles
+@register_backward(Op.CONV_TRANSPOSE3D)
+def conv_transpose_nd_backward(g, inputs, out, attrs, saved, needs):
+    """dx = conv(g, w) on x's grid; dw = conv's weight pass with the roles
     of input and output gradient exchanged."""
     x, w = inputs[0], inputs[1]
     g5 = C.lift_x(g)
@@ -216,5 +218,7 @@ composite(Op.CONV1D, _conv_composite)
 composite(Op.CONV2D, _conv_composite)
 composite(Op.CONV3D, _conv_composite)
 composite(Op.DEPTHWISE_CONV2D, _depthwise_composite)
+composite(Op.CONV_TRANSPOSE1D, _conv_transpose_composite)
 composite(Op.CONV_TRANSPOSE2D, _conv_transpose_composite)
+composite(Op.CONV_TRANSPOSE3D, _conv_transpose_composite)
 composite(Op.DEFORMABLE_CONV2D, _deformable_composite)
