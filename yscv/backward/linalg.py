@@ -11,6 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..compute.linalg import dot, einsum, stacked_matmul_grads
+from ..errors import BackwardError
 from ..node import Op
 from ..registry import register_backward, register_recorded
 from ._recorded import recorded_unary
@@ -292,6 +293,11 @@ def solve_recorded(G, gy, xs, x, vector, saved, needs):
 
 @register_recorded(Op.DET)
 def det_recorded(G, gy, xs, y, attrs, saved, needs):
+    if np.any(G.value(y) == 0):
+        raise BackwardError(
+            "det: create_graph=True through the determinant of a singular matrix is not "
+            "supported (its recorded gradient det(a) inv(a)^T needs inv(a)); the first-order "
+            "gradient (the cofactors) is")
     return (G.mul(_unsq2(G, G.mul(gy, y)), _swap(G, G.inv(xs[0]))),)
 
 
