@@ -165,6 +165,10 @@ def _conv_transpose_composite(G, x, w, *rest):
     cout = w.shape[nsp] * at.groups
     z = G.variable(np.zeros((x.shape[0],) + sp + (cout,), dtype=G.dtype))
     conv = conv_nodes(G, z, w, st, pd, dl, at.groups)
+    if tuple(conv.shape) != tuple(x.shape[:-1]) + (conv.shape[-1],):
+        # output_padding >= stride (allowed below the dilation): the conv of z
+        # has positions past x's, which no input of the transpose feeds
+        conv = G.getitem(conv, (slice(None),) + tuple(slice(0, n) for n in x.shape[1:-1]))
     (y,) = G.gradients(conv, [z], grad=x, create_graph=True)
     return _bias(G, y, rest, at.has_bias)
 

@@ -255,8 +255,8 @@ class ConvOps:
             raise ValueError(f"{op}: groups={groups} does not divide the input channels {cin}")
         if wcin != cin:
             raise shape_error(op, f"w.shape[{nsp + 1}]={wcin} must equal the input channels "
-                              f"{cin} (w is [{', '.join('K' + a for a in axes)}, Cout/groups, "
-                              f"Cin])", expected=cin, got=wcin)
+                              f"{cin} (w is [{', '.join(['K'] if nsp == 1 else ['K' + a for a in axes])}, "
+                              f"Cout/groups, Cin])", expected=cin, got=wcin)
         for a, k in zip(axes, ks):
             if k < 1:
                 raise ValueError(f"{op}: kernel size along {a} is {k}; it must be >= 1")
