@@ -101,6 +101,12 @@ class Op(enum.IntEnum):
     MATMUL = 90
     TRANSPOSE = 91
     EINSUM = 92
+    INV = 100
+    SOLVE = 101
+    DET = 102
+    SLOGDET = 103        # the value is logabsdet; the sign is an array beside it
+    CHOLESKY = 104
+    EIGH = 105           # the value packs eigenvalues (row 0) and eigenvectors (rows 1..n)
 
     # shape
     RESHAPE = 110
@@ -142,8 +148,10 @@ class Op(enum.IntEnum):
     DEPTHWISE_CONV2D = 163
     CONV_TRANSPOSE2D = 164
     DEFORMABLE_CONV2D = 165
-    CONV_GRAD_INPUT = 176    # conv1d/2d/3d's input gradient as an op (create_graph)
-    CONV_GRAD_WEIGHT = 177   # conv1d/2d/3d's weight gradient as an op (create_graph)
+    CONV_TRANSPOSE1D = 176
+    CONV_TRANSPOSE3D = 177
+    CONV_GRAD_INPUT = 178    # conv1d/2d/3d's input gradient as an op (create_graph)
+    CONV_GRAD_WEIGHT = 179   # conv1d/2d/3d's weight gradient as an op (create_graph)
 
     # pooling
     MAX_POOL2D = 180
@@ -151,6 +159,11 @@ class Op(enum.IntEnum):
     ADAPTIVE_AVG_POOL2D = 182
     ADAPTIVE_MAX_POOL2D = 183
     GLOBAL_AVG_POOL2D = 184
+    MAX_POOL1D = 193
+    AVG_POOL1D = 194
+    MAX_POOL3D = 195
+    AVG_POOL3D = 196
+    ADAPTIVE_AVG_POOL1D = 197
 
     # normalization
     BATCH_NORM = 200

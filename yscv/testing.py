@@ -288,7 +288,8 @@ def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):
 def make_second_order_tests(cases: Sequence[OpCase]):
     """The second-order column: a pytest test parametrized over the rows that
     runs :func:`check_gradgradcheck` and, for rows with ``torch_build``,
-    :func:`check_torch_second_order` (skipped without PyTorch)."""
+    :func:`check_torch_second_order` (skipped without PyTorch). The test's
+    ``second_order_rows`` attribute lists the rows it runs."""
     import pytest
 
     rows = [c for c in cases if c.check_grad]
@@ -300,4 +301,5 @@ def make_second_order_tests(cases: Sequence[OpCase]):
             pytest.importorskip("torch")
             check_torch_second_order(case)
 
+    test_second_order.second_order_rows = rows   # what tests/ops/test_op_coverage.py counts
     return test_second_order

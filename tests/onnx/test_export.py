@@ -534,6 +534,38 @@ CASES += [  # reductions and scans
 
 
 # ------------------------------------------------------------------ helpers
+CT1W, CT3W = _conv_w(60, 3, 2, 4), _conv_w(61, 2, 2, 2, 2, 2)
+ORT_FLOAT32_ONLY |= {"Det"}   # ONNX Runtime's Det kernel is float32 only
+
+CASES += [  # linear algebra, 1-d and 3-d pooling, transposed convolutions
+    ExportCase(Op.DET, "det_batched", lambda g, a: g.det(a),
+               lambda r, n: (r.uniform(-1, 1, (n, 3, 3)) + 3 * np.eye(3),), rtol32=1e-4),
+    ExportCase(Op.SLOGDET, "slogdet_logabsdet", lambda g, a: g.slogdet(a)[1],
+               lambda r, n: (r.uniform(-1, 1, (n, 2, 3, 3)) + 3 * np.eye(3),), rtol32=1e-4,
+               atol32=1e-5),
+    ExportCase(Op.MAX_POOL1D, "max_pool1d_options", lambda g, x: g.max_pool1d(x, 3, 2, 1),
+               _u(7, 3)),
+    ExportCase(Op.AVG_POOL1D, "avg_pool1d_count_pad", lambda g, x: g.avg_pool1d(x, 3, 2, 1),
+               _u(7, 3)),
+    ExportCase(Op.AVG_POOL1D, "avg_pool1d_exclude_pad", lambda g, x: g.avg_pool1d(
+        x, 3, 2, 1, count_include_pad=False), _u(7, 3)),
+    ExportCase(Op.ADAPTIVE_AVG_POOL1D, "adaptive_avg_pool1d", lambda g, x: g.adaptive_avg_pool1d(
+        x, 3), _u(7, 2)),
+    ExportCase(Op.MAX_POOL3D, "max_pool3d_options", lambda g, x: g.max_pool3d(
+        x, (3, 2, 2), (2, 1, 2), (1, 1, 0)), _u(5, 4, 4, 2)),
+    ExportCase(Op.AVG_POOL3D, "avg_pool3d_count_pad", lambda g, x: g.avg_pool3d(
+        x, 2, 1, 1), _u(3, 4, 3, 2)),
+    ExportCase(Op.AVG_POOL3D, "avg_pool3d_exclude_pad", lambda g, x: g.avg_pool3d(
+        x, (3, 2, 2), (2, 1, 2), (1, 1, 1), count_include_pad=False), _u(5, 4, 3, 2)),
+    ExportCase(Op.CONV_TRANSPOSE1D, "conv_transpose1d_options", lambda g, x: g.conv_transpose1d(
+        x, g.constant(CT1W), g.constant(CB4), stride=2, padding=1, output_padding=1, groups=2,
+        dilation=2), _u(5, 4)),
+    ExportCase(Op.CONV_TRANSPOSE3D, "conv_transpose3d_options", lambda g, x: g.conv_transpose3d(
+        x, g.constant(CT3W), stride=(2, 1, 1), padding=(1, 0, 1), output_padding=(1, 0, 0),
+        dilation=(1, 2, 1)), _u(3, 2, 3, 2)),
+]
+
+
 def yscv_outputs(fn, arrays, dtype):
     g = yscv.Graph(dtype)
     args = [g.constant(a) if a.dtype.kind == "f" else a for a in arrays]

@@ -981,3 +981,145 @@ def test_padded_input_follows_checkpointing():
 
     for a, b in zip(run(True), run(False)):
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------- transposed 1-d and 3-d convolutions
+from yscv.testing import make_second_order_tests  # noqa: E402
+
+
+def ref_conv_transpose_nd(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                          dilation=1):
+    """The scatter definition of ref_conv_transpose2d for any number of axes:
+    x [N, *S, Cin], w [*K, Cout/groups, Cin]."""
+    nsp = x.ndim - 2
+    st, pd, op_, dl = (_tup(v, nsp) for v in (stride, padding, output_padding, dilation))
+    ks, cog = w.shape[:nsp], w.shape[nsp]
+    cin = x.shape[-1]
+    cig = cin // groups
+    full_sp = [(x.shape[1 + a] - 1) * st[a] + dl[a] * (ks[a] - 1) + 1 + op_[a] for a in range(nsp)]
+    full = np.zeros((x.shape[0], *full_sp, cog * groups))
+    for ipos in np.ndindex(*x.shape[1:-1]):
+        for kpos in np.ndindex(*ks):
+            opos = tuple(ipos[a] * st[a] + kpos[a] * dl[a] for a in range(nsp))
+            for gi in range(groups):
+                xs = x[(slice(None), *ipos, slice(gi * cig, (gi + 1) * cig))]   # [N, cig]
+                full[(slice(None), *opos, slice(gi * cog, (gi + 1) * cog))] += \
+                    xs @ w[(*kpos, slice(None), slice(gi * cig, (gi + 1) * cig))].T
+    crop = tuple(slice(pd[a], full.shape[1 + a] - pd[a]) for a in range(nsp))
+    y = full[(slice(None), *crop)]
+    return y if b is None else y + b
+
+
+def _t_conv_transpose(nsp, **kw):
+    """torch's conv_transpose{nsp}d on channel-last x and yscv's weight layout."""
+    def build(t, x, w, b=None):
+        perm = (0, nsp + 1, *range(1, nsp + 1))
+        back = (0, *range(2, nsp + 2), 1)
+        wt = w.permute(nsp + 1, nsp, *range(nsp))       # [*K, Cout/g, Cin] -> [Cin, Cout/g, *K]
+        fn = getattr(t.nn.functional, f"conv_transpose{nsp}d")
+        return fn(x.permute(*perm), wt, b, **kw).permute(*back)
+    return build
+
+
+def _ct_row(nsp, shapes, name, **kw):
+    op = Op.CONV_TRANSPOSE1D if nsp == 1 else Op.CONV_TRANSPOSE3D
+    method = f"conv_transpose{nsp}d"
+    if len(shapes) == 3:
+        build = lambda g, x, w, b: getattr(g, method)(x, w, b, **kw)  # noqa: E731
+        ref = lambda x, w, b: ref_conv_transpose_nd(x, w, b, **kw)  # noqa: E731
+    else:
+        build = lambda g, x, w: getattr(g, method)(x, w, **kw)  # noqa: E731
+        ref = lambda x, w: ref_conv_transpose_nd(x, w, **kw)  # noqa: E731
+    return _row(op, build, shapes, ref, name, torch_build=_t_conv_transpose(nsp, **kw))
+
+
+CT1, CT3 = Op.CONV_TRANSPOSE1D, Op.CONV_TRANSPOSE3D
+CONV_TRANSPOSE_ND_CASES = [
+    _ct_row(1, [(2, 4, 3), (3, 2, 3), (2,)], "conv_transpose1d_bias"),
+    _ct_row(1, [(1, 4, 2), (3, 3, 2)], "conv_transpose1d_stride2_pad1_outpad1",
+            stride=2, padding=1, output_padding=1),
+    _ct_row(1, [(1, 3, 4), (2, 1, 4), (2,)], "conv_transpose1d_groups2_dilation2",
+            groups=2, dilation=2, output_padding=1),
+    _ct_row(3, [(1, 2, 3, 2, 2), (2, 2, 2, 2, 2), (2,)], "conv_transpose3d_bias"),
+    _ct_row(3, [(1, 2, 2, 3, 2), (2, 1, 2, 2, 2)], "conv_transpose3d_stride_pad_outpad",
+            stride=(2, 1, 2), padding=(1, 0, 1), output_padding=(1, 0, 0)),
+    _ct_row(3, [(1, 2, 2, 2, 4), (1, 2, 2, 1, 4)], "conv_transpose3d_groups2_dilation",
+            groups=2, dilation=(1, 2, 1)),
+]
+
+X3C, W3C = (1, 2, 3, 3, 4), (2, 2, 2, 3, 4)
+CONV_TRANSPOSE_ND_BAD = [
+    _bad(CT1, "conv_transpose1d_x_rank", [(2, 5, 5, 4), (3, 2, 4)],
+         lambda g, x, w: g.conv_transpose1d(x, w), yscv.ShapeError, "conv_transpose1d: x"),
+    _bad(CT1, "conv_transpose1d_channel_mismatch", [(2, 5, 4), (3, 2, 3)],
+         lambda g, x, w: g.conv_transpose1d(x, w), yscv.ShapeError,
+         r"conv_transpose1d: w.shape\[2\]=3 must equal the input channels 4 \(w is \[K, "),
+    _bad(CT1, "conv_transpose1d_output_padding_ge_stride", [(2, 5, 4), (3, 2, 4)],
+         lambda g, x, w: g.conv_transpose1d(x, w, stride=2, output_padding=2), ValueError,
+         "conv_transpose1d: output_padding=2 along L"),
+    _bad(CT1, "conv_transpose1d_groups", [(2, 5, 3), (3, 2, 3)],
+         lambda g, x, w: g.conv_transpose1d(x, w, groups=2), ValueError,
+         "conv_transpose1d: groups=2 does not divide"),
+    _bad(CT1, "conv_transpose1d_bias_size", [(2, 5, 4), (3, 2, 4), (3,)],
+         lambda g, x, w, b: g.conv_transpose1d(x, w, b), yscv.ShapeError,
+         "conv_transpose1d: bias must have shape"),
+    _bad(CT1, "conv_transpose1d_output_size_nonpositive", [(1, 1, 4), (1, 2, 4)],
+         lambda g, x, w: g.conv_transpose1d(x, w, padding=1), ValueError,
+         "conv_transpose1d: output size"),
+    _bad(CT3, "conv_transpose3d_x_rank", [(2, 5, 5, 4), W3C],
+         lambda g, x, w: g.conv_transpose3d(x, w), yscv.ShapeError, "conv_transpose3d: x"),
+    _bad(CT3, "conv_transpose3d_stride_pair", [X3C, W3C],
+         lambda g, x, w: g.conv_transpose3d(x, w, stride=(1, 2)), TypeError,
+         "conv_transpose3d: stride"),
+    _bad(CT3, "conv_transpose3d_negative_padding", [X3C, W3C],
+         lambda g, x, w: g.conv_transpose3d(x, w, padding=(0, -1, 0)), ValueError,
+         "conv_transpose3d: padding"),
+    _bad(CT3, "conv_transpose3d_output_padding_ge_stride_and_dilation", [X3C, W3C],
+         lambda g, x, w: g.conv_transpose3d(x, w, output_padding=(0, 0, 1)), ValueError,
+         "conv_transpose3d: output_padding=.* along W"),
+    _bad(CT3, "conv_transpose3d_groups_zero", [X3C, W3C],
+         lambda g, x, w: g.conv_transpose3d(x, w, groups=0), ValueError,
+         "conv_transpose3d: groups=0"),
+]
+
+CASES += CONV_TRANSPOSE_ND_CASES
+BAD += CONV_TRANSPOSE_ND_BAD
+(test_forward_transpose_1d_3d, test_gradcheck_transpose_1d_3d,
+ test_bad_arguments_transpose_1d_3d) = make_op_tests(CONV_TRANSPOSE_ND_CASES, CONV_TRANSPOSE_ND_BAD)
+test_second_order_transpose_1d_3d = make_second_order_tests(CONV_TRANSPOSE_ND_CASES)
+
+
+def test_conv_transpose_1d_3d_are_the_2d_op_with_singleton_axes():
+    """conv_transpose1d on [N, L, C] equals conv_transpose2d on [N, 1, L, C]
+    (and 3-d with D = 1), values and gradients."""
+    rng = np.random.default_rng(9)
+    x, w, b = rng.standard_normal((2, 5, 4)), rng.standard_normal((3, 3, 4)), rng.standard_normal(3)
+    cot = rng.standard_normal((2, 10, 3))
+    outs = []
+    for build in (lambda g, x, w, b: g.conv_transpose1d(x, w, b, 2, 1, 1),
+                  lambda g, x, w, b: g.reshape(g.conv_transpose2d(
+                      g.reshape(x, (2, 1, 5, 4)), g.reshape(w, (1, 3, 3, 4)), b, (1, 2), (0, 1),
+                      (0, 1)), (2, 10, 3)),
+                  lambda g, x, w, b: g.reshape(g.conv_transpose3d(
+                      g.reshape(x, (2, 1, 1, 5, 4)), g.reshape(w, (1, 1, 3, 3, 4)), b, (1, 1, 2),
+                      (0, 0, 1), (0, 0, 1)), (2, 10, 3))):
+        g = yscv.Graph(np.float64)
+        ns = [g.variable(a) for a in (x, w, b)]
+        y = build(g, *ns)
+        g.backward(y, grad=cot)
+        outs.append([g.value(y)] + [g.grad(n) for n in ns])
+    for other in outs[1:]:
+        for a, o in zip(outs[0], other):
+            np.testing.assert_allclose(a, o, rtol=1e-12, atol=1e-12)
+
+
+def test_conv_transpose2d_second_order_with_output_padding_past_the_stride():
+    """output_padding >= stride (allowed below the dilation): the recorded
+    rule's conv of the output grid is cropped to the input's extent (it used
+    to raise ShapeError in create_graph=True)."""
+    pytest.importorskip("torch")
+    from yscv.testing import check_torch_second_order
+    case = OpCase(CT, lambda g, x, w: g.conv_transpose2d(x, w, output_padding=1, dilation=2),
+                  [(1, 2, 3, 2), (2, 2, 2, 2)], name="conv_transpose2d_outpad1_dilation2",
+                  torch_build=_t_conv_transpose(2, output_padding=1, dilation=2))
+    check_torch_second_order(case)

@@ -166,6 +166,152 @@ BAD = [
             lambda g: g.einsum("i->i"), ValueError, "einsum: at least one operand"),
 ]
 
+
+# ------------------------------------- matrix functions (torch.linalg's rules)
+def _wellcond(*shape):
+    """Batches of well-conditioned matrices (diagonally dominant)."""
+    n = shape[-1]
+    return lambda rng: (rng.uniform(-1, 1, shape) + 3 * np.eye(n),)
+
+
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _spd(g, a):
+    """a a^T + I: symmetric positive-definite, built in the graph."""
+    nd = len(a.shape)
+    return g.add(g.matmul(a, g.transpose(a, tuple(range(nd - 2)) + (nd - 1, nd - 2))),
+                 np.eye(a.shape[-1]))
+
+
+def _np_spd(a):
+    return a @ _mT(a) + np.eye(a.shape[-1])
+
+
+def _t_spd(t, a):
+    return a @ a.mT + t.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _sym(g, a):
+    nd = len(a.shape)
+    return g.add(a, g.transpose(a, tuple(range(nd - 2)) + (nd - 1, nd - 2)))
+
+
+def _np_eigh_packed(a):
+    """NumPy's eigh of a + a^T, each eigenvector signed so its largest entry
+    is positive, packed as the EIGH node: values in row 0, vectors below."""
+    values, vectors = np.linalg.eigh(a + _mT(a))
+    big = np.argmax(np.abs(vectors), axis=-2)[..., None, :]
+    vectors = vectors * np.where(np.take_along_axis(vectors, big, axis=-2) < 0, -1.0, 1.0)
+    return np.concatenate([values[..., None, :], vectors], axis=-2)
+
+
+def _t_eigh_packed(t, a):
+    values, vectors = t.linalg.eigh(a + a.mT)
+    big = vectors.abs().argmax(dim=-2, keepdim=True)
+    sign = t.where(t.gather(vectors, -2, big) < 0, -1.0, 1.0).to(vectors.dtype).detach()
+    return t.cat([values.unsqueeze(-2), vectors * sign], dim=-2)
+
+
+def _eigh_packed(g, a):
+    """The EIGH node itself (values and vectors are views of it)."""
+    values, _ = g.eigh(_sym(g, a))
+    return g.inputs(values)[0]
+
+
+CASES += [
+    OpCase(Op.INV, lambda g, a: g.inv(a), inputs=_wellcond(3, 3), reference=np.linalg.inv,
+           name="inv_2d", torch_build=lambda t, a: t.linalg.inv(a)),
+    OpCase(Op.INV, lambda g, a: g.inv(a), inputs=_wellcond(2, 3, 3), reference=np.linalg.inv,
+           name="inv_batched", torch_build=lambda t, a: t.linalg.inv(a)),
+    OpCase(Op.SOLVE, lambda g, a, b: g.solve(a, b),
+           inputs=lambda rng: _wellcond(2, 3, 3)(rng) + (rng.uniform(-1, 1, (2, 3, 2)),),
+           reference=np.linalg.solve, name="solve_batched_matrix_rhs",
+           torch_build=lambda t, a, b: t.linalg.solve(a, b)),
+    OpCase(Op.SOLVE, lambda g, a, b: g.solve(a, b),
+           inputs=lambda rng: _wellcond(2, 3, 3)(rng) + (rng.uniform(-1, 1, (2, 3)),),
+           reference=lambda a, b: np.linalg.solve(a, b[..., None])[..., 0],
+           name="solve_batch_of_vectors", torch_build=lambda t, a, b: t.linalg.solve(a, b)),
+    OpCase(Op.SOLVE, lambda g, a, b: g.solve(a, b),
+           inputs=lambda rng: _wellcond(2, 3, 3)(rng) + (rng.uniform(-1, 1, (3,)),),
+           reference=lambda a, b: np.linalg.solve(a, b[:, None])[..., 0] if a.ndim == 2 else
+           np.linalg.solve(a, np.broadcast_to(b, a.shape[:-1])[..., None])[..., 0],
+           name="solve_1d_rhs_broadcast", torch_build=lambda t, a, b: t.linalg.solve(a, b)),
+    OpCase(Op.SOLVE, lambda g, a, b: g.solve(a, b),
+           inputs=lambda rng: _wellcond(3, 3)(rng) + (rng.uniform(-1, 1, (2, 3, 2)),),
+           reference=np.linalg.solve, name="solve_broadcast_a",
+           torch_build=lambda t, a, b: t.linalg.solve(a, b)),
+    OpCase(Op.DET, lambda g, a: g.det(a), inputs=_wellcond(3, 3), reference=np.linalg.det,
+           name="det_2d", torch_build=lambda t, a: t.linalg.det(a)),
+    OpCase(Op.DET, lambda g, a: g.det(a), [(2, 3, 3)], np.linalg.det, name="det_batched_random",
+           torch_build=lambda t, a: t.linalg.det(a)),
+    OpCase(Op.SLOGDET, lambda g, a: g.slogdet(a)[1], [(2, 3, 3)],
+           lambda a: np.linalg.slogdet(a)[1], name="slogdet_logabsdet_batched",
+           torch_build=lambda t, a: t.linalg.slogdet(a)[1]),
+    OpCase(Op.SLOGDET, lambda g, a: g.slogdet(a)[1], inputs=_wellcond(4, 4),
+           reference=lambda a: np.linalg.slogdet(a)[1], name="slogdet_logabsdet_2d",
+           torch_build=lambda t, a: t.linalg.slogdet(a)[1]),
+    OpCase(Op.CHOLESKY, lambda g, a: g.cholesky(_spd(g, a)), [(2, 3, 3)],
+           lambda a: np.linalg.cholesky(_np_spd(a)), name="cholesky_lower_batched",
+           torch_build=lambda t, a: t.linalg.cholesky(_t_spd(t, a))),
+    OpCase(Op.CHOLESKY, lambda g, a: g.cholesky(_spd(g, a), upper=True), [(3, 3)],
+           lambda a: _mT(np.linalg.cholesky(_np_spd(a))), name="cholesky_upper",
+           torch_build=lambda t, a: t.linalg.cholesky(_t_spd(t, a), upper=True)),
+    OpCase(Op.CHOLESKY, lambda g, a: g.cholesky(a), inputs=lambda rng: (_np_spd(
+           rng.uniform(-1, 1, (3, 3))) + np.triu(rng.uniform(-1, 1, (3, 3)), 1),),
+           reference=lambda a: np.linalg.cholesky(np.tril(a) + _mT(np.tril(a, -1))),
+           name="cholesky_reads_the_lower_triangle", check_grad=False),
+    OpCase(Op.EIGH, _eigh_packed, [(3, 3)], _np_eigh_packed, name="eigh_packed_2d",
+           torch_build=_t_eigh_packed, fwd_rtol32=1e-3, fwd_atol32=1e-4),
+    OpCase(Op.EIGH, _eigh_packed, [(2, 4, 4)], _np_eigh_packed, name="eigh_packed_batched",
+           torch_build=_t_eigh_packed, fwd_rtol32=1e-3, fwd_atol32=1e-4),
+]
+
+
+def _arrays(*arrays):
+    return lambda g: tuple(g.variable(a) for a in arrays)
+
+
+_SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]])
+_NOT_PD = np.array([[1.0, 2.0], [2.0, 1.0]])
+
+BAD += [
+    BadCase(Op.INV, "inv_not_square", _leaves((2, 3)), lambda g, a: g.inv(a), yscv.ShapeError,
+            r"inv: a must be a batch of square matrices .*\(2, 3\)"),
+    BadCase(Op.INV, "inv_1d", _leaves((3,)), lambda g, a: g.inv(a), yscv.ShapeError, "inv: "),
+    BadCase(Op.INV, "inv_singular", _arrays(np.stack([np.eye(2), _SINGULAR])),
+            lambda g, a: g.inv(a), ValueError, r"inv: the input matrix is singular.*\(1,\)"),
+    BadCase(Op.INV, "inv_complex", lambda g: (), lambda g: g.inv(np.eye(2) * 1j), TypeError,
+            "inv: a has dtype complex"),
+    BadCase(Op.SOLVE, "solve_a_not_square", _leaves((3, 2), (3,)), lambda g, a, b: g.solve(a, b),
+            yscv.ShapeError, "solve: a must be a batch of square matrices"),
+    BadCase(Op.SOLVE, "solve_b_rows_mismatch", _leaves((3, 3), (4, 2)),
+            lambda g, a, b: g.solve(a, b), yscv.ShapeError, r"solve: b of shape \(4, 2\)"),
+    BadCase(Op.SOLVE, "solve_b_vector_mismatch", _leaves((3, 3), (4,)),
+            lambda g, a, b: g.solve(a, b), yscv.ShapeError, r"solve: b of shape \(4,\)"),
+    BadCase(Op.SOLVE, "solve_b_0d", _leaves((3, 3), ()), lambda g, a, b: g.solve(a, b),
+            yscv.ShapeError, r"solve: b of shape \(\)"),
+    BadCase(Op.SOLVE, "solve_batch_mismatch", _leaves((2, 3, 3), (4, 3, 1)),
+            lambda g, a, b: g.solve(a, b), yscv.ShapeError, "solve: batch dimensions"),
+    BadCase(Op.SOLVE, "solve_singular", _arrays(_SINGULAR, np.ones(2)),
+            lambda g, a, b: g.solve(a, b), ValueError, "solve: the input matrix is singular"),
+    BadCase(Op.DET, "det_not_square", _leaves((2, 2, 3)), lambda g, a: g.det(a),
+            yscv.ShapeError, r"det: .*\(2, 2, 3\)"),
+    BadCase(Op.SLOGDET, "slogdet_not_square", _leaves((4,)), lambda g, a: g.slogdet(a),
+            yscv.ShapeError, "slogdet: a must be a batch of square matrices"),
+    BadCase(Op.CHOLESKY, "cholesky_not_square", _leaves((2, 3)), lambda g, a: g.cholesky(a),
+            yscv.ShapeError, "cholesky: a must be a batch of square matrices"),
+    BadCase(Op.CHOLESKY, "cholesky_not_positive_definite", _arrays(np.stack([np.eye(2), _NOT_PD])),
+            lambda g, a: g.cholesky(a), ValueError,
+            r"cholesky: the input is not positive-definite.*\(1,\)"),
+    BadCase(Op.CHOLESKY, "cholesky_upper_not_bool", _leaves((2, 2)),
+            lambda g, a: g.cholesky(a, upper=1), TypeError, "cholesky: upper must be a bool"),
+    BadCase(Op.EIGH, "eigh_not_square", _leaves((3, 2)), lambda g, a: g.eigh(a),
+            yscv.ShapeError, r"eigh: a must be a batch of square matrices .*\(3, 2\)"),
+]
+
+
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
 test_second_order = make_second_order_tests(CASES)
 _GRAD_ROWS = [c for c in CASES if c.check_grad]
@@ -452,3 +598,96 @@ def test_einsum_third_derivative_matches_pytorch(sub, shapes):
     for k in range(2):
         np.testing.assert_allclose(g.value(d2[k]), t2[k].detach().numpy(), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(d3[k], t3[k].numpy(), rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------ matrix functions, direct
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_slogdet_sign_is_an_array_and_matches_pytorch(dtype):
+    torch = pytest.importorskip("torch")
+    a = np.stack([np.diag([2.0, -3.0, 1.0]), np.diag([1.0, 1.0, 0.5]),
+                  np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]])])
+    g = yscv.Graph(dtype)
+    sign, logabs = g.slogdet(g.variable(a))
+    ts, tl = torch.linalg.slogdet(torch.tensor(a))
+    assert type(sign) is np.ndarray and sign.dtype == dtype
+    np.testing.assert_array_equal(sign, ts.numpy())
+    assert g.value(logabs).dtype == dtype
+    np.testing.assert_allclose(g.value(logabs), tl.numpy(), rtol=1e-6)
+    assert g.value(logabs)[2] == -np.inf and sign[2] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eigh_values_and_vectors_match_pytorch(dtype):
+    """Values equal torch's; vectors equal torch's up to each column's sign,
+    which yscv fixes (largest entry positive); V diag(L) V^T rebuilds a."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 4, 4))
+    a = x + _mT(x)
+    g = yscv.Graph(dtype)
+    values, vectors = g.eigh(g.variable(a))
+    L, V = g.value(values), g.value(vectors)
+    tl, tv = (t.numpy() for t in torch.linalg.eigh(torch.tensor(a)))
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    assert L.dtype == dtype and V.dtype == dtype and L.shape == (2, 4) and V.shape == (2, 4, 4)
+    np.testing.assert_allclose(L, tl, rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.abs(V), np.abs(tv), rtol=tol * 10, atol=tol * 10)
+    big = np.take_along_axis(V, np.argmax(np.abs(V), axis=-2)[..., None, :], axis=-2)
+    assert np.all(big > 0)
+    np.testing.assert_allclose((V * L[..., None, :]) @ _mT(V), a, atol=tol * 100)
+
+
+def test_eigh_reads_only_the_lower_triangle_as_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 3))
+    g = yscv.Graph(np.float64)
+    values, _ = g.eigh(g.variable(a))
+    np.testing.assert_allclose(g.value(values), torch.linalg.eigh(torch.tensor(a))[0].numpy(),
+                               rtol=1e-12)
+
+
+def test_det_gradient_of_a_singular_matrix_matches_pytorch():
+    """The cofactors through the SVD where inv(a) does not exist, as torch's
+    create_graph path (its first-order-only path returns zeros there)."""
+    torch = pytest.importorskip("torch")
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, 1.0, -1.0]])
+    g = yscv.Graph(np.float64)
+    v = g.variable(a)
+    d = g.det(v)
+    g.backward(d, grad=np.array(1.5))
+    t = torch.tensor(a, requires_grad=True)
+    (tg,) = torch.autograd.grad(torch.linalg.det(t) * 1.5, [t], create_graph=True)
+    assert g.value(d) == 0.0
+    np.testing.assert_allclose(g.grad(v), tg.detach().numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(yscv.BackwardError, match="det: create_graph=True"):
+        g.gradients(d, [v], create_graph=True)
+
+
+def test_eigh_third_derivative_matches_pytorch():
+    """sum(w * eigh(a + a^T).vectors^2) + sum(values^3), differentiated three
+    times: the recorded rule's own eigh node is differentiated again."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    a = rng.uniform(-1, 1, (3, 3))
+    w = rng.uniform(-1, 1, (3, 3))
+
+    def ours():
+        g = yscv.Graph(np.float64)
+        x = g.variable(a)
+        values, vectors = g.eigh(_sym(g, x))
+        y = g.add(g.sum(g.mul(g.mul(vectors, vectors), w)), g.sum(g.mul(values, g.mul(values, values))))
+        (d1,) = g.gradients(y, [x], create_graph=True)
+        (d2,) = g.gradients(g.sum(g.mul(d1, d1)), [x], create_graph=True)
+        (d3,) = g.gradients(g.sum(g.mul(d2, d2)), [x])
+        return g.value(d2), d3
+
+    t = torch.tensor(a, requires_grad=True)
+    tl, tv = torch.linalg.eigh(t + t.mT)
+    ty = (tv * tv * torch.tensor(w)).sum() + (tl ** 3).sum()
+    (t1,) = torch.autograd.grad(ty, [t], create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * t1).sum(), [t], create_graph=True)
+    (t3,) = torch.autograd.grad((t2 * t2).sum(), [t])
+    d2, d3 = ours()
+    np.testing.assert_allclose(d2, t2.detach().numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(d3, t3.numpy(), rtol=1e-8, atol=1e-9)

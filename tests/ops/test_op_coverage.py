@@ -20,6 +20,9 @@ def _rows(second_order=None):
         bad += list(getattr(mod, "BAD", []))
         if second_order is not None and hasattr(mod, "test_second_order"):
             second_order += list(getattr(mod, "CASES", []))
+        if second_order is not None:   # any test made by make_second_order_tests
+            for value in vars(mod).values():
+                second_order += list(getattr(value, "second_order_rows", ()))
     return cases, bad
 
 

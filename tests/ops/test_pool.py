@@ -636,3 +636,191 @@ def test_max_pool_2x2_kernel_equals_the_generic_one(monkeypatch, dtype):
     g.max_pool2d(g.variable(x), 2)
     g.max_pool2d(g.variable(x), 2, 1)
     assert seen == [True, False]
+
+
+# ------------------------------------------------ 1-d and 3-d pools (NLC, NDHWC)
+from yscv.testing import make_second_order_tests  # noqa: E402
+
+
+def _triple(v):
+    return (v,) * 3 if isinstance(v, int) else tuple(v)
+
+
+def ref_pool3d(x, kernel, stride=None, padding=0, reduce="max", count_include_pad=True):
+    """Naive loops over [N, D, H, W, C] windows (padding -inf for max, zeros
+    for mean; the divisor kd*kh*kw or the count of non-padding elements)."""
+    k = _triple(kernel)
+    s = _triple(kernel if stride is None else stride)
+    p = _triple(padding)
+    n, *sp, c = x.shape
+    out_sp = [(size + 2 * pp - kk) // ss + 1 for size, kk, ss, pp in zip(sp, k, s, p)]
+    out = np.empty((n, *out_sp, c))
+    for o in np.ndindex(*out_sp):
+        vals, count = [], 0
+        for t in np.ndindex(*k):
+            pos = [oo * ss - pp + tt for oo, ss, pp, tt in zip(o, s, p, t)]
+            if all(0 <= q < size for q, size in zip(pos, sp)):
+                vals.append(x[(slice(None), *pos)])
+                count += 1
+        vals = np.stack(vals)
+        if reduce == "max":
+            out[(slice(None), *o)] = vals.max(axis=0)
+        else:
+            out[(slice(None), *o)] = vals.sum(axis=0) / (np.prod(k) if count_include_pad else count)
+    return out
+
+
+def _ncl(t, x):
+    return x.permute(0, 2, 1)
+
+
+def _ncdhw(t, x):
+    return x.permute(0, 4, 1, 2, 3)
+
+
+def _ndhwc(t, x):
+    return x.permute(0, 2, 3, 4, 1)
+
+
+def _max1(shape, name, kernel, stride=None, padding=0):
+    return OpCase(Op.MAX_POOL1D, lambda g, x: g.max_pool1d(x, kernel, stride, padding), [shape],
+                  lambda x: ref_max_pool2d(x[:, None], (1, kernel), (1, stride or kernel),
+                                           (0, padding))[:, 0],
+                  name=name, inputs=distinct(shape),
+                  torch_build=lambda t, x: _ncl(t, t.nn.functional.max_pool1d(
+                      _ncl(t, x), kernel, stride, padding)))
+
+
+def _avg1(shape, name, kernel, stride=None, padding=0, cip=True):
+    return OpCase(Op.AVG_POOL1D, lambda g, x: g.avg_pool1d(x, kernel, stride, padding, cip),
+                  [shape], lambda x: ref_avg_pool2d(x[:, None], (1, kernel),
+                                                    (1, stride or kernel), (0, padding), cip)[:, 0],
+                  name=name, torch_build=lambda t, x: _ncl(t, t.nn.functional.avg_pool1d(
+                      _ncl(t, x), kernel, stride, padding, count_include_pad=cip)))
+
+
+def _aavg1(shape, name, size):
+    return OpCase(Op.ADAPTIVE_AVG_POOL1D, lambda g, x: g.adaptive_avg_pool1d(x, size), [shape],
+                  lambda x: ref_adaptive(x[:, None], (1, size), _mean)[:, 0], name=name,
+                  torch_build=lambda t, x: _ncl(t, t.nn.functional.adaptive_avg_pool1d(
+                      _ncl(t, x), size)))
+
+
+def _max3(shape, name, kernel, stride=None, padding=0):
+    return OpCase(Op.MAX_POOL3D, lambda g, x: g.max_pool3d(x, kernel, stride, padding), [shape],
+                  lambda x: ref_pool3d(x, kernel, stride, padding), name=name,
+                  inputs=distinct(shape),
+                  torch_build=lambda t, x: _ndhwc(t, t.nn.functional.max_pool3d(
+                      _ncdhw(t, x), kernel, stride, padding)))
+
+
+def _avg3(shape, name, kernel, stride=None, padding=0, cip=True):
+    return OpCase(Op.AVG_POOL3D, lambda g, x: g.avg_pool3d(x, kernel, stride, padding, cip),
+                  [shape], lambda x: ref_pool3d(x, kernel, stride, padding, "mean", cip),
+                  name=name, torch_build=lambda t, x: _ndhwc(t, t.nn.functional.avg_pool3d(
+                      _ncdhw(t, x), kernel, stride, padding, count_include_pad=cip)))
+
+
+POOL_ND_CASES = [
+    _max1((2, 6, 3), "max1d_k2_default_stride", 2),
+    _max1((1, 7, 2), "max1d_k3_s2_p1", 3, 2, 1),
+    _max1((1, 6, 2), "max1d_k3_s1_overlapping", 3, 1),
+    _avg1((2, 6, 3), "avg1d_k2_default_stride", 2),
+    _avg1((1, 7, 2), "avg1d_k3_s2_p1_include_pad", 3, 2, 1, True),
+    _avg1((1, 7, 2), "avg1d_k3_s2_p1_exclude_pad", 3, 2, 1, False),
+    _aavg1((2, 7, 2), "adaptive_avg1d_nondivisible_down", 3),
+    _aavg1((1, 3, 2), "adaptive_avg1d_up", 5),
+    _aavg1((1, 6, 2), "adaptive_avg1d_divisible", 2),
+    _max3((1, 4, 4, 4, 2), "max3d_k2_default_stride", 2),
+    _max3((1, 5, 4, 3, 2), "max3d_k322_s212_p110", (3, 2, 2), (2, 1, 2), (1, 1, 0)),
+    _avg3((1, 4, 4, 4, 2), "avg3d_k2_default_stride", 2),
+    _avg3((1, 5, 4, 3, 2), "avg3d_k322_s212_p111_include_pad", (3, 2, 2), (2, 1, 2), (1, 1, 1)),
+    _avg3((1, 5, 4, 3, 2), "avg3d_k322_s212_p111_exclude_pad", (3, 2, 2), (2, 1, 2), (1, 1, 1),
+          False),
+]
+
+X1 = _x(1, 6, 2)
+X3 = _x(1, 4, 4, 4, 2)
+POOL_ND_BAD = [
+    BadCase(Op.MAX_POOL1D, "max1d_rank4", X, lambda g, x: g.max_pool1d(x, 2), yscv.ShapeError,
+            "max_pool1d: x must be 3-d"),
+    BadCase(Op.MAX_POOL1D, "max1d_kernel_larger", X1, lambda g, x: g.max_pool1d(x, 7),
+            ValueError, "max_pool1d: kernel=7 is larger than the padded input along L"),
+    BadCase(Op.MAX_POOL1D, "max1d_padding_over_half_kernel", X1,
+            lambda g, x: g.max_pool1d(x, 2, 1, 2), ValueError, "max_pool1d: padding=2"),
+    BadCase(Op.MAX_POOL1D, "max1d_stride_zero", X1, lambda g, x: g.max_pool1d(x, 2, 0),
+            ValueError, "max_pool1d: stride=0"),
+    BadCase(Op.MAX_POOL1D, "max1d_kernel_pair", X1, lambda g, x: g.max_pool1d(x, (2, 2)),
+            TypeError, "max_pool1d: kernel"),
+    BadCase(Op.AVG_POOL1D, "avg1d_count_include_pad_not_bool", X1,
+            lambda g, x: g.avg_pool1d(x, 2, count_include_pad=1), TypeError,
+            "avg_pool1d: count_include_pad must be a bool"),
+    BadCase(Op.AVG_POOL1D, "avg1d_empty_length", _x(1, 0, 2), lambda g, x: g.avg_pool1d(x, 1),
+            yscv.ShapeError, "avg_pool1d: x must have non-empty spatial dims"),
+    BadCase(Op.AVG_POOL1D, "avg1d_kernel_zero", X1, lambda g, x: g.avg_pool1d(x, 0),
+            ValueError, "avg_pool1d: kernel=0"),
+    BadCase(Op.ADAPTIVE_AVG_POOL1D, "adaptive_avg1d_zero", X1,
+            lambda g, x: g.adaptive_avg_pool1d(x, 0), ValueError,
+            "adaptive_avg_pool1d: output_size=0 must be >= 1"),
+    BadCase(Op.ADAPTIVE_AVG_POOL1D, "adaptive_avg1d_float", X1,
+            lambda g, x: g.adaptive_avg_pool1d(x, 2.0), TypeError,
+            "adaptive_avg_pool1d: output_size must be an int"),
+    BadCase(Op.ADAPTIVE_AVG_POOL1D, "adaptive_avg1d_rank4", X,
+            lambda g, x: g.adaptive_avg_pool1d(x, 2), yscv.ShapeError,
+            "adaptive_avg_pool1d: x must be 3-d"),
+    BadCase(Op.MAX_POOL3D, "max3d_rank4", X, lambda g, x: g.max_pool3d(x, 2), yscv.ShapeError,
+            "max_pool3d: x must be 5-d"),
+    BadCase(Op.MAX_POOL3D, "max3d_kernel_larger_along_d", _x(1, 2, 4, 4, 1),
+            lambda g, x: g.max_pool3d(x, (3, 2, 2)), ValueError,
+            "max_pool3d: kernel=.* is larger than the padded input along D"),
+    BadCase(Op.MAX_POOL3D, "max3d_padding_over_half_kernel", X3,
+            lambda g, x: g.max_pool3d(x, 2, 1, (0, 0, 2)), ValueError,
+            "max_pool3d: padding=.* along W"),
+    BadCase(Op.MAX_POOL3D, "max3d_kernel_pair", X3, lambda g, x: g.max_pool3d(x, (2, 2)),
+            TypeError, "max_pool3d: kernel"),
+    BadCase(Op.AVG_POOL3D, "avg3d_stride_negative", X3, lambda g, x: g.avg_pool3d(x, 2, -1),
+            ValueError, "avg_pool3d: stride"),
+    BadCase(Op.AVG_POOL3D, "avg3d_count_include_pad_not_bool", X3,
+            lambda g, x: g.avg_pool3d(x, 2, count_include_pad="no"), TypeError,
+            "avg_pool3d: count_include_pad"),
+]
+
+CASES += POOL_ND_CASES
+BAD += POOL_ND_BAD
+test_forward_1d_3d, test_gradcheck_1d_3d, test_bad_arguments_1d_3d = make_op_tests(
+    POOL_ND_CASES, POOL_ND_BAD)
+test_second_order_1d_3d = make_second_order_tests(POOL_ND_CASES)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nsp", [1, 3])
+def test_max_pool_1d_3d_ties_route_like_pytorch(dtype, nsp):
+    """Integer inputs (many ties), overlapping padded windows: values and
+    gradients equal torch's (the first maximum in (d, h, w) order)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(31 + nsp)
+    shape = (2, 9, 3) if nsp == 1 else (2, 5, 4, 6, 3)
+    x = rng.integers(-2, 3, size=shape).astype(dtype)
+    cot = rng.standard_normal(shape).astype(dtype)
+    g = yscv.Graph(dtype)
+    v = g.variable(x)
+    y = g.max_pool1d(v, 3, 1, 1) if nsp == 1 else g.max_pool3d(v, 3, 1, 1)
+    g.backward(y, grad=cot[tuple(slice(0, s) for s in g.value(y).shape)])
+    perm, back = ((0, 2, 1), (0, 2, 1)) if nsp == 1 else ((0, 4, 1, 2, 3), (0, 2, 3, 4, 1))
+    t = torch.tensor(x).permute(*perm).requires_grad_(True)
+    fn = torch.nn.functional.max_pool1d if nsp == 1 else torch.nn.functional.max_pool3d
+    ty = fn(t, 3, 1, 1).permute(*back)
+    ty.backward(torch.tensor(cot[tuple(slice(0, s) for s in ty.shape)]))
+    np.testing.assert_array_equal(g.value(y), ty.detach().numpy())
+    np.testing.assert_allclose(g.grad(v), t.grad.permute(*back).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool3d_saves_only_the_flat_argmax():
+    g = yscv.Graph(np.float32)
+    y = g.max_pool3d(g.variable(np.arange(96.0).reshape(1, 4, 4, 3, 2)), 2, 1)
+    saved = g._saved[y.index]
+    assert saved.dtype == np.int32 and saved.shape == g.value(y).shape
+    # the maximum of each window is its last corner (d+1, h+1, w+1)
+    d, h, w = np.meshgrid(np.arange(3), np.arange(3), np.arange(2), indexing="ij")
+    want = ((d + 1) * 4 + (h + 1)) * 3 + (w + 1)
+    np.testing.assert_array_equal(saved[0, ..., 0], want)

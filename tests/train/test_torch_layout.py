@@ -154,6 +154,63 @@ CASES = [
 ]
 
 
+CASES += [  # transposed 1-d and 3-d convolutions, 1-d and 3-d pools
+    ("conv_transpose1d_groups_dilation",
+     lambda: torch.nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                                      dilation=2),
+     lambda: nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                                dilation=2),
+     lambda: _x(2, 4, 5), _run_torch, lambda m, x: _cf(_run(m, _cl(x)))),
+    ("conv_transpose3d_no_bias",
+     lambda: torch.nn.ConvTranspose3d(2, 3, (2, 3, 2), stride=(2, 1, 1), padding=(0, 1, 0),
+                                      bias=False),
+     lambda: nn.ConvTranspose3d(2, 3, (2, 3, 2), stride=(2, 1, 1), padding=(0, 1, 0),
+                                bias=False),
+     lambda: _x(1, 2, 3, 4, 3), _run_torch, lambda m, x: _cf(_run(m, _cl(x)))),
+    ("max_pool1d", lambda: torch.nn.MaxPool1d(3, 2, 1), lambda: nn.MaxPool1d(3, 2, 1),
+     lambda: _x(2, 3, 9), _run_torch, lambda m, x: _cf(_run(m, _cl(x)))),
+    ("avg_pool1d_exclude_pad", lambda: torch.nn.AvgPool1d(3, 2, 1, count_include_pad=False),
+     lambda: nn.AvgPool1d(3, 2, 1, count_include_pad=False),
+     lambda: _x(2, 3, 9), _run_torch, lambda m, x: _cf(_run(m, _cl(x)))),
+    ("adaptive_avg_pool1d", lambda: torch.nn.AdaptiveAvgPool1d(4),
+     lambda: nn.AdaptiveAvgPool1d(4), lambda: _x(2, 3, 9), _run_torch,
+     lambda m, x: _cf(_run(m, _cl(x)))),
+    ("max_pool3d", lambda: torch.nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0)),
+     lambda: nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0)),
+     lambda: _x(2, 3, 4, 5, 4), _run_torch, lambda m, x: _cf(_run(m, _cl(x)))),
+    ("avg_pool3d", lambda: torch.nn.AvgPool3d(2, stride=1, padding=1),
+     lambda: nn.AvgPool3d(2, stride=1, padding=1),
+     lambda: _x(2, 3, 4, 3, 4), _run_torch, lambda m, x: _cf(_run(m, _cl(x)))),
+]
+
+
+def test_conv_transpose_1d_3d_initialise_like_pytorch():
+    """Weights in PyTorch's layout and uniform bound 1/sqrt(fan_in), fan_in =
+    Cout/groups * prod(K) (torch's fan of its weight's second axis)."""
+    for ours, theirs in ((nn.ConvTranspose1d(8, 12, 5, groups=4),
+                          torch.nn.ConvTranspose1d(8, 12, 5, groups=4)),
+                         (nn.ConvTranspose3d(4, 6, 3), torch.nn.ConvTranspose3d(4, 6, 3))):
+        w = ours.weight.data
+        tw = theirs.weight.detach().numpy()
+        assert w.shape == tuple(np.moveaxis(tw, (0, 1), (-1, -2)).shape)
+        bound = 1 / np.sqrt(tw.shape[1] * np.prod(tw.shape[2:]))
+        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
+        assert np.abs(ours.bias.data).max() <= bound
+
+
+def test_pool_and_conv_transpose_modules_refuse_options_they_lack():
+    with pytest.raises(ValueError, match="MaxPool1d: ceil_mode=True is not supported"):
+        nn.MaxPool1d(2, ceil_mode=True)
+    with pytest.raises(ValueError, match="MaxPool3d: dilation=2"):
+        nn.MaxPool3d(2, dilation=2)
+    with pytest.raises(ValueError, match="AvgPool3d: divisor_override=3"):
+        nn.AvgPool3d(2, divisor_override=3)
+    with pytest.raises(ValueError, match="ConvTranspose3d: padding_mode='reflect'"):
+        nn.ConvTranspose3d(2, 2, 2, padding_mode="reflect")
+    with pytest.raises(ValueError, match="ConvTranspose1d: groups=2 must divide"):
+        nn.ConvTranspose1d(3, 4, 2, groups=2)
+
+
 def _assert_outputs_close(ours, theirs):
     if isinstance(theirs, list):
         assert len(ours) == len(theirs)

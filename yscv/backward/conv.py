@@ -52,9 +52,11 @@ def depthwise_conv2d_backward(g, inputs, out, attrs, saved, needs):
     return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
 
 
+@register_backward(Op.CONV_TRANSPOSE1D)
 @register_backward(Op.CONV_TRANSPOSE2D)
-def conv_transpose2d_backward(g, inputs, out, attrs, saved, needs):
-    """dx = conv2d(g, w) on x's grid; dw = conv2d's weight pass with the roles
+@register_backward(Op.CONV_TRANSPOSE3D)
+def conv_transpose_nd_backward(g, inputs, out, attrs, saved, needs):
+    """dx = conv(g, w) on x's grid; dw = conv's weight pass with the roles
     of input and output gradient exchanged."""
     x, w = inputs[0], inputs[1]
     g5 = C.lift_x(g)
@@ -253,12 +255,29 @@ def conv_grad_weight_recorded(G, c, xs, y, at, saved, needs):
             _conv_node(G, x, c, at) if needs[1] else None)
 
 
+@register_recorded(Op.CONV_TRANSPOSE1D)
 @register_recorded(Op.CONV_TRANSPOSE2D)
+@register_recorded(Op.CONV_TRANSPOSE3D)
 def conv_transpose_recorded(G, gy, xs, y, at, saved, needs):
-    """y = GI(x, w): dx = conv(gy, w), dw = GW(gy, x), the bias the sum of gy."""
+    """y = GI(x, w): dx = conv(gy, w), dw = GW(gy, x), the bias the sum of gy.
+
+    With output_padding >= stride (allowed below the dilation) conv(gy, w)
+    has positions past x's, which no input of the transpose feeds: dx is
+    cut to x's extents and GW reads x padded with zeros there."""
     x, w = xs[0], xs[1]
     nsp = len(x.shape) - 2
-    gx = _conv_node(G, gy, w, at) if needs[0] else None
-    gw = G.conv_grad_weight(gy, x, w.shape, **_geometry(at, nsp)) if needs[1] else None
+    geo = _geometry(at, nsp)
+    xsp = tuple(x.shape[1:-1])
+    full = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in zip(
+        gy.shape[1:-1], w.shape[:nsp], geo["stride"], geo["padding"], geo["dilation"]))
+    extra = tuple(f - n for f, n in zip(full, xsp))
+    gx = gw = None
+    if needs[0]:
+        gx = _conv_node(G, gy, w, at)
+        if any(extra):
+            gx = G.getitem(gx, (slice(None),) + tuple(slice(0, n) for n in xsp))
+    if needs[1]:
+        xg = G.pad(x, ((0, 0),) + tuple((0, e) for e in extra) + ((0, 0),)) if any(extra) else x
+        gw = G.conv_grad_weight(gy, xg, w.shape, **geo)
     gb = G.sum(gy, axis=tuple(range(nsp + 1))) if len(xs) > 2 and needs[2] else None
     return (gx, gw, gb)[:len(xs)]

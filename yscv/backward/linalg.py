@@ -1,4 +1,5 @@
-"""Linear algebra (backward): matmul, transpose, einsum.
+"""Linear algebra (backward): matmul, transpose, einsum, and the matrix
+functions inv, solve, det, slogdet, cholesky, eigh (torch.linalg's rules).
 
 Gradients for broadcast batch axes of matmul are returned at the broadcast
 shape; the walk sums them down. 1-D matmul operands get their gradient
@@ -10,6 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..compute.linalg import dot, einsum, stacked_matmul_grads
+from ..errors import BackwardError
 from ..node import Op
 from ..registry import register_backward, register_recorded
 from ._recorded import recorded_unary
@@ -102,6 +104,86 @@ def _einsum_operand_grad(g, inputs, spec, k):
     return z
 
 
+# ------------------------------------------------------- matrix functions
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+unary(Op.INV, lambda g, a, y, at: -(_mT(y) @ g @ _mT(y)))
+
+
+@register_backward(Op.SOLVE)
+def solve_backward(g, inputs, x, vector, saved, needs):
+    """gb = solve(a^T, g), ga = -gb x^T (batch axes broadcast: the walk sums)."""
+    a = inputs[0]
+    gm, xm = (g[..., None], x[..., None]) if vector else (g, x)
+    gb = np.linalg.solve(_mT(a), gm)
+    ga = -(gb @ _mT(xm)) if needs[0] else None
+    return ga, ((gb[..., 0] if vector else gb) if needs[1] else None)
+
+
+def _cofactors(a):
+    """The cofactor matrix of each matrix of a (det(a) inv(a)^T where a is
+    invertible), from the SVD a = U S V^T: det(U V^T) U diag(prod_{j!=i} s_j) V^T,
+    so a singular matrix of rank n-1 gets its non-zero cofactors, as torch."""
+    u, s, vt = np.linalg.svd(a)
+    n = s.shape[-1]
+    others = np.stack([np.prod(np.delete(s, i, axis=-1), axis=-1) for i in range(n)], axis=-1)
+    sign = np.linalg.det(u) * np.linalg.det(vt)
+    return (u * (others * sign[..., None])[..., None, :]) @ vt
+
+
+@register_backward(Op.DET)
+def det_backward(g, inputs, y, attrs, saved, needs):
+    a = inputs[0]
+    gg = g[..., None, None]
+    try:
+        if np.all(y != 0):
+            return (gg * y[..., None, None] * _mT(np.linalg.inv(a)),)
+    except np.linalg.LinAlgError:
+        pass
+    return (gg * _cofactors(a),)
+
+
+unary(Op.SLOGDET, lambda g, a, y, at: g[..., None, None] * _mT(np.linalg.inv(a)))
+
+
+def _tril(n, k, dtype):
+    return np.tril(np.ones((n, n), dtype=dtype), k)
+
+
+@register_backward(Op.CHOLESKY)
+def cholesky_backward(g, inputs, y, upper, saved, needs):
+    """torch's: P = tril(L^T gL), Phi = (P + tril(P, -1)^T) / 2,
+    ga = L^-T Phi L^-1 (Iain Murray, arXiv 1602.07527)."""
+    low, gl = (_mT(y), _mT(g)) if upper else (y, g)
+    p = np.tril(_mT(low) @ gl)
+    phi = 0.5 * (p + _mT(np.tril(p, -1)))
+    linv = np.linalg.inv(low)
+    return (_mT(linv) @ phi @ linv,)
+
+
+@register_backward(Op.EIGH)
+def eigh_backward(g, inputs, y, attrs, saved, needs):
+    """V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i (torch's
+    rule: infinite for repeated eigenvalues, finite for distinct ones)."""
+    values, vectors = y[..., 0, :], y[..., 1:, :]
+    gl, gv = g[..., 0, :], g[..., 1:, :]
+    vg = _mT(vectors) @ gv
+    inner = 0.5 * (vg - _mT(vg)) / _gaps(values)
+    n = values.shape[-1]
+    inner[..., np.arange(n), np.arange(n)] = gl
+    return (vectors @ inner @ _mT(vectors),)
+
+
+def _gaps(values):
+    """E_ij = L_j - L_i with ones on the diagonal."""
+    e = values[..., None, :] - values[..., :, None]
+    n = values.shape[-1]
+    e[..., np.arange(n), np.arange(n)] = 1
+    return e
+
+
 # --------------------------------------------------------------- recorded
 def _swap(G, x):
     """The last two axes of node x swapped."""
@@ -183,3 +265,64 @@ def _einsum_operand_grad_recorded(G, gy, xs, spec, k):
     positions = as_strided(flat, shape=ushape, strides=strides)
     z = G.scatter_add(np.zeros(size, dtype=G.dtype), 0, positions.ravel(), G.reshape(r, (-1,)))
     return G.reshape(z, shape)
+
+
+# ------------------------------------------------- matrix functions, recorded
+# The same rules in graph ops; the matrix functions inside them (inv, solve,
+# eigh's packed value) are nodes, so each rule is differentiable again.
+def _unsq2(G, x):
+    return G.unsqueeze(G.unsqueeze(x, -1), -1)
+
+
+@register_recorded(Op.INV)
+def inv_recorded(G, gy, xs, y, attrs, saved, needs):
+    yt = _swap(G, y)
+    return (G.neg(G.matmul(G.matmul(yt, gy), yt)),)
+
+
+@register_recorded(Op.SOLVE)
+def solve_recorded(G, gy, xs, x, vector, saved, needs):
+    a = xs[0]
+    gb = G.solve(_swap(G, a), gy)
+    ga = None
+    if needs[0]:
+        gm, xm = (G.unsqueeze(gb, -1), G.unsqueeze(x, -1)) if vector else (gb, x)
+        ga = G.neg(G.matmul(gm, _swap(G, xm)))
+    return ga, (gb if needs[1] else None)
+
+
+@register_recorded(Op.DET)
+def det_recorded(G, gy, xs, y, attrs, saved, needs):
+    if np.any(G.value(y) == 0):
+        raise BackwardError(
+            "det: create_graph=True through the determinant of a singular matrix is not "
+            "supported (its recorded gradient det(a) inv(a)^T needs inv(a)); the first-order "
+            "gradient (the cofactors) is")
+    return (G.mul(_unsq2(G, G.mul(gy, y)), _swap(G, G.inv(xs[0]))),)
+
+
+recorded_unary(Op.SLOGDET, lambda G, gy, a, y, at: G.mul(_unsq2(G, gy), _swap(G, G.inv(a))))
+
+
+@register_recorded(Op.CHOLESKY)
+def cholesky_recorded(G, gy, xs, y, upper, saved, needs):
+    low, gl = (_swap(G, y), _swap(G, gy)) if upper else (y, gy)
+    n = y.shape[-1]
+    p = G.mul(G.matmul(_swap(G, low), gl), _tril(n, 0, G.dtype))
+    phi = G.mul(G.add(p, _swap(G, G.mul(p, _tril(n, -1, G.dtype)))), 0.5)
+    linv = G.inv(low)
+    return (G.matmul(G.matmul(_swap(G, linv), phi), linv),)
+
+
+@register_recorded(Op.EIGH)
+def eigh_recorded(G, gy, xs, y, attrs, saved, needs):
+    nd = len(y.shape)
+    n = y.shape[-1]
+    values, vectors = G.select(y, nd - 2, 0), G.narrow(y, nd - 2, 1, n)
+    gl, gv = G.select(gy, nd - 2, 0), G.narrow(gy, nd - 2, 1, n)
+    vg = G.matmul(_swap(G, vectors), gv)
+    skew = G.mul(G.sub(vg, _swap(G, vg)), 0.5)
+    eye = np.eye(n, dtype=G.dtype)
+    gaps = G.add(G.sub(G.unsqueeze(values, -2), G.unsqueeze(values, -1)), eye)
+    inner = G.add(G.div(skew, gaps), G.mul(G.unsqueeze(gl, -2), eye))
+    return (G.matmul(G.matmul(vectors, inner), _swap(G, vectors)),)

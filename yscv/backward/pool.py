@@ -1,4 +1,4 @@
-"""Pooling ops (backward), NHWC.
+"""Pooling ops (backward), NHWC (and NLC / NDHWC for the 1-d / 3-d pools).
 
 Max pools scatter ``g`` to the argmax positions saved by the forward (one
 int32 flat index ``ih*W + iw`` per output element and channel); average pools
@@ -62,6 +62,55 @@ def global_avg_pool2d_backward(g, inputs, out, attrs, saved, needs):
     return (gx,)
 
 
+# 1-d pools: the 2-d rules on [N, 1, L, C]
+def _on_lifted(rule):
+    def lifted(g, inputs, out, attrs, saved, needs):
+        if not needs[0]:
+            return (None,)
+        x = inputs[0]
+        x4 = x.reshape(x.shape[0], 1, x.shape[1], x.shape[2])
+        g4 = g.reshape(g.shape[0], 1, g.shape[1], g.shape[2])
+        s4 = None if saved is None else saved[:, None]
+        (gx,) = rule(g4, (x4,), None, attrs, s4, needs)
+        return (gx.reshape(x.shape),)
+    return lifted
+
+
+register_backward(Op.MAX_POOL1D)(_on_lifted(max_pool2d_backward))
+register_backward(Op.AVG_POOL1D)(_on_lifted(avg_pool2d_backward))
+register_backward(Op.ADAPTIVE_AVG_POOL1D)(_on_lifted(adaptive_avg_pool2d_backward))
+
+
+@register_backward(Op.MAX_POOL3D)
+def max_pool3d_backward(g, inputs, out, attrs, saved, needs):
+    """g added at the saved flat positions ``(id*H + ih)*W + iw``."""
+    if not needs[0]:
+        return (None,)
+    n, d, h, w, c = inputs[0].shape
+    _, od, oh, ow, _ = g.shape
+    gx = P.max_scatter(g.reshape(n, od * oh, ow, c), (n, d * h, w, c),
+                       saved.reshape(n, od * oh, ow, c))
+    return (gx.reshape(n, d, h, w, c),)
+
+
+@register_backward(Op.AVG_POOL3D)
+def avg_pool3d_backward(g, inputs, out, attrs, saved, needs):
+    """The forward's two passes transposed: over D, then over (H, W)."""
+    if not needs[0]:
+        return (None,)
+    n, d, h, w, c = inputs[0].shape
+    _, od, oh, ow, _ = g.shape
+    hw, depth = _plans3d(inputs[0].shape, attrs, g.dtype)
+    g1 = P.avg_scatter(g.reshape(n, od, oh * ow, c), (n, d, oh * ow, c), depth)
+    gx = P.avg_scatter(g1.reshape(n * d, oh, ow, c), (n * d, h, w, c), hw)
+    return (gx.reshape(n, d, h, w, c),)
+
+
+def _plans3d(shape, attrs, dtype):
+    return P.plans3d(shape, attrs.kernel, attrs.stride, attrs.padding,
+                     bool(attrs.count_include_pad), dtype)
+
+
 # --------------------------------------------------------------- recorded
 # Max pools: the gradient is scattered to the saved argmax (a constant
 # routing, PyTorch's choice of the first maximum), so the recorded rule is a
@@ -114,3 +163,52 @@ def global_avg_pool2d_recorded(G, gy, xs, y, attrs, saved, needs):
     n, h, w, c = xs[0].shape
     share = G.div(G.reshape(gy, (n, 1, 1, c)), float(h * w))
     return (G.expand(share, (n, h, w, c)),)
+
+
+# 1-d and 3-d pools. Max: a scatter_add of gy into the flattened spatial
+# positions of the saved argmax (as the 2-d rule). Average: the transposed
+# bin products, one bin matrix per axis, divided by the plan's divisors.
+@register_recorded(Op.MAX_POOL1D)
+@register_recorded(Op.MAX_POOL3D)
+def max_pool_nd_recorded(G, gy, xs, y, attrs, saved, needs):
+    if not needs[0]:
+        return (None,)
+    shape = xs[0].shape
+    n, c = shape[0], shape[-1]
+    size, out = int(np.prod(shape[1:-1])), int(np.prod(y.shape[1:-1]))
+    index = np.asarray(saved, dtype=np.int64).reshape(n, out, c)
+    zeros = G.constant(np.zeros((n, size, c), dtype=G.dtype))
+    flat = G.scatter_add(zeros, 1, index, G.reshape(gy, (n, out, c)))
+    return (G.reshape(flat, shape),)
+
+
+def _avg1d_recorded_with(plan_of):
+    def rule(G, gy, xs, y, attrs, saved, needs):
+        if not needs[0]:
+            return (None,)
+        length = xs[0].shape[1]
+        _, _, ws, we, div = plan_of(length, attrs, G.dtype)
+        share = G.div(gy, np.asarray(div[0], dtype=G.dtype))
+        return (G.einsum("bw,nbc->nwc", _bin_matrix(ws, we, length, G.dtype), share),)
+    return rule
+
+
+register_recorded(Op.AVG_POOL1D)(_avg1d_recorded_with(
+    lambda n, at, dt: P.window_plan(1, n, 1, at.kw, 1, at.sw, 0, at.pw,
+                                    at.count_include_pad, dt)))
+register_recorded(Op.ADAPTIVE_AVG_POOL1D)(_avg1d_recorded_with(
+    lambda n, at, dt: P.adaptive_plan(1, n, 1, at.ow, dt)))
+
+
+@register_recorded(Op.AVG_POOL3D)
+def avg_pool3d_recorded(G, gy, xs, y, attrs, saved, needs):
+    if not needs[0]:
+        return (None,)
+    _, d, h, w, _ = xs[0].shape
+    (hs, he, ws, we, div_hw), (ds, de, _, _, div_d) = _plans3d(xs[0].shape, attrs, G.dtype)
+    oh, ow = len(hs), len(ws)
+    div = div_d[:, 0, 0][:, None, None, None] * div_hw[None]
+    share = G.div(gy, np.asarray(div, dtype=G.dtype))
+    return (G.einsum("ad,bh,cw,nabck->ndhwk", _bin_matrix(ds, de, d, G.dtype),
+                     _bin_matrix(hs, he, h, G.dtype), _bin_matrix(ws, we, w, G.dtype),
+                     share),)

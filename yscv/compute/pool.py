@@ -74,6 +74,18 @@ def adaptive_plan(h: int, w: int, oh: int, ow: int, dtype):
     return _plan(_adaptive_axis(h, oh), _adaptive_axis(w, ow), dtype)
 
 
+def plans3d(shape, kernel, stride, padding, count_include_pad: bool, dtype):
+    """The two plans of a 3-d pool of x [N, D, H, W, C] (window triples
+    (d, h, w)): over (H, W) of every depth slice, then over the depth axis
+    of the [N, D, OH*OW, C] result (a 2-d plan with width-1 windows)."""
+    _, d, h, w, _ = shape
+    (kd, kh, kw), (sd, sh, sw), (pd, ph, pw) = kernel, stride, padding
+    hw = window_plan(h, w, kh, kw, sh, sw, ph, pw, count_include_pad, dtype)
+    depth = window_plan(d, len(hw[0]) * len(hw[2]), kd, 1, sd, 1, pd, 0, count_include_pad,
+                        dtype)
+    return hw, depth
+
+
 def index_dtype(h: int, w: int):
     """The argmax dtype: int32 unless H*W needs int64."""
     return np.int32 if h * w < 2 ** 31 else np.int64

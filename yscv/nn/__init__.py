@@ -26,6 +26,8 @@ from .norm import (BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, 
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import GRU, LSTM, RNN
+from .conv import ConvTranspose1d, ConvTranspose3d
+from .pooling import AdaptiveAvgPool1d, AvgPool1d, AvgPool3d, MaxPool1d, MaxPool3d
 from . import torch_layout  # PyTorch weights: load_state_dict(sd, layout="torch")
 
 __all__ = [
@@ -40,4 +42,6 @@ __all__ = [
 ]
 __all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "Softsign",
             "LogSigmoid", "GLU"]
+__all__ += ["ConvTranspose1d", "ConvTranspose3d", "MaxPool1d", "MaxPool3d", "AvgPool1d",
+            "AvgPool3d", "AdaptiveAvgPool1d"]
 __all__ += ["torch_layout"]

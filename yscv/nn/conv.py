@@ -3,6 +3,7 @@
 Weights are laid out as the ops take them (SPEC section 3):
 Conv1d [K, Cin/groups, Cout], Conv2d [KH, KW, Cin/groups, Cout],
 Conv3d [KD, KH, KW, Cin/groups, Cout], ConvTranspose2d [KH, KW, Cout, Cin],
+ConvTranspose1d/3d [*K, Cout/groups, Cin],
 DepthwiseConv2d [KH, KW, C, M]. Bias [Cout]. Initialisation is PyTorch's
 (kaiming_uniform with a=sqrt(5) on the weight, U(-1/sqrt(fan_in), +) on
 the bias, fan_in as in :mod:`yscv.nn.init`).
@@ -15,7 +16,8 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "DepthwiseConv2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "DepthwiseConv2d", "ConvTranspose1d",
+           "ConvTranspose3d"]
 
 
 def _ints(v, n: int, layer: str, arg: str, minimum: int) -> tuple:
@@ -184,3 +186,71 @@ class DepthwiseConv2d(Module):
     def extra_repr(self) -> str:
         return (f"{self.channels}, kernel_size={self.kernel_size}, multiplier={self.multiplier}, "
                 f"stride={self.stride}, padding={self.padding}")
+
+
+class _ConvTransposeNd(Module):
+    """Transposed convolution with PyTorch's constructor arguments (only
+    ``padding_mode="zeros"``). Weight [*K, Cout/groups, Cin] (the op's
+    layout; PyTorch's is [Cin, Cout/groups, *K]), bias [Cout]; PyTorch's
+    initialisation with fan_in = Cout/groups * prod(K) (torch's fan of its
+    weight's second axis)."""
+    _nd = 0
+    _op = ""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 dtype=np.float32):
+        super().__init__()
+        name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: padding_mode={padding_mode!r} is not supported "
+                             "(only 'zeros', as PyTorch's transposed convolutions)")
+        self.in_channels = _count(in_channels, name, "in_channels")
+        self.out_channels = _count(out_channels, name, "out_channels")
+        self.groups = _count(groups, name, "groups")
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(f"{name}: groups={self.groups} must divide in_channels="
+                             f"{self.in_channels} and out_channels={self.out_channels}")
+        _init_window(self, name, self._nd, kernel_size, stride, padding,
+                     "output_padding", output_padding, 0)
+        self.dilation = _ints(dilation, self._nd, name, "dilation", 1)
+        cout_g = self.out_channels // self.groups
+        self.weight = Parameter(np.zeros(self.kernel_size + (cout_g, self.in_channels)), dtype)
+        self.bias = Parameter(np.zeros(self.out_channels), dtype) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        fan_in = init.fan_in_conv(self.kernel_size, self.out_channels // self.groups)
+        init.default_weight_and_bias(self.weight, self.bias, fan_in)
+
+    def forward(self, g, x):
+        b, w = _bias_and_weight(self, g)
+        return getattr(g, self._op)(x, w, b, _compact(self.stride), _compact(self.padding),
+                                    _compact(self.output_padding), self.groups,
+                                    _compact(self.dilation))
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}, padding={self.padding}, "
+             f"output_padding={self.output_padding}")
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if any(d != 1 for d in self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-d convolution on [N, L, Cin] -> [N, Lout, Cout];
+    weight [K, Cout/groups, Cin]."""
+    _nd = 1
+    _op = "conv_transpose1d"
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-d convolution on NDHWC -> [N, OD, OH, OW, Cout];
+    weight [KD, KH, KW, Cout/groups, Cin]."""
+    _nd = 3
+    _op = "conv_transpose3d"

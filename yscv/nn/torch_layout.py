@@ -13,6 +13,8 @@ Conv1d (weight)             [Cout, Cin/g, K]             [K, Cin/g, Cout]
 Conv2d (weight)             [Cout, Cin/g, KH, KW]        [KH, KW, Cin/g, Cout]
 Conv3d (weight)             [Cout, Cin/g, KD, KH, KW]    [KD, KH, KW, Cin/g, Cout]
 ConvTranspose2d (weight)    [Cin, Cout, KH, KW]          [KH, KW, Cout, Cin]
+ConvTranspose1d (weight)    [Cin, Cout/g, K]             [K, Cout/g, Cin]
+ConvTranspose3d (weight)    [Cin, Cout/g, KD, KH, KW]    [KD, KH, KW, Cout/g, Cin]
 DepthwiseConv2d (weight)    Conv2d(C, C*M, groups=C):    [KH, KW, C, M]
                             [C*M, 1, KH, KW]
 RNN / LSTM / GRU            weight_ih_l{k}[_reverse]     the transpose,
@@ -64,7 +66,8 @@ from .activation import (GELU, Flatten, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU
                          Sigmoid, Softmax, Softplus, Tanh)
 from .attention import MultiHeadAttention
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
+from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+                   DepthwiseConv2d)
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Identity, Linear
@@ -114,6 +117,8 @@ _LAYOUTS = {
     Conv2d: {"weight": _conv_layout(2)},
     Conv3d: {"weight": _conv_layout(3)},
     ConvTranspose2d: {"weight": _conv_layout(2)},
+    ConvTranspose1d: {"weight": _conv_layout(1)},
+    ConvTranspose3d: {"weight": _conv_layout(3)},
     DepthwiseConv2d: {"weight": (_depthwise_to_torch, _depthwise_from_torch)},
     MultiHeadAttention: {"in_proj_weight": _TRANSPOSE},
     _RNNBase: _recurrent,

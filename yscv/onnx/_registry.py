@@ -18,7 +18,7 @@ class OnnxForm(NamedTuple):
 
 EXPORTS: dict = {}
 
-#: ops that have no ONNX form, and why (none today: every Op member exports)
+#: ops that have no ONNX form, and why
 NO_ONNX: dict = {}
 
 

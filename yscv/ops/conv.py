@@ -1,4 +1,4 @@
-"""Convolution ops (forward): conv1d/2d/3d, depthwise, transpose, deformable.
+"""Convolution ops (forward): conv1d/2d/3d, depthwise, transpose 1d/2d/3d, deformable.
 
 Channel-last layouts (x NLC / NHWC / NDHWC), input-major weights, and
 cross-correlation as PyTorch. conv1d and conv2d run the conv3d machinery
@@ -60,7 +60,7 @@ class DepthwiseConvAttrs(NamedTuple):
 
 
 class ConvTransposeAttrs(NamedTuple):
-    """conv_transpose2d: per-axis tuples of 3, as :class:`ConvAttrs`."""
+    """conv_transpose1d/2d/3d: per-axis tuples of 3, as :class:`ConvAttrs`."""
     stride: tuple
     padding: tuple
     dilation: tuple
@@ -159,9 +159,12 @@ def depthwise_conv2d_forward(attrs, x, w, b=None):
     return C.add_bias(y, b), None
 
 
+@register_forward(Op.CONV_TRANSPOSE1D)
 @register_forward(Op.CONV_TRANSPOSE2D)
-def conv_transpose2d_forward(attrs, x, w, b=None):
-    """y [N, OH, OW, Cout], the adjoint of conv2d(., w) applied to x, plus bias."""
+@register_forward(Op.CONV_TRANSPOSE3D)
+def conv_transpose_nd_forward(attrs, x, w, b=None):
+    """y [N, *out, Cout], the adjoint of conv1d/2d/3d(., w) applied to x, plus bias."""
+    nsp = x.ndim - 2
     x5 = C.lift_x(x)
     w5 = C.lift_w(w)
     sp = tuple(C.transpose_out_size(*a) for a in zip(x5.shape[1:4], w5.shape[:3], attrs.stride,
@@ -170,7 +173,7 @@ def conv_transpose2d_forward(attrs, x, w, b=None):
     cout = w5.shape[3] * attrs.groups
     y, _, _ = C.conv_backward(x5, w5, attrs.stride, attrs.padding, attrs.dilation, attrs.groups,
                               x_shape=(x5.shape[0], *sp, cout), need_x=True, need_w=False)
-    return C.add_bias(y.reshape(x.shape[0], *sp[1:], cout), b), None
+    return C.add_bias(y.reshape(x.shape[0], *sp[3 - nsp:], cout), b), None
 
 
 @register_forward(Op.DEFORMABLE_CONV2D)
@@ -331,53 +334,77 @@ class ConvOps:
         ins = (x, w) if bias is None else (x, w, bias)
         return self._apply(Op.DEPTHWISE_CONV2D, ins, attrs)
 
-    def conv_transpose2d(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
-                         groups=1, dilation=1):
-        """Transposed 2-D convolution (the adjoint of conv2d), as PyTorch's.
-        x [N, H, W, Cin], w [KH, KW, Cout/groups, Cin], bias [Cout] or None
-        -> [N, OH, OW, Cout], OH = (H-1)*stride - 2*padding + dilation*(KH-1)
-        + output_padding + 1. output_padding must be smaller than stride or dilation."""
-        op = "conv_transpose2d"
-        xv, wv, bv = self._conv_operands(op, x, w, bias, 4, 4, "NHWC")
-        stride = int_tuple(stride, 2, op, "stride", minimum=1)
-        padding = int_tuple(padding, 2, op, "padding", minimum=0)
-        out_pad = int_tuple(output_padding, 2, op, "output_padding", minimum=0)
-        dilation = int_tuple(dilation, 2, op, "dilation", minimum=1)
+    def _conv_transpose_nd(self, opm, nsp, x, w, bias, stride, padding, output_padding,
+                           groups, dilation):
+        op = opm.name.lower()
+        axes, layout = _AXES[nsp], _LAYOUT[nsp]
+        xv, wv, bv = self._conv_operands(op, x, w, bias, nsp + 2, nsp + 2, layout)
+        stride = int_tuple(stride, nsp, op, "stride", minimum=1)
+        padding = int_tuple(padding, nsp, op, "padding", minimum=0)
+        out_pad = int_tuple(output_padding, nsp, op, "output_padding", minimum=0)
+        dilation = int_tuple(dilation, nsp, op, "dilation", minimum=1)
         groups = _groups(groups, op)
-        for a, s, d, o in zip("HW", stride, dilation, out_pad):
+        for a, s, d, o in zip(axes, stride, dilation, out_pad):
             if o >= s and o >= d:
                 raise ValueError(
                     f"{op}: output_padding={output_padding!r} along {a} is {o}; it must be "
                     f"smaller than the stride ({s}) or the dilation ({d})")
-        cin = xv.shape[3]
-        kh, kw, cog, wcin = wv.shape
+        cin = xv.shape[-1]
+        ks, cog, wcin = wv.shape[:nsp], wv.shape[nsp], wv.shape[nsp + 1]
         if cin % groups:
             raise ValueError(f"{op}: groups={groups} does not divide the input channels {cin}")
         if wcin != cin:
-            raise shape_error(op, f"w.shape[3]={wcin} must equal the input channels {cin} "
-                              f"(w is [KH, KW, Cout/groups, Cin])", expected=cin, got=wcin)
-        for a, k in zip("HW", (kh, kw)):
+            raise shape_error(op, f"w.shape[{nsp + 1}]={wcin} must equal the input channels "
+                              f"{cin} (w is [{', '.join(['K'] if nsp == 1 else ['K' + a for a in axes])}, "
+                              f"Cout/groups, Cin])", expected=cin, got=wcin)
+        for a, k in zip(axes, ks):
             if k < 1:
                 raise ValueError(f"{op}: kernel size along {a} is {k}; it must be >= 1")
         sp = tuple(C.transpose_out_size(n, k, s, p, d, o) for n, k, s, p, d, o in
-                   zip(xv.shape[1:3], (kh, kw), stride, padding, dilation, out_pad))
+                   zip(xv.shape[1:-1], ks, stride, padding, dilation, out_pad))
         if min(sp) <= 0:
-            raise ValueError(f"{op}: output size {sp} <= 0 for input {xv.shape[1:3]}, kernel "
-                             f"{(kh, kw)}, stride {stride}, padding {padding}, dilation "
+            raise ValueError(f"{op}: output size {sp} <= 0 for input {xv.shape[1:-1]}, kernel "
+                             f"{ks}, stride {stride}, padding {padding}, dilation "
                              f"{dilation}, output_padding {out_pad}")
-        for a, o, p in zip("HW", sp, padding):
+        for a, o, p in zip(axes, sp, padding):
             if o + 2 * p > MAX_INTP:  # the padded output the kernels index in int64
                 raise ValueError(
                     f"{op}: stride={stride}, padding={padding}, dilation={dilation} give a "
                     f"padded output extent of {o + 2 * p} along {a}, larger than any array "
                     f"index (at most {MAX_INTP})")
         self._check_conv_output(op, (xv.shape[0], *sp, cog * groups), stride=stride,
-                           padding=padding, dilation=dilation, output_padding=out_pad)
+                                padding=padding, dilation=dilation, output_padding=out_pad)
         self._check_bias(op, bv, cog * groups)
         attrs = ConvTransposeAttrs(C.pad3(stride, 1), C.pad3(padding, 0), C.pad3(dilation, 1),
                                    groups, C.pad3(out_pad, 0), bias is not None)
         ins = (x, w) if bias is None else (x, w, bias)
-        return self._apply(Op.CONV_TRANSPOSE2D, ins, attrs)
+        return self._apply(opm, ins, attrs)
+
+    def conv_transpose1d(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
+                         groups=1, dilation=1):
+        """Transposed 1-D convolution (the adjoint of conv1d), as PyTorch's.
+        x [N, L, Cin], w [K, Cout/groups, Cin], bias [Cout] or None
+        -> [N, Lout, Cout], Lout = (L-1)*stride - 2*padding + dilation*(K-1)
+        + output_padding + 1. output_padding must be smaller than stride or dilation."""
+        return self._conv_transpose_nd(Op.CONV_TRANSPOSE1D, 1, x, w, bias, stride, padding,
+                                       output_padding, groups, dilation)
+
+    def conv_transpose2d(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
+                         groups=1, dilation=1):
+        """Transposed 2-D convolution (the adjoint of conv2d), as PyTorch's.
+        x [N, H, W, Cin], w [KH, KW, Cout/groups, Cin], bias [Cout] or None
+        -> [N, OH, OW, Cout], OH = (H-1)*stride - 2*padding + dilation*(KH-1)
+        + output_padding + 1. output_padding must be smaller than stride or dilation."""
+        return self._conv_transpose_nd(Op.CONV_TRANSPOSE2D, 2, x, w, bias, stride, padding,
+                                       output_padding, groups, dilation)
+
+    def conv_transpose3d(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
+                         groups=1, dilation=1):
+        """Transposed 3-D convolution (the adjoint of conv3d), as PyTorch's.
+        x [N, D, H, W, Cin], w [KD, KH, KW, Cout/groups, Cin], bias [Cout] or
+        None -> [N, OD, OH, OW, Cout], each axis as conv_transpose1d's Lout."""
+        return self._conv_transpose_nd(Op.CONV_TRANSPOSE3D, 3, x, w, bias, stride, padding,
+                                       output_padding, groups, dilation)
 
     def deformable_conv2d(self, x, w, offsets, bias=None, stride=1, padding=0, dilation=1):
         """Deformable 2-D convolution (torchvision.ops.deform_conv2d, no mask, one

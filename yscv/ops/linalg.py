@@ -1,4 +1,6 @@
-"""Linear algebra (forward): matmul, transpose, einsum.
+"""Linear algebra (forward): matmul, transpose, einsum, and the matrix
+functions inv, solve, det, slogdet, cholesky, eigh (batched over leading
+axes, as torch.linalg; NumPy's LAPACK computes them).
 
 matmul follows ``np.matmul`` exactly (1-D operands are promoted and the
 added axis removed again; batch axes broadcast) and runs on NumPy's BLAS.
@@ -6,7 +8,10 @@ transpose returns a view (values are read-only, so sharing is safe).
 einsum parses NumPy subscripts (explicit ``->`` or implicit output,
 repeated indices, ``...``) into a canonical form with one letter per axis,
 recorded in an :class:`EinsumSpec` attribute that the backward reuses.
-Nothing is saved for backward by any of the three.
+Nothing is saved for backward by any of these: the matrix functions'
+rules read the input and output values (eigh's output packs the
+eigenvalues as row 0 and the eigenvectors as rows 1..n of one
+[..., n+1, n] value; the Graph method returns two cheap views of it).
 """
 from __future__ import annotations
 
@@ -24,6 +29,14 @@ from ._common import as_graph_array, shape_error
 
 # plain module constants: Enum attribute access is slow on the per-node path
 _MATMUL, _TRANSPOSE, _EINSUM = Op.MATMUL, Op.TRANSPOSE, Op.EINSUM
+
+
+def _check_square(shape: tuple, op: str, arg: str = "a") -> int:
+    """n of a batch of square matrices [..., n, n]; ShapeError otherwise."""
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise shape_error(op, f"{arg} must be a batch of square matrices [..., n, n], got "
+                          f"shape {shape}", expected="[..., n, n]", got=shape)
+    return shape[-1]
 
 
 # ---------------------------------------------------------------- matmul
@@ -64,6 +77,72 @@ class TransposeAttrs(NamedTuple):
 @register_forward(Op.TRANSPOSE)
 def transpose_forward(attrs, x):
     return np.transpose(x, attrs.perm), None
+
+
+# ------------------------------------------------------- matrix functions
+@register_forward(Op.INV)
+def inv_forward(attrs, a):
+    return _lapack("inv", np.linalg.inv, a), None
+
+
+@register_forward(Op.SOLVE)
+def solve_forward(vector, a, b):
+    """``vector``: b is a batch of vectors [..., n] (torch.linalg.solve's rule)."""
+    if vector:
+        return _lapack("solve", np.linalg.solve, a, b[..., None])[..., 0], None
+    return _lapack("solve", np.linalg.solve, a, b), None
+
+
+@register_forward(Op.DET)
+def det_forward(attrs, a):
+    return np.asarray(np.linalg.det(a), dtype=a.dtype), None
+
+
+@register_forward(Op.SLOGDET)
+def slogdet_forward(attrs, a):
+    return np.asarray(np.linalg.slogdet(a)[1], dtype=a.dtype), None
+
+
+@register_forward(Op.CHOLESKY)
+def cholesky_forward(upper, a):
+    low = _lapack("cholesky", np.linalg.cholesky, a)
+    return (np.swapaxes(low, -1, -2).copy() if upper else low), None
+
+
+@register_forward(Op.EIGH)
+def eigh_forward(attrs, a):
+    """[..., n+1, n]: eigenvalues ascending (row 0), then the eigenvectors as
+    columns, each signed so its entry of largest magnitude is positive."""
+    values, vectors = np.linalg.eigh(a)   # reads the lower triangle, as torch
+    n = a.shape[-1]
+    if n:
+        big = np.argmax(np.abs(vectors), axis=-2)[..., None, :]
+        sign = np.where(np.take_along_axis(vectors, big, axis=-2) < 0, -1, 1)
+        vectors = vectors * sign.astype(a.dtype)
+    return np.concatenate([values[..., None, :], vectors], axis=-2), None
+
+
+def _lapack(op: str, fn, *args):
+    """``fn(*args)``, LAPACK's failure as a ValueError naming the op."""
+    try:
+        return fn(*args)
+    except np.linalg.LinAlgError as exc:
+        what = ("the input is not positive-definite" if op == "cholesky"
+                else "the input matrix is singular")
+        raise ValueError(f"{op}: {what} (LAPACK: {exc}); batch index "
+                         f"{_first_failure(fn, args)}") from None
+
+
+def _first_failure(fn, args):
+    """The leading index of the first matrix of a batch that fails."""
+    a = args[0]
+    b = np.broadcast_to(args[1], a.shape[:-2] + args[1].shape[-2:]) if len(args) > 1 else None
+    for idx in np.ndindex(a.shape[:-2]):
+        try:
+            fn(a[idx], *(() if b is None else (b[idx],)))
+        except np.linalg.LinAlgError:
+            return idx
+    return ()
 
 
 # ---------------------------------------------------------------- einsum
@@ -297,3 +376,77 @@ class LinalgOps:
             ops.append(x)
         spec = parse_einsum(subscripts, shapes)
         return self._apply(_EINSUM, ops, spec)
+
+    # ------------------------------------------------------- matrix functions
+    def _square_operand(self, a, op: str):
+        shape, a = self._shape_and_operand(a, op, "a")
+        _check_square(shape, op)
+        return a
+
+    def inv(self, a):
+        """The inverse of each matrix of a [..., n, n] (torch.linalg.inv).
+        A singular matrix raises ValueError naming inv and its batch index.
+        Backward: ``-inv(a)^T g inv(a)^T``. Nothing saved."""
+        return self._apply1(Op.INV, self._square_operand(a, "inv"))
+
+    def solve(self, a, b):
+        """x with ``a @ x = b`` (torch.linalg.solve): a [..., n, n]; b
+        [..., n, k], or a batch of vectors [..., n] when b is 1-d or has
+        a's shape without its last axis. Batch axes broadcast. A singular
+        matrix raises ValueError naming solve. Backward: ``gb = solve(a^T, g)``,
+        ``ga = -gb x^T``. Nothing saved."""
+        sa, a = self._shape_and_operand(a, "solve", "a")
+        n = _check_square(sa, "solve")
+        sb, b = self._shape_and_operand(b, "solve", "b")
+        vector = len(sb) == 1 or (len(sb) == len(sa) - 1 and sb == sa[:-1])
+        if not sb or sb[-1 if vector else -2] != n or (not vector and len(sb) < 2):
+            raise shape_error("solve", f"b of shape {sb} does not fit a of shape {sa}: expected "
+                              f"[..., {n}, k] or [..., {n}]", expected=n, got=sb)
+        try:
+            np.broadcast_shapes(sa[:-2], sb[:-1] if vector else sb[:-2])
+        except ValueError:
+            raise shape_error("solve", f"batch dimensions of a {sa} and b {sb} do not "
+                              "broadcast", expected=sa, got=sb) from None
+        return self._apply(Op.SOLVE, (a, b), bool(vector))
+
+    def det(self, a):
+        """The determinant of each matrix of a [..., n, n] -> [...]
+        (torch.linalg.det). Backward: ``g det(a) inv(a)^T``, through the
+        SVD when a matrix is singular (its cofactors). Nothing saved."""
+        return self._apply1(Op.DET, self._square_operand(a, "det"))
+
+    def slogdet(self, a):
+        """``(sign, logabsdet)`` of each matrix of a [..., n, n], as
+        torch.linalg.slogdet: ``sign`` is a plain array of the graph dtype
+        (-1, 0 or 1; not differentiable), ``logabsdet`` a node ([...];
+        -inf for a singular matrix). Backward of logabsdet: ``g inv(a)^T``."""
+        a = self._square_operand(a, "slogdet")
+        v = a if type(a) is not NodeId else self.value(a)
+        sign = np.asarray(np.linalg.slogdet(v)[0], dtype=self.dtype)
+        return sign, self._apply1(Op.SLOGDET, a)
+
+    def cholesky(self, a, upper=False):
+        """The Cholesky factor of each symmetric positive-definite matrix
+        of a [..., n, n] (torch.linalg.cholesky): lower triangular L with
+        ``a = L L^T`` (only a's lower triangle is read), or ``L^T`` with
+        ``upper=True``. A matrix that is not positive-definite raises
+        ValueError naming cholesky and its batch index. Backward as
+        torch's: ``L^-T Phi(L^T g) L^-1`` (symmetric). Nothing saved."""
+        if not isinstance(upper, (bool, np.bool_)):
+            raise TypeError(f"cholesky: upper must be a bool, got {upper!r}")
+        return self._apply1(Op.CHOLESKY, self._square_operand(a, "cholesky"), bool(upper))
+
+    def eigh(self, a):
+        """``(values, vectors)`` of each symmetric matrix of a [..., n, n]
+        (torch.linalg.eigh; only the lower triangle is read): values
+        [..., n] ascending, vectors [..., n, n] orthonormal columns, each
+        signed so that its entry of largest magnitude is positive (an
+        eigenvector is defined up to sign; this choice is deterministic).
+        Both are nodes: views of one EIGH node [..., n+1, n] (values in
+        row 0). Gradients as torch.linalg's, finite for distinct
+        eigenvalues: ``V (diag(gL) + skew(V^T gV) / (L_j - L_i)) V^T``."""
+        a = self._square_operand(a, "eigh")
+        packed = self._apply1(Op.EIGH, a)
+        nd = len(packed.shape)
+        n = packed.shape[-1]
+        return self.select(packed, nd - 2, 0), self.narrow(packed, nd - 2, 1, n)
