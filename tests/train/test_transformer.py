@@ -95,8 +95,10 @@ def test_encoder_layer_matches_torch_for_each_mask(kind, batch_first, norm_first
     t, y = _pair("TransformerEncoderLayer", batch_first=batch_first, norm_first=norm_first)
     x = _seq(_x(B, S, E), batch_first)
     mask, pad, causal = _enc_masks(kind)
-    with torch.enable_grad():  # not no_grad: torch's inference fast path differs
-        want = t(_t(x), src_mask=_t(mask), src_key_padding_mask=_t(pad), is_causal=causal).detach().numpy()
+    # grad enabled (not no_grad): torch's inference fast path returned NaN with -inf float masks
+    with torch.enable_grad():
+        want = t(_t(x), src_mask=_t(mask), src_key_padding_mask=_t(pad),
+                 is_causal=causal).detach().numpy()
     g = yscv.Graph()
     got = g.value(y(g, g.constant(x), src_mask=mask, src_key_padding_mask=pad, is_causal=causal))
     assert got.shape == want.shape
@@ -114,7 +116,7 @@ def test_encoder_layer_activations_and_bias_match_torch(activation, norm_first, 
         kw["activation"] = activation
     t, y = _pair("TransformerEncoderLayer", **kw)
     x = _x(B, S, E)
-    with torch.enable_grad():  # not no_grad: torch's inference fast path differs
+    with torch.enable_grad():
         want = t(_t(x), src_mask=_t(_causal(S))).detach().numpy()
     g = yscv.Graph()
     got = g.value(y(g, x, src_mask=_causal(S)))
@@ -127,7 +129,7 @@ def test_encoder_layer_unbatched_matches_torch():
     x = _x(S, E)
     mask = _bool_mask(S, S, (H,))
     pad = np.array([False, False, True, False, True])
-    with torch.enable_grad():  # not no_grad: torch's inference fast path differs
+    with torch.enable_grad():
         want = t(_t(x), src_mask=_t(mask), src_key_padding_mask=_t(pad)).detach().numpy()
     g = yscv.Graph()
     got = g.value(y(g, x, src_mask=mask, src_key_padding_mask=pad))
@@ -164,7 +166,7 @@ def test_decoder_layer_matches_torch_for_each_mask(kind, batch_first, norm_first
         kw["memory_key_padding_mask"] = _pad(B, S, "float")
     if kind == "causal_hint":
         kw.update(tgt_mask=_causal(T), tgt_is_causal=True)
-    with torch.enable_grad():  # not no_grad: torch's inference fast path differs
+    with torch.enable_grad():
         want = t(_t(tgt), _t(mem), **{k: (_t(v) if isinstance(v, np.ndarray) else v)
                                       for k, v in kw.items()}).detach().numpy()
     g = yscv.Graph()
@@ -193,7 +195,7 @@ def test_stacks_match_torch(activation, batch_first, norm_first):
     src = _seq(_x(B, S, E), batch_first)
     tgt = _seq(_x(B, T, E), batch_first)
     spad, tpad = _pad(B, S, "bool"), _pad(B, T, "bool")
-    with torch.enable_grad():  # not no_grad: torch's inference fast path differs
+    with torch.enable_grad():
         mem_t = tenc(_t(src), src_key_padding_mask=_t(spad))
         want = tdec(_t(tgt), mem_t, tgt_mask=_t(_causal(T)), tgt_key_padding_mask=_t(tpad),
                     memory_key_padding_mask=_t(spad)).detach().numpy()
@@ -318,3 +320,26 @@ def test_bad_arguments_raise_and_leave_the_graph_unchanged():
     with pytest.raises(ValueError, match="batch size"):
         dec(g, xn, _x(B + 1, S, E))
     assert len(g) == n
+
+
+def test_encoder_layer_exports_to_onnx(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    layer = nn.TransformerEncoderLayer(E, H, FF, batch_first=True, norm_first=True).eval()
+
+    class Causal(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, g, x):
+            return self.layer(g, x, src_mask=np.triu(np.ones((S, S), bool), 1))
+
+    model = Causal().eval()
+    x = _x(B, S, E)
+    path = str(tmp_path / "layer.onnx")
+    yscv.onnx.export(model, (x,), path)
+    sess = ort.InferenceSession(path)
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    g = yscv.Graph()
+    np.testing.assert_allclose(got, g.value(model(g, x)), rtol=1e-5, atol=1e-5)
