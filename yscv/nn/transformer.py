@@ -132,8 +132,9 @@ class _TransformerLayer(Module):
         self.activation = act
 
     def _input(self, g, x, arg):
-        """(node, batch size or None, sequence length) of an input [S, B, E]
-        / [B, S, E] / unbatched [S, E]."""
+        """(batch size or None when unbatched, sequence length) of an input
+        [S, B, E] / [B, S, E] / unbatched [S, E], checked before any node is
+        added."""
         shape = _shape(g, x)
         order = "[B, S, E]" if self.batch_first else "[S, B, E]"
         if len(shape) not in (2, 3) or shape[-1] != self.d_model:
