@@ -20,14 +20,18 @@ from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Identity, Linear
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module, StateDictError
 from .norm import (BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm,
                    LayerNorm)
 from .parameter import Parameter
+from .pixel_shuffle import PixelShuffle
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import GRU, LSTM, RNN
 from .conv import ConvTranspose1d, ConvTranspose3d
 from .pooling import AdaptiveAvgPool1d, AvgPool1d, AvgPool3d, MaxPool1d, MaxPool3d
+from .transformer import (TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
 from . import torch_layout  # PyTorch weights: load_state_dict(sd, layout="torch")
 
 __all__ = [
@@ -39,6 +43,9 @@ __all__ = [
     "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "GlobalAvgPool2d",
     "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Mish", "Softplus", "PReLU",
     "Softmax", "LogSoftmax", "Flatten", "bind_buffer", "bind_param",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerDecoder", "PixelShuffle",
+    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss", "BCEWithLogitsLoss",
 ]
 __all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "Softsign",
             "LogSigmoid", "GLU"]

@@ -18,6 +18,13 @@ class MultiHeadAttention(Module):
     Args:
         embed_dim: E. num_heads: h (must divide E); head size d = E / h.
         bias: learn ``in_proj_bias`` and the output projection's bias.
+        dropout: probability of zeroing an attention weight while training
+            (PyTorch's ``dropout``; 0 by default). In training mode with
+            ``dropout > 0`` the attention is computed from its parts
+            (softmax of the masked scores, dropout, matmul) instead of the
+            fused op, so a query row with every key blocked gives NaN there,
+            as in PyTorch; in eval mode, or with ``dropout=0``, the fused op
+            runs.
 
     Parameters (PyTorch's names, input-major): ``in_proj_weight`` [E, 3E]
     (q | k | v column blocks; xavier_uniform with PyTorch's fans),
@@ -38,8 +45,14 @@ class MultiHeadAttention(Module):
     weights).
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dtype=np.float32):
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dtype=np.float32,
+                 dropout: float = 0.0):
         super().__init__()
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float, np.floating)) \
+                or not 0.0 <= float(dropout) <= 1.0:
+            raise ValueError(f"MultiHeadAttention: dropout must be a probability in [0, 1], "
+                             f"got {dropout!r}")
+        self.dropout = float(dropout)
         for arg, v in (("embed_dim", embed_dim), ("num_heads", num_heads)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
                 raise ValueError(f"MultiHeadAttention: {arg} must be a positive int, got {v!r}")
@@ -107,7 +120,10 @@ class MultiHeadAttention(Module):
             k = self._project(g, key, w, b, 1)
             v = self._project(g, value, w, b, 2)
         q, k, v = (self._heads(g, t, batched) for t in (q, k, v))
-        o = g.scaled_dot_product_attention(q, k, v, mask=attend, causal=causal)
+        if self.training and self.dropout > 0.0:
+            o = self._attention_with_dropout(g, q, k, v, attend, causal)
+        else:
+            o = g.scaled_dot_product_attention(q, k, v, mask=attend, causal=causal)
         sq = qshape[-2]
         if batched:
             o = g.reshape(g.transpose(o, (0, 2, 1, 3)), (qshape[0], sq, self.embed_dim))
@@ -115,8 +131,29 @@ class MultiHeadAttention(Module):
             o = g.reshape(g.transpose(o, (1, 0, 2)), (sq, self.embed_dim))
         return self.out_proj(g, o)
 
+    def _attention_with_dropout(self, g, q, k, v, attend, causal):
+        """softmax(q k^T / sqrt(d) + mask) with dropout on the weights, @ v."""
+        nd = len(g.value(q).shape)
+        axes = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+        s = g.mul(g.matmul(q, g.transpose(k, axes)), 1.0 / np.sqrt(self.head_dim))
+        sq, sk = g.value(s).shape[-2:]
+        ft = g.value(s).dtype
+        add = None
+        if attend is not None:
+            a = np.asarray(attend)
+            add = np.where(a, ft.type(0), ft.type(-np.inf)) if a.dtype == np.bool_ \
+                else a.astype(ft)
+        if causal:
+            tri = np.triu(np.full((sq, sk), -np.inf, ft), 1)
+            add = tri if add is None else add + tri
+        if add is not None:
+            s = g.add(s, g.constant(np.ascontiguousarray(add)))
+        p = g.dropout(g.softmax(s, axis=-1), self.dropout, training=True, seed=None)
+        return g.matmul(p, v)
+
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+        extra = f", dropout={self.dropout}" if self.dropout else ""
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{extra}"
 
 
 def _combine_masks(mask, key_padding_mask, batched):

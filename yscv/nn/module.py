@@ -9,6 +9,7 @@ a ``Module`` registers a child, :meth:`register_buffer` registers a buffer
 """
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from ._binding import bind_buffer, bind_param
 from .parameter import Parameter, cast_problem
 
-__all__ = ["Module", "StateDictError", "IncompatibleKeys"]
+__all__ = ["Module", "StateDictError", "IncompatibleKeys", "RemovableHandle"]
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -89,6 +90,46 @@ def _register(module, table: str, name: str, value) -> None:
     object.__setattr__(module, name, value)
 
 
+class RemovableHandle:
+    """What ``register_forward_hook`` / ``register_forward_pre_hook`` return:
+    ``handle.remove()`` unregisters the hook (again: no effect); usable as a
+    context manager that removes the hook on exit (PyTorch's handle)."""
+
+    _next_id = 0
+
+    def __init__(self, hooks: dict):
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+        self._hooks = weakref.ref(hooks)
+
+    def remove(self) -> None:
+        hooks = self._hooks()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _add_hook(module, table: str, hook, prepend: bool, fn: str) -> RemovableHandle:
+    if not callable(hook):
+        raise TypeError(f"{type(module).__name__}.{fn}: hook must be callable, "
+                        f"got {type(hook).__name__}")
+    if not isinstance(prepend, (bool, np.bool_)):
+        raise TypeError(f"{type(module).__name__}.{fn}: prepend must be a bool, got {prepend!r}")
+    hooks = module.__dict__.get(table)
+    if hooks is None:
+        hooks = module.__dict__[table] = OrderedDict()
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
 class Module:
     """Base class: subclasses define ``__init__`` (create parameters) and
     ``forward(g, *inputs) -> NodeId``.
@@ -103,6 +144,8 @@ class Module:
         d["_buffers"] = OrderedDict()
         d["_non_persistent"] = set()
         d["_modules"] = OrderedDict()
+        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
         d["training"] = True
 
     # ------------------------------------------------------------ registry
@@ -179,7 +222,40 @@ class Module:
     # ------------------------------------------------------------- calling
     def __call__(self, g, *args, **kwargs):
         _check_graph(self, g)
-        return self.forward(g, *args, **kwargs)
+        d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if pre:
+            for hook in list(pre.values()):
+                new = hook(self, g, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
+        out = self.forward(g, *args, **kwargs)
+        if post:
+            for hook in list(post.values()):
+                new = hook(self, g, args, out)
+                if new is not None:
+                    out = new
+        return out
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, g, args)`` before every ``forward``, as PyTorch's
+        (with the graph passed along). ``args`` is the tuple of positional
+        inputs after ``g`` (keyword arguments are not passed to hooks); a
+        hook returning something other than None replaces them (a
+        non-tuple is wrapped in a 1-tuple), and later hooks and ``forward``
+        see the replacement. Hooks run in registration order (``prepend=True``
+        puts this one first). Returns a handle whose ``remove()`` unregisters it."""
+        return _add_hook(self, "_forward_pre_hooks", hook, prepend, "register_forward_pre_hook")
+
+    def register_forward_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, g, args, output)`` after every ``forward``, as
+        PyTorch's (with the graph passed along); ``args`` are the inputs
+        ``forward`` received (after any pre-hook replaced them). A hook
+        returning something other than None replaces the output, which later
+        hooks and the caller see. Hooks run in registration order
+        (``prepend=True`` puts this one first). Returns a handle whose
+        ``remove()`` unregisters it."""
+        return _add_hook(self, "_forward_hooks", hook, prepend, "register_forward_hook")
 
     def forward(self, g, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward(g, ...)")
@@ -292,7 +368,9 @@ class Module:
         return sum(p.size for p in self.parameters() if p.requires_grad or not trainable_only)
 
     def apply(self, fn):
-        """Call ``fn(module)`` on every descendant and self (children first)."""
+        """Call ``fn(module)`` on every descendant and self, children first
+        (recursively, each child's subtree before the next child), then
+        returns self, as PyTorch (e.g. ``model.apply(init_weights)``)."""
         for child in self.children():
             child.apply(fn)
         fn(self)
