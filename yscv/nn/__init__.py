@@ -26,6 +26,7 @@ from .norm import (BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, 
                    LayerNorm)
 from .parameter import Parameter
 from .pixel_shuffle import PixelShuffle
+from .sampling import Fold, Unfold, Upsample
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import GRU, LSTM, RNN
 from .conv import ConvTranspose1d, ConvTranspose3d
@@ -51,4 +52,5 @@ __all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswis
             "LogSigmoid", "GLU"]
 __all__ += ["ConvTranspose1d", "ConvTranspose3d", "MaxPool1d", "MaxPool3d", "AvgPool1d",
             "AvgPool3d", "AdaptiveAvgPool1d"]
+__all__ += ["Upsample", "Unfold", "Fold"]
 __all__ += ["torch_layout"]
