@@ -163,6 +163,11 @@ def _conv_transpose_composite(G, x, w, *rest):
     cout = w.shape[nsp] * at.groups
     z = G.variable(np.zeros((x.shape[0],) + sp + (cout,), dtype=G.dtype))
     conv = conv_nodes(G, z, w, st, pd, dl, at.groups)
+    # with stride 1, an output_padding (< dilation) adds positions whose
+    # conv reaches past x's extent: the adjoint is of the conv cropped to x
+    if tuple(conv.shape[1:1 + nsp]) != tuple(x.shape[1:1 + nsp]):
+        conv = G.getitem(conv, (slice(None),) + tuple(slice(0, n) for n in x.shape[1:1 + nsp])
+                         + (slice(None),))
     (y,) = G.gradients(conv, [z], grad=x, create_graph=True)
     return _bias(G, y, rest, at.has_bias)
 
