@@ -368,6 +368,9 @@ _TWINS = {   # the twin's shapes, or its inputs(rng)
     "conv3d_stride_dilation_groups": [(1, 3, 4, 2, 2), (2, 2, 1, 1, 4)],
     "conv_transpose2d_stride2_outpad1_bias": [(1, 3, 3, 2), (3, 3, 2, 2), (2,)],
     "conv_transpose2d_groups_dilation_outpad_lt_dilation": [(1, 3, 2, 4), (2, 2, 1, 4)],
+    "conv_transpose2d_nhwc_alias": [(1, 2, 3, 2), (4, 3, 2, 2)],
+    "deformable_stride_pad_nonsquare_batch2": _deform_inputs((1, 3, 4, 1), (2, 3, 1, 2),
+                                                             (1, 2, 2, 12)),
     # nine deformable taps with 18 offset channels: one output row
     "deformable_nhwc_alias": _deform_inputs((1, 1, 3, 1), (3, 3, 1, 1), (1, 1, 3, 18)),
 }
