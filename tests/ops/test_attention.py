@@ -5,7 +5,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, make_op_tests,
+                          make_second_order_tests)
 
 
 def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
@@ -52,6 +53,33 @@ MASK_HEADS = np.random.default_rng(12).random((2, 1, 3, 3)) > 0.3  # broadcast o
 FMASK = np.where(MASK, np.random.default_rng(13).standard_normal(MASK.shape), -np.inf)
 FMASK_ROW_EMPTY = np.where(MASK_ROW_EMPTY, FMASK, -np.inf)   # query 2 of batch 1: all -inf
 FMASK_KEYS = np.array([0.5, -1.0, -np.inf, 2.0, 0.0])        # [Sk], broadcast over queries
+# with causal=True, MASK leaves query 0 of batch 0 nothing to attend (a zero
+# row here, NaN in PyTorch): the same masks with key 0 open for every query
+# are the rows compared with PyTorch
+MASK_KEY0 = MASK.copy()
+MASK_KEY0[..., 0] = True
+FMASK_KEY0 = FMASK.copy()
+FMASK_KEY0[..., 0] = 0.25
+
+
+def _t_sdpa(mask=None, causal=False, scale=None):
+    """torch_build: F.scaled_dot_product_attention on its math backend (the
+    CPU flash kernel, which PyTorch picks for 4-d inputs, has no double
+    backward). PyTorch refuses attn_mask with is_causal, so a causal row with
+    a mask gives it the merged mask."""
+    def build(t, q, k, v):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        m = mask
+        if causal and m is not None:
+            sq, sk = q.shape[-2], k.shape[-2]
+            tril = np.tril(np.ones((sq, sk), dtype=bool))
+            m = m & tril if m.dtype == np.bool_ else np.where(tril, m, -np.inf)
+        with sdpa_kernel(SDPBackend.MATH):
+            return t.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=None if m is None else t.tensor(m),
+                is_causal=causal and m is None, scale=scale)
+    return build
 
 
 def _case(name, build, shapes, ref, **kw):
@@ -63,43 +91,56 @@ S = (2, 4, 3), (2, 5, 3), (2, 5, 2)        # Sq=4 != Sk=5, D=3, Dv=2
 
 CASES = [
     _case("sdpa_no_mask", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
-          ((2, 4, 3), (2, 4, 3), (2, 4, 2)), ref_sdpa),
-    _case("sdpa_sq_ne_sk", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v), S, ref_sdpa),
+          ((2, 4, 3), (2, 4, 3), (2, 4, 2)), ref_sdpa,
+          torch_build=_t_sdpa()),
+    _case("sdpa_sq_ne_sk", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v), S, ref_sdpa,
+          torch_build=_t_sdpa()),
     _case("sdpa_bool_mask", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK),
-          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK),
+          torch_build=_t_sdpa(MASK)),
     _case("sdpa_mask_broadcast_keys",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_KEYS),
-          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_KEYS)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_KEYS),
+          torch_build=_t_sdpa(MASK_KEYS)),
     _case("sdpa_causal_square",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, causal=True),
-          ((2, 4, 3), (2, 4, 3), (2, 4, 2)), lambda q, k, v: ref_sdpa(q, k, v, causal=True)),
+          ((2, 4, 3), (2, 4, 3), (2, 4, 2)), lambda q, k, v: ref_sdpa(q, k, v, causal=True),
+          torch_build=_t_sdpa(causal=True)),
     _case("sdpa_causal_sq_lt_sk",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, causal=True),
-          S, lambda q, k, v: ref_sdpa(q, k, v, causal=True)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, causal=True),
+          torch_build=_t_sdpa(causal=True)),
     _case("sdpa_causal_sq_gt_sk",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, causal=True),
-          ((2, 5, 3), (2, 3, 3), (2, 3, 2)), lambda q, k, v: ref_sdpa(q, k, v, causal=True)),
+          ((2, 5, 3), (2, 3, 3), (2, 3, 2)), lambda q, k, v: ref_sdpa(q, k, v, causal=True),
+          torch_build=_t_sdpa(causal=True)),
     _case("sdpa_causal_and_mask",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK, causal=True),
           S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK, causal=True)),
     _case("sdpa_explicit_scale",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, scale=0.7),
-          S, lambda q, k, v: ref_sdpa(q, k, v, scale=0.7)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, scale=0.7),
+          torch_build=_t_sdpa(scale=0.7)),
     _case("sdpa_head_axis_and_head_broadcast_mask",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_HEADS),
           ((2, 2, 3, 2), (2, 2, 3, 2), (2, 2, 3, 2)),
-          lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_HEADS)),
+          lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_HEADS),
+          torch_build=_t_sdpa(MASK_HEADS)),
     _case("sdpa_kv_shared_across_heads",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
-          ((2, 2, 3, 2), (2, 1, 4, 2), (1, 4, 3)), ref_sdpa),
+          ((2, 2, 3, 2), (2, 1, 4, 2), (1, 4, 3)), ref_sdpa,
+          torch_build=_t_sdpa()),
     _case("sdpa_2d_no_lead", lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v),
-          ((4, 3), (6, 3), (6, 5)), ref_sdpa),
+          ((4, 3), (6, 3), (6, 5)), ref_sdpa,
+          torch_build=_t_sdpa()),
     _case("sdpa_float_mask",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK),
-          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK),
+          torch_build=_t_sdpa(FMASK)),
     _case("sdpa_float_mask_broadcast_keys",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK_KEYS),
-          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK_KEYS)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK_KEYS),
+          torch_build=_t_sdpa(FMASK_KEYS)),
     _case("sdpa_float_mask_and_causal",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK, causal=True),
           S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK, causal=True)),
@@ -108,10 +149,21 @@ CASES = [
           S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK_ROW_EMPTY)),
     _case("sdpa_float_mask_explicit_scale",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK, scale=0.4),
-          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK, scale=0.4)),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK, scale=0.4),
+          torch_build=_t_sdpa(FMASK, scale=0.4)),
     _case("sdpa_fully_masked_row",
           lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_ROW_EMPTY),
           S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_ROW_EMPTY)),
+    # (the four rows above without torch_build have a row with nothing to
+    # attend: zero here, NaN in PyTorch; gradgradcheck still runs on them)
+    _case("sdpa_causal_and_mask_every_row_attends",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=MASK_KEY0, causal=True),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=MASK_KEY0, causal=True),
+          torch_build=_t_sdpa(MASK_KEY0, causal=True)),
+    _case("sdpa_float_mask_and_causal_every_row_attends",
+          lambda g, q, k, v: g.scaled_dot_product_attention(q, k, v, mask=FMASK_KEY0, causal=True),
+          S, lambda q, k, v: ref_sdpa(q, k, v, mask=FMASK_KEY0, causal=True),
+          torch_build=_t_sdpa(FMASK_KEY0, causal=True)),
 ]
 
 
@@ -157,6 +209,22 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+_TORCH_ROWS = [c for c in CASES if c.torch_build is not None]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+@pytest.mark.parametrize("case", _TORCH_ROWS, ids=[c.id for c in _TORCH_ROWS])
+def test_torch_build_is_the_rows_function(case):
+    torch = pytest.importorskip("torch")
+    arrays = case.arrays()
+    got = case.torch_build(torch, *(torch.tensor(a) for a in arrays)).numpy()
+    np.testing.assert_allclose(got, case.reference(*arrays), rtol=1e-10, atol=1e-12)
 
 
 # --------------------------------------------------------- targeted tests

@@ -1,5 +1,6 @@
 """Convolution ops: naive NumPy loop references, float64 gradcheck, bad arguments,
 multi-chunk paths, thread safety, and (when torch imports) PyTorch comparisons."""
+import dataclasses
 import threading
 
 import numpy as np
@@ -7,8 +8,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import (BadCase, OpCase, check_same_bits_on_threads, make_op_tests,
-                          make_second_order_tests)
+from yscv.testing import (BadCase, OpCase, check_same_bits_on_threads, check_second_order_float32,
+                          make_op_tests, make_second_order_tests)
 
 
 # ------------------------------------------------------------ naive references
@@ -143,6 +144,75 @@ def _deform_inputs(xs, ws, offs, bias=None):
     return make
 
 
+# ------------------------------------------------------------ PyTorch twins
+# torch_build of each row: the same function of the same arrays in PyTorch,
+# channel-last arrays moved to channel-first and weights to [Cout, Cin/g, *K].
+def _cf(x):
+    return x.movedim(-1, 1)
+
+
+def _cl(y):
+    return y.movedim(1, -1)
+
+
+def _oik(w):
+    """w [*K, Cin/groups, Cout] -> PyTorch's [Cout, Cin/groups, *K]."""
+    nk = w.dim() - 2
+    return w.permute(nk + 1, nk, *range(nk))
+
+
+def t_conv(stride=1, padding=0, dilation=1, groups=1):
+    def build(t, x, w, b=None):
+        conv = {3: t.nn.functional.conv1d, 4: t.nn.functional.conv2d,
+                5: t.nn.functional.conv3d}[x.dim()]
+        return _cl(conv(_cf(x), _oik(w), b, stride, padding, dilation, groups))
+    return build
+
+
+def t_depthwise(stride=1, padding=0, dilation=1):
+    """w [KH, KW, C, M] (output channel c*M + m) -> [C*M, 1, KH, KW], groups=C."""
+    def build(t, x, w, b=None):
+        kh, kw, c, m = w.shape
+        tw = w.reshape(kh, kw, c * m).permute(2, 0, 1).unsqueeze(1)
+        return _cl(t.nn.functional.conv2d(_cf(x), tw, b, stride, padding, dilation, c))
+    return build
+
+
+def t_conv_transpose(stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """w [KH, KW, Cout/groups, Cin] -> PyTorch's [Cin, Cout/groups, KH, KW]."""
+    def build(t, x, w, b=None):
+        return _cl(t.nn.functional.conv_transpose2d(_cf(x), w.permute(3, 2, 0, 1), b, stride,
+                                                    padding, output_padding, groups, dilation))
+    return build
+
+
+def t_deform(stride=1, padding=0, dilation=1):
+    """torchvision's deform_conv2d (not installed here) with grid_sample: tap
+    (i, j) samples x bilinearly at its offset positions (pixel p is grid
+    (2p + 1) / W - 1 with align_corners=False; zero padding is torchvision's
+    zero outside (-1, H) x (-1, W) and at out-of-image corners), times w[i, j]."""
+    st, pd, dl = _tup(stride, 2), _tup(padding, 2), _tup(dilation, 2)
+
+    def build(t, x, w, off, b=None):
+        n, h, wd, _ = x.shape
+        kh, kw = w.shape[:2]
+        oh, ow = off.shape[1:3]
+        ys = (t.arange(oh, dtype=x.dtype) * st[0] - pd[0])[None, :, None]
+        xs = (t.arange(ow, dtype=x.dtype) * st[1] - pd[1])[None, None, :]
+        out = 0.0
+        for i in range(kh):
+            for j in range(kw):
+                k = i * kw + j
+                py = ys + i * dl[0] + off[..., 2 * k]
+                px = xs + j * dl[1] + off[..., 2 * k + 1]
+                grid = t.stack([(2 * px + 1) / wd - 1, (2 * py + 1) / h - 1], -1)
+                sample = t.nn.functional.grid_sample(_cf(x), grid, mode="bilinear",
+                                                     padding_mode="zeros", align_corners=False)
+                out = out + _cl(sample) @ w[i, j]
+        return out if b is None else out + b
+    return build
+
+
 def _row(op, build, shapes, ref, name, **kw):
     return OpCase(op, build, shapes, ref, name=name, fwd_atol32=1e-4, **kw)
 
@@ -153,127 +223,178 @@ DW, CT, DF = Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE2D, Op.DEFORMABLE_CONV2D
 CASES = [
     # conv1d
     _row(C1, lambda g, x, w: g.conv1d(x, w), [(2, 7, 2), (3, 2, 3)],
-         lambda x, w: ref_conv(x, w), "conv1d_basic"),
+         lambda x, w: ref_conv(x, w), "conv1d_basic", torch_build=t_conv()),
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, stride=2, padding=1, dilation=2),
          [(2, 9, 2), (3, 2, 3), (3,)],
-         lambda x, w, b: ref_conv(x, w, b, 2, 1, 2), "conv1d_stride_pad_dilation_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 2, 1, 2), "conv1d_stride_pad_dilation_bias", torch_build=t_conv(2, 1, 2)),
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=(2,), groups=2),
          [(1, 5, 4), (2, 2, 6), (6,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 2, 1, 2), "conv1d_groups_batch1"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 2, 1, 2), "conv1d_groups_batch1", torch_build=t_conv(1, 2, 1, 2)),
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=2), [(2, 6, 3), (5, 3, 2), (2,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 2), "conv1d_k15_padded_rows"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 2), "conv1d_k15_padded_rows", torch_build=t_conv(1, 2)),
     _row(C1, lambda g, x, w: g.conv1d(x, w), [(2, 5, 3), (1, 3, 4)],
-         lambda x, w: ref_conv(x, w), "conv1d_pointwise"),
+         lambda x, w: ref_conv(x, w), "conv1d_pointwise", torch_build=t_conv()),
     _row(C1, lambda g, x, w: g.conv1d_nlc(x, w, None, 3), [(2, 8, 2), (2, 2, 2)],
-         lambda x, w: ref_conv(x, w, None, 3), "conv1d_nlc_alias_stride3"),
+         lambda x, w: ref_conv(x, w, None, 3), "conv1d_nlc_alias_stride3", torch_build=t_conv(3)),
     # conv2d
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1), [(2, 4, 4, 2), (3, 3, 2, 3), (3,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv2d_3x3_pad1_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv2d_3x3_pad1_bias", torch_build=t_conv(1, 1)),
     _row(C2, lambda g, x, w: g.conv2d(x, w, padding=1), [(1, 4, 4, 3), (3, 3, 3, 2)],
-         lambda x, w: ref_conv(x, w, None, 1, 1), "conv2d_rgb_3x3_padded_rows"),
+         lambda x, w: ref_conv(x, w, None, 1, 1), "conv2d_rgb_3x3_padded_rows", torch_build=t_conv(1, 1)),
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
          [(2, 6, 4, 2), (3, 2, 2, 3), (3,)],
          lambda x, w, b: ref_conv(x, w, b, (2, 1), (1, 2), (2, 1)),
-         "conv2d_nonsquare_stride_pad_dilation"),
+         "conv2d_nonsquare_stride_pad_dilation", torch_build=t_conv((2, 1), (1, 2), (2, 1))),
     _row(C2, lambda g, x, w: g.conv2d(x, w, stride=2, padding=1, groups=2),
          [(2, 5, 5, 4), (3, 3, 2, 4)],
-         lambda x, w: ref_conv(x, w, None, 2, 1, 1, 2), "conv2d_groups2_stride2"),
+         lambda x, w: ref_conv(x, w, None, 2, 1, 1, 2), "conv2d_groups2_stride2", torch_build=t_conv(2, 1, 1, 2)),
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, groups=2), [(2, 3, 3, 4), (1, 1, 2, 6), (6,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 0, 1, 2), "conv2d_pointwise_groups"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 0, 1, 2), "conv2d_pointwise_groups", torch_build=t_conv(1, 0, 1, 2)),
     _row(C2, lambda g, x, w: g.conv2d(x, w, stride=2), [(1, 5, 5, 3), (1, 1, 3, 2)],
-         lambda x, w: ref_conv(x, w, None, 2), "conv2d_1x1_stride2"),
+         lambda x, w: ref_conv(x, w, None, 2), "conv2d_1x1_stride2", torch_build=t_conv(2)),
     _row(C2, lambda g, x, w: g.conv2d(x, w), [(1, 3, 4, 2), (3, 4, 2, 2)],
-         lambda x, w: ref_conv(x, w), "conv2d_kernel_covers_input_batch1"),
+         lambda x, w: ref_conv(x, w), "conv2d_kernel_covers_input_batch1", torch_build=t_conv()),
     _row(C2, lambda g, x, w, b: g.conv2d_nhwc(x, w, b, (1, 2), (0, 1), 1, 1),
          [(2, 3, 5, 2), (2, 3, 2, 2), (2,)],
-         lambda x, w, b: ref_conv(x, w, b, (1, 2), (0, 1)), "conv2d_nhwc_alias"),
+         lambda x, w, b: ref_conv(x, w, b, (1, 2), (0, 1)), "conv2d_nhwc_alias", torch_build=t_conv((1, 2), (0, 1))),
     # conv3d
     _row(C3, lambda g, x, w, b: g.conv3d(x, w, b, padding=1), [(1, 3, 3, 3, 2), (2, 2, 2, 2, 2), (2,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv3d_pad_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "conv3d_pad_bias", torch_build=t_conv(1, 1)),
     _row(C3, lambda g, x, w: g.conv3d(x, w, stride=(1, 2, 1), padding=(1, 0, 1),
                                       dilation=(2, 1, 1), groups=2),
          [(2, 3, 4, 2, 2), (2, 2, 1, 1, 4)],
          lambda x, w: ref_conv(x, w, None, (1, 2, 1), (1, 0, 1), (2, 1, 1), 2),
-         "conv3d_stride_dilation_groups"),
+         "conv3d_stride_dilation_groups", torch_build=t_conv((1, 2, 1), (1, 0, 1), (2, 1, 1), 2)),
     _row(C3, lambda g, x, w: g.conv3d_ndhwc(x, w, None, 2), [(1, 4, 3, 3, 1), (2, 1, 2, 1, 2)],
-         lambda x, w: ref_conv(x, w, None, 2), "conv3d_ndhwc_alias"),
+         lambda x, w: ref_conv(x, w, None, 2), "conv3d_ndhwc_alias", torch_build=t_conv(2)),
     # direct tiles (yscv/compute/conv_direct.py): output channels in whole
     # vectors (16 float32 / 8 float64 values) -- forward and dW; input
     # channels too, with stride 1 -- dx
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1),
          [(2, 3, 4, 16), (3, 3, 16, 16), (16,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_3x3_pad1_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_3x3_pad1_bias", torch_build=t_conv(1, 1)),
     _row(C2, lambda g, x, w: g.conv2d(x, w, stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
          [(2, 5, 4, 3), (3, 2, 3, 16)],
          lambda x, w: ref_conv(x, w, None, (2, 1), (1, 2), (1, 2)),
-         "direct_conv2d_stride_pad_dilation_cin3"),
+         "direct_conv2d_stride_pad_dilation_cin3", torch_build=t_conv((2, 1), (1, 2), (1, 2))),
     _row(C2, lambda g, x, w: g.conv2d(x, w, padding=(2, 1), dilation=2),
          [(1, 5, 4, 8), (2, 2, 8, 24)],
-         lambda x, w: ref_conv(x, w, None, 1, (2, 1), 2), "direct_conv2d_dilation2_cout24"),
+         lambda x, w: ref_conv(x, w, None, 1, (2, 1), 2), "direct_conv2d_dilation2_cout24", torch_build=t_conv(1, (2, 1), 2)),
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, stride=2, padding=1, dilation=2),
          [(2, 9, 2), (3, 2, 16), (16,)],
-         lambda x, w, b: ref_conv(x, w, b, 2, 1, 2), "direct_conv1d_stride_pad_dilation_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 2, 1, 2), "direct_conv1d_stride_pad_dilation_bias", torch_build=t_conv(2, 1, 2)),
     _row(C3, lambda g, x, w, b: g.conv3d(x, w, b, padding=(1, 0, 1)),
          [(1, 3, 3, 4, 8), (2, 2, 3, 8, 8), (8,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, (1, 0, 1)), "direct_conv3d_pad_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 1, (1, 0, 1)), "direct_conv3d_pad_bias", torch_build=t_conv(1, (1, 0, 1))),
     _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b, padding=1),
          [(1, 3, 3, 16), (3, 3, 16, 16), (16,)],
-         lambda x, w, b: ref_conv_transpose2d(x, w, b, 1, 1), "direct_conv_transpose2d_pad1_bias"),
+         lambda x, w, b: ref_conv_transpose2d(x, w, b, 1, 1), "direct_conv_transpose2d_pad1_bias", torch_build=t_conv_transpose(1, 1)),
     _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, output_padding=1, dilation=2),
          [(1, 3, 2, 8), (2, 2, 8, 8)],
          lambda x, w: ref_conv_transpose2d(x, w, None, 1, 0, 1, 1, 2),
-         "direct_conv_transpose2d_dilation_outpad"),
+         "direct_conv_transpose2d_dilation_outpad", torch_build=t_conv_transpose(1, 0, 1, 1, 2)),
     # 6 x 4-vector tiles (float64: 32 channels = four vectors) and, for 40
     # channels (not whole fours), the 8-row tiles; every pass
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, padding=1),
          [(1, 3, 4, 32), (3, 3, 32, 32), (32,)],
-         lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_wide_tiles_cout32_bias"),
+         lambda x, w, b: ref_conv(x, w, b, 1, 1), "direct_conv2d_wide_tiles_cout32_bias", torch_build=t_conv(1, 1)),
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, stride=(1, 2), padding=(1, 0)),
          [(1, 4, 5, 40), (2, 2, 40, 40), (40,)],
-         lambda x, w, b: ref_conv(x, w, b, (1, 2), (1, 0)), "direct_conv2d_wide_and_narrow_cout40"),
+         lambda x, w, b: ref_conv(x, w, b, (1, 2), (1, 0)), "direct_conv2d_wide_and_narrow_cout40", torch_build=t_conv((1, 2), (1, 0))),
     # depthwise
     _row(DW, lambda g, x, w, b: g.depthwise_conv2d(x, w, b, padding=1),
          [(2, 4, 4, 3), (3, 3, 3, 1), (3,)],
-         lambda x, w, b: ref_depthwise(x, w, b, 1, 1), "depthwise_3x3_m1_bias"),
+         lambda x, w, b: ref_depthwise(x, w, b, 1, 1), "depthwise_3x3_m1_bias", torch_build=t_depthwise(1, 1)),
     _row(DW, lambda g, x, w: g.depthwise_conv2d(x, w, stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
          [(2, 5, 5, 2), (2, 2, 2, 2)],
          lambda x, w: ref_depthwise(x, w, None, (2, 1), (1, 0), (1, 2)),
-         "depthwise_multiplier2_stride_dilation"),
+         "depthwise_multiplier2_stride_dilation", torch_build=t_depthwise((2, 1), (1, 0), (1, 2))),
     _row(DW, lambda g, x, w, b: g.depthwise_conv2d(x, w, b), [(1, 3, 4, 2), (3, 2, 2, 3), (6,)],
-         lambda x, w, b: ref_depthwise(x, w, b), "depthwise_nonsquare_batch1_m3"),
+         lambda x, w, b: ref_depthwise(x, w, b), "depthwise_nonsquare_batch1_m3", torch_build=t_depthwise()),
     _row(DW, lambda g, x, w: g.depthwise_conv2d_nhwc(x, w, None, 2, 1), [(2, 4, 4, 2), (3, 3, 2, 1)],
-         lambda x, w: ref_depthwise(x, w, None, 2, 1), "depthwise_nhwc_alias"),
+         lambda x, w: ref_depthwise(x, w, None, 2, 1), "depthwise_nhwc_alias", torch_build=t_depthwise(2, 1)),
     # conv_transpose2d
     _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
          [(2, 3, 3, 2), (3, 3, 2, 2), (2,)],
-         lambda x, w, b: ref_conv_transpose2d(x, w, b, 2, 1, 1), "conv_transpose2d_stride2_outpad1_bias"),
+         lambda x, w, b: ref_conv_transpose2d(x, w, b, 2, 1, 1), "conv_transpose2d_stride2_outpad1_bias", torch_build=t_conv_transpose(2, 1, 1)),
     _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, stride=(2, 3), padding=(0, 1),
                                                 output_padding=(1, 2)),
          [(1, 3, 2, 2), (2, 3, 3, 2)],
          lambda x, w: ref_conv_transpose2d(x, w, None, (2, 3), (0, 1), (1, 2)),
-         "conv_transpose2d_nonsquare_stride_outpad"),
+         "conv_transpose2d_nonsquare_stride_outpad", torch_build=t_conv_transpose((2, 3), (0, 1), (1, 2))),
     _row(CT, lambda g, x, w: g.conv_transpose2d(x, w, output_padding=1, groups=2, dilation=2),
          [(2, 3, 2, 4), (2, 2, 1, 4)],
          lambda x, w: ref_conv_transpose2d(x, w, None, 1, 0, 1, 2, 2),
-         "conv_transpose2d_groups_dilation_outpad_lt_dilation"),
+         "conv_transpose2d_groups_dilation_outpad_lt_dilation", torch_build=t_conv_transpose(1, 0, 1, 2, 2)),
     _row(CT, lambda g, x, w, b: g.conv_transpose2d(x, w, b), [(1, 3, 3, 3), (1, 1, 2, 3), (2,)],
-         lambda x, w, b: ref_conv_transpose2d(x, w, b), "conv_transpose2d_pointwise_batch1"),
+         lambda x, w, b: ref_conv_transpose2d(x, w, b), "conv_transpose2d_pointwise_batch1", torch_build=t_conv_transpose()),
     _row(CT, lambda g, x, w: g.conv_transpose2d_nhwc(x, w, None, 2, 1), [(2, 2, 3, 2), (4, 3, 2, 2)],
-         lambda x, w: ref_conv_transpose2d(x, w, None, 2, 1), "conv_transpose2d_nhwc_alias"),
+         lambda x, w: ref_conv_transpose2d(x, w, None, 2, 1), "conv_transpose2d_nhwc_alias", torch_build=t_conv_transpose(2, 1)),
     # deformable (fractional offsets, many samples partly or wholly outside the image)
     _row(DF, lambda g, x, w, o, b: g.deformable_conv2d(x, w, o, b), (),
-         lambda x, w, o, b: ref_deform(x, w, o, b), "deformable_fractional_bias",
+         lambda x, w, o, b: ref_deform(x, w, o, b), "deformable_fractional_bias", torch_build=t_deform(),
          inputs=_deform_inputs((1, 4, 4, 2), (2, 2, 2, 2), (1, 3, 3, 8), (2,))),
     _row(DF, lambda g, x, w, o: g.deformable_conv2d(x, w, o, stride=2, padding=1), (),
-         lambda x, w, o: ref_deform(x, w, o, None, 2, 1), "deformable_stride_pad_nonsquare_batch2",
+         lambda x, w, o: ref_deform(x, w, o, None, 2, 1), "deformable_stride_pad_nonsquare_batch2", torch_build=t_deform(2, 1),
          inputs=_deform_inputs((2, 3, 4, 1), (2, 3, 1, 2), (2, 2, 2, 12))),
     _row(DF, lambda g, x, w, o: g.deformable_conv2d(x, w, o, padding=(0, 1), dilation=(1, 2)), (),
-         lambda x, w, o: ref_deform(x, w, o, None, 1, (0, 1), (1, 2)), "deformable_dilation",
+         lambda x, w, o: ref_deform(x, w, o, None, 1, (0, 1), (1, 2)), "deformable_dilation", torch_build=t_deform(1, (0, 1), (1, 2)),
          inputs=_deform_inputs((1, 3, 4, 1), (2, 2, 1, 2), (1, 2, 4, 8))),
     _row(DF, lambda g, x, w, o: g.deformable_conv2d_nhwc(x, w, o, None, 1, 1), (),
-         lambda x, w, o: ref_deform(x, w, o, None, 1, 1), "deformable_nhwc_alias",
+         lambda x, w, o: ref_deform(x, w, o, None, 1, 1), "deformable_nhwc_alias", torch_build=t_deform(1, 1),
          inputs=_deform_inputs((1, 2, 3, 2), (3, 3, 2, 1), (1, 2, 3, 18))),
 ]
+
+
+# Second order (SPEC section 9): gradgradcheck's finite differences of first
+# derivatives cost a composite build per element, so the direct-tile rows
+# (channels in whole vectors, which only the first-order kernels care about)
+# are compared with PyTorch's double backward as they are, and checked by
+# finite differences on a small twin with the same options (or on the row
+# above with the same options).
+_SAME_OPTIONS = {
+    "direct_conv2d_3x3_pad1_bias": "conv2d_3x3_pad1_bias",
+    "direct_conv2d_wide_tiles_cout32_bias": "conv2d_3x3_pad1_bias",
+}
+_TWINS = {   # the twin's shapes, or its inputs(rng)
+    "direct_conv2d_stride_pad_dilation_cin3": [(1, 5, 4, 2), (3, 2, 2, 2)],
+    "direct_conv2d_dilation2_cout24": [(1, 5, 4, 2), (2, 2, 2, 3)],
+    "direct_conv3d_pad_bias": [(1, 3, 3, 4, 1), (2, 2, 3, 1, 2), (2,)],
+    "direct_conv_transpose2d_pad1_bias": [(1, 3, 3, 2), (3, 3, 2, 2), (2,)],
+    "direct_conv_transpose2d_dilation_outpad": [(1, 3, 2, 2), (2, 2, 2, 2)],
+    "direct_conv2d_wide_and_narrow_cout40": [(1, 4, 5, 2), (2, 2, 2, 3), (3,)],
+    # the slowest of the rest (batch 2 is covered by the other rows): batch 1
+    "conv2d_groups2_stride2": [(1, 5, 5, 4), (3, 3, 2, 4)],
+    "conv3d_stride_dilation_groups": [(1, 3, 4, 2, 2), (2, 2, 1, 1, 4)],
+    "conv_transpose2d_stride2_outpad1_bias": [(1, 3, 3, 2), (3, 3, 2, 2), (2,)],
+    "conv_transpose2d_groups_dilation_outpad_lt_dilation": [(1, 3, 2, 4), (2, 2, 1, 4)],
+    "conv_transpose2d_nhwc_alias": [(1, 2, 3, 2), (4, 3, 2, 2)],
+    "deformable_stride_pad_nonsquare_batch2": _deform_inputs((1, 3, 4, 1), (2, 3, 1, 2),
+                                                             (1, 2, 2, 12)),
+    # nine deformable taps with 18 offset channels: one output row
+    "deformable_nhwc_alias": _deform_inputs((1, 1, 3, 1), (3, 3, 1, 1), (1, 1, 3, 18)),
+}
+
+
+def _second_order_rows(cases):
+    rows = []
+    for c in cases:
+        if c.id in _SAME_OPTIONS:
+            rows.append(dataclasses.replace(
+                c, check_grad2=False, grad2_why=f"second order on {_SAME_OPTIONS[c.id]}"))
+        elif c.id in _TWINS:
+            twin = _TWINS[c.id]
+            rows.append(dataclasses.replace(c, check_grad2=False,
+                                            grad2_why=f"second order on {c.id}_small"))
+            rows.append(dataclasses.replace(c, name=f"{c.id}_small",
+                                            **({"inputs": twin} if callable(twin) else
+                                               {"shapes": twin})))
+        else:
+            rows.append(c)
+    return rows
+
+
+CASES = _second_order_rows(CASES)
 
 
 # ------------------------------------------------------------ bad arguments
@@ -519,7 +640,57 @@ BAD += [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
-test_second_order = make_second_order_tests([c for c in CASES if c.op in (GI, GW)])
+test_second_order = make_second_order_tests(CASES)
+_GRAD2_ROWS = [c for c in CASES if c.check_grad and c.check_grad2]
+
+
+@pytest.mark.parametrize("case", _GRAD2_ROWS, ids=[c.id for c in _GRAD2_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+_TORCH_ROWS = [c for c in CASES if c.torch_build is not None]
+
+
+@pytest.mark.parametrize("case", _TORCH_ROWS, ids=[c.id for c in _TORCH_ROWS])
+def test_torch_build_is_the_rows_function(case):
+    """Each row's PyTorch twin (layouts permuted, deformable through
+    grid_sample) computes the row's NumPy reference."""
+    torch = pytest.importorskip("torch")
+    arrays = case.arrays()
+    got = case.torch_build(torch, *(torch.tensor(a) for a in arrays)).numpy()
+    np.testing.assert_allclose(got, case.reference(*arrays), rtol=1e-12, atol=1e-12)
+
+
+def _sum_of_squares(g, nodes):
+    total = g.sum(g.mul(nodes[0], nodes[0]))
+    for d in nodes[1:]:
+        total = g.add(total, g.sum(g.mul(d, d)))
+    return total
+
+
+def test_conv2d_third_derivative_matches_pytorch():
+    """conv2d (stride 2, padding 1, bias) inside a tanh, differentiated three
+    times: each order's recorded walk runs through the previous one's
+    composite."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(21)
+    arrays = [rng.uniform(-1, 1, (1, 5, 4, 2)), rng.uniform(-1, 1, (3, 3, 2, 3)),
+              rng.uniform(-1, 1, 3)]
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in arrays]
+    y = g.tanh(g.conv2d(*nodes, stride=2, padding=1))
+    d1 = g.gradients(_sum_of_squares(g, [y]), nodes, create_graph=True)
+    d2 = g.gradients(_sum_of_squares(g, d1), nodes, create_graph=True)
+    d3 = g.gradients(_sum_of_squares(g, d2), nodes)
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    yt = torch.tanh(t_conv(2, 1)(torch, *ts))
+    t1 = torch.autograd.grad((yt * yt).sum(), ts, create_graph=True)
+    t2 = torch.autograd.grad(sum((d * d).sum() for d in t1), ts, create_graph=True)
+    t3 = torch.autograd.grad(sum((d * d).sum() for d in t2), ts)
+    for k in range(3):
+        np.testing.assert_allclose(g.value(d2[k]), t2[k].detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(d3[k], t3[k].numpy(), rtol=1e-10, atol=1e-10)
 
 
 # ------------------------------------------------------------ targeted tests

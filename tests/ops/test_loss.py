@@ -6,7 +6,8 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.compute import loss as closs
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
+                          make_op_tests, make_second_order_tests)
 
 
 @pytest.fixture(autouse=True, params=["numpy", "kernel"])
@@ -77,6 +78,35 @@ def _bce_pair(shape):
     return lambda rng: (rng.uniform(-4, 4, size=shape), rng.uniform(0, 1, size=shape))
 
 
+# ------------------------------------------------------------ PyTorch twins
+# torch_build: torch.nn.functional's loss with the same options; class
+# losses move the class axis from last (ours) to second (PyTorch's).
+def _tt(t, a):
+    """An array option (target, weight, pos_weight) as a float64 tensor."""
+    return a if isinstance(a, type(t.zeros(0))) else t.tensor(np.asarray(a, dtype=np.float64))
+
+
+def t_pair(name, target=None, **kw):
+    """mse_loss / l1_loss / huber_loss / binary_cross_entropy_with_logits;
+    ``target`` an array when the row's target is not an input."""
+    def build(t, pred, *rest):
+        tgt = _tt(t, rest[0] if target is None else target)
+        opts = {k: (_tt(t, v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+        return getattr(t.nn.functional, name)(pred, tgt, **opts)
+    return build
+
+
+def t_class(name, labels, log_softmax_first=False, **kw):
+    """cross_entropy / nll_loss over the last axis (PyTorch's [N, C, d1, ...])."""
+    def build(t, x):
+        if log_softmax_first:
+            x = t.log_softmax(x, -1)
+        opts = {k: (_tt(t, v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+        return getattr(t.nn.functional, name)(x.movedim(-1, 1) if x.dim() > 1 else x,
+                                              t.tensor(np.asarray(labels)), **opts)
+    return build
+
+
 LAB5 = np.array([0, 3, 4, 1])          # N=4, C=5
 LAB64 = np.array([63, 5])              # N=2, C=LONG: 8-lane row loops + remainder
 LONG = 67
@@ -85,47 +115,67 @@ T34 = np.random.default_rng(7).uniform(-1, 1, size=(3, 4))
 
 CASES = [
     OpCase(Op.MSE_LOSS, lambda g, p, t: g.mse_loss(p, t), [(3, 4), (3, 4)],
-           lambda p, t: np.asarray(np.mean((p - t) ** 2)), name="mse_both_nodes"),
+           lambda p, t: np.asarray(np.mean((p - t) ** 2)), name="mse_both_nodes",
+           torch_build=t_pair("mse_loss")),
     OpCase(Op.MSE_LOSS, lambda g, p: g.mse_loss(p, T34), [(3, 4)],
-           lambda p: np.asarray(np.mean((p - T34) ** 2)), name="mse_array_target"),
+           lambda p: np.asarray(np.mean((p - T34) ** 2)), name="mse_array_target",
+           torch_build=t_pair("mse_loss", T34)),
     OpCase(Op.MSE_LOSS, lambda g, p, t: g.mse_loss(p, t), [(), ()],
-           lambda p, t: np.asarray((p - t) ** 2), name="mse_0d"),
+           lambda p, t: np.asarray((p - t) ** 2), name="mse_0d",
+           torch_build=t_pair("mse_loss")),
     OpCase(Op.L1_LOSS, lambda g, p, t: g.l1_loss(p, t), (), lambda p, t: np.asarray(np.mean(np.abs(p - t))),
-           name="l1_both_nodes", inputs=_pair_away((4, 5))),
+           name="l1_both_nodes", inputs=_pair_away((4, 5)),
+           torch_build=t_pair("l1_loss")),
     OpCase(Op.L1_LOSS, lambda g, p: g.l1_loss(p, T34), [(3, 4)],
-           lambda p: np.asarray(np.mean(np.abs(p - T34))), name="l1_array_target", low=2.0, high=3.0),
+           lambda p: np.asarray(np.mean(np.abs(p - T34))), name="l1_array_target", low=2.0, high=3.0,
+           torch_build=t_pair("l1_loss", T34)),
     OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t), (), np_huber(1.0),
-           name="huber_delta1_both_regions", inputs=_huber_pair((4, 5), 1.0)),
+           name="huber_delta1_both_regions", inputs=_huber_pair((4, 5), 1.0),
+           torch_build=t_pair("huber_loss")),
     OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=0.3), (), np_huber(0.3),
-           name="huber_delta0.3_both_regions", inputs=_huber_pair((3, 6), 0.3)),
+           name="huber_delta0.3_both_regions", inputs=_huber_pair((3, 6), 0.3),
+           torch_build=t_pair("huber_loss", delta=0.3)),
     OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=5.0), (), np_huber(5.0),
-           name="huber_quadratic_region_only", inputs=_huber_pair((3, 4), 0.5)),
+           name="huber_quadratic_region_only", inputs=_huber_pair((3, 4), 0.5),
+           torch_build=t_pair("huber_loss", delta=5.0)),
     OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=0.5), (), np_huber(0.5),
-           name="huber_0d_linear_region", inputs=lambda rng: (np.array(2.0), np.array(0.3))),
+           name="huber_0d_linear_region", inputs=lambda rng: (np.array(2.0), np.array(0.3)),
+           torch_build=t_pair("huber_loss", delta=0.5)),
     OpCase(Op.BCE_WITH_LOGITS, lambda g, x, t: g.binary_cross_entropy_with_logits(x, t), (),
-           np_bce_logits, name="bce_with_logits", inputs=_bce_pair((4, 5))),
+           np_bce_logits, name="bce_with_logits", inputs=_bce_pair((4, 5)),
+           torch_build=t_pair("binary_cross_entropy_with_logits")),
     OpCase(Op.BCE_WITH_LOGITS, lambda g, x, t: g.binary_cross_entropy_with_logits(x, t), (),
-           np_bce_logits, name="bce_with_logits_0d", inputs=_bce_pair(())),
+           np_bce_logits, name="bce_with_logits_0d", inputs=_bce_pair(()),
+           torch_build=t_pair("binary_cross_entropy_with_logits")),
     OpCase(Op.BCE_WITH_LOGITS, lambda g, x: g.binary_cross_entropy_with_logits(x, T34 > 0), [(3, 4)],
            lambda x: np_bce_logits(x, (T34 > 0).astype(float)), name="bce_with_logits_bool_target",
-           low=-4, high=4),
+           low=-4, high=4,
+           torch_build=t_pair("binary_cross_entropy_with_logits", T34 > 0)),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB5), [(4, 5)], np_cross_entropy(LAB5),
-           name="cross_entropy", low=-3, high=3),
+           name="cross_entropy", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5)),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB5, label_smoothing=0.1), [(4, 5)],
-           np_cross_entropy(LAB5, 0.1), name="cross_entropy_smoothing0.1", low=-3, high=3),
+           np_cross_entropy(LAB5, 0.1), name="cross_entropy_smoothing0.1", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5, label_smoothing=0.1)),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB3, label_smoothing=1.0), [(6, 3)],
-           np_cross_entropy(LAB3, 1.0), name="cross_entropy_smoothing1", low=-3, high=3),
+           np_cross_entropy(LAB3, 1.0), name="cross_entropy_smoothing1", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB3, label_smoothing=1.0)),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB64), [(2, LONG)],
-           np_cross_entropy(LAB64), name="cross_entropy_many_classes", low=-3, high=3),
+           np_cross_entropy(LAB64), name="cross_entropy_many_classes", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB64)),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, LAB64, label_smoothing=0.1),
            [(2, LONG)], np_cross_entropy(LAB64, 0.1),
-           name="cross_entropy_many_classes_smoothing0.1", low=-3, high=3),
+           name="cross_entropy_many_classes_smoothing0.1", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB64, label_smoothing=0.1)),
     OpCase(Op.CROSS_ENTROPY, lambda g, x: g.cross_entropy(x, [0, 0]), [(2, 1)],
-           lambda x: np.zeros(()), name="cross_entropy_one_class"),
+           lambda x: np.zeros(()), name="cross_entropy_one_class",
+           torch_build=t_class("cross_entropy", [0, 0])),
     OpCase(Op.NLL_LOSS, lambda g, x: g.nll_loss(x, LAB5), [(4, 5)], np_nll(LAB5), name="nll_loss",
-           low=-4, high=0),
+           low=-4, high=0,
+           torch_build=t_class("nll_loss", LAB5)),
     OpCase(Op.NLL_LOSS, lambda g, x: g.nll_loss(g.log_softmax(x), LAB3), [(6, 3)],
-           np_cross_entropy(LAB3), name="nll_of_log_softmax_is_cross_entropy"),
+           np_cross_entropy(LAB3), name="nll_of_log_softmax_is_cross_entropy",
+           torch_build=t_class("nll_loss", LAB3, log_softmax_first=True)),
 ]
 
 
@@ -241,81 +291,107 @@ def _nll(labels, **kw):
 
 CASES += [
     OpCase(Op.MSE_LOSS, lambda g, p, t, r=r: g.mse_loss(p, t, reduction=r), [(3, 4), (3, 4)],
-           lambda p, t, r=r: np_reduce(r)((p - t) ** 2), name=f"mse_{r}") for r in ("sum", "none")
+           lambda p, t, r=r: np_reduce(r)((p - t) ** 2), name=f"mse_{r}",
+           torch_build=t_pair("mse_loss", reduction=r)) for r in ("sum", "none")
 ] + [
     OpCase(Op.L1_LOSS, lambda g, p, t, r=r: g.l1_loss(p, t, reduction=r), (),
            lambda p, t, r=r: np_reduce(r)(np.abs(p - t)), name=f"l1_{r}",
-           inputs=_pair_away((4, 5))) for r in ("sum", "none")
+           inputs=_pair_away((4, 5)), torch_build=t_pair("l1_loss", reduction=r)) for r in ("sum", "none")
 ] + [
     OpCase(Op.HUBER_LOSS, lambda g, p, t, r=r: g.huber_loss(p, t, delta=0.5, reduction=r), (),
            lambda p, t, r=r: np_reduce(r)(np.where(np.abs(p - t) < 0.5, 0.5 * (p - t) ** 2,
                                                    0.5 * (np.abs(p - t) - 0.25))),
-           name=f"huber_{r}", inputs=_huber_pair((3, 6), 0.5)) for r in ("sum", "none")
+           name=f"huber_{r}", inputs=_huber_pair((3, 6), 0.5),
+           torch_build=t_pair("huber_loss", delta=0.5, reduction=r)) for r in ("sum", "none")
 ] + [
     OpCase(Op.BCE_WITH_LOGITS,
            lambda g, x, t, r=r: g.binary_cross_entropy_with_logits(x, t, reduction=r), (),
-           np_bce_full(reduction=r), name=f"bce_with_logits_{r}", inputs=_bce_pair((3, 4)))
+           np_bce_full(reduction=r), name=f"bce_with_logits_{r}", inputs=_bce_pair((3, 4)),
+           torch_build=t_pair("binary_cross_entropy_with_logits", reduction=r))
     for r in ("sum", "none")
 ] + [
     OpCase(Op.BCE_WITH_LOGITS,
            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W4), (),
            np_bce_full(weight=W4), name="bce_with_logits_weight_last_axis",
-           inputs=_bce_pair((3, 4))),
+           inputs=_bce_pair((3, 4)),
+           torch_build=t_pair("binary_cross_entropy_with_logits", weight=W4)),
     OpCase(Op.BCE_WITH_LOGITS,
            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W34, reduction="sum"),
            (), np_bce_full(weight=W34, reduction="sum"), name="bce_with_logits_weight_per_row_sum",
-           inputs=_bce_pair((3, 4))),
+           inputs=_bce_pair((3, 4)),
+           torch_build=t_pair("binary_cross_entropy_with_logits", weight=W34, reduction="sum")),
     OpCase(Op.BCE_WITH_LOGITS,
            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, pos_weight=PW4), (),
            np_bce_full(pos_weight=PW4), name="bce_with_logits_pos_weight",
-           inputs=_bce_pair((2, 3, 4))),
+           inputs=_bce_pair((2, 3, 4)),
+           torch_build=t_pair("binary_cross_entropy_with_logits", pos_weight=PW4)),
     OpCase(Op.BCE_WITH_LOGITS,
            lambda g, x, t: g.binary_cross_entropy_with_logits(x, t, weight=W34, pos_weight=PW4,
                                                               reduction="none"),
            (), np_bce_full(weight=W34, pos_weight=PW4, reduction="none"),
-           name="bce_with_logits_weight_pos_weight_none", inputs=_bce_pair((3, 4))),
+           name="bce_with_logits_weight_pos_weight_none", inputs=_bce_pair((3, 4)),
+           torch_build=t_pair("binary_cross_entropy_with_logits", weight=W34, pos_weight=PW4,
+                          reduction="none")),
     OpCase(Op.BCE_WITH_LOGITS,
            lambda g, x: g.binary_cross_entropy_with_logits(x, T34, pos_weight=PW4), [(3, 4)],
            lambda x: np_bce_full(pos_weight=PW4)(x, T34), name="bce_with_logits_pos_weight_array_target",
-           low=-4, high=4),
+           low=-4, high=4,
+           torch_build=t_pair("binary_cross_entropy_with_logits", T34, pos_weight=PW4)),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB5, weight=W5), [(4, 5)], np_class_loss(LAB5, W5),
-           name="cross_entropy_weight", low=-3, high=3),
+           name="cross_entropy_weight", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5, weight=W5)),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN), [(4, 5)], np_class_loss(LAB5_IGN),
-           name="cross_entropy_ignore_index", low=-3, high=3),
+           name="cross_entropy_ignore_index", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5_IGN)),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN2, ignore_index=2), [(4, 5)],
            np_class_loss(LAB5_IGN2, ignore_index=2), name="cross_entropy_ignore_index_is_a_class",
-           low=-3, high=3),
+           low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5_IGN2, ignore_index=2)),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN, weight=W5, label_smoothing=0.2), [(4, 5)],
            np_class_loss(LAB5_IGN, W5, eps=0.2), name="cross_entropy_weight_ignore_smoothing",
-           low=-3, high=3),
+           low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5_IGN, weight=W5, label_smoothing=0.2)),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB5, weight=W5, label_smoothing=0.3, reduction="sum"), [(4, 5)],
            np_class_loss(LAB5, W5, eps=0.3, reduction="sum"),
-           name="cross_entropy_weight_smoothing_sum", low=-3, high=3),
+           name="cross_entropy_weight_smoothing_sum", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5, weight=W5, label_smoothing=0.3,
+                               reduction="sum")),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB5_IGN, label_smoothing=0.1, reduction="none"), [(4, 5)],
            np_class_loss(LAB5_IGN, eps=0.1, reduction="none"),
-           name="cross_entropy_smoothing_ignore_none", low=-3, high=3),
+           name="cross_entropy_smoothing_ignore_none", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB5_IGN, label_smoothing=0.1, reduction="none")),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB235), [(2, 3, 5)], np_class_loss(LAB235),
-           name="cross_entropy_nd", low=-3, high=3),
+           name="cross_entropy_nd", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB235)),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB235, weight=W5, label_smoothing=0.1, reduction="none"),
            [(2, 3, 5)], np_class_loss(LAB235, W5, eps=0.1, reduction="none"),
-           name="cross_entropy_nd_weight_smoothing_none", low=-3, high=3),
+           name="cross_entropy_nd_weight_smoothing_none", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB235, weight=W5, label_smoothing=0.1,
+                               reduction="none")),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB235[..., None] % 5, weight=W5, reduction="sum"),
            [(2, 3, 1, 5)], np_class_loss(LAB235[..., None] % 5, W5, reduction="sum"),
-           name="cross_entropy_4d_weight_sum", low=-3, high=3),
+           name="cross_entropy_4d_weight_sum", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB235[..., None] % 5, weight=W5, reduction="sum")),
     OpCase(Op.CROSS_ENTROPY, _ce(LAB64, weight=np.linspace(0.1, 2.0, LONG), label_smoothing=0.1),
            [(2, LONG)], np_class_loss(LAB64, np.linspace(0.1, 2.0, LONG), eps=0.1),
-           name="cross_entropy_many_classes_weight_smoothing", low=-3, high=3),
+           name="cross_entropy_many_classes_weight_smoothing", low=-3, high=3,
+           torch_build=t_class("cross_entropy", LAB64, weight=np.linspace(0.1, 2.0, LONG),
+                               label_smoothing=0.1)),
     OpCase(Op.NLL_LOSS, _nll(LAB5, weight=W5), [(4, 5)], np_class_loss(LAB5, W5, log_probs=True),
-           name="nll_loss_weight", low=-4, high=0),
+           name="nll_loss_weight", low=-4, high=0,
+           torch_build=t_class("nll_loss", LAB5, weight=W5)),
     OpCase(Op.NLL_LOSS, _nll(LAB5_IGN2, weight=W5, ignore_index=2), [(4, 5)],
            np_class_loss(LAB5_IGN2, W5, ignore_index=2, log_probs=True),
-           name="nll_loss_weight_ignore_index", low=-4, high=0),
+           name="nll_loss_weight_ignore_index", low=-4, high=0,
+           torch_build=t_class("nll_loss", LAB5_IGN2, weight=W5, ignore_index=2)),
     OpCase(Op.NLL_LOSS, _nll(LAB235, reduction="none"), [(2, 3, 5)],
            np_class_loss(LAB235, reduction="none", log_probs=True), name="nll_loss_nd_none",
-           low=-4, high=0),
+           low=-4, high=0,
+           torch_build=t_class("nll_loss", LAB235, reduction="none")),
     OpCase(Op.NLL_LOSS, _nll(LAB235, weight=W5, reduction="sum"), [(2, 3, 5)],
            np_class_loss(LAB235, W5, reduction="sum", log_probs=True),
-           name="nll_loss_nd_weight_sum", low=-4, high=0),
+           name="nll_loss_nd_weight_sum", low=-4, high=0,
+           torch_build=t_class("nll_loss", LAB235, weight=W5, reduction="sum")),
 ]
 
 
@@ -411,6 +487,51 @@ BAD += (
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+def _at_kinks(delta):
+    """pred - target exactly 0, +-delta (huber's branch point) and elsewhere."""
+    def make(rng):
+        t = rng.uniform(-1, 1, size=(2, 5))
+        d = np.array([[0.0, delta, -delta, 0.3 * delta, -2.0 * delta],
+                      [delta, 0.0, 1.5 * delta, -delta, -0.5 * delta]])
+        return t + d, t
+    return make
+
+
+# At the kinks PyTorch's choices hold: l1's derivative sign(0) = 0 and huber's
+# second derivative 0 at |d| == delta (the linear branch); compared with
+# PyTorch only, as a finite difference would straddle the kink.
+KINKS = [
+    OpCase(Op.L1_LOSS, lambda g, p, t: g.l1_loss(p, t), name="l1_at_zero",
+           inputs=_at_kinks(0.5), torch_build=t_pair("l1_loss")),
+    OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=0.5), name="huber_at_delta",
+           inputs=_at_kinks(0.5), torch_build=t_pair("huber_loss", delta=0.5)),
+    OpCase(Op.HUBER_LOSS, lambda g, p, t: g.huber_loss(p, t, delta=1.0, reduction="none"),
+           name="huber_at_delta_none", inputs=_at_kinks(1.0),
+           torch_build=t_pair("huber_loss", delta=1.0, reduction="none")),
+]
+
+
+@pytest.mark.parametrize("case", KINKS, ids=[c.id for c in KINKS])
+def test_second_order_at_kinks_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_torch_build_is_the_rows_function(case):
+    torch = pytest.importorskip("torch")
+    arrays = case.arrays()
+    got = case.torch_build(torch, *(torch.tensor(a) for a in arrays)).numpy()
+    np.testing.assert_allclose(got, case.reference(*arrays), rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------------ semantics

@@ -6,7 +6,8 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.registry import FORWARD
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, make_op_tests,
+                          make_second_order_tests)
 
 
 # ------------------------------------------------------------- references
@@ -128,6 +129,44 @@ def _in(affine=(True, True), alias=False, eps=1e-5):
     return dict(build=build, reference=lambda x, *ab: ref_instance_norm(x, *split(ab), eps=eps))
 
 
+# torch_build: the same norm in PyTorch, channel-last moved to [N, C, ...].
+# A beta without gamma is added after the norm: PyTorch's double backward of
+# a norm given bias= but weight=None fails ("Expected a proper Tensor but got
+# None"), and the sum is the same function.
+def _t_norm(norm, affine, channel_first=True):
+    split = _opt(affine)
+
+    def build(t, x, *ab):
+        gamma, beta = split(ab)
+        xt = x.movedim(-1, 1) if channel_first else x
+        y = norm(t.nn.functional, xt, gamma, beta if gamma is not None else None)
+        y = y.movedim(1, -1) if channel_first else y
+        return y + beta if gamma is None and beta is not None else y
+    return build
+
+
+def _t_bn(training, affine=(True, True), eps=1e-5, tracked=True):
+    def norm(F, x, gamma, beta):
+        c = x.shape[1]
+        rm, rv = (x.new_tensor(RM4[:c]), x.new_tensor(RV4[:c])) if tracked else (None, None)
+        return F.batch_norm(x, rm, rv, gamma, beta, training, eps=eps)
+    return _t_norm(norm, affine)
+
+
+def _t_ln(affine=(True, True), eps=1e-5):
+    return _t_norm(lambda F, x, gamma, beta: F.layer_norm(x, x.shape[-1:], gamma, beta, eps),
+                   affine, channel_first=False)
+
+
+def _t_gn(groups, affine=(True, True)):
+    return _t_norm(lambda F, x, gamma, beta: F.group_norm(x, groups, gamma, beta), affine)
+
+
+def _t_in(affine=(True, True), eps=1e-5):
+    return _t_norm(lambda F, x, gamma, beta: F.instance_norm(x, weight=gamma, bias=beta,
+                                                             eps=eps), affine)
+
+
 NO = (False, False)
 G_ONLY = (True, False)
 B_ONLY = (False, True)
@@ -135,50 +174,79 @@ B_ONLY = (False, True)
 CASES = [
     # batch norm: training (batch statistics) and eval (running statistics)
     OpCase(Op.BATCH_NORM, _bn(True), reference=_bn_ref(True), inputs=_inputs((6, 4)),
-           name="batch_norm_train_2d"),
+           name="batch_norm_train_2d",
+           torch_build=_t_bn(True)),
     OpCase(Op.BATCH_NORM, _bn(True), reference=_bn_ref(True), inputs=_inputs((3, 5, 4)),
-           name="batch_norm_train_3d"),
+           name="batch_norm_train_3d",
+           torch_build=_t_bn(True)),
     OpCase(Op.BATCH_NORM, _bn(True), reference=_bn_ref(True), inputs=_inputs((2, 3, 2, 4)),
-           name="batch_norm_train_4d"),
+           name="batch_norm_train_4d",
+           torch_build=_t_bn(True)),
     OpCase(Op.BATCH_NORM, _bn(True, NO), reference=_bn_ref(True, NO),
-           inputs=_inputs((3, 2, 2, 3), NO), name="batch_norm_train_no_affine"),
+           inputs=_inputs((3, 2, 2, 3), NO), name="batch_norm_train_no_affine",
+           torch_build=_t_bn(True, NO)),
     OpCase(Op.BATCH_NORM, _bn(True, G_ONLY, eps=1e-2), reference=_bn_ref(True, G_ONLY, eps=1e-2),
-           inputs=_inputs((5, 3), G_ONLY), name="batch_norm_train_gamma_only_eps"),
+           inputs=_inputs((5, 3), G_ONLY), name="batch_norm_train_gamma_only_eps",
+           torch_build=_t_bn(True, G_ONLY, eps=1e-2)),
     OpCase(Op.BATCH_NORM, lambda g, x, a, b: g.batch_norm(x, a, b, None, None, training=True),
-           reference=_bn_ref(True), inputs=_inputs((4, 2, 3)), name="batch_norm_train_untracked"),
+           reference=_bn_ref(True), inputs=_inputs((4, 2, 3)), name="batch_norm_train_untracked",
+           torch_build=_t_bn(True, tracked=False)),
     OpCase(Op.BATCH_NORM, _bn(False), reference=_bn_ref(False), inputs=_inputs((2, 3, 2, 4)),
-           name="batch_norm_eval_4d"),
+           name="batch_norm_eval_4d",
+           torch_build=_t_bn(False)),
     OpCase(Op.BATCH_NORM, _bn(False), reference=_bn_ref(False), inputs=_inputs((5, 4)),
-           name="batch_norm_eval_2d"),
+           name="batch_norm_eval_2d",
+           torch_build=_t_bn(False)),
     OpCase(Op.BATCH_NORM, _bn(False, B_ONLY), reference=_bn_ref(False, B_ONLY),
-           inputs=_inputs((3, 4, 3), B_ONLY), name="batch_norm_eval_beta_only"),
+           inputs=_inputs((3, 4, 3), B_ONLY), name="batch_norm_eval_beta_only",
+           torch_build=_t_bn(False, B_ONLY)),
     OpCase(Op.BATCH_NORM, _bn(False, alias=True), reference=_bn_ref(False),
-           inputs=_inputs((2, 2, 3, 4)), name="batch_norm2d_nhwc_alias"),
+           inputs=_inputs((2, 2, 3, 4)), name="batch_norm2d_nhwc_alias",
+           torch_build=_t_bn(False)),
     # layer norm over the last axis, gamma/beta each optional
-    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((4, 6)), name="layer_norm_2d"),
-    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((2, 3, 5)), name="layer_norm_3d"),
-    OpCase(Op.LAYER_NORM, **_ln(NO), inputs=_inputs((2, 2, 2, 5), NO), name="layer_norm_4d_no_affine"),
-    OpCase(Op.LAYER_NORM, **_ln(G_ONLY), inputs=_inputs((3, 7), G_ONLY), name="layer_norm_gamma_only"),
-    OpCase(Op.LAYER_NORM, **_ln(B_ONLY), inputs=_inputs((3, 7), B_ONLY), name="layer_norm_beta_only"),
-    OpCase(Op.LAYER_NORM, **_ln(eps=1e-2), inputs=_inputs((9,)), name="layer_norm_1d_eps"),
-    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((2, 19)), name="layer_norm_odd_width"),
+    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((4, 6)), name="layer_norm_2d",
+           torch_build=_t_ln()),
+    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((2, 3, 5)), name="layer_norm_3d",
+           torch_build=_t_ln()),
+    OpCase(Op.LAYER_NORM, **_ln(NO), inputs=_inputs((2, 2, 2, 5), NO), name="layer_norm_4d_no_affine",
+           torch_build=_t_ln(NO)),
+    OpCase(Op.LAYER_NORM, **_ln(G_ONLY), inputs=_inputs((3, 7), G_ONLY), name="layer_norm_gamma_only",
+           torch_build=_t_ln(G_ONLY)),
+    OpCase(Op.LAYER_NORM, **_ln(B_ONLY), inputs=_inputs((3, 7), B_ONLY), name="layer_norm_beta_only",
+           torch_build=_t_ln(B_ONLY)),
+    OpCase(Op.LAYER_NORM, **_ln(eps=1e-2), inputs=_inputs((9,)), name="layer_norm_1d_eps",
+           torch_build=_t_ln(eps=1e-2)),
+    OpCase(Op.LAYER_NORM, **_ln(), inputs=_inputs((2, 19)), name="layer_norm_odd_width",
+           torch_build=_t_ln()),
     # group norm: one group (layer-norm-like over space and channels) .. C groups (instance)
-    OpCase(Op.GROUP_NORM, **_gn(1), inputs=_inputs((2, 3, 4)), name="group_norm_1_group"),
-    OpCase(Op.GROUP_NORM, **_gn(2), inputs=_inputs((2, 3, 4)), name="group_norm_2_groups_3d"),
-    OpCase(Op.GROUP_NORM, **_gn(3), inputs=_inputs((2, 2, 2, 6)), name="group_norm_3_groups_4d"),
-    OpCase(Op.GROUP_NORM, **_gn(4), inputs=_inputs((2, 3, 4)), name="group_norm_C_groups"),
-    OpCase(Op.GROUP_NORM, **_gn(2), inputs=_inputs((3, 6)), name="group_norm_2d"),
-    OpCase(Op.GROUP_NORM, **_gn(2, NO), inputs=_inputs((2, 4, 4), NO), name="group_norm_no_affine"),
+    OpCase(Op.GROUP_NORM, **_gn(1), inputs=_inputs((2, 3, 4)), name="group_norm_1_group",
+           torch_build=_t_gn(1)),
+    OpCase(Op.GROUP_NORM, **_gn(2), inputs=_inputs((2, 3, 4)), name="group_norm_2_groups_3d",
+           torch_build=_t_gn(2)),
+    OpCase(Op.GROUP_NORM, **_gn(3), inputs=_inputs((2, 2, 2, 6)), name="group_norm_3_groups_4d",
+           torch_build=_t_gn(3)),
+    OpCase(Op.GROUP_NORM, **_gn(4), inputs=_inputs((2, 3, 4)), name="group_norm_C_groups",
+           torch_build=_t_gn(4)),
+    OpCase(Op.GROUP_NORM, **_gn(2), inputs=_inputs((3, 6)), name="group_norm_2d",
+           torch_build=_t_gn(2)),
+    OpCase(Op.GROUP_NORM, **_gn(2, NO), inputs=_inputs((2, 4, 4), NO), name="group_norm_no_affine",
+           torch_build=_t_gn(2, NO)),
     OpCase(Op.GROUP_NORM, **_gn(2, B_ONLY), inputs=_inputs((2, 3, 4), B_ONLY),
-           name="group_norm_beta_only"),
+           name="group_norm_beta_only",
+           torch_build=_t_gn(2, B_ONLY)),
     # instance norm: per (sample, channel) over the spatial axes
-    OpCase(Op.INSTANCE_NORM, **_in(), inputs=_inputs((2, 5, 3)), name="instance_norm_3d"),
-    OpCase(Op.INSTANCE_NORM, **_in(), inputs=_inputs((2, 2, 3, 3)), name="instance_norm_4d"),
-    OpCase(Op.INSTANCE_NORM, **_in(NO), inputs=_inputs((2, 4, 3), NO), name="instance_norm_no_affine"),
+    OpCase(Op.INSTANCE_NORM, **_in(), inputs=_inputs((2, 5, 3)), name="instance_norm_3d",
+           torch_build=_t_in()),
+    OpCase(Op.INSTANCE_NORM, **_in(), inputs=_inputs((2, 2, 3, 3)), name="instance_norm_4d",
+           torch_build=_t_in()),
+    OpCase(Op.INSTANCE_NORM, **_in(NO), inputs=_inputs((2, 4, 3), NO), name="instance_norm_no_affine",
+           torch_build=_t_in(NO)),
     OpCase(Op.INSTANCE_NORM, **_in(G_ONLY, eps=1e-3), inputs=_inputs((2, 4, 3), G_ONLY),
-           name="instance_norm_gamma_only_eps"),
+           name="instance_norm_gamma_only_eps",
+           torch_build=_t_in(G_ONLY, eps=1e-3)),
     OpCase(Op.INSTANCE_NORM, **_in(alias=True), inputs=_inputs((2, 3, 2, 3)),
-           name="instance_norm_nhwc_alias"),
+           name="instance_norm_nhwc_alias",
+           torch_build=_t_in()),
 ]
 
 
@@ -290,6 +358,21 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_torch_build_is_the_rows_function(case):
+    torch = pytest.importorskip("torch")
+    arrays = case.arrays()
+    got = case.torch_build(torch, *(torch.tensor(a) for a in arrays)).numpy()
+    np.testing.assert_allclose(got, case.reference(*arrays), rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------ running statistics

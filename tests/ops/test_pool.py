@@ -1,5 +1,6 @@
 """Pooling ops (NHWC): naive NumPy loop references, float64 gradcheck, bad
 arguments, tie routing, saved-data size, and cross-checks against PyTorch."""
+import dataclasses
 import math
 
 import numpy as np
@@ -8,7 +9,8 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.registry import FORWARD
-from yscv.testing import BadCase, OpCase, check_same_bits_on_threads, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_same_bits_on_threads, check_second_order_float32,
+                          check_torch_second_order, make_op_tests, make_second_order_tests)
 
 
 # ------------------------------------------------------------- references
@@ -98,6 +100,11 @@ def distinct(shape):
 
 
 # ----------------------------------------------------------------- table
+# torch_build: the same pool in PyTorch on the NCHW view of the NHWC arrays.
+def _torch_nchw(fn):
+    return lambda t, x: fn(t.nn.functional, x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
 def _max(shape, name, kernel, stride=None, padding=0, alias=False):
     if alias:
         build = lambda g, x: g.max_pool2d_nhwc(x, kernel, stride, padding)  # noqa: E731
@@ -105,7 +112,8 @@ def _max(shape, name, kernel, stride=None, padding=0, alias=False):
         build = lambda g, x: g.max_pool2d(x, kernel, stride=stride, padding=padding)  # noqa: E731
     return OpCase(Op.MAX_POOL2D, build, [shape],
                   lambda x: ref_max_pool2d(x, kernel, stride, padding),
-                  name=name, inputs=distinct(shape))
+                  name=name, inputs=distinct(shape),
+                  torch_build=_torch_nchw(lambda F, x: F.max_pool2d(x, kernel, stride, padding)))
 
 
 def _avg(shape, name, kernel, stride=None, padding=0, cip=True, alias=False):
@@ -115,19 +123,23 @@ def _avg(shape, name, kernel, stride=None, padding=0, cip=True, alias=False):
         build = lambda g, x: g.avg_pool2d(x, kernel, stride=stride, padding=padding,  # noqa: E731
                                           count_include_pad=cip)
     return OpCase(Op.AVG_POOL2D, build, [shape],
-                  lambda x: ref_avg_pool2d(x, kernel, stride, padding, cip), name=name)
+                  lambda x: ref_avg_pool2d(x, kernel, stride, padding, cip), name=name,
+                  torch_build=_torch_nchw(lambda F, x: F.avg_pool2d(
+                      x, kernel, stride, padding, count_include_pad=cip)))
 
 
 def _aavg(shape, name, size, alias=False):
     method = "adaptive_avg_pool2d_nhwc" if alias else "adaptive_avg_pool2d"
     return OpCase(Op.ADAPTIVE_AVG_POOL2D, lambda g, x: getattr(g, method)(x, size), [shape],
-                  lambda x: ref_adaptive(x, size, _mean), name=name)
+                  lambda x: ref_adaptive(x, size, _mean), name=name,
+                  torch_build=_torch_nchw(lambda F, x: F.adaptive_avg_pool2d(x, size)))
 
 
 def _amax(shape, name, size, alias=False):
     method = "adaptive_max_pool2d_nhwc" if alias else "adaptive_max_pool2d"
     return OpCase(Op.ADAPTIVE_MAX_POOL2D, lambda g, x: getattr(g, method)(x, size), [shape],
-                  lambda x: ref_adaptive(x, size, max), name=name, inputs=distinct(shape))
+                  lambda x: ref_adaptive(x, size, max), name=name, inputs=distinct(shape),
+                  torch_build=_torch_nchw(lambda F, x: F.adaptive_max_pool2d(x, size)))
 
 
 CASES = [
@@ -164,11 +176,15 @@ CASES = [
     _amax((1, 4, 5, 2), "adaptive_max_none_keeps_height", (None, 2)),
     _amax((1, 5, 3, 2), "adaptive_max_pool2d_nhwc_alias", (2, 2), alias=True),
     OpCase(Op.GLOBAL_AVG_POOL2D, lambda g, x: g.global_avg_pool2d(x), [(2, 3, 4, 3)],
-           ref_global_avg, name="global_avg_batch2"),
+           ref_global_avg, name="global_avg_batch2",
+           torch_build=lambda t, x: x.mean((1, 2))),
     OpCase(Op.GLOBAL_AVG_POOL2D, lambda g, x: g.global_avg_pool2d(x), [(1, 1, 1, 4)],
-           ref_global_avg, name="global_avg_1x1"),
+           ref_global_avg, name="global_avg_1x1",
+           torch_build=lambda t, x: t.nn.functional.adaptive_avg_pool2d(x.permute(0, 3, 1, 2), 1)
+           .flatten(1)),
     OpCase(Op.GLOBAL_AVG_POOL2D, lambda g, x: g.global_avg_pool2d_nhwc(x), [(1, 5, 2, 3)],
-           ref_global_avg, name="global_avg_pool2d_nhwc_alias"),
+           ref_global_avg, name="global_avg_pool2d_nhwc_alias",
+           torch_build=lambda t, x: x.mean((1, 2))),
 ]
 
 
@@ -298,6 +314,37 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+def _small_ints(shape):
+    """Small integers: many exact ties, in a window and across overlapping windows."""
+    return lambda rng: (rng.integers(-2, 3, size=shape).astype(float),)
+
+
+# At ties the recorded rule scatters to the saved argmax (PyTorch's first
+# maximum), so the recorded first and second derivatives equal PyTorch's;
+# compared with PyTorch only, as a finite difference would break the tie.
+TIES = [
+    dataclasses.replace(_max((2, 4, 6, 3), "", 2), name="max_k2_ties",
+                        inputs=_small_ints((2, 4, 6, 3))),
+    dataclasses.replace(_max((1, 5, 5, 2), "", 3, 1, 1), name="max_k3_s1_p1_overlapping_ties",
+                        inputs=_small_ints((1, 5, 5, 2))),
+    dataclasses.replace(_amax((1, 7, 5, 3), "", (3, 2)), name="adaptive_max_ties",
+                        inputs=_small_ints((1, 7, 5, 3))),
+]
+
+
+@pytest.mark.parametrize("case", TIES, ids=[c.id for c in TIES])
+def test_second_order_at_ties_matches_pytorch(case):
+    pytest.importorskip("torch")
+    check_torch_second_order(case)
 
 
 # ------------------------------------------------------- targeted semantics

@@ -5,7 +5,8 @@ import pytest
 
 import yscv
 from yscv import Op
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, make_op_tests,
+                          make_second_order_tests)
 
 T, B, I, H = 3, 2, 3, 2
 
@@ -94,48 +95,94 @@ def _inputs(gates, batched=True, states=0, two_biases=False):
 
 W_IH_CONST = np.random.default_rng(7).uniform(-1, 1, (I, 4 * H))
 
+
+def _t_rnn(kind, nonlinearity="tanh", states=("h0", "c0"), w_ih=None):
+    """torch_build: torch.nn.RNN / LSTM / GRU run by torch.func.functional_call
+    with the row's arrays as its parameters: weights transposed to
+    [gates*H, I] (the same gate orders), one bias as bias_ih with bias_hh
+    zero (GRU: both), initial states [1, B, H] (unbatched [1, H]), a state
+    not given zero; ``states`` names the given ones in order."""
+    def build(t, x, *a):
+        if w_ih is not None:
+            a = (t.tensor(w_ih),) + a
+        w_ih_, w_hh = a[0], a[1]
+        nb = 2 if kind == "gru" else 1
+        biases, given = a[2:2 + nb], dict(zip(states, a[2 + nb:]))
+        hsize = w_hh.shape[0]
+        cls = {"rnn": t.nn.RNN, "lstm": t.nn.LSTM, "gru": t.nn.GRU}[kind]
+        kw = {"nonlinearity": nonlinearity} if kind == "rnn" else {}
+        module = cls(w_ih_.shape[0], hsize, **kw).double()
+        params = {"weight_ih_l0": w_ih_.T, "weight_hh_l0": w_hh.T, "bias_ih_l0": biases[0],
+                  "bias_hh_l0": biases[1] if kind == "gru" else t.zeros_like(biases[0])}
+        shape = (1,) + tuple(x.shape[1:-1]) + (hsize,)
+        hx = None
+        if given:
+            hx = [given[k].reshape(shape) if k in given else x.new_zeros(shape)
+                  for k in (("h0", "c0") if kind == "lstm" else ("h0",))]
+            hx = tuple(hx) if kind == "lstm" else hx[0]
+        out, _ = t.func.functional_call(module, params, (x, hx))
+        return out
+    return build
+
 CASES = [
     # RNN
     OpCase(Op.RNN, lambda g, *a: g.rnn(*a), reference=ref_rnn, inputs=_inputs(1),
-           name="rnn_tanh"),
+           name="rnn_tanh",
+           torch_build=_t_rnn("rnn")),
     OpCase(Op.RNN, lambda g, *a: g.rnn(*a), reference=ref_rnn, inputs=_inputs(1, states=1),
-           name="rnn_tanh_h0"),
+           name="rnn_tanh_h0",
+           torch_build=_t_rnn("rnn")),
     OpCase(Op.RNN, lambda g, *a: g.rnn(*a, nonlinearity="relu"),
            reference=lambda *a: ref_rnn(*a, relu=True), inputs=_inputs(1, states=1),
-           name="rnn_relu_h0"),
+           name="rnn_relu_h0",
+           torch_build=_t_rnn("rnn", "relu")),
     OpCase(Op.RNN, lambda g, *a: g.rnn(*a[:4], nonlinearity="relu"),
-           reference=lambda *a: ref_rnn(*a, relu=True), inputs=_inputs(1), name="rnn_relu"),
+           reference=lambda *a: ref_rnn(*a, relu=True), inputs=_inputs(1), name="rnn_relu",
+           torch_build=_t_rnn("rnn", "relu")),
     OpCase(Op.RNN, lambda g, *a: g.rnn(*a), reference=ref_rnn,
-           inputs=_inputs(1, batched=False, states=1), name="rnn_unbatched_h0"),
+           inputs=_inputs(1, batched=False, states=1), name="rnn_unbatched_h0",
+           torch_build=_t_rnn("rnn")),
     OpCase(Op.RNN, lambda g, *a: g.rnn_forward(*a), reference=ref_rnn,
-           inputs=_inputs(1, batched=False), name="rnn_forward_alias_unbatched"),
+           inputs=_inputs(1, batched=False), name="rnn_forward_alias_unbatched",
+           torch_build=_t_rnn("rnn")),
     # LSTM
     OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm, inputs=_inputs(4),
-           name="lstm"),
+           name="lstm",
+           torch_build=_t_rnn("lstm")),
     OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm, inputs=_inputs(4, states=2),
-           name="lstm_h0_c0"),
+           name="lstm_h0_c0",
+           torch_build=_t_rnn("lstm")),
     OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm, inputs=_inputs(4, states=1),
-           name="lstm_h0_only"),
+           name="lstm_h0_only",
+           torch_build=_t_rnn("lstm")),
     OpCase(Op.LSTM, lambda g, *a: g.lstm(*a[:4], c0=a[4]),
            reference=lambda *a: ref_lstm(*a[:4], c0=a[4]), inputs=_inputs(4, states=1),
-           name="lstm_c0_only"),
+           name="lstm_c0_only",
+           torch_build=_t_rnn("lstm", states=("c0",))),
     OpCase(Op.LSTM, lambda g, *a: g.lstm(*a), reference=ref_lstm,
-           inputs=_inputs(4, batched=False, states=2), name="lstm_unbatched_h0_c0"),
+           inputs=_inputs(4, batched=False, states=2), name="lstm_unbatched_h0_c0",
+           torch_build=_t_rnn("lstm")),
     OpCase(Op.LSTM, lambda g, *a: g.lstm_forward(*a), reference=ref_lstm,
-           inputs=_inputs(4, batched=False), name="lstm_forward_alias_unbatched"),
+           inputs=_inputs(4, batched=False), name="lstm_forward_alias_unbatched",
+           torch_build=_t_rnn("lstm")),
     OpCase(Op.LSTM, lambda g, x, w_hh, b: g.lstm(x, W_IH_CONST, w_hh, b),
            reference=lambda x, w_hh, b: ref_lstm(x, W_IH_CONST, w_hh, b),
            inputs=lambda rng: _inputs(4)(rng)[::2] + (_inputs(4)(rng)[3],),
-           name="lstm_constant_w_ih_array"),
+           name="lstm_constant_w_ih_array",
+           torch_build=_t_rnn("lstm", w_ih=W_IH_CONST)),
     # GRU
     OpCase(Op.GRU, lambda g, *a: g.gru(*a), reference=ref_gru,
-           inputs=_inputs(3, two_biases=True), name="gru"),
+           inputs=_inputs(3, two_biases=True), name="gru",
+           torch_build=_t_rnn("gru")),
     OpCase(Op.GRU, lambda g, *a: g.gru(*a), reference=ref_gru,
-           inputs=_inputs(3, two_biases=True, states=1), name="gru_h0"),
+           inputs=_inputs(3, two_biases=True, states=1), name="gru_h0",
+           torch_build=_t_rnn("gru")),
     OpCase(Op.GRU, lambda g, *a: g.gru(*a), reference=ref_gru,
-           inputs=_inputs(3, batched=False, two_biases=True, states=1), name="gru_unbatched_h0"),
+           inputs=_inputs(3, batched=False, two_biases=True, states=1), name="gru_unbatched_h0",
+           torch_build=_t_rnn("gru")),
     OpCase(Op.GRU, lambda g, *a: g.gru_forward(*a), reference=ref_gru,
-           inputs=_inputs(3, batched=False, two_biases=True), name="gru_forward_alias_unbatched"),
+           inputs=_inputs(3, batched=False, two_biases=True), name="gru_forward_alias_unbatched",
+           torch_build=_t_rnn("gru")),
 ]
 
 
@@ -206,6 +253,50 @@ BAD = [
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+_GRAD_ROWS = [c for c in CASES if c.check_grad]
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+def _sum_of_squares(g, nodes):
+    total = g.sum(g.mul(nodes[0], nodes[0]))
+    for d in nodes[1:]:
+        total = g.add(total, g.sum(g.mul(d, d)))
+    return total
+
+
+def test_lstm_third_derivative_matches_pytorch():
+    """An LSTM with initial states, differentiated three times with respect
+    to every input (each order's recorded walk runs through the step-by-step
+    composite of the previous one)."""
+    torch = pytest.importorskip("torch")
+    arrays = _inputs(4, states=2)(np.random.default_rng(22))
+    g = yscv.Graph(np.float64)
+    nodes = [g.variable(a) for a in arrays]
+    y = g.lstm(*nodes)
+    d1 = g.gradients(_sum_of_squares(g, [y]), nodes, create_graph=True)
+    d2 = g.gradients(_sum_of_squares(g, d1), nodes, create_graph=True)
+    d3 = g.gradients(_sum_of_squares(g, d2), nodes)
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    yt = _t_rnn("lstm")(torch, *ts)
+    t1 = torch.autograd.grad((yt * yt).sum(), ts, create_graph=True)
+    t2 = torch.autograd.grad(sum((d * d).sum() for d in t1), ts, create_graph=True)
+    t3 = torch.autograd.grad(sum((d * d).sum() for d in t2), ts)
+    for k in range(len(arrays)):
+        np.testing.assert_allclose(g.value(d2[k]), t2[k].detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(d3[k], t3[k].numpy(), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", _GRAD_ROWS, ids=[c.id for c in _GRAD_ROWS])
+def test_torch_build_is_the_rows_function(case):
+    torch = pytest.importorskip("torch")
+    arrays = case.arrays()
+    got = case.torch_build(torch, *(torch.tensor(a) for a in arrays)).detach().numpy()
+    np.testing.assert_allclose(got, case.reference(*arrays), rtol=1e-10, atol=1e-12)
 
 
 # --------------------------------------------------------- targeted tests

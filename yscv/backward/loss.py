@@ -111,7 +111,7 @@ def nll_loss_backward(g, inputs, out, attrs, saved, needs):
 
 # --------------------------------------------------------------- recorded
 # Each loss said with primitive ops (composites): exact to any order, with
-# PyTorch's choices at the kinks (abs's sign, huber's branch through minimum).
+# PyTorch's choices at the kinks (abs's sign; huber's branch as a constant mask).
 def _reduce_nodes(G, terms, reduction, denominator=None):
     if reduction == "none":
         return terms
@@ -132,9 +132,13 @@ def _l1_composite(G, pred, target, reduction):
 
 
 def _huber_composite(G, pred, target, attrs):
-    a = G.abs(G.sub(pred, target))
-    m = G.minimum(a, attrs.delta)
-    terms = G.add(G.mul(G.mul(m, m), 0.5), G.mul(G.sub(a, m), attrs.delta))
+    """PyTorch's branches: 0.5 d^2 where |d| < delta, else delta (|d| - delta/2),
+    chosen by a constant mask (as relu's): the second derivative is 1 at
+    d == 0 (through |d| it would be sign(0)^2 = 0) and 0 at |d| == delta."""
+    d = G.sub(pred, target)
+    quadratic = np.abs(G.value(d)) < attrs.delta
+    terms = G.where(quadratic, G.mul(G.mul(d, d), 0.5),
+                    G.mul(G.sub(G.abs(d), 0.5 * attrs.delta), attrs.delta))
     return _reduce_nodes(G, terms, attrs.reduction)
 
 
