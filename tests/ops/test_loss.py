@@ -6,7 +6,7 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.compute import loss as closs
-from yscv.testing import BadCase, OpCase, make_op_tests
+from yscv.testing import BadCase, OpCase, make_op_tests, make_second_order_tests
 
 
 @pytest.fixture(autouse=True, params=["numpy", "kernel"])
@@ -411,6 +411,7 @@ BAD += (
 ]
 
 test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
 
 
 # ------------------------------------------------------------ semantics
@@ -964,9 +965,6 @@ def test_cross_entropy_tiers_agree(dtype, weighted, eps):
 # ================================================= losses of SPEC section 11 and CTC
 # One block of its own: rows, bad arguments, their tests and the second-order
 # column (gradgradcheck, and PyTorch's double backward through torch_build).
-from yscv.testing import make_second_order_tests  # noqa: E402
-
-
 def _F(torch):
     return torch.nn.functional
 
@@ -1435,3 +1433,171 @@ CASES += S11_CASES
 BAD += S11_BAD
 test_forward_s11, test_gradcheck_s11, test_bad_arguments_s11 = make_op_tests(S11_CASES, S11_BAD)
 test_second_order_s11 = make_second_order_tests(S11_CASES)
+
+
+# ------------------------------------------------ section 11 against PyTorch
+def _torch_ctc_args(torch, targets, il, tl):
+    return (torch.as_tensor(np.asarray(targets)), torch.as_tensor(np.asarray(il)),
+            torch.as_tensor(np.asarray(tl)))
+
+
+CTC_SETUPS = {   # (T, N, C), targets, input_lengths, target_lengths, options
+    "padded": ((7, 3, 5), np.array([[1, 2, 2], [3, 4, 0], [4, 4, 4]]), [7, 6, 7], [3, 2, 3], {}),
+    "concatenated": ((6, 2, 4), np.array([1, 1, 2, 3]), [6, 5], [2, 2], {}),
+    "blank_last": ((5, 2, 4), np.array([[0, 1], [2, 2]]), [5, 5], [2, 1], {"blank": 3}),
+    "empty_and_zero_length": ((4, 3, 3), np.array([[1, 2], [1, 1], [2, 0]]), [4, 0, 4],
+                              [2, 0, 0], {}),
+    "impossible": ((3, 2, 4), np.array([[1, 1, 1], [2, 3, 0]]), [3, 3], [3, 2], {}),
+    "impossible_zero_infinity": ((3, 2, 4), np.array([[1, 1, 1], [2, 3, 0]]), [3, 3], [3, 2],
+                                 {"zero_infinity": True}),
+}
+
+
+@pytest.mark.parametrize("setup", list(CTC_SETUPS))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ctc_loss_matches_pytorch(setup, reduction, dtype):
+    """Value and logits gradient (through log_softmax, how ctc_loss is fed)
+    equal torch.nn.functional.ctc_loss's, NaN and inf included."""
+    torch = pytest.importorskip("torch")
+    shape, targets, il, tl, kw = CTC_SETUPS[setup]
+    x = np.random.default_rng(4).uniform(-3, 3, size=shape).astype(dtype)
+    g = yscv.Graph(dtype)
+    xv = g.variable(x)
+    loss = g.ctc_loss(g.log_softmax(xv), targets, il, tl, reduction=reduction, **kw)
+    cot = np.random.default_rng(5).uniform(0.5, 1.5, size=g.value(loss).shape).astype(dtype)
+    g.backward(loss, grad=cot)
+    xt = torch.tensor(x, requires_grad=True)
+    lt = _F(torch).ctc_loss(xt.log_softmax(-1), *_torch_ctc_args(torch, targets, il, tl),
+                            reduction=reduction, **kw)
+    lt.backward(torch.tensor(cot))
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-6)
+    assert g.value(loss).dtype == dtype and g.grad(xv).dtype == dtype
+    np.testing.assert_allclose(g.value(loss), lt.detach().numpy(), **tol)
+    np.testing.assert_allclose(g.grad(xv), xt.grad.numpy(), equal_nan=True, **tol)
+
+
+def test_ctc_loss_gradient_is_the_derivative_torchs_adds_exp_log_probs():
+    """d loss / d log_probs is the true derivative (gradcheck holds for any
+    log_probs); PyTorch's kernel returns it plus exp(log_probs) at t < T_n,
+    which cancels through a log_softmax (docs/ops/loss.md)."""
+    torch = pytest.importorskip("torch")
+    shape, targets, il, tl, _ = CTC_SETUPS["padded"]
+    lp = np.random.default_rng(6).uniform(-3, 0, size=shape)   # not normalised
+    g = yscv.Graph(np.float64)
+    v = g.variable(lp)
+    g.backward(g.ctc_loss(v, targets, il, tl, reduction="sum"))
+    lt = torch.tensor(lp, requires_grad=True)
+    _F(torch).ctc_loss(lt, *_torch_ctc_args(torch, targets, il, tl), reduction="sum").backward()
+    valid = np.arange(shape[0])[:, None, None] < np.asarray(il)[None, :, None]
+    np.testing.assert_allclose(g.grad(v) + np.exp(lp) * valid, lt.grad.numpy(), rtol=1e-10,
+                               atol=1e-12)
+    yscv.gradcheck(lambda g, x: g.ctc_loss(x, targets, il, tl, reduction="sum"), [lp])
+
+
+@pytest.mark.parametrize("name", ["padded", "concatenated", "blank_last", "impossible_zero_infinity"])
+def test_ctc_torch_recursion_is_pytorchs_ctc_loss(name):
+    """The torch-ops recursion the second-order column differentiates gives
+    torch.nn.functional.ctc_loss's value and logits gradient."""
+    torch = pytest.importorskip("torch")
+    shape, targets, il, tl, kw = CTC_SETUPS[name]
+    x = torch.tensor(np.random.default_rng(8).uniform(-3, 3, size=shape), requires_grad=True)
+    for reduction in ("mean", "sum", "none"):
+        ref = _F(torch).ctc_loss(x.log_softmax(-1), *_torch_ctc_args(torch, targets, il, tl),
+                                 reduction=reduction, **kw)
+        mine = torch_ctc_recursion(torch, x.log_softmax(-1), targets, np.asarray(il),
+                                   np.asarray(tl), reduction=reduction, **kw)
+        torch.testing.assert_close(mine, ref, rtol=1e-10, atol=1e-12)
+        (ga,) = torch.autograd.grad(ref.sum(), x)
+        (gb,) = torch.autograd.grad(mine.sum(), x)
+        torch.testing.assert_close(gb, ga, rtol=1e-10, atol=1e-12)
+
+
+def test_ctc_loss_second_derivative_through_log_softmax():
+    """create_graph=True through ctc_loss (PyTorch raises "derivative for
+    aten::_ctc_loss_backward is not implemented"): a Hessian-vector product
+    equals finite differences of the first derivative."""
+    shape, targets, il, tl, _ = CTC_SETUPS["padded"]
+    x = np.random.default_rng(9).uniform(-2, 2, size=(5, 3, 5))
+    il = [5, 4, 5]
+    yscv.gradgradcheck(lambda g, v: g.ctc_loss(g.log_softmax(v), targets, il, tl), [x])
+
+
+def test_ctc_loss_saves_nll_and_log_alpha_and_copies_targets():
+    shape, targets, il, tl, _ = CTC_SETUPS["padded"]
+    t = targets.copy()
+    g = yscv.Graph(np.float64)
+    lp = g.variable(np.log(np.full(shape, 1.0 / shape[2])))
+    out = g.ctc_loss(lp, t, il, tl, reduction="none")
+    t[:] = 0
+    nll, alpha = g._saved[out.index]
+    assert nll.shape == (3,) and alpha.shape == (3, 7, 7)
+    np.testing.assert_allclose(g.value(out), np_ctc(targets, il, tl, reduction="none")(
+        g.value(lp)), rtol=1e-12)
+
+
+# ops whose PyTorch gradient is not the derivative of the value at one edge:
+# norms floored without differentiating the floor (cosine's eps, gaussian's
+# var). Rows outside the table (gradcheck would disagree by design), checked
+# against PyTorch's first and second derivatives.
+EDGE_ROWS = [
+    OpCase(Op.COSINE_SIMILARITY, lambda g, a, b: g.cosine_similarity(a, b, eps=0.5),
+           (), np_cosine(-1, 0.5), name="cosine_norm_under_eps",
+           inputs=_two((2, 3), (2, 3), -0.2, 0.2),
+           torch_build=lambda torch, a, b: _F(torch).cosine_similarity(a, b, eps=0.5)),
+    OpCase(Op.GAUSSIAN_NLL_LOSS, lambda g, x, t, v: g.gaussian_nll_loss(x, t, v, eps=0.3), (),
+           None, name="gaussian_var_under_eps",
+           inputs=lambda rng: (rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3)),
+                               rng.uniform(0.0, 0.6, (2, 3))),
+           torch_build=lambda torch, x, t, v: _F(torch).gaussian_nll_loss(x, t, v, eps=0.3)),
+]
+
+
+@pytest.mark.parametrize("case", EDGE_ROWS, ids=[c.id for c in EDGE_ROWS])
+def test_undifferentiated_floors_follow_pytorch(case):
+    pytest.importorskip("torch")
+    from yscv.testing import check_torch_second_order
+    check_torch_second_order(case)
+
+
+def test_section11_losses_at_pytorchs_edges():
+    """Values and gradients where PyTorch makes a choice: bce at p = 0 and 1
+    (logs clamped at -100), kl_div with zero targets (0 log 0 = 0), a zero
+    vector in cosine_similarity and pairwise_distance with eps = 0,
+    smooth_l1 and margin_ranking at their kinks."""
+    torch = pytest.importorskip("torch")
+    F = _F(torch)
+    p = np.array([0.0, 1.0, 0.3, 1.0])
+    t = np.array([1.0, 0.0, 0.5, 1.0])
+    x = np.array([[-1.0, -2.0, -0.5], [0.3, -1.0, -3.0]])
+    kt = np.array([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
+    z = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]])
+    w = np.array([[1.0, 2.0, 3.0], [1.0, -2.0, 0.5]])
+    s_p, s_t = np.array([0.0, 1.0, -1.0, 2.5]), np.array([0.0, 0.0, 0.0, 0.0])
+    r1, r2, ry = np.array([1.0, 2.0, 0.5]), np.array([1.0, 1.0, 1.0]), np.array([1.0, -1.0, 1.0])
+    checks = [
+        (lambda g, a: g.binary_cross_entropy(a, t, reduction="none"),
+         lambda a: F.binary_cross_entropy(a, torch.tensor(t), reduction="none"), [p]),
+        (lambda g, a: g.kl_div(a, kt, reduction="sum"),
+         lambda a: F.kl_div(a, torch.tensor(kt), reduction="sum"), [x]),
+        (lambda g, a, b: g.cosine_similarity(a, b),
+         lambda a, b: F.cosine_similarity(a, b), [z, w]),
+        (lambda g, a, b: g.pairwise_distance(a, b, eps=0.0),
+         lambda a, b: F.pairwise_distance(a, b, eps=0.0), [z, z * 0]),
+        (lambda g, a: g.smooth_l1_loss(a, s_t, reduction="none"),
+         lambda a: F.smooth_l1_loss(a, torch.tensor(s_t), reduction="none"), [s_p]),
+        (lambda g, a, b: g.margin_ranking_loss(a, b, ry, margin=0.0, reduction="none"),
+         lambda a, b: F.margin_ranking_loss(a, b, torch.tensor(ry), reduction="none"), [r1, r2]),
+    ]
+    for build, tbuild, arrays in checks:
+        g = yscv.Graph(np.float64)
+        vs = [g.variable(a) for a in arrays]
+        out = build(g, *vs)
+        cot = np.ones(g.value(out).shape)
+        grads = g.gradients(out, vs, grad=cot)
+        ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+        tout = tbuild(*ts)
+        tg = torch.autograd.grad(tout, ts, grad_outputs=torch.tensor(cot))
+        np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-12, atol=1e-12)
+        for mine, theirs in zip(grads, tg):
+            np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-12, atol=1e-12)

@@ -242,6 +242,9 @@ def kl_div_backward(g, inputs, out, attrs, saved, needs):
     return gx, gt
 
 
+_BCE_FLOOR = float(np.float32(1e-12))
+
+
 @register_backward(Op.BINARY_CROSS_ENTROPY)
 def binary_cross_entropy_backward(g, inputs, out, attrs, saved, needs):
     p, t = inputs
@@ -249,8 +252,8 @@ def binary_cross_entropy_backward(g, inputs, out, attrs, saved, needs):
     if attrs.weight is not None:
         s = s * attrs.weight
     gp = gt = None
-    if needs[0]:           # PyTorch's floor of the denominator
-        gp = (p - t) / np.maximum((1 - p) * p, 1e-12) * s
+    if needs[0]:           # PyTorch's floor of the denominator (a C float: 1e-12 rounded)
+        gp = (p - t) / np.maximum((1 - p) * p, _BCE_FLOOR) * s
     if needs[1]:           # -logit(p), unclamped as PyTorch
         with np.errstate(divide="ignore"):
             gt = (np.log1p(-p) - np.log(p)) * s
