@@ -17,10 +17,11 @@ operator in Transposes; adjacent transposes that cancel are folded after the
 whole graph is emitted (:mod:`yscv.onnx._passes`). Weights that are leaves
 are re-laid out in NumPy (initializers already in ONNX's layout).
 
-The forms live in two modules, by category: :mod:`yscv.onnx._forms_tensor`
-(elementwise, activations, reductions, linear algebra, shape, indexing) and
+The forms live in modules by category: :mod:`yscv.onnx._forms_tensor`
+(elementwise, activations, reductions, linear algebra, shape, indexing),
 :mod:`yscv.onnx._forms_layers` (convolution, pooling, normalization,
-recurrent, attention, losses). To add an op: write ``@onnx_form(Op.X,
+recurrent, attention, the losses of section 3) and
+:mod:`yscv.onnx._forms_loss` (the losses of section 11). To add an op: write ``@onnx_form(Op.X,
 "OnnxOp, ...")`` above a function ``_x(b, n)`` returning the output's tensor
 name in the module of its category, add a row to the export test table
 (tests/onnx/test_export.py) and regenerate the docs table
@@ -29,7 +30,7 @@ name in the module of its category, add a row to the export test table
 from __future__ import annotations
 
 from ..node import Op
-from . import _forms_layers, _forms_tensor  # noqa: F401  (fill EXPORTS)
+from . import _forms_layers, _forms_loss, _forms_tensor  # noqa: F401  (fill EXPORTS)
 from ._registry import EXPORTS, NO_ONNX, N, OnnxForm, onnx_form
 
 __all__ = ["EXPORTS", "NO_ONNX", "N", "OnnxForm", "onnx_form", "markdown_table"]

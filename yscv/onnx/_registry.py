@@ -1,8 +1,8 @@
 """The registry of ONNX forms: ``EXPORTS[op]`` (an :class:`OnnxForm`),
 ``NO_ONNX[op]`` (why an op has none), the ``onnx_form`` decorator that fills
 the table next to each mapping function, and :class:`N`, the arena node a
-mapping function receives. The forms themselves are in ``_forms_tensor``
-and ``_forms_layers``; :mod:`yscv.onnx._optable` gathers them."""
+mapping function receives. The forms themselves are in ``_forms_tensor``,
+``_forms_layers`` and ``_forms_loss``; :mod:`yscv.onnx._optable` gathers them."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -18,7 +18,7 @@ class OnnxForm(NamedTuple):
 
 EXPORTS: dict = {}
 
-#: ops that have no ONNX form, and why (none today: every Op member exports)
+#: ops that have no ONNX form, and why (a backward op, the CTC training loss)
 NO_ONNX: dict = {}
 
 
