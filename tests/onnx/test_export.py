@@ -400,10 +400,6 @@ CASES += [
 
 
 # ------------------------------------------------------------------ helpers
-def _pos(lo, hi, *shape):
-    return lambda r, n: (r.uniform(lo, hi, size=(n, *shape)),)
-
-
 CASES += [  # losses and CTC
     ExportCase(Op.SMOOTH_L1_LOSS, "smooth_l1_loss_beta", lambda g, p, t: g.smooth_l1_loss(
         p, t, beta=0.5), _pair(3), (0, 0)),

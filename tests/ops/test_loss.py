@@ -1140,7 +1140,7 @@ def _two(shape_a, shape_b, low=-2, high=2, blow=None, bhigh=None):
                                     high if bhigh is None else bhigh, size=shape_b))
 
 
-W34 = np.random.default_rng(3).uniform(0.5, 2.0, size=(3, 4))
+BCE_W34 = np.random.default_rng(3).uniform(0.5, 2.0, size=(3, 4))
 Y6 = np.array([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
 CTC_TG = np.array([[1, 2, 2], [3, 1, 0]])   # padded; sample 1 uses 2 labels (the 0 is padding)
 CTC_IL, CTC_TL = np.array([6, 5]), np.array([3, 2])
@@ -1198,17 +1198,17 @@ S11_CASES = [
            np_bce_probs(), name="bce_probs", inputs=_two((3, 4), (3, 4), 0.1, 0.9, 0.0, 1.0),
            torch_build=lambda torch, p, t: _F(torch).binary_cross_entropy(p, t)),
     OpCase(Op.BINARY_CROSS_ENTROPY,
-           lambda g, p, t: g.binary_cross_entropy(p, t, weight=W34, reduction="sum"), (),
-           np_bce_probs(W34, "sum"), name="bce_probs_weight_sum",
+           lambda g, p, t: g.binary_cross_entropy(p, t, weight=BCE_W34, reduction="sum"), (),
+           np_bce_probs(BCE_W34, "sum"), name="bce_probs_weight_sum",
            inputs=_two((3, 4), (3, 4), 0.1, 0.9, 0.0, 1.0),
            torch_build=lambda torch, p, t: _F(torch).binary_cross_entropy(
-               p, t, weight=torch.tensor(W34), reduction="sum")),
+               p, t, weight=torch.tensor(BCE_W34), reduction="sum")),
     OpCase(Op.BINARY_CROSS_ENTROPY,
-           lambda g, p, t: g.binary_cross_entropy(p, t, weight=W34[0], reduction="none"), (),
-           np_bce_probs(W34[0], "none"), name="bce_probs_row_weight_none",
+           lambda g, p, t: g.binary_cross_entropy(p, t, weight=BCE_W34[0], reduction="none"), (),
+           np_bce_probs(BCE_W34[0], "none"), name="bce_probs_row_weight_none",
            inputs=_two((2, 4), (2, 4), 0.1, 0.9, 0.0, 1.0),
            torch_build=lambda torch, p, t: _F(torch).binary_cross_entropy(
-               p, t, weight=torch.tensor(W34[0]), reduction="none")),
+               p, t, weight=torch.tensor(BCE_W34[0]), reduction="none")),
     # cosine_similarity
     OpCase(Op.COSINE_SIMILARITY, lambda g, a, b: g.cosine_similarity(a, b), [(3, 4), (3, 4)],
            np_cosine(), name="cosine_similarity",
