@@ -46,8 +46,19 @@ def _label(targets, off, s, blank):
 
 
 @jit
+def _window(t, tn, sn):
+    """The states ``[lo, hi)`` an alignment can occupy at time ``t``: reached
+    from the start (``s <= 2t + 1``) and still able to finish by ``tn - 1``
+    (``s >= sn - 2 (tn - t)``). Outside it alpha or beta is -inf, so the
+    loops skip it (the scratch keeps its -inf fill there)."""
+    lo = sn - 2 * (tn - t)
+    hi = 2 * t + 2
+    return (lo if lo > 0 else 0), (hi if hi < sn else sn)
+
+
+@jit
 def ctc_alpha(lp, targets, offsets, input_lengths, target_lengths, blank, log_alpha, nll):
-    """Fill ``log_alpha [N, T, S_max]`` (-inf outside each sample's states)
+    """Fill ``log_alpha [N, T, S_max]`` (-inf outside the states an alignment can occupy)
     and ``nll [N]`` (+inf for an impossible alignment) from ``lp [T, N, C]``."""
     t_max, n_, c_ = lp.shape
     s_max = log_alpha.shape[2]
@@ -68,7 +79,8 @@ def ctc_alpha(lp, targets, offsets, input_lengths, target_lengths, blank, log_al
         if ln > 0:
             log_alpha[n, 0, 1] = lp[0, n, targets[off]]
         for t in range(1, tn):
-            for s in range(sn):
+            lo, hi = _window(t, tn, sn)
+            for s in range(lo, hi):
                 lab = _label(targets, off, s, blank)
                 a = log_alpha[n, t - 1, s]
                 b = log_alpha[n, t - 1, s - 1] if s > 0 else ninf
@@ -108,7 +120,8 @@ def ctc_grad(lp, targets, offsets, input_lengths, target_lengths, blank, log_alp
         if ln > 0:
             log_beta[tn - 1, sn - 2] = lp[tn - 1, n, targets[off + ln - 1]]
         for t in range(tn - 2, -1, -1):
-            for s in range(sn):
+            lo, hi = _window(t, tn, sn)
+            for s in range(lo, hi):
                 lab = _label(targets, off, s, blank)
                 a = log_beta[t + 1, s]
                 b = log_beta[t + 1, s + 1] if s + 1 < sn else ninf
@@ -120,7 +133,8 @@ def ctc_grad(lp, targets, offsets, input_lengths, target_lengths, blank, log_alp
         for t in range(tn):
             for k in range(c_):
                 lcab[k] = ninf
-            for s in range(sn):
+            lo, hi = _window(t, tn, sn)
+            for s in range(lo, hi):
                 lab = _label(targets, off, s, blank)
                 lcab[lab] = _lse3(lcab[lab], log_alpha[n, t, s] + log_beta[t, s], ninf, ninf)
             for k in range(c_):
