@@ -19,6 +19,13 @@ per-target) losses for "none".
 * ``nll_loss(log_probs[..., C], labels[...])``: ``-weight[y] * log_probs[..., y]``
   per target (NumPy: a pick and, in backward, a scatter).
 
+* The losses of SPEC section 11 (:class:`LossOps11`): smooth_l1_loss,
+  kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
+  triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss,
+  poisson_nll_loss save nothing; ``ctc_loss(log_probs[T, N, C], ...)`` runs
+  the log-space forward recursion on Numba kernels (:mod:`yscv.kernels.ctc`)
+  and saves the per-sample loss [N] and the forward variables [N, T, 2 max(L) + 1].
+
 Labels are integer arrays kept (read-only, C-contiguous int64) in the node's
 attributes. A label equal to ``ignore_index`` contributes 0 to the loss and
 its weight is left out of the mean's denominator.
