@@ -533,6 +533,66 @@ CASES += [  # reductions and scans
 ]
 
 
+CASES += [  # losses and CTC
+    ExportCase(Op.SMOOTH_L1_LOSS, "smooth_l1_loss_beta", lambda g, p, t: g.smooth_l1_loss(
+        p, t, beta=0.5), _pair(3), (0, 0)),
+    ExportCase(Op.SMOOTH_L1_LOSS, "smooth_l1_loss_l1_none", lambda g, p, t: g.smooth_l1_loss(
+        p, t, beta=0.0, reduction="none"), _pair(3), (0, 0)),
+    ExportCase(Op.KL_DIV, "kl_div_batchmean", lambda g, x, t: g.kl_div(
+        x, t, reduction="batchmean"), lambda r, n: (r.normal(size=(n, 4)), np.where(
+            r.random((n, 4)) < 0.3, 0.0, r.uniform(0, 1, (n, 4)))), (0, 0)),
+    ExportCase(Op.KL_DIV, "kl_div_log_target_none", lambda g, x, t: g.kl_div(
+        x, t, reduction="none", log_target=True), _pair(3), (0, 0)),
+    ExportCase(Op.BINARY_CROSS_ENTROPY, "binary_cross_entropy_weight",
+               lambda g, p, t: g.binary_cross_entropy(p, t, weight=W34),
+               lambda r, n: (r.uniform(0.05, 0.95, (n, 3, 4)), r.uniform(0, 1, (n, 3, 4))),
+               (0, 0)),
+    ExportCase(Op.BINARY_CROSS_ENTROPY, "binary_cross_entropy_none",
+               lambda g, p, t: g.binary_cross_entropy(p, t, reduction="none"),
+               lambda r, n: (r.uniform(0.05, 0.95, (n, 3)), r.uniform(0, 1, (n, 3))), (0, 0)),
+    ExportCase(Op.COSINE_SIMILARITY, "cosine_similarity", lambda g, a, b: g.cosine_similarity(
+        a, b), _pair(4), (0, 0)),
+    ExportCase(Op.COSINE_SIMILARITY, "cosine_similarity_broadcast_axis1",
+               lambda g, a, b: g.cosine_similarity(a, b, axis=1),
+               lambda r, n: (r.normal(size=(n, 3, 4)), r.normal(size=(3, 1))), (0, None)),
+    ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance", lambda g, a, b: g.pairwise_distance(
+        a, b), _pair(4), (0, 0)),
+    ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_p1_keepdim",
+               lambda g, a, b: g.pairwise_distance(a, b, p=1.0, keepdim=True), _pair(4), (0, 0)),
+    ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_p3", lambda g, a, b: g.pairwise_distance(
+        a, b, p=3.0), _pair(4), (0, 0)),
+    ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_inf", lambda g, a, b: g.pairwise_distance(
+        a, b, p=float("inf")), _pair(4), (0, 0)),
+    ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_p0", lambda g, a, b: g.pairwise_distance(
+        a, b, p=0.0, eps=0.0), lambda r, n: (r.integers(0, 2, (n, 4)).astype(float),
+                                             r.integers(0, 2, (n, 4)).astype(float)), (0, 0)),
+    ExportCase(Op.TRIPLET_MARGIN_LOSS, "triplet_margin_loss", lambda g, a, p, q:
+               g.triplet_margin_loss(a, p, q), lambda r, n: tuple(
+                   r.normal(size=(n, 4)) for _ in range(3)), (0, 0, 0)),
+    ExportCase(Op.TRIPLET_MARGIN_LOSS, "triplet_margin_loss_swap_p1_none", lambda g, a, p, q:
+               g.triplet_margin_loss(a, p, q, margin=2.0, p=1.0, swap=True, reduction="none"),
+               lambda r, n: tuple(r.normal(size=(n, 4)) for _ in range(3)), (0, 0, 0)),
+    ExportCase(Op.MARGIN_RANKING_LOSS, "margin_ranking_loss", lambda g, a, b, y:
+               g.margin_ranking_loss(a, b, y, margin=0.2), lambda r, n: (
+                   r.normal(size=(n,)), r.normal(size=(n,)), r.choice([-1.0, 1.0], size=(n,))),
+               (0, 0, 0)),
+    ExportCase(Op.GAUSSIAN_NLL_LOSS, "gaussian_nll_loss", lambda g, x, t, v:
+               g.gaussian_nll_loss(x, t, v), lambda r, n: (
+                   r.normal(size=(n, 3)), r.normal(size=(n, 3)), r.uniform(0, 2, (n, 3))),
+               (0, 0, 0)),
+    ExportCase(Op.GAUSSIAN_NLL_LOSS, "gaussian_nll_loss_shared_var_full_sum", lambda g, x, t, v:
+               g.gaussian_nll_loss(x, t, v, full=True, reduction="sum"), lambda r, n: (
+                   r.normal(size=(n, 3)), r.normal(size=(n, 3)), r.uniform(0.5, 2, (n,))),
+               (0, 0, 0)),
+    ExportCase(Op.POISSON_NLL_LOSS, "poisson_nll_loss", lambda g, x, t: g.poisson_nll_loss(x, t),
+               lambda r, n: (r.normal(size=(n, 3)), r.uniform(0, 3, (n, 3))), (0, 0)),
+    ExportCase(Op.POISSON_NLL_LOSS, "poisson_nll_loss_rates_full_none",
+               lambda g, x, t: g.poisson_nll_loss(x, t, log_input=False, full=True,
+                                                  reduction="none"),
+               lambda r, n: (r.uniform(0.1, 3, (n, 3)), r.uniform(0, 4, (n, 3))), (0, 0)),
+]
+
+
 # ------------------------------------------------------------------ helpers
 CT1W, CT3W = _conv_w(60, 3, 2, 4), _conv_w(61, 2, 2, 2, 2, 2)
 ORT_FLOAT32_ONLY |= {"Det"}   # ONNX Runtime's Det kernel is float32 only

@@ -1080,3 +1080,644 @@ def test_cross_entropy_tiers_agree(dtype, weighted, eps):
         assert g_n.dtype == dtype and g_n.shape == x.shape
         np.testing.assert_allclose(g_n, g_k, **tol)
         assert not g_n[7].any()
+
+
+# ================================================= losses of SPEC section 11 and CTC
+# One block of its own: rows, bad arguments, their tests and the second-order
+# column (gradgradcheck, and PyTorch's double backward through torch_build).
+def _F(torch):
+    return torch.nn.functional
+
+
+def np_smooth_l1(beta, reduction="mean"):
+    def f(p, t):
+        d = np.abs(p - t)
+        terms = d if beta == 0 else np.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+        return np_reduce(reduction)(terms)
+    return f
+
+
+def np_kl(reduction="mean", log_target=False):
+    def f(x, t):
+        terms = np.exp(t) * (t - x) if log_target else t * np.log(t) - t * x
+        if reduction == "batchmean":
+            return np.asarray(terms.sum() / x.shape[0])
+        return np_reduce(reduction)(terms)
+    return f
+
+
+def np_bce_probs(weight=None, reduction="mean"):
+    def f(p, t):
+        terms = -(t * np.log(p) + (1 - t) * np.log(1 - p))
+        return np_reduce(reduction)(terms if weight is None else terms * weight)
+    return f
+
+
+def np_cosine(axis=-1, eps=1e-8):
+    def f(a, b):
+        a, b = np.broadcast_arrays(a, b)
+        na = np.maximum(np.sqrt((a * a).sum(axis=axis, keepdims=True)), eps)
+        nb = np.maximum(np.sqrt((b * b).sum(axis=axis, keepdims=True)), eps)
+        return ((a / na) * (b / nb)).sum(axis=axis)
+    return f
+
+
+def np_pdist(p=2.0, eps=1e-6, keepdim=False):
+    def f(a, b):
+        d = a - b + eps
+        r = np.linalg.norm(d, ord=p, axis=-1, keepdims=keepdim) if p != 0 else \
+            np.count_nonzero(d, axis=-1).astype(float)
+        return np.asarray(r)
+    return f
+
+
+def np_triplet(margin=1.0, p=2.0, swap=False, reduction="mean"):
+    def f(a, pos, neg):
+        d = lambda x, y: np.linalg.norm(x - y + 1e-6, ord=p, axis=-1)  # noqa: E731
+        dn = np.minimum(d(a, neg), d(pos, neg)) if swap else d(a, neg)
+        return np_reduce(reduction)(np.maximum(margin + d(a, pos) - dn, 0))
+    return f
+
+
+def np_gaussian(full=False, reduction="mean", var_shape=None):
+    def f(x, t, v):
+        v = np.maximum(v.reshape(var_shape or v.shape), 1e-6)
+        terms = 0.5 * (np.log(v) + (x - t) ** 2 / v) + (0.5 * np.log(2 * np.pi) if full else 0)
+        return np_reduce(reduction)(terms)
+    return f
+
+
+def np_poisson(log_input=True, full=False, reduction="mean"):
+    def f(x, t):
+        terms = np.exp(x) - t * x if log_input else x - t * np.log(x + 1e-8)
+        if full:
+            ts = np.where(t > 1, t, 2.0)
+            terms = terms + np.where(t > 1, ts * np.log(ts) - ts + 0.5 * np.log(2 * np.pi * ts), 0)
+        return np_reduce(reduction)(terms)
+    return f
+
+
+def np_ctc_nll(lp, labels, tn, blank=0):
+    """-log of the summed probability of every alignment, by the alpha
+    recursion in probability space (float64, small T)."""
+    ext = [blank]
+    for lab in labels:
+        ext += [int(lab), blank]
+    y = np.exp(lp[:tn])
+    a = np.zeros(len(ext))
+    if tn == 0:
+        return 0.0 if not labels else np.inf
+    a[0] = y[0, ext[0]]
+    if len(ext) > 1:
+        a[1] = y[0, ext[1]]
+    for t in range(1, tn):
+        b = a.copy()
+        for s in range(len(ext)):
+            v = a[s] + (a[s - 1] if s > 0 else 0.0)
+            if s > 1 and ext[s] != blank and ext[s] != ext[s - 2]:
+                v += a[s - 2]
+            b[s] = v * y[t, ext[s]]
+        a = b
+    total = a[-1] + (a[-2] if len(ext) > 1 else 0.0)
+    return -np.log(total) if total > 0 else np.inf
+
+
+def np_ctc(targets, il, tl, blank=0, reduction="mean", zero_infinity=False):
+    """Reference of ctc_loss for padded [N, S] or concatenated targets."""
+    def f(lp):
+        batched = lp.ndim == 3
+        lp3 = lp if batched else lp[:, None, :]
+        tg = np.asarray(targets)
+        ils, tls = np.atleast_1d(il), np.atleast_1d(tl)
+        offs = np.concatenate(([0], np.cumsum(tls)[:-1])) if (batched and tg.ndim == 1) else None
+        out = []
+        for n in range(lp3.shape[1]):
+            lab = (tg[offs[n]:offs[n] + tls[n]] if offs is not None else
+                   np.atleast_2d(tg)[n, :tls[n]])
+            v = np_ctc_nll(lp3[:, n], list(lab), ils[n], blank)
+            out.append(0.0 if (zero_infinity and v == np.inf) else v)
+        out = np.array(out)
+        if reduction == "none":
+            return out if batched else out.reshape(())
+        if reduction == "sum":
+            return np.asarray(out.sum())
+        return np.asarray((out / np.maximum(tls, 1)).mean())
+    return f
+
+
+def torch_ctc_recursion(torch, lp, targets, il, tl, blank=0, reduction="mean",
+                        zero_infinity=False):
+    """ctc_loss written with torch ops (logsumexp over the alpha recursion):
+    PyTorch's own ctc_loss has no double backward ("derivative for
+    aten::_ctc_loss_backward is not implemented"), so the second-order
+    column differentiates this, which test_ctc_torch_recursion_is_pytorchs_ctc_loss
+    ties to torch.nn.functional.ctc_loss (value and gradient)."""
+    batched = lp.dim() == 3
+    lp3 = lp if batched else lp[:, None, :]
+    tg = np.asarray(targets)
+    ils, tls = np.atleast_1d(il), np.atleast_1d(tl)
+    offs = np.concatenate(([0], np.cumsum(tls)[:-1])) if (batched and tg.ndim == 1) else None
+    # log 0 as a large finite number: with -inf, torch's logsumexp backward
+    # gives NaN (0 * inf) on the states no alignment reaches
+    ninf = torch.tensor(-1e30, dtype=lp.dtype)
+    losses = []
+    for n in range(lp3.shape[1]):
+        lab = tg[offs[n]:offs[n] + tls[n]] if offs is not None else np.atleast_2d(tg)[n, :tls[n]]
+        ext = [blank]
+        for v in lab:
+            ext += [int(v), blank]
+        y = lp3[:ils[n], n][:, ext]
+        s = len(ext)
+        alpha = torch.cat([y[0, :min(2, s)], ninf.expand(max(s - 2, 0))])
+        for t in range(1, int(ils[n])):
+            terms = [alpha, torch.cat([ninf.reshape(1), alpha[:-1]])]
+            skip = [alpha[k - 2] if k > 1 and ext[k] != blank and ext[k] != ext[k - 2] else ninf
+                    for k in range(s)]
+            terms.append(torch.stack(skip))
+            alpha = torch.logsumexp(torch.stack(terms), 0) + y[t]
+        nll = -torch.logsumexp(alpha[-2:] if s > 1 else alpha, 0)
+        if zero_infinity and nll > 1e29:
+            nll = lp.sum() * 0
+        losses.append(nll)
+    per = torch.stack(losses)
+    if reduction == "none":
+        return per if batched else per.reshape(())
+    if reduction == "sum":
+        return per.sum()
+    return (per / torch.tensor(np.maximum(tls, 1), dtype=lp.dtype)).mean()
+
+
+def _torch_kl_mean(torch, x, t):
+    import warnings
+    with warnings.catch_warnings():   # PyTorch's note that "mean" is not "batchmean"
+        warnings.simplefilter("ignore", UserWarning)
+        return _F(torch).kl_div(x, t, reduction="mean")
+
+
+def _two(shape_a, shape_b, low=-2, high=2, blow=None, bhigh=None):
+    return lambda rng: (rng.uniform(low, high, size=shape_a),
+                        rng.uniform(low if blow is None else blow,
+                                    high if bhigh is None else bhigh, size=shape_b))
+
+
+BCE_W34 = np.random.default_rng(3).uniform(0.5, 2.0, size=(3, 4))
+Y6 = np.array([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
+CTC_TG = np.array([[1, 2, 2], [3, 1, 0]])   # padded; sample 1 uses 2 labels (the 0 is padding)
+CTC_IL, CTC_TL = np.array([6, 5]), np.array([3, 2])
+CTC_CAT = np.array([1, 1, 2, 3])            # concatenated: [1, 1] and [2, 3]
+CTC_CAT_TL = np.array([2, 2])
+CTC_IMPOSSIBLE_TG = np.array([[1, 1, 1], [2, 3, 0]])   # sample 0 needs T >= 5, gets 3
+
+
+def _ctc_lp(shape):
+    """log_softmax rows of random logits (what ctc_loss is fed)."""
+    def make(rng):
+        x = rng.uniform(-2, 2, size=shape)
+        return (x - np.log(np.exp(x).sum(axis=-1, keepdims=True)),)
+    return make
+
+
+def _tb_ctc(**kw):
+    def build(torch, lp):
+        return torch_ctc_recursion(torch, lp, **kw)
+    return build
+
+
+S11_CASES = [
+    # smooth_l1_loss
+    OpCase(Op.SMOOTH_L1_LOSS, lambda g, p, t: g.smooth_l1_loss(p, t), (), np_smooth_l1(1.0),
+           name="smooth_l1_beta1", inputs=_huber_pair((3, 4), 1.0),
+           torch_build=lambda torch, p, t: _F(torch).smooth_l1_loss(p, t)),
+    OpCase(Op.SMOOTH_L1_LOSS, lambda g, p, t: g.smooth_l1_loss(p, t, beta=0.5, reduction="sum"),
+           (), np_smooth_l1(0.5, "sum"), name="smooth_l1_beta0.5_sum",
+           inputs=_huber_pair((2, 5), 0.5),
+           torch_build=lambda torch, p, t: _F(torch).smooth_l1_loss(p, t, beta=0.5, reduction="sum")),
+    OpCase(Op.SMOOTH_L1_LOSS, lambda g, p, t: g.smooth_l1_loss(p, t, beta=0.0, reduction="none"),
+           (), np_smooth_l1(0.0, "none"), name="smooth_l1_beta0_is_l1_none",
+           inputs=_pair_away((2, 3)),
+           torch_build=lambda torch, p, t: _F(torch).smooth_l1_loss(p, t, beta=0.0,
+                                                                     reduction="none")),
+    # kl_div
+    OpCase(Op.KL_DIV, lambda g, x, t: g.kl_div(x, t), (), np_kl(), name="kl_div_mean",
+           inputs=_two((3, 4), (3, 4), blow=0.1, bhigh=1.0),
+           torch_build=lambda torch, x, t: _torch_kl_mean(torch, x, t)),
+    OpCase(Op.KL_DIV, lambda g, x, t: g.kl_div(x, t, reduction="batchmean"), (),
+           np_kl("batchmean"), name="kl_div_batchmean",
+           inputs=_two((3, 4), (3, 4), blow=0.1, bhigh=1.0),
+           torch_build=lambda torch, x, t: _F(torch).kl_div(x, t, reduction="batchmean")),
+    OpCase(Op.KL_DIV, lambda g, x, t: g.kl_div(x, t, reduction="none", log_target=True), (),
+           np_kl("none", True), name="kl_div_log_target_none", inputs=_two((2, 3), (2, 3)),
+           torch_build=lambda torch, x, t: _F(torch).kl_div(x, t, reduction="none",
+                                                            log_target=True)),
+    OpCase(Op.KL_DIV, lambda g, x, t: g.kl_div(x, t, reduction="sum", log_target=True), (),
+           np_kl("sum", True), name="kl_div_log_target_sum", inputs=_two((4,), (4,)),
+           torch_build=lambda torch, x, t: _F(torch).kl_div(x, t, reduction="sum",
+                                                            log_target=True)),
+    # binary_cross_entropy
+    OpCase(Op.BINARY_CROSS_ENTROPY, lambda g, p, t: g.binary_cross_entropy(p, t), (),
+           np_bce_probs(), name="bce_probs", inputs=_two((3, 4), (3, 4), 0.1, 0.9, 0.0, 1.0),
+           torch_build=lambda torch, p, t: _F(torch).binary_cross_entropy(p, t)),
+    OpCase(Op.BINARY_CROSS_ENTROPY,
+           lambda g, p, t: g.binary_cross_entropy(p, t, weight=BCE_W34, reduction="sum"), (),
+           np_bce_probs(BCE_W34, "sum"), name="bce_probs_weight_sum",
+           inputs=_two((3, 4), (3, 4), 0.1, 0.9, 0.0, 1.0),
+           torch_build=lambda torch, p, t: _F(torch).binary_cross_entropy(
+               p, t, weight=torch.tensor(BCE_W34), reduction="sum")),
+    OpCase(Op.BINARY_CROSS_ENTROPY,
+           lambda g, p, t: g.binary_cross_entropy(p, t, weight=BCE_W34[0], reduction="none"), (),
+           np_bce_probs(BCE_W34[0], "none"), name="bce_probs_row_weight_none",
+           inputs=_two((2, 4), (2, 4), 0.1, 0.9, 0.0, 1.0),
+           torch_build=lambda torch, p, t: _F(torch).binary_cross_entropy(
+               p, t, weight=torch.tensor(BCE_W34[0]), reduction="none")),
+    # cosine_similarity
+    OpCase(Op.COSINE_SIMILARITY, lambda g, a, b: g.cosine_similarity(a, b), [(3, 4), (3, 4)],
+           np_cosine(), name="cosine_similarity",
+           torch_build=lambda torch, a, b: _F(torch).cosine_similarity(a, b, dim=-1)),
+    OpCase(Op.COSINE_SIMILARITY, lambda g, a, b: g.cosine_similarity(a, b, axis=0),
+           [(3, 2, 4), (2, 4)], np_cosine(0), name="cosine_similarity_axis0_broadcast",
+           torch_build=lambda torch, a, b: _F(torch).cosine_similarity(a, b, dim=0)),
+    # pairwise_distance
+    OpCase(Op.PAIRWISE_DISTANCE, lambda g, a, b: g.pairwise_distance(a, b), [(3, 4), (3, 4)],
+           np_pdist(), name="pairwise_distance_p2",
+           torch_build=lambda torch, a, b: _F(torch).pairwise_distance(a, b)),
+    OpCase(Op.PAIRWISE_DISTANCE, lambda g, a, b: g.pairwise_distance(a, b, p=1.0),
+           [(3, 4), (4,)], np_pdist(1.0), name="pairwise_distance_p1_broadcast",
+           torch_build=lambda torch, a, b: _F(torch).pairwise_distance(a, b, p=1.0)),
+    OpCase(Op.PAIRWISE_DISTANCE, lambda g, a, b: g.pairwise_distance(a, b, p=3.0, keepdim=True),
+           [(2, 3), (2, 3)], np_pdist(3.0, keepdim=True), name="pairwise_distance_p3_keepdim",
+           torch_build=lambda torch, a, b: _F(torch).pairwise_distance(a, b, p=3.0,
+                                                                      keepdim=True)),
+    OpCase(Op.PAIRWISE_DISTANCE, lambda g, a, b: g.pairwise_distance(a, b, p=1.5, eps=0.0),
+           [(2, 3), (2, 3)], np_pdist(1.5, 0.0), name="pairwise_distance_p1.5_eps0",
+           torch_build=lambda torch, a, b: _F(torch).pairwise_distance(a, b, p=1.5, eps=0.0)),
+    OpCase(Op.PAIRWISE_DISTANCE, lambda g, a, b: g.pairwise_distance(a, b, p=float("inf")),
+           [(3, 4), (3, 4)], np_pdist(np.inf), name="pairwise_distance_inf",
+           torch_build=lambda torch, a, b: _F(torch).pairwise_distance(a, b, p=float("inf"))),
+    OpCase(Op.PAIRWISE_DISTANCE, lambda g, a, b: g.pairwise_distance(a, b, p=0.0),
+           [(2, 3), (2, 3)], np_pdist(0.0), name="pairwise_distance_p0_zero_gradient",
+           torch_build=lambda torch, a, b: _F(torch).pairwise_distance(a, b, p=0.0)),
+    # triplet_margin_loss
+    OpCase(Op.TRIPLET_MARGIN_LOSS, lambda g, a, p, n: g.triplet_margin_loss(a, p, n),
+           [(4, 3), (4, 3), (4, 3)], np_triplet(), name="triplet_margin_loss",
+           torch_build=lambda torch, a, p, n: _F(torch).triplet_margin_loss(a, p, n)),
+    OpCase(Op.TRIPLET_MARGIN_LOSS,
+           lambda g, a, p, n: g.triplet_margin_loss(a, p, n, margin=2.0, p=1.0, swap=True,
+                                                    reduction="none"),
+           [(4, 3), (4, 3), (4, 3)], np_triplet(2.0, 1.0, True, "none"), name="triplet_swap_p1_none",
+           seed=1, torch_build=lambda torch, a, p, n: _F(torch).triplet_margin_loss(
+               a, p, n, margin=2.0, p=1.0, swap=True, reduction="none")),
+    OpCase(Op.TRIPLET_MARGIN_LOSS,
+           lambda g, a, p, n: g.triplet_margin_loss(a, p, n, margin=3.0, reduction="sum"),
+           [(3,), (3,), (3,)], np_triplet(3.0, reduction="sum"), name="triplet_1d_sum",
+           torch_build=lambda torch, a, p, n: _F(torch).triplet_margin_loss(
+               a, p, n, margin=3.0, reduction="sum")),
+    # margin_ranking_loss
+    OpCase(Op.MARGIN_RANKING_LOSS, lambda g, a, b: g.margin_ranking_loss(a, b, Y6, margin=0.3),
+           [(6,), (6,)], lambda a, b: np.asarray(np.mean(np.maximum(0, -Y6 * (a - b) + 0.3))),
+           name="margin_ranking_array_y",
+           torch_build=lambda torch, a, b: _F(torch).margin_ranking_loss(
+               a, b, torch.tensor(Y6), margin=0.3)),
+    OpCase(Op.MARGIN_RANKING_LOSS,
+           lambda g, a, b, y: g.margin_ranking_loss(a, b, y, margin=0.5, reduction="none"),
+           [(2, 3), (2, 3), (2, 3)], lambda a, b, y: np.maximum(0, -y * (a - b) + 0.5),
+           name="margin_ranking_node_y_none",
+           torch_build=lambda torch, a, b, y: _F(torch).margin_ranking_loss(
+               a, b, y, margin=0.5, reduction="none")),
+    # gaussian_nll_loss
+    OpCase(Op.GAUSSIAN_NLL_LOSS, lambda g, x, t, v: g.gaussian_nll_loss(x, t, v), (),
+           np_gaussian(), name="gaussian_nll",
+           inputs=lambda rng: (rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4)),
+                               rng.uniform(0.5, 2, (3, 4))),
+           torch_build=lambda torch, x, t, v: _F(torch).gaussian_nll_loss(x, t, v)),
+    OpCase(Op.GAUSSIAN_NLL_LOSS,
+           lambda g, x, t, v: g.gaussian_nll_loss(x, t, v, full=True, reduction="sum"), (),
+           np_gaussian(True, "sum", (3, 1)), name="gaussian_nll_var_one_axis_short_full_sum",
+           inputs=lambda rng: (rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4)),
+                               rng.uniform(0.5, 2, (3,))),
+           torch_build=lambda torch, x, t, v: _F(torch).gaussian_nll_loss(
+               x, t, v, full=True, reduction="sum")),
+    OpCase(Op.GAUSSIAN_NLL_LOSS,
+           lambda g, x, t, v: g.gaussian_nll_loss(x, t, v, reduction="none"), (),
+           np_gaussian(reduction="none"), name="gaussian_nll_var_size1_axis_none",
+           inputs=lambda rng: (rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3)),
+                               rng.uniform(0.5, 2, (2, 1))),
+           torch_build=lambda torch, x, t, v: _F(torch).gaussian_nll_loss(x, t, v,
+                                                                         reduction="none")),
+    OpCase(Op.GAUSSIAN_NLL_LOSS, lambda g, x, t: g.gaussian_nll_loss(x, t, 0.7), [(2, 3), (2, 3)],
+           lambda x, t: np_gaussian()(x, t, np.full((2, 3), 0.7)), name="gaussian_nll_float_var",
+           torch_build=lambda torch, x, t: _F(torch).gaussian_nll_loss(x, t, 0.7)),
+    # poisson_nll_loss
+    OpCase(Op.POISSON_NLL_LOSS, lambda g, x, t: g.poisson_nll_loss(x, t), (), np_poisson(),
+           name="poisson_nll_log_input", inputs=_two((3, 4), (3, 4), -1, 1, 0, 3),
+           torch_build=lambda torch, x, t: _F(torch).poisson_nll_loss(x, t)),
+    OpCase(Op.POISSON_NLL_LOSS,
+           lambda g, x, t: g.poisson_nll_loss(x, t, log_input=False, reduction="sum"), (),
+           np_poisson(False, reduction="sum"), name="poisson_nll_rates_sum",
+           inputs=_two((3, 4), (3, 4), 0.5, 3, 0, 3),
+           torch_build=lambda torch, x, t: _F(torch).poisson_nll_loss(
+               x, t, log_input=False, reduction="sum")),
+    OpCase(Op.POISSON_NLL_LOSS,
+           lambda g, x, t: g.poisson_nll_loss(x, t, full=True, reduction="none"), (),
+           np_poisson(full=True, reduction="none"), name="poisson_nll_full_none",
+           inputs=_two((3, 4), (3, 4), -1, 1, 0.2, 4),
+           torch_build=lambda torch, x, t: _F(torch).poisson_nll_loss(x, t, full=True,
+                                                                      reduction="none")),
+    # ctc_loss
+    OpCase(Op.CTC_LOSS, lambda g, lp: g.ctc_loss(lp, CTC_TG, CTC_IL, CTC_TL), (),
+           np_ctc(CTC_TG, CTC_IL, CTC_TL), name="ctc_padded_mean", inputs=_ctc_lp((6, 2, 4)),
+           torch_build=_tb_ctc(targets=CTC_TG, il=CTC_IL, tl=CTC_TL)),
+    OpCase(Op.CTC_LOSS, lambda g, lp: g.ctc_loss(lp, CTC_CAT, [5, 4], CTC_CAT_TL, reduction="sum"),
+           (), np_ctc(CTC_CAT, [5, 4], CTC_CAT_TL, reduction="sum"),
+           name="ctc_concatenated_repeat_sum", inputs=_ctc_lp((5, 2, 4)),
+           torch_build=_tb_ctc(targets=CTC_CAT, il=[5, 4], tl=CTC_CAT_TL, reduction="sum")),
+    OpCase(Op.CTC_LOSS, lambda g, lp: g.ctc_loss(lp, CTC_TG, [4, 3], [2, 0], blank=3,
+                                                 reduction="none"),
+           (), np_ctc(CTC_TG, [4, 3], [2, 0], blank=3, reduction="none"),
+           name="ctc_blank3_empty_target_none", inputs=_ctc_lp((4, 2, 4)),
+           torch_build=_tb_ctc(targets=CTC_TG, il=[4, 3], tl=[2, 0], blank=3, reduction="none")),
+    OpCase(Op.CTC_LOSS, lambda g, lp: g.ctc_loss(lp, CTC_IMPOSSIBLE_TG, [3, 3], [3, 2],
+                                                 zero_infinity=True, reduction="none"),
+           (), np_ctc(CTC_IMPOSSIBLE_TG, [3, 3], [3, 2], zero_infinity=True, reduction="none"),
+           name="ctc_zero_infinity", inputs=_ctc_lp((3, 2, 4)),
+           torch_build=_tb_ctc(targets=CTC_IMPOSSIBLE_TG, il=[3, 3], tl=[3, 2],
+                               zero_infinity=True, reduction="none")),
+    OpCase(Op.CTC_LOSS, lambda g, lp: g.ctc_loss(lp, np.array([2, 1]), 4, 2), (),
+           np_ctc(np.array([2, 1]), 4, 2), name="ctc_unbatched", inputs=_ctc_lp((4, 3)),
+           torch_build=_tb_ctc(targets=np.array([2, 1]), il=4, tl=2)),
+]
+
+S11_BAD = [
+    BadCase(Op.SMOOTH_L1_LOSS, "smooth_l1_negative_beta", _leaves((3,), (3,)),
+            lambda g, p, t: g.smooth_l1_loss(p, t, beta=-1.0), ValueError,
+            "smooth_l1_loss: beta must be >= 0"),
+    BadCase(Op.SMOOTH_L1_LOSS, "smooth_l1_shape_mismatch", _leaves((3,), (4,)),
+            lambda g, p, t: g.smooth_l1_loss(p, t), yscv.ShapeError, "smooth_l1_loss: pred"),
+    BadCase(Op.SMOOTH_L1_LOSS, "smooth_l1_bad_reduction", _leaves((3,), (3,)),
+            lambda g, p, t: g.smooth_l1_loss(p, t, reduction="avg"), ValueError,
+            "smooth_l1_loss: reduction"),
+    BadCase(Op.KL_DIV, "kl_div_batchmean_only_for_kl", _leaves((3,), (3,)),
+            lambda g, p, t: g.kl_div(p, t, reduction="batch"), ValueError, "kl_div: reduction"),
+    BadCase(Op.KL_DIV, "kl_div_log_target_not_bool", _leaves((3,), (3,)),
+            lambda g, p, t: g.kl_div(p, t, log_target="yes"), TypeError,
+            "kl_div: log_target must be a bool"),
+    BadCase(Op.KL_DIV, "kl_div_shape_mismatch", _leaves((3, 2), (3,)),
+            lambda g, p, t: g.kl_div(p, t), yscv.ShapeError, "kl_div"),
+    BadCase(Op.BINARY_CROSS_ENTROPY, "bce_probs_out_of_range",
+            lambda g: (g.variable(np.array([0.5, 1.5])), g.variable(np.ones(2))),
+            lambda g, p, t: g.binary_cross_entropy(p, t), ValueError,
+            r"binary_cross_entropy: every element of probs must be in \[0, 1\], got probs\[1\]=1.5"),
+    BadCase(Op.BINARY_CROSS_ENTROPY, "bce_probs_nan",
+            lambda g: (g.variable(np.array([np.nan, 0.5])), g.variable(np.ones(2))),
+            lambda g, p, t: g.binary_cross_entropy(p, t), ValueError, r"probs\[0\]=nan"),
+    BadCase(Op.BINARY_CROSS_ENTROPY, "bce_weight_shape",
+            lambda g: (g.variable(np.full((2, 3), 0.5)), g.variable(np.ones((2, 3)))),
+            lambda g, p, t: g.binary_cross_entropy(p, t, weight=np.ones(2)), yscv.ShapeError,
+            r"binary_cross_entropy: weight of shape \(2,\)"),
+    BadCase(Op.COSINE_SIMILARITY, "cosine_axis_out_of_range", _leaves((3, 4), (3, 4)),
+            lambda g, a, b: g.cosine_similarity(a, b, axis=2), ValueError,
+            "cosine_similarity: axis=2 is out of range"),
+    BadCase(Op.COSINE_SIMILARITY, "cosine_no_broadcast", _leaves((3, 4), (3, 5)),
+            lambda g, a, b: g.cosine_similarity(a, b), yscv.ShapeError,
+            "cosine_similarity: the shapes do not broadcast"),
+    BadCase(Op.COSINE_SIMILARITY, "cosine_negative_eps", _leaves((3,), (3,)),
+            lambda g, a, b: g.cosine_similarity(a, b, eps=-1.0), ValueError,
+            "cosine_similarity: eps must be >= 0"),
+    BadCase(Op.PAIRWISE_DISTANCE, "pairwise_negative_p", _leaves((3,), (3,)),
+            lambda g, a, b: g.pairwise_distance(a, b, p=-1), ValueError,
+            "pairwise_distance: p must be >= 0"),
+    BadCase(Op.PAIRWISE_DISTANCE, "pairwise_0d", _leaves((), ()),
+            lambda g, a, b: g.pairwise_distance(a, b), yscv.ShapeError,
+            "pairwise_distance: the inputs need a last axis"),
+    BadCase(Op.TRIPLET_MARGIN_LOSS, "triplet_margin_not_positive", _leaves((2, 3), (2, 3), (2, 3)),
+            lambda g, a, p, n: g.triplet_margin_loss(a, p, n, margin=0.0), ValueError,
+            "triplet_margin_loss: margin must be > 0"),
+    BadCase(Op.TRIPLET_MARGIN_LOSS, "triplet_ndim_differs", _leaves((2, 3), (3,), (2, 3)),
+            lambda g, a, p, n: g.triplet_margin_loss(a, p, n), yscv.ShapeError,
+            "triplet_margin_loss: the inputs must have the same number of dimensions"),
+    BadCase(Op.MARGIN_RANKING_LOSS, "margin_ranking_ndim_differs", _leaves((3,), (3,)),
+            lambda g, a, b: g.margin_ranking_loss(a, b, np.ones((1, 3))), yscv.ShapeError,
+            "margin_ranking_loss: the inputs must have the same number of dimensions"),
+    BadCase(Op.MARGIN_RANKING_LOSS, "margin_ranking_margin_str", _leaves((3,), (3,)),
+            lambda g, a, b: g.margin_ranking_loss(a, b, np.ones(3), margin="1"), TypeError,
+            "margin_ranking_loss: margin must be a real number"),
+    BadCase(Op.GAUSSIAN_NLL_LOSS, "gaussian_negative_var", _leaves((2, 3), (2, 3)),
+            lambda g, x, t: g.gaussian_nll_loss(x, t, -np.ones((2, 3))), ValueError,
+            r"gaussian_nll_loss: var must be >= 0, got var.flat\[0\]=-1.0"),
+    BadCase(Op.GAUSSIAN_NLL_LOSS, "gaussian_var_shape", _leaves((2, 3), (2, 3)),
+            lambda g, x, t: g.gaussian_nll_loss(x, t, np.ones((3, 2))), yscv.ShapeError,
+            r"gaussian_nll_loss: var of shape \(3, 2\) does not fit"),
+    BadCase(Op.GAUSSIAN_NLL_LOSS, "gaussian_target_shape", _leaves((2, 3), (3,)),
+            lambda g, x, t: g.gaussian_nll_loss(x, t, np.ones((2, 3))), yscv.ShapeError,
+            "gaussian_nll_loss: input has shape"),
+    BadCase(Op.POISSON_NLL_LOSS, "poisson_full_not_bool", _leaves((2,), (2,)),
+            lambda g, x, t: g.poisson_nll_loss(x, t, full=1), TypeError,
+            "poisson_nll_loss: full must be a bool"),
+    BadCase(Op.POISSON_NLL_LOSS, "poisson_shape_mismatch", _leaves((2,), (3,)),
+            lambda g, x, t: g.poisson_nll_loss(x, t), yscv.ShapeError, "poisson_nll_loss"),
+    BadCase(Op.CTC_LOSS, "ctc_input_length_over_T", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 2], [1, 1]], [4, 5], [2, 2]), ValueError,
+            r"ctc_loss: input_lengths\[1\]=5 is out of range: at most T=4"),
+    BadCase(Op.CTC_LOSS, "ctc_negative_input_length", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 2], [1, 1]], [4, -1], [2, 2]), ValueError,
+            r"ctc_loss: input_lengths\[1\]=-1 is negative"),
+    BadCase(Op.CTC_LOSS, "ctc_target_length_over_S", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 2], [1, 1]], [4, 4], [3, 2]), ValueError,
+            r"ctc_loss: target_lengths\[0\]=3 is out of range: at most S=2"),
+    BadCase(Op.CTC_LOSS, "ctc_concatenated_length_sum", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [1, 2, 1], [4, 4], [2, 2]), ValueError,
+            r"ctc_loss: concatenated targets must hold sum\(target_lengths\)=4 labels, got 3"),
+    BadCase(Op.CTC_LOSS, "ctc_lengths_count", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 2], [1, 1]], [4, 4, 4], [2, 2]), yscv.ShapeError,
+            "ctc_loss: input_lengths must hold one length per sample"),
+    BadCase(Op.CTC_LOSS, "ctc_blank_in_targets", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 0], [1, 1]], [4, 4], [2, 2]), ValueError,
+            "ctc_loss: targets hold the blank label 0"),
+    BadCase(Op.CTC_LOSS, "ctc_label_out_of_range", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 3], [1, 1]], [4, 4], [2, 2]), IndexError,
+            "ctc_loss: targets hold label 3 .* out of range for 3 classes"),
+    BadCase(Op.CTC_LOSS, "ctc_blank_out_of_range", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 2], [1, 1]], [4, 4], [2, 2], blank=3), ValueError,
+            "ctc_loss: blank=3 is out of range"),
+    BadCase(Op.CTC_LOSS, "ctc_float_targets", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1.0, 2.0], [1.0, 1.0]], [4, 4], [2, 2]), TypeError,
+            "ctc_loss: targets must be an integer array"),
+    BadCase(Op.CTC_LOSS, "ctc_log_probs_1d", _leaves((4,)),
+            lambda g, lp: g.ctc_loss(lp, [1], [4], [1]), yscv.ShapeError,
+            r"ctc_loss: log_probs must be \[T, N, C\]"),
+    BadCase(Op.CTC_LOSS, "ctc_targets_rows", _leaves((4, 2, 3)),
+            lambda g, lp: g.ctc_loss(lp, [[1, 2]], [4, 4], [2, 2]), yscv.ShapeError,
+            r"ctc_loss: targets must be \[2, S\]"),
+]
+
+CASES += S11_CASES
+BAD += S11_BAD
+test_forward_s11, test_gradcheck_s11, test_bad_arguments_s11 = make_op_tests(S11_CASES, S11_BAD)
+test_second_order_s11 = make_second_order_tests(S11_CASES)
+
+
+# ------------------------------------------------ section 11 against PyTorch
+def _torch_ctc_args(torch, targets, il, tl):
+    return (torch.as_tensor(np.asarray(targets)), torch.as_tensor(np.asarray(il)),
+            torch.as_tensor(np.asarray(tl)))
+
+
+CTC_SETUPS = {   # (T, N, C), targets, input_lengths, target_lengths, options
+    "padded": ((7, 3, 5), np.array([[1, 2, 2], [3, 4, 0], [4, 4, 4]]), [7, 6, 7], [3, 2, 3], {}),
+    "concatenated": ((6, 2, 4), np.array([1, 1, 2, 3]), [6, 5], [2, 2], {}),
+    "blank_last": ((5, 2, 4), np.array([[0, 1], [2, 2]]), [5, 5], [2, 1], {"blank": 3}),
+    "empty_and_zero_length": ((4, 3, 3), np.array([[1, 2], [1, 1], [2, 0]]), [4, 0, 4],
+                              [2, 0, 0], {}),
+    "impossible": ((3, 2, 4), np.array([[1, 1, 1], [2, 3, 0]]), [3, 3], [3, 2], {}),
+    "impossible_zero_infinity": ((3, 2, 4), np.array([[1, 1, 1], [2, 3, 0]]), [3, 3], [3, 2],
+                                 {"zero_infinity": True}),
+}
+
+
+@pytest.mark.parametrize("setup", list(CTC_SETUPS))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ctc_loss_matches_pytorch(setup, reduction, dtype):
+    """Value and logits gradient (through log_softmax, how ctc_loss is fed)
+    equal torch.nn.functional.ctc_loss's, NaN and inf included."""
+    torch = pytest.importorskip("torch")
+    shape, targets, il, tl, kw = CTC_SETUPS[setup]
+    x = np.random.default_rng(4).uniform(-3, 3, size=shape).astype(dtype)
+    g = yscv.Graph(dtype)
+    xv = g.variable(x)
+    loss = g.ctc_loss(g.log_softmax(xv), targets, il, tl, reduction=reduction, **kw)
+    cot = np.random.default_rng(5).uniform(0.5, 1.5, size=g.value(loss).shape).astype(dtype)
+    g.backward(loss, grad=cot)
+    xt = torch.tensor(x, requires_grad=True)
+    lt = _F(torch).ctc_loss(xt.log_softmax(-1), *_torch_ctc_args(torch, targets, il, tl),
+                            reduction=reduction, **kw)
+    lt.backward(torch.tensor(cot))
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-6)
+    assert g.value(loss).dtype == dtype and g.grad(xv).dtype == dtype
+    np.testing.assert_allclose(g.value(loss), lt.detach().numpy(), **tol)
+    np.testing.assert_allclose(g.grad(xv), xt.grad.numpy(), equal_nan=True, **tol)
+
+
+def test_ctc_loss_gradient_is_the_derivative_torchs_adds_exp_log_probs():
+    """d loss / d log_probs is the true derivative (gradcheck holds for any
+    log_probs); PyTorch's kernel returns it plus exp(log_probs) at t < T_n,
+    which cancels through a log_softmax (docs/ops/loss.md)."""
+    torch = pytest.importorskip("torch")
+    shape, targets, il, tl, _ = CTC_SETUPS["padded"]
+    lp = np.random.default_rng(6).uniform(-3, 0, size=shape)   # not normalised
+    g = yscv.Graph(np.float64)
+    v = g.variable(lp)
+    g.backward(g.ctc_loss(v, targets, il, tl, reduction="sum"))
+    lt = torch.tensor(lp, requires_grad=True)
+    _F(torch).ctc_loss(lt, *_torch_ctc_args(torch, targets, il, tl), reduction="sum").backward()
+    valid = np.arange(shape[0])[:, None, None] < np.asarray(il)[None, :, None]
+    np.testing.assert_allclose(g.grad(v) + np.exp(lp) * valid, lt.grad.numpy(), rtol=1e-10,
+                               atol=1e-12)
+    yscv.gradcheck(lambda g, x: g.ctc_loss(x, targets, il, tl, reduction="sum"), [lp])
+
+
+@pytest.mark.parametrize("name", ["padded", "concatenated", "blank_last", "impossible_zero_infinity"])
+def test_ctc_torch_recursion_is_pytorchs_ctc_loss(name):
+    """The torch-ops recursion the second-order column differentiates gives
+    torch.nn.functional.ctc_loss's value and logits gradient."""
+    torch = pytest.importorskip("torch")
+    shape, targets, il, tl, kw = CTC_SETUPS[name]
+    x = torch.tensor(np.random.default_rng(8).uniform(-3, 3, size=shape), requires_grad=True)
+    for reduction in ("mean", "sum", "none"):
+        ref = _F(torch).ctc_loss(x.log_softmax(-1), *_torch_ctc_args(torch, targets, il, tl),
+                                 reduction=reduction, **kw)
+        mine = torch_ctc_recursion(torch, x.log_softmax(-1), targets, np.asarray(il),
+                                   np.asarray(tl), reduction=reduction, **kw)
+        torch.testing.assert_close(mine, ref, rtol=1e-10, atol=1e-12)
+        (ga,) = torch.autograd.grad(ref.sum(), x)
+        (gb,) = torch.autograd.grad(mine.sum(), x)
+        torch.testing.assert_close(gb, ga, rtol=1e-10, atol=1e-12)
+
+
+def test_ctc_loss_second_derivative_through_log_softmax():
+    """create_graph=True through ctc_loss (PyTorch raises "derivative for
+    aten::_ctc_loss_backward is not implemented"): a Hessian-vector product
+    equals finite differences of the first derivative."""
+    shape, targets, il, tl, _ = CTC_SETUPS["padded"]
+    x = np.random.default_rng(9).uniform(-2, 2, size=(5, 3, 5))
+    il = [5, 4, 5]
+    yscv.gradgradcheck(lambda g, v: g.ctc_loss(g.log_softmax(v), targets, il, tl), [x])
+
+
+def test_ctc_loss_saves_nll_and_log_alpha_and_copies_targets():
+    shape, targets, il, tl, _ = CTC_SETUPS["padded"]
+    t = targets.copy()
+    g = yscv.Graph(np.float64)
+    lp = g.variable(np.log(np.full(shape, 1.0 / shape[2])))
+    out = g.ctc_loss(lp, t, il, tl, reduction="none")
+    t[:] = 0
+    nll, alpha = g._saved[out.index]
+    assert nll.shape == (3,) and alpha.shape == (3, 7, 7)
+    np.testing.assert_allclose(g.value(out), np_ctc(targets, il, tl, reduction="none")(
+        g.value(lp)), rtol=1e-12)
+
+
+# ops whose PyTorch gradient is not the derivative of the value at one edge:
+# norms floored without differentiating the floor (cosine's eps, gaussian's
+# var). Rows outside the table (gradcheck would disagree by design), checked
+# against PyTorch's first and second derivatives.
+EDGE_ROWS = [
+    OpCase(Op.COSINE_SIMILARITY, lambda g, a, b: g.cosine_similarity(a, b, eps=0.5),
+           (), np_cosine(-1, 0.5), name="cosine_norm_under_eps",
+           inputs=_two((2, 3), (2, 3), -0.2, 0.2),
+           torch_build=lambda torch, a, b: _F(torch).cosine_similarity(a, b, eps=0.5)),
+    OpCase(Op.GAUSSIAN_NLL_LOSS, lambda g, x, t, v: g.gaussian_nll_loss(x, t, v, eps=0.3), (),
+           None, name="gaussian_var_under_eps",
+           inputs=lambda rng: (rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3)),
+                               rng.uniform(0.0, 0.6, (2, 3))),
+           torch_build=lambda torch, x, t, v: _F(torch).gaussian_nll_loss(x, t, v, eps=0.3)),
+]
+
+
+@pytest.mark.parametrize("case", EDGE_ROWS, ids=[c.id for c in EDGE_ROWS])
+def test_undifferentiated_floors_follow_pytorch(case):
+    pytest.importorskip("torch")
+    from yscv.testing import check_torch_second_order
+    check_torch_second_order(case)
+
+
+def test_section11_losses_at_pytorchs_edges():
+    """Values and gradients where PyTorch makes a choice: bce at p = 0 and 1
+    (logs clamped at -100), kl_div with zero targets (0 log 0 = 0), a zero
+    vector in cosine_similarity and pairwise_distance with eps = 0,
+    smooth_l1 and margin_ranking at their kinks."""
+    torch = pytest.importorskip("torch")
+    F = _F(torch)
+    p = np.array([0.0, 1.0, 0.3, 1.0])
+    t = np.array([1.0, 0.0, 0.5, 1.0])
+    x = np.array([[-1.0, -2.0, -0.5], [0.3, -1.0, -3.0]])
+    kt = np.array([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
+    z = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]])
+    w = np.array([[1.0, 2.0, 3.0], [1.0, -2.0, 0.5]])
+    s_p, s_t = np.array([0.0, 1.0, -1.0, 2.5]), np.array([0.0, 0.0, 0.0, 0.0])
+    r1, r2, ry = np.array([1.0, 2.0, 0.5]), np.array([1.0, 1.0, 1.0]), np.array([1.0, -1.0, 1.0])
+    checks = [
+        (lambda g, a: g.binary_cross_entropy(a, t, reduction="none"),
+         lambda a: F.binary_cross_entropy(a, torch.tensor(t), reduction="none"), [p]),
+        (lambda g, a: g.kl_div(a, kt, reduction="sum"),
+         lambda a: F.kl_div(a, torch.tensor(kt), reduction="sum"), [x]),
+        (lambda g, a, b: g.cosine_similarity(a, b),
+         lambda a, b: F.cosine_similarity(a, b), [z, w]),
+        (lambda g, a, b: g.pairwise_distance(a, b, eps=0.0),
+         lambda a, b: F.pairwise_distance(a, b, eps=0.0), [z, z * 0]),
+        (lambda g, a: g.smooth_l1_loss(a, s_t, reduction="none"),
+         lambda a: F.smooth_l1_loss(a, torch.tensor(s_t), reduction="none"), [s_p]),
+        (lambda g, a, b: g.margin_ranking_loss(a, b, ry, margin=0.0, reduction="none"),
+         lambda a, b: F.margin_ranking_loss(a, b, torch.tensor(ry), reduction="none"), [r1, r2]),
+    ]
+    for build, tbuild, arrays in checks:
+        g = yscv.Graph(np.float64)
+        vs = [g.variable(a) for a in arrays]
+        out = build(g, *vs)
+        cot = np.ones(g.value(out).shape)
+        grads = g.gradients(out, vs, grad=cot)
+        ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+        tout = tbuild(*ts)
+        tg = torch.autograd.grad(tout, ts, grad_outputs=torch.tensor(cot))
+        np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-12, atol=1e-12)
+        for mine, theirs in zip(grads, tg):
+            np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-12, atol=1e-12)

@@ -11,7 +11,7 @@ from .activation import sigmoid, softplus_exact
 from .arrays import readonly
 
 __all__ = ["cross_entropy_forward", "cross_entropy_backward", "numpy_tier", "label_rows", "reduce_loss",
-           "sigmoid", "softplus_exact"]
+           "sigmoid", "softplus_exact", "p_norm", "p_norm_grad"]
 
 K = lazy("loss")
 
@@ -146,3 +146,40 @@ def reduce_loss(terms: np.ndarray, reduction: str, denominator=None) -> np.ndarr
         return np.asarray(total * terms.dtype.type(np.inf) if total else
                           terms.dtype.type(np.nan))
     return np.asarray(total / terms.dtype.type(d))
+
+
+def p_norm(d: np.ndarray, p: float) -> np.ndarray:
+    """The vector ``p``-norm of ``d`` over its last axis, in d's dtype
+    (torch.linalg.vector_norm): p = 0 counts the nonzeros, p = inf is the
+    largest magnitude."""
+    if p == 2.0:
+        return np.sqrt(np.sum(d * d, axis=-1))
+    if p == 1.0:
+        return np.sum(np.abs(d), axis=-1)
+    if p == np.inf:
+        return np.max(np.abs(d), axis=-1)
+    if p == 0.0:
+        return np.count_nonzero(d, axis=-1).astype(d.dtype)
+    return np.sum(np.abs(d) ** p, axis=-1) ** (1.0 / p)
+
+
+def p_norm_grad(d: np.ndarray, norm: np.ndarray, p: float) -> np.ndarray:
+    """``d norm / d d`` (d's shape) for ``norm = p_norm(d, p)``, PyTorch's
+    rule at the edges: 0 where the norm is 0 (and, for p < 1, where d is 0);
+    p = 1 gives sign(d); p = inf splits the gradient evenly among the tied
+    largest magnitudes; p = 0 has gradient 0."""
+    nk = norm[..., None]
+    if p == 0.0:
+        return np.zeros_like(d)
+    if p == 1.0:
+        return np.sign(d)
+    if p == np.inf:
+        hit = np.abs(d) == nk
+        return np.sign(d) * hit / np.sum(hit, axis=-1, keepdims=True).astype(d.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if p == 2.0:
+            r = d / nk
+        else:
+            a = np.abs(d)
+            r = np.sign(d) * np.where(a == 0, 0, a ** (p - 1.0)) / nk ** (p - 1.0)
+    return np.where(nk == 0, 0, r).astype(d.dtype, copy=False)

@@ -17,8 +17,11 @@ operator in Transposes; adjacent transposes that cancel are folded after the
 whole graph is emitted (:mod:`yscv.onnx._passes`). Weights that are leaves
 are re-laid out in NumPy (initializers already in ONNX's layout).
 
-the ``_forms_*`` modules beside this one, one per category (tensor ops,
-layers, and one per group of SPEC section 11 ops). To add an op: write ``@onnx_form(Op.X,
+The forms live in the ``_forms_*`` modules beside this one, one per
+category (:mod:`yscv.onnx._forms_tensor`: elementwise, activations,
+reductions, linear algebra, shape, indexing; :mod:`yscv.onnx._forms_layers`:
+convolution, pooling, normalization, recurrent, attention, losses; and one
+per group of SPEC section 11 ops). To add an op: write ``@onnx_form(Op.X,
 "OnnxOp, ...")`` above a function ``_x(b, n)`` returning the output's tensor
 name in the module of its category, add a row to the export test table
 (tests/onnx/test_export.py) and regenerate the docs table
@@ -27,8 +30,8 @@ name in the module of its category, add a row to the export test table
 from __future__ import annotations
 
 from ..node import Op
-from . import (_forms_act, _forms_layers, _forms_linpool, _forms_math,  # noqa: F401
-               _forms_scan, _forms_shapeidx, _forms_tensor)  # (each fills EXPORTS)
+from . import (_forms_act, _forms_layers, _forms_linpool, _forms_loss,  # noqa: F401
+               _forms_math, _forms_scan, _forms_shapeidx, _forms_tensor)  # (fill EXPORTS)
 from ._registry import EXPORTS, NO_ONNX, N, OnnxForm, onnx_form
 
 __all__ = ["EXPORTS", "NO_ONNX", "N", "OnnxForm", "onnx_form", "markdown_table"]

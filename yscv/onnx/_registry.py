@@ -2,7 +2,8 @@
 ``NO_ONNX[op]`` (why an op has none), the ``onnx_form`` decorator that fills
 the table next to each mapping function, and :class:`N`, the arena node a
 mapping function receives. The forms themselves are in ``_forms_tensor``,
-``_forms_layers`` and ``_forms_act``; :mod:`yscv.onnx._optable` gathers them."""
+``_forms_layers`` and the ``_forms_*`` modules of SPEC section 11;
+:mod:`yscv.onnx._optable` gathers them."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -18,7 +19,7 @@ class OnnxForm(NamedTuple):
 
 EXPORTS: dict = {}
 
-#: ops that have no ONNX form, and why
+#: ops that have no ONNX form, and why (a backward op, the CTC training loss)
 NO_ONNX: dict = {}
 
 
