@@ -20,7 +20,9 @@ from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose2d, DepthwiseConv2d
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Identity, Linear
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineSimilarity, CrossEntropyLoss, CTCLoss,
+                   GaussianNLLLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+                   NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, TripletMarginLoss)
 from .module import IncompatibleKeys, Module, StateDictError
 from .norm import (BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm,
                    LayerNorm)
@@ -52,5 +54,7 @@ __all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswis
             "LogSigmoid", "GLU"]
 __all__ += ["ConvTranspose1d", "ConvTranspose3d", "MaxPool1d", "MaxPool3d", "AvgPool1d",
             "AvgPool3d", "AdaptiveAvgPool1d"]
-__all__ += ["Upsample", "Unfold", "Fold"]
+__all__ += ["Upsample", "Unfold", "Fold", "SmoothL1Loss", "KLDivLoss", "BCELoss", "CosineSimilarity",
+            "PairwiseDistance", "TripletMarginLoss", "MarginRankingLoss", "GaussianNLLLoss",
+            "PoissonNLLLoss", "CTCLoss"]
 __all__ += ["torch_layout"]

@@ -17,7 +17,9 @@ import numpy as np
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss",
-           "BCEWithLogitsLoss"]
+           "BCEWithLogitsLoss", "SmoothL1Loss", "KLDivLoss", "BCELoss", "CosineSimilarity",
+           "PairwiseDistance", "TripletMarginLoss", "MarginRankingLoss", "GaussianNLLLoss",
+           "PoissonNLLLoss", "CTCLoss"]
 
 
 def _reduction(cls: str, size_average, reduce, reduction) -> str:
@@ -157,9 +159,132 @@ class BCEWithLogitsLoss(_Loss):
                                                   reduction=self.reduction)
 
 
-# Loss modules for the other losses of the op catalogue (smooth_l1_loss,
-# kl_div, binary_cross_entropy, cosine_similarity, triplet_margin_loss,
-# margin_ranking_loss, gaussian_nll_loss, poisson_nll_loss, ctc_loss, ...)
-# belong here, one class per Graph method with torch.nn's name and
-# constructor arguments (SmoothL1Loss, KLDivLoss, BCELoss, ...), each listed
-# in __all__ and exported from yscv.nn.
+class SmoothL1Loss(_Loss):
+    """``torch.nn.SmoothL1Loss(size_average=None, reduce=None,
+    reduction="mean", beta=1.0)``: ``g.smooth_l1_loss``."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, g, input, target):
+        return g.smooth_l1_loss(input, target, beta=self.beta, reduction=self.reduction)
+
+
+class KLDivLoss(_Loss):
+    """``torch.nn.KLDivLoss(size_average=None, reduce=None, reduction="mean",
+    log_target=False)``: ``g.kl_div`` (``input`` holds log-probabilities;
+    ``reduction="batchmean"`` as PyTorch)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 log_target: bool = False):
+        if reduction == "batchmean" and size_average is None and reduce is None:
+            Module.__init__(self)
+            self.reduction = reduction
+        else:
+            super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, g, input, target):
+        return g.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_WeightedLoss):
+    """``torch.nn.BCELoss(weight=None, size_average=None, reduce=None,
+    reduction="mean")``: ``g.binary_cross_entropy`` on probabilities."""
+
+    def forward(self, g, input, target):
+        return g.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class CosineSimilarity(Module):
+    """``torch.nn.CosineSimilarity(dim=1, eps=1e-8)``: ``g.cosine_similarity``
+    along ``dim`` (not a loss: no reduction)."""
+
+    def __init__(self, dim: int = 1, eps: float = 1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, g, x1, x2):
+        return g.cosine_similarity(x1, x2, axis=self.dim, eps=self.eps)
+
+
+class PairwiseDistance(Module):
+    """``torch.nn.PairwiseDistance(p=2.0, eps=1e-6, keepdim=False)``:
+    ``g.pairwise_distance`` over the last axis."""
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, g, x1, x2):
+        return g.pairwise_distance(x1, x2, p=self.norm, eps=self.eps, keepdim=self.keepdim)
+
+
+class TripletMarginLoss(_Loss):
+    """``torch.nn.TripletMarginLoss(margin=1.0, p=2.0, eps=1e-6, swap=False,
+    size_average=None, reduce=None, reduction="mean")``:
+    ``loss_fn(g, anchor, positive, negative)`` is ``g.triplet_margin_loss``."""
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
+                 size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, g, anchor, positive, negative):
+        return g.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
+                                     eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    """``torch.nn.MarginRankingLoss(margin=0.0, size_average=None,
+    reduce=None, reduction="mean")``: ``loss_fn(g, x1, x2, y)``."""
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, g, x1, x2, y):
+        return g.margin_ranking_loss(x1, x2, y, margin=self.margin, reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """``torch.nn.GaussianNLLLoss(full=False, eps=1e-6, reduction="mean")``:
+    ``loss_fn(g, input, target, var)``."""
+
+    def __init__(self, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(None, None, reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, g, input, target, var):
+        return g.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
+                                   reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """``torch.nn.PoissonNLLLoss(log_input=True, full=False,
+    size_average=None, eps=1e-8, reduce=None, reduction="mean")``."""
+
+    def __init__(self, log_input: bool = True, full: bool = False, size_average=None,
+                 eps: float = 1e-8, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, g, input, target):
+        return g.poisson_nll_loss(input, target, log_input=self.log_input, full=self.full,
+                                  eps=self.eps, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """``torch.nn.CTCLoss(blank=0, reduction="mean", zero_infinity=False)``:
+    ``loss_fn(g, log_probs[T, N, C], targets, input_lengths, target_lengths)``
+    is ``g.ctc_loss``."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(None, None, reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, g, log_probs, targets, input_lengths, target_lengths):
+        return g.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
+                          reduction=self.reduction, zero_infinity=self.zero_infinity)
