@@ -673,7 +673,7 @@ def check_case(case, dtype, tmp_path):
 
 #: operators any file may hold: graph outputs, and batch-dependent shapes
 #: computed from the inputs' runtime shapes
-GLUE = {"Identity", "Shape", "Gather", "Mul", "Concat"}
+GLUE = {"Identity", "Shape", "Gather", "Mul", "Concat", "Constant"}
 
 
 def assert_listed_operators(case, model, dtype):

@@ -97,18 +97,27 @@ class Builder:
         return outs[0] if outputs == 1 else outs
 
     # ---------------------------------------------------------- constants
-    def const(self, array, hint: str = "const", exact: bool = False) -> str:
-        """An initializer holding ``array`` (its own dtype); small arrays are
-        shared; ``exact``: named ``hint`` itself when that name is free."""
+    def const(self, array, hint: str = "const", exact: bool = False,
+              initializer: bool = False) -> str:
+        """A tensor holding ``array`` (its own dtype): a ``Constant`` node, or
+        with ``initializer`` (the model's parameters and buffers) an
+        initializer, which is what an importer trains (yscv.onnx.load makes
+        float initializers Parameters, Constant nodes constants). Small
+        constants are shared; ``exact``: named ``hint`` itself when free."""
         a = np.ascontiguousarray(array)
         key = None
-        if a.size <= 64:
+        if a.size <= 64 and not initializer:
             key = (a.dtype.str, a.shape, a.tobytes())
             name = self._const_cache.get(key)
             if name is not None:
                 return name
         name = self.fresh(hint, exact)
-        self.initializers.append(self.numpy_helper.from_array(a, name))
+        tensor = self.numpy_helper.from_array(a, name)
+        if initializer:
+            self.initializers.append(tensor)
+        else:
+            self.nodes.append(self.helper.make_node("Constant", [], [name], value=tensor,
+                                                    name=f"Constant_{len(self.nodes)}"))
         if key is not None and not exact:
             self._const_cache[key] = name
         return name
@@ -132,16 +141,19 @@ class Builder:
 
     # ------------------------------------------------------------- nodes
     def tensor(self, idx: int) -> str:
-        """The tensor name of arena node ``idx`` (a leaf becomes an initializer
-        on first use)."""
+        """The tensor name of arena node ``idx`` (a leaf becomes an initializer,
+        or a Constant node when it is no parameter or buffer, on first use)."""
         name = self._names.get(idx)
         if name is None:
             if self.g._ops[idx] != 0:
                 raise RuntimeError(f"node {idx} used before it was exported")
-            name = self._leaf_names.get(idx) or self.fresh(f"const{idx}")
             value = np.asarray(self.g._values[idx])
-            self.initializers.append(self.numpy_helper.from_array(
-                np.ascontiguousarray(value), name))
+            if idx in self._leaf_names:        # a parameter or buffer: its own name
+                name = self._leaf_names[idx]
+                self.initializers.append(self.numpy_helper.from_array(
+                    np.ascontiguousarray(value), name))
+            else:                              # any other constant of the model
+                name = self.const(value, f"const{idx}")
             self._names[idx] = name
         return name
 
@@ -165,7 +177,8 @@ class Builder:
         re-layout as ONNX nodes)."""
         v = self.leaf_value(idx)
         if v is not None:
-            return self.const(relayout(v), self.leaf_name(idx, hint), exact=True)
+            return self.const(relayout(v), self.leaf_name(idx, hint), exact=True,
+                              initializer=idx in self._leaf_names)
         return ops(self.tensor(idx))
 
     # ----------------------------------------------------------- shapes

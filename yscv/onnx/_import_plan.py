@@ -163,8 +163,9 @@ def _param_dtype(a):
     return np.float64 if a.dtype == np.float64 else np.float32
 
 
-def plan_module(cls, nodes, opset, inputs, outputs, inits):
-    """Build the module: rewrite, check, place initializers."""
+def plan_module(cls, nodes, opset, inputs, outputs, inits, frozen=frozenset()):
+    """Build the module: rewrite, check, place initializers (``frozen``: names
+    to keep as constants whatever reads them)."""
     from onnx.helper import tensor_dtype_to_np_dtype
     graph_outputs = set(outputs)
     inits = dict(inits)
@@ -184,8 +185,8 @@ def plan_module(cls, nodes, opset, inputs, outputs, inits):
         uses = consumers.get(name, [])
         if not uses and name not in graph_outputs:
             continue
-        if a.dtype.kind != "f" or all(slot in STATIC_SLOTS.get(n.op, ()) for n, slot in uses) \
-                or not uses:
+        if a.dtype.kind != "f" or name in frozen or not uses \
+                or all(slot in STATIC_SLOTS.get(n.op, ()) for n, slot in uses):
             statics[name] = a
             continue
         tag = "conv" if a.ndim >= 3 and all(n.op in ("Conv", "DeformConv") and slot == 1

@@ -314,10 +314,28 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
     model_proto = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", int(opset))],
         producer_name="yscv", producer_version=_version())
+    buffers = _buffer_names(model, inits)
+    if buffers:   # what yscv.onnx.load must not train (the file has no such flag)
+        helper.set_model_props(model_proto, {BUFFERS_KEY: ",".join(buffers)})
     model_proto.ir_version = min(model_proto.ir_version, _max_ir(onnx, opset))
     onnx.checker.check_model(model_proto, full_check=True)
     onnx.save(model_proto, os.fspath(path))
     return model_proto
+
+
+#: the file's metadata key listing the initializers that hold buffers
+#: (running statistics ...), which yscv.onnx.load keeps as constants
+BUFFERS_KEY = "yscv.buffers"
+
+
+def _buffer_names(model, inits) -> list:
+    """Initializers holding a module's buffers (its name, or a re-laid-out
+    copy ``name.<layout>``), sorted."""
+    if not callable(getattr(model, "named_buffers", None)):
+        return []
+    names = {name for name, _ in model.named_buffers()}
+    return sorted(t.name for t in inits
+                  if t.name in names or t.name.rsplit(".", 1)[0] in names)
 
 
 def _value_info(helper, name, b, idx, syms, traces, symbols, prefix):

@@ -7,8 +7,11 @@ nodes in order as ordinary Graph ops, so the result is differentiable and the
 module's Parameters train with ``yscv.optim`` like any layer's.
 
 - Float initializers that feed data become Parameters; integer initializers,
-  ``Constant`` nodes and float initializers used only as static arguments
-  (shapes, clip bounds, pad widths) are constants. BatchNormalization's
+  ``Constant`` nodes, float initializers used only as static arguments
+  (shapes, clip bounds, pad widths) and those a file from
+  ``yscv.onnx.export`` lists as buffers (metadata ``yscv.buffers``: e.g. the
+  running statistics of a float64 batch norm written as elementwise ops)
+  are constants. BatchNormalization's
   running statistics become buffers (one pair per node).
 - Parameter and buffer names are the initializer names; a dotted name nests
   sub-modules (``fc.weight`` is parameter ``weight`` of child ``fc``), and
@@ -272,4 +275,7 @@ def load(src) -> OnnxModule:
         inputs.append((vi.name, kind, rank))
     outputs = [o.name for o in graph.output]
     from ._import_plan import plan_module
-    return plan_module(OnnxModule, nodes, opset, inputs, outputs, inits)
+    # initializers yscv.onnx.export marked as buffers: constants, not Parameters
+    buffers = {p.value for p in model.metadata_props if p.key == "yscv.buffers"}
+    frozen = {name for v in buffers for name in v.split(",") if name}
+    return plan_module(OnnxModule, nodes, opset, inputs, outputs, inits, frozen)
