@@ -71,6 +71,8 @@ class Op(enum.IntEnum):
     LOG_SOFTMAX = 50
     DROPOUT = 51
     GELU_BACKWARD = 52   # gelu's input gradient as an op: its own rules give gelu's higher derivatives
+    TANH_BACKWARD = 53      # tanh's input gradient from its output, as an op (create_graph)
+    SIGMOID_BACKWARD = 54   # sigmoid's input gradient from its output, as an op (create_graph)
     ELU = 60
     SELU = 61
     CELU = 62

@@ -204,6 +204,31 @@ _GELU_SIGMOID_K = 1.702
 _GELU_NAMES = {kind: name for name, kind in GELU_KINDS.items()}
 
 
+@register_backward(Op.TANH_BACKWARD)
+def tanh_backward_backward(c, inputs, out, attrs, saved, needs):
+    """out = grad (1 - y^2): (c (1 - y^2), -2 c grad y)."""
+    grad, y = inputs
+    ggrad = tanh_grad(c, y) if needs[0] else None
+    gy = None
+    if needs[1]:
+        gy = c * grad
+        gy *= y
+        gy *= y.dtype.type(-2)
+    return ggrad, gy
+
+
+@register_backward(Op.SIGMOID_BACKWARD)
+def sigmoid_backward_backward(c, inputs, out, attrs, saved, needs):
+    """out = grad y (1 - y): (c y (1 - y), c grad (1 - 2 y))."""
+    grad, y = inputs
+    ggrad = sigmoid_grad(c, y) if needs[0] else None
+    gy = None
+    if needs[1]:
+        gy = c * grad
+        gy *= y.dtype.type(1) - y.dtype.type(2) * y
+    return ggrad, gy
+
+
 @register_backward(Op.GELU_BACKWARD)
 def gelu_backward_backward(g, inputs, out, kind, saved, needs):
     """out = grad * gelu'(x): (g gelu'(x), g grad gelu''(x))."""
@@ -220,11 +245,11 @@ def gelu_backward_backward(g, inputs, out, kind, saved, needs):
 # The same rules in graph ops, for create_graph=True (SPEC section 9). Masks
 # at kinks (relu, leaky_relu, prelu, softplus's threshold) and dropout's mask
 # are constants, as in PyTorch's double backward; each is the array rule's.
-recorded_unary(Op.TANH, lambda G, gy, x, y, a: G.mul(gy, G.sub(1.0, G.mul(y, y))))
+recorded_unary(Op.TANH, lambda G, gy, x, y, a: G.tanh_backward(gy, y))
 recorded_unary(Op.RELU, lambda G, gy, x, y, a: G.where(~(G.value(x) <= 0), gy, 0.0))
 recorded_unary(Op.LEAKY_RELU, lambda G, gy, x, y, slope: G.where(
     G.value(x) > 0, gy, G.mul(gy, slope)))
-recorded_unary(Op.SIGMOID, lambda G, gy, x, y, a: G.mul(gy, G.mul(y, G.sub(1.0, y))))
+recorded_unary(Op.SIGMOID, lambda G, gy, x, y, a: G.sigmoid_backward(gy, y))
 recorded_unary(Op.GELU, lambda G, gy, x, y, kind: G.gelu_backward(gy, x, _GELU_NAMES[kind]))
 
 
@@ -341,6 +366,20 @@ def dropout_recorded(G, gy, xs, y, attrs, packed, needs):
         return (G.mul(gy, 0.0),)
     scale = unpack_mask(packed, G.value(y).shape) * (1.0 / (1.0 - p))
     return (G.mul(gy, scale.astype(G.dtype)),)
+
+
+@register_recorded(Op.TANH_BACKWARD)
+def tanh_backward_recorded(G, c, xs, out, attrs, saved, needs):
+    grad, y = xs
+    return (G.tanh_backward(c, y) if needs[0] else None,
+            G.mul(G.mul(c, grad), G.mul(y, -2.0)) if needs[1] else None)
+
+
+@register_recorded(Op.SIGMOID_BACKWARD)
+def sigmoid_backward_recorded(G, c, xs, out, attrs, saved, needs):
+    grad, y = xs
+    return (G.sigmoid_backward(c, y) if needs[0] else None,
+            G.mul(G.mul(c, grad), G.sub(1.0, G.mul(y, 2.0))) if needs[1] else None)
 
 
 @register_recorded(Op.GELU_BACKWARD)

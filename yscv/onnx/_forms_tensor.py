@@ -60,8 +60,9 @@ def _softplus_stable(b, x):
 
 # gelu's input gradient as an op: it is appended only by a recorded backward
 # (create_graph=True), never by a model's inference
-NO_ONNX[Op.GELU_BACKWARD] = ("a backward op, recorded only by create_graph=True; "
-                             "export the model's forward instead")
+for _op in (Op.GELU_BACKWARD, Op.TANH_BACKWARD, Op.SIGMOID_BACKWARD):
+    NO_ONNX[_op] = ("a backward op, recorded only by create_graph=True; "
+                    "export the model's forward instead")
 
 
 @onnx_form(Op.GELU, "Erf, Tanh or Sigmoid, Mul, Add")

@@ -121,6 +121,16 @@ def gelu_backward_forward(kind, grad, x):
     return act.unary_backward(grad, x, x, kind), None
 
 
+@register_forward(Op.TANH_BACKWARD)
+def tanh_backward_forward(attrs, grad, y):
+    return act.tanh_grad(grad, y), None
+
+
+@register_forward(Op.SIGMOID_BACKWARD)
+def sigmoid_backward_forward(attrs, grad, y):
+    return act.sigmoid_grad(grad, y), None
+
+
 @register_forward(Op.SILU)
 def silu_forward(attrs, x):
     return act.unary_forward(x, SILU), None
@@ -274,6 +284,28 @@ class ActivationOps:
             raise ValueError(
                 f"gelu: approximate must be 'none', 'tanh' or 'sigmoid', got {approximate!r}")
         return self._apply1(_GELU, x, kind)
+
+    def _output_backward(self, op, name, grad, y):
+        _, gv, _ = self._operand(grad, name, "grad")
+        _, yv, _ = self._operand(y, name, "y")
+        if gv.shape != yv.shape:
+            raise shape_error(name, f"grad has shape {gv.shape}, y has {yv.shape}; "
+                              "they must be equal", expected=yv.shape, got=gv.shape)
+        return self._apply(op, (grad, y), None)
+
+    def tanh_backward(self, grad, y):
+        """``grad * (1 - y**2)``: tanh's input gradient from its OUTPUT ``y``,
+        as an op of its own (PyTorch's ``tanh_backward``), on the fused
+        kernel. The recorded backward of tanh (``create_graph=True``) appends
+        it: one node where the same math in elementwise ops takes three, and
+        its own rules are short. ``grad`` and ``y`` have the same shape."""
+        return self._output_backward(Op.TANH_BACKWARD, "tanh_backward", grad, y)
+
+    def sigmoid_backward(self, grad, y):
+        """``grad * y * (1 - y)``: sigmoid's input gradient from its output
+        ``y``, as an op of its own (PyTorch's ``sigmoid_backward``); see
+        :meth:`tanh_backward`."""
+        return self._output_backward(Op.SIGMOID_BACKWARD, "sigmoid_backward", grad, y)
 
     def gelu_backward(self, grad, x, approximate="none"):
         """``grad * gelu'(x)``, the input gradient of :meth:`gelu` as an op of
