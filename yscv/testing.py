@@ -25,7 +25,7 @@ from .gradcheck import gradcheck, gradgradcheck
 from .node import Op
 
 __all__ = ["OpCase", "BadCase", "make_op_tests", "make_second_order_tests", "check_forward",
-           "check_gradcheck", "check_gradgradcheck", "check_torch_second_order",
+           "check_gradcheck", "check_gradgradcheck", "check_torch_second_order", "followed_by_square",
            "check_bad_arguments", "check_same_bits_on_threads", "gradcheck", "gradgradcheck"]
 
 
@@ -164,6 +164,17 @@ def _second_order(case: OpCase, arrays, u, vs):
     seconds = g.gradients(total, nodes) if g.requires_grad(total) else \
         tuple(np.zeros_like(a) for a in arrays)
     return [g.value(d) for d in firsts], list(seconds)
+
+
+def followed_by_square(case: OpCase) -> OpCase:
+    """The row with its op followed by a square (name ``<id>_squared``): the
+    recorded backward then meets a cotangent that depends on the inputs
+    (2 y u), so a second derivative runs through the rule's own recorded
+    graph (a linear op's is 0 alone)."""
+    return dataclasses.replace(
+        case, name=case.id + "_squared",
+        build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
+        torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
 
 
 def check_torch_second_order(case: OpCase, rtol: float = 1e-7, atol: float = 1e-9) -> None:

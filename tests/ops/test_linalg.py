@@ -1,6 +1,5 @@
 """Linear algebra: NumPy forward reference, float64 gradcheck, bad arguments,
 plus 1-D shapes, the optimised einsum path and BLAS-path gradients."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -8,7 +7,7 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
-                          make_op_tests, make_second_order_tests)
+                          followed_by_square, make_op_tests, make_second_order_tests)
 
 
 def _ein(sub):
@@ -322,17 +321,9 @@ def test_second_order_keeps_float32(case):
     check_second_order_float32(case)
 
 
-def _squared(case):
-    """The row's op followed by a square: the recorded backward meets a
-    cotangent that depends on the inputs (2 y u), so the second derivative
-    runs through the rule's own recorded graph."""
-    return dataclasses.replace(
-        case, name=case.id + "_squared",
-        build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
-        torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
 
 
-SQUARED = [_squared(c) for c in CASES if c.torch_build is not None and c.op is Op.EINSUM]
+SQUARED = [followed_by_square(c) for c in CASES if c.torch_build is not None and c.op is Op.EINSUM]
 
 
 @pytest.mark.parametrize("case", SQUARED, ids=[c.id for c in SQUARED])

@@ -1,5 +1,4 @@
 """Shape ops: NumPy forward reference, float64 gradcheck, bad arguments."""
-import dataclasses
 import itertools
 
 import numpy as np
@@ -8,7 +7,7 @@ import pytest
 import yscv
 from yscv import Op
 from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_second_order,
-                          make_op_tests, make_second_order_tests)
+                          followed_by_square, make_op_tests, make_second_order_tests)
 
 
 def _ints(*shapes):
@@ -663,17 +662,9 @@ def test_second_order_keeps_float32(case):
     check_second_order_float32(case)
 
 
-def _squared(case):
-    """The row's op followed by a square: its recorded backward then meets a
-    cotangent that depends on the inputs (2 y u), so the second derivative
-    runs through the rule's own recorded graph (a linear op's is 0 alone)."""
-    return dataclasses.replace(
-        case, name=case.id + "_squared",
-        build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
-        torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
 
 
-SQUARED = [_squared(c) for c in CASES if c.torch_build is not None]
+SQUARED = [followed_by_square(c) for c in CASES if c.torch_build is not None]
 
 
 @pytest.mark.parametrize("case", SQUARED, ids=[c.id for c in SQUARED])
