@@ -741,3 +741,44 @@ def test_deformable_conv_below_opset_19_raises(tmp_path):
     arrays = make_inputs(case, 2, np.float32)
     with pytest.raises(ExportError, match=r"deformable_conv2d \(node \d+\) needs opset >= 19"):
         export(case.build, arrays, tmp_path / "d.onnx", opset=17)
+
+
+_SPD = np.array([[2.0, 0.5, 0.1], [0.5, 1.5, 0.2], [0.1, 0.2, 1.0]])
+
+
+def _ctc(g, x):
+    lp = g.log_softmax(g.reshape(g.repeat(g.getitem(x, 0), (4, 1)), (4, 1, 3)))
+    return g.ctc_loss(lp, np.array([[1, 2]]), np.array([4]), np.array([2]))
+
+
+#: one small function per op without an ONNX form, recording that op on an
+#: input x [3, 3] (a test below checks the list covers NO_ONNX)
+NO_ONNX_BUILDS = {
+    Op.CUMPROD: lambda g, x: g.cumprod(x, 1),
+    Op.GELU_BACKWARD: lambda g, x: g.gelu_backward(g.tanh(x), x),
+    Op.TANH_BACKWARD: lambda g, x: g.tanh_backward(x, g.tanh(x)),
+    Op.SIGMOID_BACKWARD: lambda g, x: g.sigmoid_backward(x, g.sigmoid(x)),
+    Op.CONV_GRAD_INPUT: lambda g, x: g.conv_grad_input(g.reshape(x, (1, 3, 3, 1)),
+                                                       np.ones((1, 1, 2, 1)), (1, 3, 3, 2)),
+    Op.CONV_GRAD_WEIGHT: lambda g, x: g.conv_grad_weight(g.reshape(x, (1, 3, 3, 1)),
+                                                         np.ones((1, 3, 3, 1)), (1, 1, 1, 1)),
+    Op.INV: lambda g, x: g.inv(x + _SPD),
+    Op.SOLVE: lambda g, x: g.solve(x + _SPD, x),
+    Op.CHOLESKY: lambda g, x: g.cholesky(g.matmul(x, g.transpose(x)) + _SPD),
+    Op.EIGH: lambda g, x: g.eigh(x + g.transpose(x))[0],
+    Op.CTC_LOSS: _ctc,
+}
+
+
+def test_no_onnx_list_is_covered_by_error_tests():
+    assert sorted(op.name for op in NO_ONNX) == sorted(op.name for op in NO_ONNX_BUILDS)
+
+
+@pytest.mark.parametrize("op", list(NO_ONNX_BUILDS), ids=[op.name.lower() for op in NO_ONNX_BUILDS])
+def test_an_op_without_onnx_form_raises_naming_it_and_writes_nothing(op, tmp_path):
+    x = np.random.default_rng(0).uniform(0.1, 0.9, (3, 3)).astype(np.float32)
+    path = tmp_path / "none.onnx"
+    with pytest.raises(ExportError, match=rf"{op.name.lower()} \(node \d+\) has no ONNX form") as info:
+        export(NO_ONNX_BUILDS[op], x, path)
+    assert info.value.op == op.name.lower()
+    assert not path.exists()
