@@ -347,8 +347,10 @@ class LinalgOps:
             if len(set(perm)) != ndim:
                 raise ValueError(f"transpose: axes={tuple(axes)} is not a permutation "
                                  f"(an axis is repeated)")
-        inverse = tuple(int(k) for k in np.argsort(perm))
-        return self._apply1(_TRANSPOSE, x, TransposeAttrs(perm, inverse))
+        inverse = [0] * ndim   # in Python: np.argsort on a tiny tuple costs ~20 us
+        for k, p in enumerate(perm):
+            inverse[p] = k
+        return self._apply1(_TRANSPOSE, x, TransposeAttrs(perm, tuple(inverse)))
 
     def transpose_2d(self, x):
         """Seed alias: the transpose of a 2-d input."""
