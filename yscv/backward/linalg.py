@@ -59,6 +59,26 @@ def _matmul_backward_general(g, a, b, needs):
 unary(Op.TRANSPOSE, lambda g, x, y, a: np.transpose(g, a.inverse))
 
 
+def _einsum_operand_plan(spec, k: int, shape: tuple):
+    """Operand k's index bookkeeping, shared by the array and recorded rules:
+    ``(own, unique, kept, terms)``: its size per distinct index, those indices
+    in order, the ones the gradient einsum produces (they occur elsewhere at
+    the full size), and the einsum's input terms (the output's, then the
+    other operands')."""
+    labels = spec.inputs[k]
+    own: dict = {}
+    for c, n in zip(labels, shape):
+        own.setdefault(c, n)
+    unique = "".join(own)
+    avail = set(spec.output)
+    for j, lab in enumerate(spec.inputs):
+        if j != k:
+            avail.update(lab)
+    kept = "".join(c for c in unique if c in avail and own[c] == spec.sizes[c])
+    terms = [spec.output] + [lab for j, lab in enumerate(spec.inputs) if j != k]
+    return own, unique, kept, terms
+
+
 @register_backward(Op.EINSUM)
 def einsum_backward(g, inputs, out, spec, saved, needs):
     return tuple(_einsum_operand_grad(g, inputs, spec, k) if needs[k] else None
@@ -75,17 +95,8 @@ def _einsum_operand_grad(g, inputs, spec, k):
     """
     labels = spec.inputs[k]
     shape = inputs[k].shape
-    own: dict = {}
-    for c, n in zip(labels, shape):
-        own.setdefault(c, n)
-    unique = "".join(own)
-    avail = set(spec.output)
-    for j, lab in enumerate(spec.inputs):
-        if j != k:
-            avail.update(lab)
     sizes = spec.sizes
-    kept = "".join(c for c in unique if c in avail and own[c] == sizes[c])
-    terms = [spec.output] + [lab for j, lab in enumerate(spec.inputs) if j != k]
+    own, unique, kept, terms = _einsum_operand_plan(spec, k, shape)
     others = [x for j, x in enumerate(inputs) if j != k]
     r = np.asarray(einsum(",".join(terms) + "->" + kept, sizes, g, *others))
     ushape = tuple(own[c] for c in unique)
@@ -235,16 +246,7 @@ def _einsum_operand_grad_recorded(G, gy, xs, spec, k):
     (diagonals) a scatter_add into zeros at the flat positions they name."""
     labels = spec.inputs[k]
     shape = xs[k].shape
-    own: dict = {}
-    for c, n in zip(labels, shape):
-        own.setdefault(c, n)
-    unique = "".join(own)
-    avail = set(spec.output)
-    for j, lab in enumerate(spec.inputs):
-        if j != k:
-            avail.update(lab)
-    kept = "".join(c for c in unique if c in avail and own[c] == spec.sizes[c])
-    terms = [spec.output] + [lab for j, lab in enumerate(spec.inputs) if j != k]
+    own, unique, kept, terms = _einsum_operand_plan(spec, k, shape)
     others = [x for j, x in enumerate(xs) if j != k]
     r = G.einsum(",".join(terms) + "->" + kept, gy, *others)
     ushape = tuple(own[c] for c in unique)
