@@ -43,6 +43,17 @@ def _compact(t: tuple):
     return t[0] if len(set(t)) == 1 else t
 
 
+def _init_channels(m, name: str, in_channels, out_channels, groups) -> None:
+    """``m.in_channels``, ``out_channels`` and ``groups``, checked (groups
+    divide both counts)."""
+    m.in_channels = _count(in_channels, name, "in_channels")
+    m.out_channels = _count(out_channels, name, "out_channels")
+    m.groups = _count(groups, name, "groups")
+    if m.in_channels % m.groups or m.out_channels % m.groups:
+        raise ValueError(f"{name}: groups={m.groups} must divide in_channels="
+                         f"{m.in_channels} and out_channels={m.out_channels}")
+
+
 def _init_window(self, layer: str, nd: int, kernel_size, stride, padding,
                  last: str, last_value, last_min: int) -> None:
     """Sets ``kernel_size``, ``stride``, ``padding`` and ``last`` (``dilation`` or
@@ -68,12 +79,7 @@ class _ConvNd(Module):
         super().__init__()
         name = type(self).__name__
         nd = self._nd
-        self.in_channels = _count(in_channels, name, "in_channels")
-        self.out_channels = _count(out_channels, name, "out_channels")
-        self.groups = _count(groups, name, "groups")
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError(f"{name}: groups={self.groups} must divide in_channels="
-                             f"{self.in_channels} and out_channels={self.out_channels}")
+        _init_channels(self, name, in_channels, out_channels, groups)
         _init_window(self, name, nd, kernel_size, stride, padding, "dilation", dilation, 1)
         cin_g = self.in_channels // self.groups
         self.weight = Parameter(np.zeros(self.kernel_size + (cin_g, self.out_channels)), dtype)
@@ -205,12 +211,7 @@ class _ConvTransposeNd(Module):
         if padding_mode != "zeros":
             raise ValueError(f"{name}: padding_mode={padding_mode!r} is not supported "
                              "(only 'zeros', as PyTorch's transposed convolutions)")
-        self.in_channels = _count(in_channels, name, "in_channels")
-        self.out_channels = _count(out_channels, name, "out_channels")
-        self.groups = _count(groups, name, "groups")
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError(f"{name}: groups={self.groups} must divide in_channels="
-                             f"{self.in_channels} and out_channels={self.out_channels}")
+        _init_channels(self, name, in_channels, out_channels, groups)
         _init_window(self, name, self._nd, kernel_size, stride, padding,
                      "output_padding", output_padding, 0)
         self.dilation = _ints(dilation, self._nd, name, "dilation", 1)
