@@ -25,7 +25,7 @@ from .gradcheck import gradcheck, gradgradcheck
 from .graph import Graph
 from .node import NodeId, Op
 from .random import manual_seed
-from .runtime import get_num_threads, set_flush_denormal, set_num_threads
+from .runtime import get_gemm, get_num_threads, set_flush_denormal, set_gemm, set_num_threads
 
 __version__ = "0.1.0"
 
@@ -55,6 +55,8 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "set_flush_denormal",
+    "set_gemm",
+    "get_gemm",
     "runtime",
     *_errors.__all__,
     "__version__",

@@ -8,7 +8,7 @@ setting              environment             API
 ===================  ======================  =====================================
 threads              ``YSCV_NUM_THREADS``    :func:`set_num_threads`,
                                              :func:`get_num_threads`
-GEMM policy          ``YSCV_GEMM`` (0 / 1)   :func:`set_gemm`, :func:`get_gemm`
+GEMM policy          ``YSCV_GEMM``           :func:`set_gemm`, :func:`get_gemm`
 allocator tuning     ``YSCV_MALLOC_TUNING``  :func:`malloc_tuning`,
                                              :func:`tune_malloc_once`
 denormals (FTZ/DAZ)  --                      :func:`set_flush_denormal`,
@@ -34,10 +34,12 @@ call makes a process single-threaded (what ``mpiexec`` ranks want).
 :func:`hold_one_blas_thread` puts OpenBLAS alone on one thread for a while
 (the fit loop does for models with convolutions; docs/training.md, "Threads").
 
-GEMM policy: ``"auto"`` (the default) and ``"blas"`` compute matmuls with
-NumPy's BLAS; ``"tiles"`` runs large float32 products on yscv's
-register-blocked tiles (measured slower than a user's OpenBLAS on the MLP
-and transformer shapes: docs/ops/linalg.md).
+GEMM policy (``YSCV_GEMM``: a policy name, or ``0`` for ``"blas"`` and
+``1`` for ``"tiles"``): ``"auto"`` (the default) computes each 2-d product
+the fastest way among those with NumPy's BLAS's bits, measured once per
+shape class on this machine (yscv/compute/gemm_choice.py); ``"fastest"``
+measures yscv's register-blocked tiles and other roundings too; ``"tiles"``
+and ``"blas"`` fix the choice without measuring (see :func:`set_gemm`).
 
 Allocator: glibc returns freed blocks above its mmap threshold to the OS, so
 a step that allocates fresh activation arrays page-faults them in again
@@ -62,9 +64,9 @@ _ENV = {k: os.environ.get(k, "").strip() for k in (
     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
     "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
     "MPI_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_SIZE",
-    "XDG_CACHE_HOME", "HOME")}
+    "XDG_CACHE_HOME", "HOME", "NUMBA_CACHE_DIR")}
 
-_GEMM_POLICIES = ("auto", "tiles", "blas")
+_GEMM_POLICIES = ("auto", "fastest", "tiles", "blas")
 _lock = threading.Lock()
 _single_depth = 0          # hold_single_threaded_kernels(True) calls not yet undone
 _blas_depth = 0            # holds of OpenBLAS at one thread not yet undone (both kinds)
@@ -202,19 +204,43 @@ def set_num_threads(n: int, blas: bool = True) -> None:
 
 
 def get_gemm() -> str:
-    """The GEMM policy: "auto", "tiles" or "blas" (see the module docstring)."""
+    """The GEMM policy: "auto", "fastest", "tiles" or "blas" (see the module
+    docstring)."""
     return _gemm
 
 
 def set_gemm(policy: str) -> None:
-    """Set the GEMM policy: "auto", "tiles" or "blas"."""
+    """Set the GEMM policy for 2-d matrix products (matmul and its
+    gradients):
+
+    * ``"auto"`` (default): per shape class, the fastest of the ways that
+      give the same bits as NumPy's BLAS, measured once on this machine and
+      cached beside the kernel cache (yscv/compute/gemm_choice.py);
+    * ``"fastest"``: the same measurement over every way, yscv's GEMM tiles
+      included, which may round differently (last bits);
+    * ``"tiles"``: yscv's tiles for float32 products of at least 2^18
+      multiply-adds, unmeasured;
+    * ``"blas"``: NumPy's BLAS by a fixed rule, unmeasured.
+    """
     global _gemm
     if policy not in _GEMM_POLICIES:
         raise ValueError(f"set_gemm: policy must be one of {_GEMM_POLICIES}, got {policy!r}")
     _gemm = policy
 
 
-_gemm = {"0": "blas", "1": "tiles"}.get(_ENV["YSCV_GEMM"], "auto")
+def _gemm_from_env() -> str:
+    raw = _ENV["YSCV_GEMM"]
+    policy = {"0": "blas", "1": "tiles", "": "auto"}.get(raw, raw)
+    if policy in _GEMM_POLICIES:
+        return policy
+    import warnings
+
+    warnings.warn(f"YSCV_GEMM={raw!r} is not a GEMM policy {_GEMM_POLICIES} (or 0 / 1); "
+                  "ignored", RuntimeWarning, stacklevel=3)
+    return "auto"
+
+
+_gemm = _gemm_from_env()
 
 # ------------------------------------------------------------------ allocator
 _malloc_enabled = _ENV["YSCV_MALLOC_TUNING"] != "0"

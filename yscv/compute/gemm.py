@@ -1,27 +1,34 @@
-"""2-D float32 matrix products: NumPy's BLAS, or yscv's GEMM tiles on request.
+"""2-D matrix products: NumPy's BLAS chosen by measurement, or yscv's GEMM tiles.
 
-:func:`dot` (and :func:`matmul_into`, :func:`matmul_tn_add`) compute a
-product with ``np.dot`` (NumPy's OpenBLAS) under the default GEMM policy
-``"auto"``. With ``yscv.runtime.set_gemm("tiles")`` (or ``YSCV_GEMM=1``)
-they use yscv's register-blocked tiles (yscv/kernels/gemm.py, the kernels
-the recurrent ops run inside their sequence loops), split over the cores as
-a region (yscv/compute/regions.py), when:
+:func:`dot` computes ``a @ b`` for the matmul op and its gradients. Products
+below :data:`BLAS_THREADED` multiply-adds (the per-node path of small layers)
+go straight to ``np.dot`` after one size test. Larger ones follow the GEMM
+policy (:func:`yscv.runtime.set_gemm`):
 
-* the operands are float32, each C-contiguous or the transpose of a
-  C-contiguous array (``x.T @ g`` and ``g @ w.T`` of a backward);
-* the product has at least :data:`MIN_WORK` multiply-adds. Results
-  narrower than :data:`PAD_COLS` columns are computed on a zero-padded
-  ``b`` and sliced.
+* ``"auto"`` (default) and ``"fastest"``: the way chosen for the product's
+  shape class by measurement on this machine (yscv/compute/gemm_choice.py:
+  NumPy's BLAS on the operands as they are, or with a transposed operand
+  copied to C order first, on the BLAS's threads or one; ``"fastest"``
+  adds the tiles and roundings other than BLAS's);
+* ``"blas"``: ``np.dot``, by the fixed thread rule below;
+* ``"tiles"``: yscv's register-blocked tiles (yscv/kernels/gemm.py, the
+  kernels the recurrent ops run inside their sequence loops), split over
+  the cores as a region (yscv/compute/regions.py), for float32 operands,
+  each C-contiguous or the transpose of a C-contiguous array (``x.T @ g``
+  and ``g @ w.T`` of a backward), from :data:`MIN_WORK` multiply-adds.
+  Results narrower than :data:`PAD_COLS` columns are computed on a
+  zero-padded ``b`` and sliced (:func:`tiles_dot`).
 
-Products below :data:`BLAS_THREADED` multiply-adds (the per-node path of
-small layers) go straight to ``np.dot``, after one size test.
+The thread rule: products of :data:`BLAS_THREADED` up to :data:`SMALL_WORK`
+multiply-adds run on one OpenBLAS thread (see :data:`SMALL_WORK`); "auto"
+keeps it and measures only the layout.
 
-Why BLAS by default: measured with the BLAS a user has (OpenBLAS choosing
-its own kernels, docs/ops/linalg.md), the tiles lose on the MLP and
-transformer shapes and at 1024^3; they won only against OpenBLAS forced onto
-its AVX2 kernels. Tile results differ from ``np.dot``'s in the last bits
-(another summation order, fused multiply-adds); every element is summed by
-one thread in a fixed order, so they are the same bits with one thread or two.
+Tile results differ from ``np.dot``'s in the last bits (another summation
+order, fused multiply-adds); every element is summed by one thread in a
+fixed order, so they are the same bits with one thread or two. Measured
+with the BLAS a user has (docs/ops/linalg.md), the tiles lose to OpenBLAS
+on the MLP and transformer shapes; they won only against OpenBLAS forced
+onto its AVX2 kernels.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import numpy as np
 
 from .. import runtime
 from ..kernels import lazy
+from . import gemm_choice
 from . import regions as par
 from .arrays import readonly
 
@@ -51,6 +59,8 @@ BLAS_THREADED = 1 << 18
 #: convolutions ~0.4 ms per step that way; docs/ops/conv.md). Smaller
 #: products never wake a worker and skip the switch (the per-node path).
 SMALL_WORK = 1 << 21
+#: dtypes whose products are chosen by measurement (gemm_choice)
+_MEASURED = (np.dtype(np.float32), np.dtype(np.float64))
 
 def tiles_enabled() -> bool:
     """Whether :func:`dot` may use the tiles: only under the "tiles" policy
@@ -86,6 +96,21 @@ def _tiles_for(M: int, K: int, N: int, *arrays) -> bool:
             and all(x.dtype == np.float32 for x in arrays))
 
 
+def _tiles_into(a: np.ndarray, bm: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ bm`` on the tiles, row blocks over the cores (a, bm,
+    out C-contiguous float32)."""
+    ar = readonly(a)
+    bounds = _row_bounds(a.shape[0])
+    par.run_region(lambda st: KG.matmul_region(ar, bm, out, bounds, st), len(bounds) - 1)
+
+
+def _tiles_tn_add(x: np.ndarray, gm: np.ndarray, out: np.ndarray) -> None:
+    """``out += x[:, :M].T @ gm`` on the tiles (x, gm, out C-contiguous float32)."""
+    xr = readonly(x)
+    bounds = _row_bounds(out.shape[0])
+    par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
+
+
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``out[...] = a @ b`` for 2-d ``a[M, K]`` (C-contiguous), ``b[K, N]``
     (C-contiguous or the transpose of one) and a C-contiguous ``out[M, N]``
@@ -100,9 +125,7 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if bm is None:
         np.matmul(a, b, out=out)
         return
-    ar = readonly(a)
-    bounds = _row_bounds(M)
-    par.run_region(lambda st: KG.matmul_region(ar, bm, out, bounds, st), len(bounds) - 1)
+    _tiles_into(a, bm, out)
 
 
 def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
@@ -118,9 +141,7 @@ def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
     if gm is None:
         out += np.dot(x[:, :M].T, g)
         return
-    xr = readonly(x)
-    bounds = _row_bounds(M)
-    par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
+    _tiles_tn_add(x, gm, out)
 
 
 def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -135,6 +156,33 @@ def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         runtime.set_blas_threads(n)
 
 
+def tiles_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` on yscv's tiles for float32 operands, each C-contiguous or
+    the transpose of a C-contiguous array (``np.dot`` otherwise); results
+    narrower than :data:`PAD_COLS` columns via a zero-padded ``b``."""
+    M, K = a.shape
+    N = b.shape[1]
+    if not (a.dtype == np.float32 and b.dtype == np.float32) or M * K * N == 0:
+        return np.dot(a, b)
+    if N < PAD_COLS:                   # a narrow result: pad b to one vector of columns
+        bp = np.zeros((K, PAD_COLS), dtype=np.float32)
+        bp[:, :N] = b
+        return tiles_dot(a, bp)[:, :N].copy()
+    if a.flags.c_contiguous:
+        bm = _c_operand(b)
+        if bm is not None:
+            c = np.empty((M, N), dtype=np.float32)
+            _tiles_into(a, bm, c)
+            return c
+    elif a.T.flags.c_contiguous:       # a = x.T: the weight-gradient form x.T @ g
+        gm = _c_operand(b)
+        if gm is not None:
+            c = np.zeros((M, N), dtype=np.float32)
+            _tiles_tn_add(a.T, gm, c)
+            return c
+    return np.dot(a, b)
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
     if not (a.ndim == 2 and b.ndim == 2):
@@ -144,20 +192,13 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     work = M * K * N
     if work < BLAS_THREADED and work < MIN_WORK:  # small: np.dot, the per-node path
         return np.dot(a, b)
-    if not _tiles_for(M, K, N, a, b):   # the policy is tested first (cheap)
-        if BLAS_THREADED <= M * N * K < SMALL_WORK:
-            return _small_dot(a, b)
-        return np.dot(a, b)
-    if N < PAD_COLS:                   # a narrow result: pad b to one vector of columns
-        bp = np.zeros((K, PAD_COLS), dtype=np.float32)
-        bp[:, :N] = b
-        return dot(a, bp)[:, :N].copy()
-    if a.flags.c_contiguous:
-        c = np.empty((M, N), dtype=np.float32)
-        matmul_into(a, b, c)
-        return c
-    if a.T.flags.c_contiguous:        # a = x.T: the weight-gradient form x.T @ g
-        c = np.zeros((M, N), dtype=np.float32)
-        matmul_tn_add(a.T, b, c)
-        return c
+    policy = runtime.get_gemm()
+    if policy == "tiles":
+        if _tiles_for(M, K, N, a, b):
+            return tiles_dot(a, b)
+    elif (policy != "blas" and work >= BLAS_THREADED and a.dtype == b.dtype
+          and a.dtype in _MEASURED):
+        return gemm_choice.choose(a, b, work < SMALL_WORK)(a, b)
+    if BLAS_THREADED <= work < SMALL_WORK:
+        return _small_dot(a, b)
     return np.dot(a, b)
