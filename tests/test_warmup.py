@@ -164,3 +164,31 @@ def test_warmup_compiles_the_convolutions_of_a_64_channel_model(tmp_path):
     out = _after_cnn_warmup(_CONV64, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "yscv.kernels.conv_winograd.winograd_region'" in out.stdout
+
+
+def test_gemm_shapes_are_measured_into_the_choices_file(tmp_path):
+    """``--gemm MxKxN`` measures the product's shape classes (with its two
+    gradient products) into the choices file; a program with those products
+    then measures nothing."""
+    import json
+
+    from yscv.compute import gemm_choice
+
+    out = _run(None, tmp_path, "-m", "yscv.warmup", "--only", "mlp", "--gemm", "128x512x512",
+               "128x10x512")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "GEMM choices measured for" in out.stdout
+    data = json.loads((tmp_path / gemm_choice.FILENAME).read_text())
+    (section,) = data["machines"].values()
+    assert any(k.startswith("fnt 7,9,9 ") for k in section)      # g @ w.T of 128x512x512
+    program = ("import numpy as np, yscv; from yscv.compute import gemm_choice\n"
+               "g = yscv.Graph(np.float32)\n"
+               "x = g.constant(np.ones((128, 512), np.float32))\n"
+               "w = g.variable(np.ones((512, 512), np.float32))\n"
+               "g.backward(g.sum(g.matmul(x, w)))\n"
+               "print('measured', gemm_choice.calibration_stats()[0])\n")
+    out = _run(program, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "0"
+    with pytest.raises(ValueError, match="MxKxN.*'12x4'"):
+        warmup.warmup(["mlp"], gemm=["12x4"])

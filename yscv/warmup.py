@@ -3,6 +3,7 @@
     python -m yscv.warmup                          # float32: cnn, mlp, rnn, transformer
     python -m yscv.warmup --dtype float32 float64  # both dtypes
     python -m yscv.warmup --only cnn rnn           # some categories
+    python -m yscv.warmup --gemm 128x784x512       # also measure these products' GEMM choice
 
 yscv compiles each Numba kernel on its first call and caches it on disk
 (docs/engine.md, "Compiled kernels on disk"), so a user's first program
@@ -22,6 +23,11 @@ images), ``mlp`` (Linear, GELU, Tanh,
 Sigmoid, dropout; cross-entropy and MSE; SGD with momentum, AdamW-style
 weight decay), ``rnn`` (LSTM, GRU, RNN; Adam), ``transformer`` (Embedding,
 LayerNorm, MultiHeadAttention with a causal mask, GELU; Adam).
+
+The GEMM choice of each shape class of matrix products is measured on first
+use and cached beside the kernels (yscv/compute/gemm_choice.py); the
+programs above measure theirs, ``--gemm MxKxN ...`` measures a model's own
+products (each with its two gradient products) up front.
 """
 from __future__ import annotations
 
@@ -182,11 +188,46 @@ def _large_cross_entropy(dtype) -> None:
     g.backward(g.cross_entropy(x, np.arange(512) % 10))
 
 
-def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
+def _gemm_shapes(shapes, kinds) -> int:
+    """Measure the GEMM choice (yscv/compute/gemm_choice.py) of each product
+    ``[M, K] @ [K, N]`` in ``shapes`` and of its two gradient products
+    (``g @ b.T`` and ``a.T @ g``), for each dtype; returns how many shape
+    classes were measured (those already in the choices file are not)."""
+    from .compute import gemm, gemm_choice
+
+    before = gemm_choice.calibration_stats()[0]
+    for dt in kinds:
+        for M, K, N in shapes:
+            a = np.ones((M, K), dtype=dt)
+            b = np.ones((K, N), dtype=dt)
+            g = np.ones((M, N), dtype=dt)
+            gemm.dot(a, b)
+            gemm.dot(g, b.T)      # the input gradient
+            gemm.dot(a.T, g)      # the weight gradient
+    return gemm_choice.calibration_stats()[0] - before
+
+
+def parse_gemm_shape(text: str) -> tuple:
+    """``"128x784x512"`` -> ``(128, 784, 512)`` (M, K, N of ``[M, K] @ [K, N]``)."""
+    parts = text.lower().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if len(dims) != 3 or min(dims) < 1:
+        raise ValueError(f"warmup: a GEMM shape is MxKxN with three positive integers, "
+                         f"got {text!r}")
+    return dims
+
+
+def warmup(categories=None, dtypes=("float32",), verbose: bool = False, gemm=()) -> dict:
     """Compile (or load from the cache) the kernels of ``categories`` (names
-    of :data:`CATEGORIES`, default all) for each of ``dtypes``; returns the
-    seconds each ``(category, dtype)`` took."""
+    of :data:`CATEGORIES`, default all) for each of ``dtypes``, and measure
+    the GEMM choice of the products ``gemm`` (``(M, K, N)`` tuples, with
+    their gradient products); returns the seconds each ``(category, dtype)``
+    took (and ``("gemm", "")``)."""
     categories = list(CATEGORIES) if categories is None else list(categories)
+    gemm = [parse_gemm_shape(s) if isinstance(s, str) else tuple(s) for s in gemm]
     for c in categories:
         if c not in CATEGORIES:
             raise ValueError(f"warmup: unknown category {c!r}; choose from {list(CATEGORIES)}")
@@ -212,6 +253,13 @@ def warmup(categories=None, dtypes=("float32",), verbose: bool = False) -> dict:
             if verbose:
                 print(f"yscv.warmup: {c:12s} {np.dtype(dt).name:8s} "
                       f"{seconds[c, np.dtype(dt).name]:6.2f} s", flush=True)
+    if gemm:
+        t0 = time.perf_counter()
+        measured = _gemm_shapes(gemm, kinds)
+        seconds["gemm", ""] = time.perf_counter() - t0
+        if verbose:
+            print(f"yscv.warmup: GEMM choices measured for {measured} shape classes "
+                  f"{seconds['gemm', '']:6.2f} s", flush=True)
     return seconds
 
 
@@ -222,10 +270,13 @@ def main(argv=None) -> None:
                     help="float32 (default) and/or float64")
     ap.add_argument("--only", nargs="+", default=None, metavar="CATEGORY",
                     help=f"some of {', '.join(CATEGORIES)} (default: all)")
+    ap.add_argument("--gemm", nargs="+", default=(), metavar="MxKxN",
+                    help="also measure the GEMM choice of these products [M, K] @ [K, N] "
+                         "and their gradient products (e.g. 128x784x512)")
     ap.add_argument("--quiet", action="store_true", help="print nothing")
     args = ap.parse_args(argv)
     try:
-        seconds = warmup(args.only, args.dtype, verbose=not args.quiet)
+        seconds = warmup(args.only, args.dtype, verbose=not args.quiet, gemm=args.gemm)
     except ValueError as e:
         ap.error(str(e))
     if not args.quiet:
