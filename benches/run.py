@@ -131,7 +131,8 @@ def table_row(topic: str, name: str, reference: str, one_process, separate, targ
               date: str) -> str:
     """One row of a family table; ``|`` in a name is escaped."""
     cells = [f"`{topic}`", name, reference, ratio_cell(one_process),
-             f"**{ratio_cell(separate)}**" if separate else "-", target_cell(target, separate), date]
+             f"**{ratio_cell(separate)}**" if separate else "-",
+             target_cell(target, separate), date]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 

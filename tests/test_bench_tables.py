@@ -17,8 +17,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "benchmarks.md"
 FAMILY_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
-HEADER = {"machine": "Test CPU [avx2], 2 cores; NumPy 2.4", "reference": "PyTorch 2.13.0, 2 threads",
-          "date": "2026-12-01", "command": "`python benches/run.py chain --separate --write-docs`"}
+HEADER = {"machine": "Test CPU [avx2], 2 cores; NumPy 2.4",
+          "reference": "PyTorch 2.13.0, 2 threads", "date": "2026-12-01", "command": "`python benches/run.py chain --separate --write-docs`"}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,8 @@ def run():
     """benches/run.py as a module (it puts benches/ on sys.path to import
     its neighbours; the path is restored afterwards)."""
     saved_path, had_common = list(sys.path), "common" in sys.modules
-    spec = importlib.util.spec_from_file_location("bench_run_under_test", ROOT / "benches" / "run.py")
+    spec = importlib.util.spec_from_file_location("bench_run_under_test",
+                                                  ROOT / "benches" / "run.py")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -92,7 +93,8 @@ def test_rows_of_the_topics_run_are_replaced_the_rest_kept(run, tmp_path):
                          "2026-12-01"),
            run.table_row("ctc", "ctc_loss fwd+bwd T=50 N=8 C=20 S=12", "PyTorch", 0.8, 0.9, None,
                          "2026-12-01")]
-    after = run.write_family_table(before, "amd-epyc-avx512", "unused", HEADER, ["chain", "ctc"], new)
+    after = run.write_family_table(before, "amd-epyc-avx512", "unused", HEADER,
+                                   ["chain", "ctc"], new)
     page.write_text(after, encoding="utf-8")
 
     rows = run.block_rows(blocks_of(run, after)["amd-epyc-avx512"])
@@ -107,7 +109,8 @@ def test_rows_of_the_topics_run_are_replaced_the_rest_kept(run, tmp_path):
     assert blocks_of(run, after)["intel-xeon-avx512"] == blocks_of(run, before)["intel-xeon-avx512"]
     assert outside(run, after, "amd-epyc-avx512") == outside(run, before, "amd-epyc-avx512")
     # idempotent
-    again = run.write_family_table(after, "amd-epyc-avx512", "unused", HEADER, ["chain", "ctc"], new)
+    again = run.write_family_table(after, "amd-epyc-avx512", "unused", HEADER,
+                                   ["chain", "ctc"], new)
     assert again == after
     # a topic run with no rows left drops its old rows
     fewer = run.write_family_table(after, "amd-epyc-avx512", "unused", HEADER, ["ctc"], [])
@@ -173,7 +176,8 @@ def test_write_docs_writes_this_machine_family_without_paths(run, tmp_path):
                                   target=0.5)
     torch = types.SimpleNamespace(__version__="2.13.0", get_num_threads=lambda: 2)
     args = argparse.Namespace(topics=["chain"], quick=True)
-    family = run.write_docs(page, args, torch, ["chain"], [("chain", bench, 0.01, 1e-3, 2e-3, 0.5, 0.45)])
+    rows = [("chain", bench, 0.01, 1e-3, 2e-3, 0.5, 0.45)]  # main's tuples
+    family = run.write_docs(page, args, torch, ["chain"], rows)
     assert family == yscv.runtime.machine_family()
     block = "\n".join(blocks_of(run, page.read_text(encoding="utf-8"))[family])
     assert f"| machine | {yscv.runtime.machine_line()}; python " in block
