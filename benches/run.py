@@ -5,6 +5,7 @@
     python benches/run.py --quick         # fewer rounds
     python benches/run.py --separate lstm # also time each side in its own process
     python benches/run.py --threads       # yscv alone: default threads vs one thread
+    python benches/run.py mlp --separate --write-docs   # and rewrite this machine's docs rows
 
 Ratios are yscv time / reference time (PyTorch CPU when installed): lower is
 better, <= 1.0 means yscv is at least as fast. Absolute times are printed for
@@ -22,18 +23,29 @@ printed.
 than one: every yscv step alone in fresh interpreters, with the default
 threads and after ``yscv.set_num_threads(1)`` (which also puts OpenBLAS on one
 thread), three alternating pairs, medians.
+
+``--write-docs [PATH]`` (with ``--separate``; PATH defaults to
+docs/benchmarks.md) rewrites this machine family's table in that page: the
+block between ``<!-- bench-table: FAMILY begin -->`` and ``... end -->``,
+FAMILY being ``yscv.runtime.machine_family()`` (e.g. ``amd-epyc-avx512``).
+The rows of the topics run replace that topic's rows; the rows of the other
+topics are kept with their dates; other families' blocks are not touched. A
+family without a block gets a new section after the last one.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
+DOCS_PAGE = HERE.parent / "docs" / "benchmarks.md"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
@@ -95,6 +107,188 @@ def load_torch():
     return torch
 
 
+# ------------------------------------------------- the docs page's tables
+ROW_HEADER = "| topic | benchmark | reference | one process | **separate** | target | date |"
+ROW_RULE = "|---|---|---|---:|---:|---|---|"
+_BLOCK = re.compile(r"^<!-- bench-table: (?P<family>[a-z0-9-]+) (?P<edge>begin|end) -->$")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+def ratio_cell(ratio) -> str:
+    return f"{ratio:.2f}x" if ratio else "-"
+
+
+def target_cell(target, separate) -> str:
+    """``<= 1.00x (met)``: the bench's declared target against the separate
+    processes' ratio (no verdict without one; empty without a target)."""
+    if not target:
+        return ""
+    verdict = "" if not separate else (" (met)" if separate <= target else " (not met)")
+    return f"<= {target:.2f}x{verdict}"
+
+
+def table_row(topic: str, name: str, reference: str, one_process, separate, target,
+              date: str) -> str:
+    """One row of a family table; ``|`` in a name is escaped."""
+    cells = [f"`{topic}`", name, reference, ratio_cell(one_process),
+             f"**{ratio_cell(separate)}**" if separate else "-",
+             target_cell(target, separate), date]
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def row_topic(row: str) -> str:
+    """The topic (first cell, without its backticks) of a table row."""
+    cells = _CELL_SPLIT.split(row.strip())
+    if len(cells) < 3:
+        raise ValueError(f"write_family_table: not a table row: {row!r}")
+    return cells[1].strip().strip("`")
+
+
+def family_block(family: str, header: dict, rows: list) -> list:
+    """The lines of a generated block: its markers, a two-column table of
+    ``header`` (machine, reference, date, command), the rows' table."""
+    lines = [f"<!-- bench-table: {family} begin -->", "", "| | |", "|---|---|"]
+    lines += [f"| {key} | {str(val).replace('|', chr(92) + '|')} |" for key, val in header.items()]
+    lines += ["", ROW_HEADER, ROW_RULE, *rows, "", f"<!-- bench-table: {family} end -->"]
+    return lines
+
+
+def find_blocks(lines: list, where: str = "the page") -> dict:
+    """``family -> (begin index, end index)`` of the page's generated blocks;
+    ValueError for a marker without its pair or a family twice."""
+    blocks, open_family, start = {}, None, 0
+    for i, line in enumerate(lines):
+        m = _BLOCK.match(line.strip())
+        if not m:
+            continue
+        family, edge = m["family"], m["edge"]
+        if edge == "begin":
+            if open_family is not None:
+                raise ValueError(f"write_family_table: {where}: block {open_family!r} has no end "
+                                 f"before {family!r} begins (line {i + 1})")
+            if family in blocks:
+                raise ValueError(f"write_family_table: {where}: two blocks for {family!r}")
+            open_family, start = family, i
+        else:
+            if open_family != family:
+                raise ValueError(f"write_family_table: {where}: end of {family!r} without its "
+                                 f"begin (line {i + 1})")
+            blocks[family], open_family = (start, i), None
+    if open_family is not None:
+        raise ValueError(f"write_family_table: {where}: block {open_family!r} has no end")
+    return blocks
+
+
+def block_rows(lines: list) -> list:
+    """The row lines of a block's rows table (the lines after ROW_HEADER
+    and ROW_RULE that start with ``|``)."""
+    try:
+        start = [line.strip() for line in lines].index(ROW_HEADER) + 2
+    except ValueError:
+        return []
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.rstrip())
+    return rows
+
+
+def write_family_table(text: str, family: str, title: str, header: dict, topics, rows: list,
+                       where: str = "the page") -> str:
+    """``text`` with ``family``'s block rewritten: ``header`` on top, the
+    block's rows of topics not in ``topics`` kept, those of ``topics``
+    replaced by ``rows`` (lines from :func:`table_row`), sorted by topic
+    (stable: a topic's rows keep their order). Other text is unchanged. A
+    family without a block gets a section ``## title`` with one after the
+    last block's section (before the next ``## `` heading), or at the end."""
+    if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", family):
+        raise ValueError(f"write_family_table: bad family name {family!r}")
+    topics = set(topics)
+    stray = sorted({row_topic(r) for r in rows} - topics)
+    if stray:
+        raise ValueError(f"write_family_table: rows of topics not run: {stray}")
+    lines = text.split("\n")
+    blocks = find_blocks(lines, where)
+    if family in blocks:
+        begin, end = blocks[family]
+        kept = [r for r in block_rows(lines[begin:end]) if row_topic(r) not in topics]
+    else:
+        kept = []
+    merged = sorted(kept + list(rows), key=row_topic)
+    block = family_block(family, header, merged)
+    if family in blocks:
+        return "\n".join(lines[:begin] + block + lines[end + 1:])
+    at = len(lines)
+    if blocks:
+        last_end = max(end for _, end in blocks.values())
+        at = next((i for i in range(last_end + 1, len(lines)) if lines[i].startswith("## ")), at)
+    section = [f"## {title}", "", *block, ""]
+    if at == len(lines):
+        tail = lines[:]
+        while tail and not tail[-1]:
+            tail.pop()
+        return "\n".join(tail + [""] + section)
+    return "\n".join(lines[:at] + section + lines[at:])
+
+
+def docs_command(topics: list, quick: bool) -> str:
+    """The command that regenerates the rows (no paths: the page is the
+    default one)."""
+    return " ".join(["env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benches/run.py",
+                     *topics, "--separate", *(["--quick"] if quick else []), "--write-docs"])
+
+
+def docs_title(cpu: dict, cores: int) -> str:
+    """A new family section's heading: CPU model, its widest ISA, cores."""
+    isa = cpu["isa"].split()
+    return f"{cpu['model']} ({isa[0] if isa else 'ISA unknown'}), {cores} cores"
+
+
+def check_write_docs(args, ap) -> pathlib.Path:
+    """The page ``--write-docs`` names, after refusing what would put a table
+    in it that a user cannot reproduce (or that would break the page)."""
+    path = pathlib.Path(args.write_docs)
+    if not args.separate:
+        ap.error("--write-docs needs --separate: the docs tables' ratio is each side alone")
+    if args.no_torch or args.threads:
+        ap.error("--write-docs compares with PyTorch: not with --no-torch or --threads")
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if os.environ.get(var):
+            ap.error(f"--write-docs: {var}={os.environ[var]} forces OpenBLAS kernels a user does "
+                     f"not get; run under env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE")
+    if not path.is_file():
+        ap.error(f"--write-docs: no page {path}")
+    try:
+        find_blocks(path.read_text(encoding="utf-8").split("\n"), path.name)
+    except ValueError as exc:
+        ap.error(str(exc))
+    return path
+
+
+def write_docs(path: pathlib.Path, args, torch, topics_run: list, rows: list) -> str:
+    """Rewrite this machine family's block of ``path`` with ``rows`` (the
+    tuples ``main`` collects); returns the family name."""
+    import yscv
+
+    today = datetime.date.today().isoformat()
+    family = yscv.runtime.machine_family()
+    header = {
+        "machine": f"{yscv.runtime.machine_line()}; python {sys.version.split()[0]}",
+        "reference": f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads",
+        "date": today,
+        "command": f"`{docs_command(args.topics, args.quick)}`",
+    }
+    lines = [table_row(topic, b.name, b.reference_name, ratio, alone, b.target, today)
+             for topic, b, _first, _ty, _tr, ratio, alone in rows]
+    text = path.read_text(encoding="utf-8")
+    title = docs_title(yscv.runtime.cpu_info(), yscv.runtime.usable_cores())
+    new = write_family_table(text, family, title, header,
+                             topics_run, lines, path.name)
+    path.write_text(new, encoding="utf-8")
+    return family
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("topics", nargs="*", help="bench_<topic>.py modules to run (default: all)")
@@ -104,7 +298,11 @@ def main(argv=None) -> int:
                     help="also time each side alone in its own process")
     ap.add_argument("--threads", action="store_true",
                     help="yscv alone: default threads vs one thread (no reference)")
+    ap.add_argument("--write-docs", nargs="?", const=str(DOCS_PAGE), metavar="PATH",
+                    help="with --separate: rewrite this machine family's rows of the topics run "
+                         "in PATH (default docs/benchmarks.md)")
     args = ap.parse_args(argv)
+    docs_page = check_write_docs(args, ap) if args.write_docs else None
     if args.threads:
         return threads_table(args.topics, 3 if args.quick else 7)
 
@@ -119,7 +317,9 @@ def main(argv=None) -> int:
         print("reference: PyTorch not installed; yscv times only")
     rounds = 3 if args.quick else 7
 
-    rows = []
+    if docs_page is not None and torch is None:
+        ap.error("--write-docs compares with PyTorch, which is not installed")
+    rows, topics_run = [], []
     for topic in topics:
         mod = importlib.import_module(f"bench_{topic}")
         if not hasattr(mod, "benches"):
@@ -127,6 +327,7 @@ def main(argv=None) -> int:
             if args.topics:
                 print(f"bench_{topic}.py runs on its own: python benches/bench_{topic}.py")
             continue
+        topics_run.append(topic)
         for index, b in enumerate(mod.benches(torch)):
             first = time_once(b.yscv)  # includes Numba compilation (or cache load)
             if b.reference is not None:
@@ -141,7 +342,7 @@ def main(argv=None) -> int:
                     sy.append(time_alone(topic, index, b.name, "yscv", False, rounds))
                     sr.append(time_alone(topic, index, b.name, "reference", ref_torch, rounds))
                 alone = statistics.median(sy) / statistics.median(sr)
-            rows.append((b, first, ty, tr, ratio, alone))
+            rows.append((topic, b, first, ty, tr, ratio, alone))
             r = f"{ratio:.2f}x" if ratio else "-"
             print(f"  {b.name}: yscv {ty * 1e3:.3f} ms, {b.reference_name} "
                   f"{tr * 1e3 if tr else float('nan'):.3f} ms, ratio {r}"
@@ -155,12 +356,15 @@ def main(argv=None) -> int:
     print("| benchmark | reference | yscv ms | reference ms | ratio (yscv/ref) |"
           + (" separate processes |" if sep else "") + " target | first call ms |")
     print("|---|---|---:|---:|---:|" + ("---:|" if sep else "") + "---:|---:|")
-    for b, first, ty, tr, ratio, alone in rows:
+    for _topic, b, first, ty, tr, ratio, alone in rows:
         tgt = f"<= {b.target:.2f}x" if b.target else ""
         print(f"| {b.name} | {b.reference_name} | {ty * 1e3:.3f} | {tr * 1e3 if tr else float('nan'):.3f} | "
               f"{(f'{ratio:.2f}x' if ratio else '-')} |"
               + ((f" {alone:.2f}x |" if alone else " - |") if sep else "")
               + f" {tgt} | {first * 1e3:.0f} |")
+    if docs_page is not None:
+        family = write_docs(docs_page, args, torch, topics_run, rows)
+        print(f"\nwrote the {family} rows of {', '.join(topics_run)} in {docs_page.name}")
     return 0
 
 

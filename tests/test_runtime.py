@@ -252,3 +252,61 @@ def test_machine_line_names_cpu_blas_kernels_and_threads(monkeypatch):
         assert blas["config"].split()[0] in line and f"{blas['core']} kernels" in line
     monkeypatch.setitem(runtime._ENV, "OPENBLAS_CORETYPE", "Haswell")
     assert "(forced by OPENBLAS_CORETYPE=Haswell)" in runtime.machine_line()
+
+
+def _cpuinfo(*processors):
+    """A /proc/cpuinfo text: one block of ``key: value`` lines per processor."""
+    return "\n\n".join("\n".join(f"{k}\t: {v}" for k, v in fields.items())
+                       for fields in processors) + "\n\n"
+
+
+_EPYC = {"processor": "0", "vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17",
+         "model name": "AMD EPYC", "flags": "fpu sse4_2 avx fma avx2 avx512f avx512_bf16"}
+_ARM_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics cpuid asimdrdm lrcpc dcpop"
+
+
+@pytest.mark.parametrize("fields, family", [
+    (_EPYC, "amd-epyc-avx512"),
+    ({"vendor_id": "AuthenticAMD", "model name": "AMD EPYC 7R13 Processor",
+      "flags": "avx avx2 fma"}, "amd-epyc-avx2"),
+    ({"vendor_id": "AuthenticAMD", "model name": "AMD Ryzen 9 5950X 16-Core Processor",
+      "flags": "sse4_2 avx avx2 fma"}, "amd-ryzen-avx2"),
+    ({"vendor_id": "GenuineIntel", "model name": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz",
+      "flags": "sse4_2 avx avx2 avx512f avx512bw"}, "intel-xeon-avx512"),
+    ({"vendor_id": "GenuineIntel", "model name": "Intel(R) Core(TM) i7-9700K CPU @ 3.60GHz",
+      "flags": "sse4_2 avx avx2 fma"}, "intel-core-avx2"),
+    ({"vendor_id": "GenuineIntel", "model name": "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz",
+      "flags": "avx2 avx512f"}, "intel-core-avx512"),
+    ({"vendor_id": "GenuineIntel", "model name": "QEMU Virtual CPU version 2.5+",
+      "flags": "fpu sse sse2 sse4_1 sse4_2"}, "intel-cpu-sse4"),
+    ({"processor": "0", "Features": _ARM_FEATURES, "CPU implementer": "0x41",
+      "CPU architecture": "8", "CPU part": "0xd0c"}, "arm-neoverse-n1-neon"),
+    ({"processor": "0", "Features": _ARM_FEATURES + " sve", "CPU implementer": "0x41",
+      "CPU part": "0xd40"}, "arm-neoverse-v1-sve"),
+    ({"processor": "0", "Features": _ARM_FEATURES, "CPU implementer": "0xc0",
+      "CPU part": "0xac3"}, "ampere-part-ac3-neon"),
+])
+def test_machine_family_from_cpuinfo(fields, family):
+    """Vendor, model family and SIMD level: the key of a benchmark table."""
+    assert runtime.machine_family(_cpuinfo(fields)) == family
+    # only the first processor counts (later ones repeat it; here they differ)
+    other = {**fields, "vendor_id": "GenuineIntel", "model name": "Intel Celeron",
+             "flags": "sse2", "Features": "fp", "CPU part": "0xd08"}
+    assert runtime.machine_family(_cpuinfo(fields, other)) == family
+
+
+def test_machine_family_without_cpuinfo_names_the_platform():
+    import platform
+
+    family = runtime.machine_family("")
+    assert family == re.sub(r"[^a-z0-9]+", "-",
+                            f"{platform.system()}-{platform.machine()}".lower()).strip("-")
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", family)
+
+
+def test_machine_family_reads_proc_cpuinfo_by_default():
+    path = pathlib.Path("/proc/cpuinfo")
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    family = runtime.machine_family()
+    assert family == runtime.machine_family(text)
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", family)
