@@ -24,6 +24,7 @@ def cache(tmp_path, monkeypatch):
     """Choices go to an empty folder; this process's table starts empty."""
     monkeypatch.setitem(runtime._ENV, "NUMBA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(gemm_choice, "_choices", None)
+    monkeypatch.setattr(gemm_choice, "_fast", {})
     monkeypatch.setattr(gemm_choice, "_stats", {"calibrated": 0, "seconds": 0.0})
     monkeypatch.setattr(runtime, "_gemm", "auto")
     return tmp_path
