@@ -712,3 +712,59 @@ def test_bias_gradient_is_the_column_sum(dtype):
     assert g.grad(bn).dtype == dtype
     if dtype == np.float64:
         assert yscv.gradcheck(lambda g, x_, w_, b_: g.tanh(g.matmul(x_, w_) + b_), [x, w, b])
+
+
+# ------------------------------------------------ ufunc forms of forwards
+def _ufunc_ops():
+    return [op for op in Op if yscv.registry.UFUNC[int(op)] is not None]
+
+
+def test_ufunc_forms_cover_the_hot_ops():
+    ops = _ufunc_ops()
+    assert {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.MAXIMUM, Op.MINIMUM} <= set(ops)
+    # a forward that silences NumPy's warnings keeps its Python frame
+    assert yscv.registry.UFUNC[int(Op.DIV)] is None and yscv.registry.UFUNC[int(Op.EXP)] is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (1,), (3, 4)])
+def test_ufunc_form_is_the_forward_bit_for_bit(dtype, shape):
+    """registry.UFUNC[op] on operands of one ndim gives the registered
+    forward's value, bit for bit, and that forward saves nothing; so does
+    the graph's node (which calls the ufunc)."""
+    rng = np.random.default_rng(30)
+    for op in _ufunc_ops():
+        uf = yscv.registry.UFUNC[int(op)]
+        xs = [rng.uniform(-3.0, 3.0, shape).astype(dtype) for _ in range(uf.nin)]
+        value, saved = yscv.registry.FORWARD[int(op)](None, *xs)
+        assert saved is None, op
+        got = np.asarray(uf(*xs))
+        assert got.dtype == np.asarray(value).dtype and got.tobytes() == np.asarray(value).tobytes(), op
+        g = Graph(dtype)
+        nodes = [g.variable(x) for x in xs]
+        n = g._apply1(op, nodes[0]) if uf.nin == 1 else g._apply2(op, *nodes)
+        assert g.value(n).shape == shape and g.value(n).tobytes() == got.tobytes(), op
+
+
+def test_ufunc_form_is_not_used_for_a_row_added_to_a_matrix():
+    """add of operands of different ndim goes to the forward (the bias kernel)."""
+    calls = []
+    table, k = yscv.registry.FORWARD, int(Op.ADD)
+    fwd = table[k]
+    table[k] = lambda attrs, a, b: calls.append(1) or fwd(attrs, a, b)
+    try:
+        g = Graph()
+        y = g.variable(np.ones((2, 3), np.float32)) + g.variable(np.arange(3, dtype=np.float32))
+        assert calls == [1]
+        np.testing.assert_array_equal(g.value(y), [[1, 2, 3], [1, 2, 3]])
+        g.variable(np.ones(3, np.float32)) + g.variable(np.ones(3, np.float32))
+        assert calls == [1]
+    finally:
+        table[k] = fwd
+
+
+def test_register_ufunc_refuses_twice_and_before_the_forward():
+    with pytest.raises(RuntimeError, match="twice"):
+        yscv.registry.register_ufunc(Op.MUL, np.multiply)
+    with pytest.raises(RuntimeError, match="before its forward"):
+        yscv.registry.register_ufunc(Op.LEAF, np.multiply)

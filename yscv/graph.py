@@ -43,7 +43,7 @@ from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .leaves import LeavesMixin
 from .node import NodeId, Op, make_node_id
-from .node import _NodeIdBuilder, _new_object, _next_uid
+from .node import _NodeIdBuilder, _next_uid
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from .walk import WalkMixin
@@ -53,6 +53,7 @@ from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWAR
 registry.check_complete()
 
 _FORWARD = registry.FORWARD
+_UFUNC = registry.UFUNC
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
@@ -131,7 +132,7 @@ class _GraphCore:
         self._rg.append(rg)
         self._needs.append(needs)
         self._uids.append(uid)
-        nid = _new_object(_NodeIdBuilder)
+        nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
         nid.uid = uid
@@ -203,8 +204,13 @@ class _GraphCore:
                 va = self._recompute_value(i)
             if vb is None:
                 vb = self._recompute_value(j)
+            uf = _UFUNC[op]
             try:
-                value, saved = _FORWARD[op](attrs, va, vb)
+                if uf is not None and va.ndim == vb.ndim:  # the forward is this ufunc
+                    value = uf(va, vb)
+                    saved = None
+                else:
+                    value, saved = _FORWARD[op](attrs, va, vb)
             except ValueError as exc:
                 raise self._binary_shape_error(op, va, vb, exc) from None
             if type(value) is not _ndarray:
@@ -226,7 +232,7 @@ class _GraphCore:
             rgl.append(rg)
             self._needs.append((ra, rb))
             uids.append(uid)
-            nid = _new_object(_NodeIdBuilder)
+            nid = _NodeIdBuilder()
             nid.graph = self
             nid.index = k
             nid.uid = uid
@@ -266,7 +272,12 @@ class _GraphCore:
         v = values[i]
         if v is None:
             v = self._recompute_value(i)
-        value, saved = _FORWARD[op](attrs, v)
+        uf = _UFUNC[op]
+        if uf is not None:  # the forward is this ufunc (registry.UFUNC)
+            value = uf(v)
+            saved = None
+        else:
+            value, saved = _FORWARD[op](attrs, v)
         if type(value) is not _ndarray:
             value = np.asarray(value)
         if self.detect_anomaly:
@@ -285,7 +296,7 @@ class _GraphCore:
         rgl.append(rg)
         self._needs.append((r,))
         uids.append(uid)
-        nid = _new_object(_NodeIdBuilder)
+        nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
         nid.uid = uid
