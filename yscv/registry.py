@@ -20,6 +20,9 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    NodeIds (or None), built only with ``G``'s public op methods, registered
    with ``@register_recorded(Op.X)``. A fused op whose backward is not short
    in graph ops registers a composite instead (``backward/_recorded.py``).
+   Optional: ``register_ufunc(Op.X, ufunc)`` when the forward is exactly
+   that ufunc for operands of one ndim (see :data:`UFUNC`); the rule must
+   then return elementwise gradients (the walk does not check them).
 5. Add an ``OpCase`` row in ``tests/ops/test_<category>.py`` (its second-
    order column runs ``gradgradcheck`` on the row).
 
@@ -50,7 +53,10 @@ RECORDED: list = [None] * _TABLE_SIZE
 #: paths (``Graph._apply1`` / ``_apply2``) call it directly, without the
 #: forward's Python frame and its ``(value, saved)`` tuple; the forward in
 #: :data:`FORWARD` stays the definition (checkpointing replays it) and gives
-#: the same bits (tests/test_graph.py checks every entry).
+#: the same bits (tests/test_graph.py checks every entry). The op's backward
+#: rule must be elementwise: for inputs of the output's shape it returns
+#: ndarrays of that shape and the graph dtype, which the walk then does not
+#: check (``Graph._plain``).
 UFUNC: list = [None] * _TABLE_SIZE
 
 
