@@ -712,3 +712,133 @@ def test_bias_gradient_is_the_column_sum(dtype):
     assert g.grad(bn).dtype == dtype
     if dtype == np.float64:
         assert yscv.gradcheck(lambda g, x_, w_, b_: g.tanh(g.matmul(x_, w_) + b_), [x, w, b])
+
+
+# ------------------------------------------------ ufunc forms of forwards
+def _ufunc_ops():
+    return [op for op in Op if yscv.registry.UFUNC[int(op)] is not None]
+
+
+def test_ufunc_forms_cover_the_hot_ops():
+    ops = _ufunc_ops()
+    assert {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.MAXIMUM, Op.MINIMUM} <= set(ops)
+    # a forward that silences NumPy's warnings keeps its Python frame
+    assert yscv.registry.UFUNC[int(Op.DIV)] is None and yscv.registry.UFUNC[int(Op.EXP)] is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (1,), (3, 4)])
+def test_ufunc_form_is_the_forward_bit_for_bit(dtype, shape):
+    """registry.UFUNC[op] on operands of one ndim gives the registered
+    forward's value, bit for bit, and that forward saves nothing; so does
+    the graph's node (which calls the ufunc)."""
+    rng = np.random.default_rng(30)
+    for op in _ufunc_ops():
+        uf = yscv.registry.UFUNC[int(op)]
+        xs = [rng.uniform(-3.0, 3.0, shape).astype(dtype) for _ in range(uf.nin)]
+        value, saved = yscv.registry.FORWARD[int(op)](None, *xs)
+        assert saved is None, op
+        got = np.asarray(uf(*xs))
+        assert got.dtype == np.asarray(value).dtype and got.tobytes() == np.asarray(value).tobytes(), op
+        g = Graph(dtype)
+        nodes = [g.variable(x) for x in xs]
+        n = g._apply1(op, nodes[0]) if uf.nin == 1 else g._apply2(op, *nodes)
+        assert g.value(n).shape == shape and g.value(n).tobytes() == got.tobytes(), op
+
+
+def test_ufunc_form_is_not_used_for_a_row_added_to_a_matrix():
+    """add of operands of different ndim goes to the forward (the bias kernel)."""
+    calls = []
+    table, k = yscv.registry.FORWARD, int(Op.ADD)
+    fwd = table[k]
+    table[k] = lambda attrs, a, b: calls.append(1) or fwd(attrs, a, b)
+    try:
+        g = Graph()
+        y = g.variable(np.ones((2, 3), np.float32)) + g.variable(np.arange(3, dtype=np.float32))
+        assert calls == [1]
+        np.testing.assert_array_equal(g.value(y), [[1, 2, 3], [1, 2, 3]])
+        g.variable(np.ones(3, np.float32)) + g.variable(np.ones(3, np.float32))
+        assert calls == [1]
+    finally:
+        table[k] = fwd
+
+
+def test_register_ufunc_refuses_twice_and_before_the_forward():
+    with pytest.raises(RuntimeError, match="twice"):
+        yscv.registry.register_ufunc(Op.MUL, np.multiply)
+    with pytest.raises(RuntimeError, match="before its forward"):
+        yscv.registry.register_ufunc(Op.LEAF, np.multiply)
+
+
+# ---------------------------------- plain nodes: gradients known to conform
+def test_plain_marks_elementwise_nodes_whose_inputs_have_the_output_shape():
+    g = Graph()
+    x = g.variable(np.ones(3, np.float32))
+    w = g.variable(np.full(3, 2.0, np.float32))
+    m = g.variable(np.ones((2, 3), np.float32))
+    s = g.variable(np.float32(1.0))
+    nodes = {"x*w": x * w, "tanh": g.tanh(x), "neg": -x, "m+x": m + x, "m*m": m * m,
+             "s*s": s * s, "tanh0d": g.tanh(s), "x/w": x / w, "sum": g.sum(x)}
+    got = {k: g._plain[n.index] for k, n in nodes.items()}
+    assert got == {"x*w": True, "tanh": True, "neg": True, "m+x": False, "m*m": True,
+                   "s*s": False, "tanh0d": False, "x/w": False, "sum": False}
+    assert not any(g._plain[n.index] for n in (x, w, m, s))
+    assert len(g._plain) == len(g)
+    g.truncate(4)
+    assert len(g._plain) == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (3, 4)])
+def test_rules_of_ufunc_ops_return_conformed_gradients(dtype, shape):
+    """The walk does not conform a plain node's gradients: the backward rule
+    of every op with a ufunc form must return, for inputs of the output's
+    shape, ndarrays of that shape and the graph dtype (or None)."""
+    rng = np.random.default_rng(31)
+    for op in _ufunc_ops():
+        uf = yscv.registry.UFUNC[int(op)]
+        xs = tuple(rng.uniform(-3.0, 3.0, shape).astype(dtype) for _ in range(uf.nin))
+        if uf.nin == 2:
+            xs[1][0] = xs[0][0]  # a tie (maximum/minimum split g there)
+        out = uf(*xs)
+        gy = rng.standard_normal(shape).astype(dtype)
+        grads = yscv.registry.BACKWARD[int(op)](gy, xs, out, None, None, (True,) * uf.nin)
+        assert len(grads) == uf.nin, op
+        for gx in grads:
+            assert type(gx) is np.ndarray and gx.shape == shape and gx.dtype == dtype, op
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plain_chain_gradients_match_torch(dtype):
+    """The scalar chain (every node plain) and a broadcast variant (none
+    plain) against PyTorch."""
+    torch = pytest.importorskip("torch")
+    for wshape in ((1,), (2, 1)):
+        g = Graph(dtype)
+        x0 = np.array([0.5], dtype)
+        w0 = np.full(wshape, 0.9, dtype)
+        b0 = np.array([0.1], dtype)
+        x, w, b = g.variable(x0), g.variable(w0), g.variable(b0)
+        h = x
+        for _ in range(20):
+            h = g.tanh(h * w + b)
+        g.backward(g.sum(h))
+        tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+        th = tx
+        for _ in range(20):
+            th = torch.tanh(th * tw + tb)
+        th.sum().backward()
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        for n, t in ((x, tx), (w, tw), (b, tb)):
+            np.testing.assert_allclose(g.grad(n), t.grad.numpy(), rtol=tol, atol=tol)
+            assert g.grad(n).dtype == dtype and g.grad(n).shape == t.grad.shape
+
+
+def test_anomaly_mode_still_checks_plain_nodes():
+    g = Graph(detect_anomaly=True)
+    x = g.variable(np.array([1.0, 2.0], np.float32))
+    w = g.variable(np.array([1e30, 1.0], np.float32))
+    y = x * w                                   # finite: [1e30, 2]
+    assert g._plain[y.index]
+    with pytest.raises(yscv.AnomalyError, match="backward of mul"):
+        g.backward(y, grad=np.array([1e30, 1.0], np.float32))  # 1e30 * 1e30 = inf

@@ -12,6 +12,8 @@ Nodes live in parallel lists indexed by arena position (struct of arrays):
 ``_rg``         requires_grad flag
 ``_needs``      per input: does it require grad (tells backward what to skip)
 ``_uids``       process-unique number; detects stale NodeIds after truncate
+``_plain``      True: the walk need not conform the node's input gradients
+                (see ``_apply2``)
 ``_grads``      dict index -> stored gradient (leaves and retained nodes only)
 ==============  ==========================================================
 
@@ -43,7 +45,7 @@ from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .leaves import LeavesMixin
 from .node import NodeId, Op, make_node_id
-from .node import _NodeIdBuilder, _new_object, _next_uid
+from .node import _NodeIdBuilder, _next_uid
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from .walk import WalkMixin
@@ -53,6 +55,7 @@ from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWAR
 registry.check_complete()
 
 _FORWARD = registry.FORWARD
+_UFUNC = registry.UFUNC
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
@@ -76,6 +79,7 @@ class _GraphCore:
         self._rg: list = []
         self._needs: list = []
         self._uids: list = []
+        self._plain: list = []
         self._grads: dict = {}
         self._grad_nodes: dict = {}     # index -> NodeId of a recorded gradient (create_graph)
         self._grad_enabled = True
@@ -131,7 +135,8 @@ class _GraphCore:
         self._rg.append(rg)
         self._needs.append(needs)
         self._uids.append(uid)
-        nid = _new_object(_NodeIdBuilder)
+        self._plain.append(False)
+        nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
         nid.uid = uid
@@ -203,8 +208,18 @@ class _GraphCore:
                 va = self._recompute_value(i)
             if vb is None:
                 vb = self._recompute_value(j)
+            uf = _UFUNC[op]
+            nd = va.ndim
             try:
-                value, saved = _FORWARD[op](attrs, va, vb)
+                if uf is not None and nd == vb.ndim:  # the forward is this ufunc
+                    value = uf(va, vb)
+                    saved = None
+                    # an elementwise rule on operands of the output's shape:
+                    # its gradients need no conforming (the walk skips the test)
+                    plain = nd != 0 and va.shape == vb.shape
+                else:
+                    value, saved = _FORWARD[op](attrs, va, vb)
+                    plain = False
             except ValueError as exc:
                 raise self._binary_shape_error(op, va, vb, exc) from None
             if type(value) is not _ndarray:
@@ -226,7 +241,8 @@ class _GraphCore:
             rgl.append(rg)
             self._needs.append((ra, rb))
             uids.append(uid)
-            nid = _new_object(_NodeIdBuilder)
+            self._plain.append(plain)
+            nid = _NodeIdBuilder()
             nid.graph = self
             nid.index = k
             nid.uid = uid
@@ -266,7 +282,14 @@ class _GraphCore:
         v = values[i]
         if v is None:
             v = self._recompute_value(i)
-        value, saved = _FORWARD[op](attrs, v)
+        uf = _UFUNC[op]
+        if uf is not None:  # the forward is this ufunc (registry.UFUNC)
+            value = uf(v)
+            saved = None
+            plain = v.ndim != 0  # see _apply2
+        else:
+            value, saved = _FORWARD[op](attrs, v)
+            plain = False
         if type(value) is not _ndarray:
             value = np.asarray(value)
         if self.detect_anomaly:
@@ -285,7 +308,8 @@ class _GraphCore:
         rgl.append(rg)
         self._needs.append((r,))
         uids.append(uid)
-        nid = _new_object(_NodeIdBuilder)
+        self._plain.append(plain)
+        nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
         nid.uid = uid
@@ -380,7 +404,7 @@ class _GraphCore:
         if k < 0 or k > len(self._uids):
             raise IndexError(f"truncate: k={k} outside [0, {len(self._uids)}]")
         for lst in (self._values, self._ops, self._inputs, self._attrs, self._saved,
-                    self._rg, self._needs, self._uids):
+                    self._rg, self._needs, self._uids, self._plain):
             del lst[k:]
         for d in (self._hooks, self._post_hooks, self._param_of, self._grads, self._grad_nodes):
             for i in [i for i in d if i >= k]:

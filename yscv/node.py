@@ -323,7 +323,9 @@ class _NodeIdBuilder(_NodeIdFields):
     """Mutable twin of NodeId: filled with plain attribute stores, then its
     ``__class__`` is switched to NodeId (cheaper than the three slot
     descriptor calls of :func:`make_node_id`). Only the graph's node append
-    (the per-node hot path, ``Graph._append`` and its inline copies) uses it."""
+    (the per-node hot path, ``Graph._append`` and its inline copies) uses it,
+    as ``_NodeIdBuilder()``: calling the class (no ``__init__``) measured
+    ~30 ns cheaper than ``object.__new__(_NodeIdBuilder)``."""
 
     __slots__ = ()
 

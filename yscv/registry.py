@@ -20,6 +20,9 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    NodeIds (or None), built only with ``G``'s public op methods, registered
    with ``@register_recorded(Op.X)``. A fused op whose backward is not short
    in graph ops registers a composite instead (``backward/_recorded.py``).
+   Optional: ``register_ufunc(Op.X, ufunc)`` when the forward is exactly
+   that ufunc for operands of one ndim (see :data:`UFUNC`); the rule must
+   then return elementwise gradients (the walk does not check them).
 5. Add an ``OpCase`` row in ``tests/ops/test_<category>.py`` (its second-
    order column runs ``gradgradcheck`` on the row).
 
@@ -45,6 +48,16 @@ BACKWARD: list = [None] * _TABLE_SIZE
 #: (or None): the same backward said in graph ops of ``G``, appended to the
 #: graph by the walk when ``create_graph=True`` (SPEC section 9)
 RECORDED: list = [None] * _TABLE_SIZE
+#: int(op) -> the NumPy ufunc that is op's whole forward for operands of one
+#: ndim (no attributes, nothing saved), or None. The one- and two-input hot
+#: paths (``Graph._apply1`` / ``_apply2``) call it directly, without the
+#: forward's Python frame and its ``(value, saved)`` tuple; the forward in
+#: :data:`FORWARD` stays the definition (checkpointing replays it) and gives
+#: the same bits (tests/test_graph.py checks every entry). The op's backward
+#: rule must be elementwise: for inputs of the output's shape it returns
+#: ndarrays of that shape and the graph dtype, which the walk then does not
+#: check (``Graph._plain``).
+UFUNC: list = [None] * _TABLE_SIZE
 
 
 def register_forward(op: Op):
@@ -69,6 +82,17 @@ def register_backward(op: Op):
         return fn
 
     return deco
+
+
+def register_ufunc(op: Op, ufunc) -> None:
+    """Declare ``ufunc`` the whole forward of ``op`` for operands of one ndim
+    (see :data:`UFUNC`); ``op``'s forward must be registered already and take
+    no attributes."""
+    if FORWARD[int(op)] is None:
+        raise RuntimeError(f"ufunc form for {op!r} registered before its forward")
+    if UFUNC[int(op)] is not None:
+        raise RuntimeError(f"ufunc form for {op!r} registered twice")
+    UFUNC[int(op)] = ufunc
 
 
 def register_recorded(op: Op):

@@ -272,6 +272,10 @@ class WalkMixin:
         post_hooks = self._post_hooks
         retained = self._retained if capture is None else ()
         anomaly = self.detect_anomaly
+        # per node: its rule's gradients provably have its inputs' shapes and
+        # the graph dtype (an elementwise rule, every input of the output's
+        # shape: Graph._apply1/_apply2); anomaly mode checks every gradient
+        plain = self._plain if not anomaly else [False] * (t + 1)
         dtype = self.dtype
         seg_starts = self._segment_starts
         released = self._has_released
@@ -324,15 +328,17 @@ class WalkMixin:
             # (nearly all) are unrolled, with no per-node zip loop or call on
             # this hot path (both measured slower: docs/engine.md, "Why the hot
             # path is written out"). The test is _conform_grad's fast path;
-            # keep the three copies alike.
+            # keep the three copies alike. A plain node's gradients skip the
+            # test (its result is known: docs/engine.md).
             n_in = len(ins)
             if n_in == 1:
                 j = ins[0]
                 vj = values[j]
                 gj = backward[op](gi, (vj,), values[i], attrs[i], saved[i], needs[i])[0]
                 if gj is not None and rg[j]:
-                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
-                            or gj.shape != vj.shape or anomaly):
+                    if not plain[i] and (type(gj) is not ndarray
+                                         or (gj.dtype is not dtype and gj.dtype != dtype)
+                                         or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
@@ -341,15 +347,18 @@ class WalkMixin:
                 vj = values[j]
                 vk = values[k]
                 gj, gk = backward[op](gi, (vj, vk), values[i], attrs[i], saved[i], needs[i])
+                pl = plain[i]
                 if gj is not None and rg[j]:
-                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
-                            or gj.shape != vj.shape or anomaly):
+                    if not pl and (type(gj) is not ndarray
+                                   or (gj.dtype is not dtype and gj.dtype != dtype)
+                                   or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
                 if gk is not None and rg[k]:
-                    if (type(gk) is not ndarray or (gk.dtype is not dtype and gk.dtype != dtype)
-                            or gk.shape != vk.shape or anomaly):
+                    if not pl and (type(gk) is not ndarray
+                                   or (gk.dtype is not dtype and gk.dtype != dtype)
+                                   or gk.shape != vk.shape or anomaly):
                         gk = self._conform_grad(gk, vk.shape, op, i, k)
                     cur = pending[k]
                     pending[k] = gk if cur is None else cur + gk

@@ -13,7 +13,7 @@ import numpy as np
 from .. import runtime
 from ..errors import ShapeError
 from ..node import NodeId
-from ..registry import register_forward
+from ..registry import register_forward, register_ufunc
 
 _FLOAT_KINDS = "fiub"  # float, int, uint, bool convert to the graph dtype
 
@@ -194,3 +194,5 @@ def ufunc_forward(op, ufunc, quiet: bool = False) -> None:
             return ufunc(a, b), None
     forward.__name__ = forward.__qualname__ = f"{op.name.lower()}_forward"
     register_forward(op)(forward)
+    if not quiet:  # the hot paths may call the ufunc itself (registry.UFUNC)
+        register_ufunc(op, ufunc)

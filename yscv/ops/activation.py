@@ -34,7 +34,7 @@ from .. import random as _random
 from ..compute import activation as act
 from ..compute.activation import GELU_KINDS, MISH, SILU, SOFTPLUS
 from ..node import Op
-from ..registry import register_forward
+from ..registry import register_forward, register_ufunc
 from ._common import normalize_axis, shape_error
 
 # plain module constants: Enum attribute access is slow on the per-node path
@@ -109,6 +109,10 @@ def sigmoid_forward(attrs, x):
 @register_forward(Op.TANH)
 def tanh_forward(attrs, x):
     return act.tanh(x), None
+
+
+if act.NUMPY_SIMD_TANH:  # act.tanh is np.tanh at every size (registry.UFUNC)
+    register_ufunc(Op.TANH, np.tanh)
 
 
 @register_forward(Op.GELU)

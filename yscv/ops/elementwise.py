@@ -12,7 +12,7 @@ import numpy as np
 
 from ..compute import elementwise as ew
 from ..node import Op
-from ..registry import register_forward
+from ..registry import register_forward, register_ufunc
 from ._common import is_scalar, ufunc_forward
 
 
@@ -43,6 +43,12 @@ def sub_forward(attrs, a, b):
 @register_forward(Op.MUL)
 def mul_forward(attrs, a, b):
     return a * b, None
+
+
+# operands of one ndim: the forwards above are these ufuncs (registry.UFUNC)
+register_ufunc(Op.ADD, np.add)
+register_ufunc(Op.SUB, np.subtract)
+register_ufunc(Op.MUL, np.multiply)
 
 
 ufunc_forward(Op.DIV, np.true_divide, quiet=True)   # x / 0 = inf, 0 / 0 = nan: no warning
