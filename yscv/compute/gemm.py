@@ -146,14 +146,11 @@ def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
 
 def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.dot(a, b)`` on one OpenBLAS thread (see :data:`SMALL_WORK`)."""
-    n = runtime.blas_threads()
-    if n is None or n <= 1:
-        return np.dot(a, b)
-    runtime.set_blas_threads(1)
+    runtime.hold_one_blas_thread(True)
     try:
         return np.dot(a, b)
     finally:
-        runtime.set_blas_threads(n)
+        runtime.hold_one_blas_thread(False)
 
 
 def tiles_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:

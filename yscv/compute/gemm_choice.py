@@ -79,15 +79,14 @@ _FAST_MAX = 4096
 
 # ------------------------------------------------------------ candidates
 def _one_thread(fn):
+    """``fn`` with NumPy's OpenBLAS held at one thread (a counted hold: two
+    threads doing this at once never restore the count under each other)."""
     def run(a, b):
-        n = runtime.blas_threads()
-        if n is None or n <= 1:
-            return fn(a, b)
-        runtime.set_blas_threads(1)
+        runtime.hold_one_blas_thread(True)
         try:
             return fn(a, b)
         finally:
-            runtime.set_blas_threads(n)
+            runtime.hold_one_blas_thread(False)
     return run
 
 
