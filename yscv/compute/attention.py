@@ -61,8 +61,11 @@ def empty_like_layout(ref, shape, dtype):
 def product_like(a, b, ref):
     """``np.matmul(a, b)`` written into :func:`empty_like_layout` of ``ref``
     (the input whose gradient, or whose layout, the product is)."""
-    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    return np.matmul(a, b, out=empty_like_layout(ref, shape, np.result_type(a, b)))
+    lead = a.shape[:-2]
+    if lead != b.shape[:-2]:
+        lead = np.broadcast_shapes(lead, b.shape[:-2])
+    shape = lead + (a.shape[-2], b.shape[-1])
+    return np.matmul(a, b, out=empty_like_layout(ref, shape, a.dtype))
 
 
 def score_mask(mask, dtype, n):
