@@ -17,6 +17,7 @@ order, so merging them again (transpose, reshape) is a view, not a copy.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -45,17 +46,27 @@ def empty_like_layout(ref, shape, dtype):
     order: a product written into it gives the same bits."""
     if ref.shape != shape or ref.ndim < 3 or ref.flags.c_contiguous:
         return np.empty(shape, dtype)
-    strides = ref.strides
-    perm = sorted(range(ref.ndim), key=lambda a: -strides[a])  # stable on ties
-    step = ref.itemsize
+    plan = _dense_order(shape, ref.strides, ref.itemsize)
+    if plan is None:
+        return np.empty(shape, dtype)
+    stored, inverse = plan
+    return np.empty(stored, dtype).transpose(inverse)
+
+
+@functools.lru_cache(maxsize=256)
+def _dense_order(shape: tuple, strides: tuple, itemsize: int):
+    """``(stored shape, inverse permutation)`` of an array of ``shape`` and
+    ``strides`` that is a dense permutation of a C-contiguous one, else None."""
+    perm = sorted(range(len(shape)), key=lambda a: -strides[a])  # stable on ties
+    step = itemsize
     for a in reversed(perm):
         if shape[a] != 1 and strides[a] != step:   # a gap, an overlap or a negative stride
-            return np.empty(shape, dtype)
+            return None
         step *= shape[a]
-    inverse = [0] * ref.ndim
+    inverse = [0] * len(shape)
     for pos, a in enumerate(perm):
         inverse[a] = pos
-    return np.empty([shape[a] for a in perm], dtype).transpose(inverse)
+    return tuple(shape[a] for a in perm), tuple(inverse)
 
 
 def product_like(a, b, ref):
