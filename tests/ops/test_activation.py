@@ -1281,3 +1281,31 @@ def test_selu_uses_pytorchs_constants():
     y = g.value(g.selu(np.array([-50.0, 1.0])))
     ref = torch.nn.functional.selu(torch.tensor([-50.0, 1.0], dtype=torch.float64)).numpy()
     np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_erf_backward_reads_phi_from_the_output(dtype):
+    """The erf-GELU backward takes Phi(x) = y / x from the forward's output
+    (no second erf): the same gradient as recomputing erf, within a few
+    ulps, also at 0, tiny and subnormal x, in both tails, at +-inf and NaN."""
+    from yscv.compute import activation as act
+    from yscv.kernels.activation_kinds import GELU_ERF, GELU_ERF_FROM_OUTPUT
+    tiny = np.finfo(dtype).tiny
+    edges = np.array([0.0, -0.0, 1e-35, -1e-35, tiny / 4, -tiny / 4, 1e-20, -3.0, -7.5,
+                      -12.0, -30.0, 4.0, 9.0, 40.0, np.inf, np.nan], dtype=dtype)
+    rng = np.random.default_rng(11)
+    x = np.concatenate([edges, (3 * rng.standard_normal(4096)).astype(dtype)])
+    g = rng.standard_normal(x.size).astype(dtype)
+    y = act.unary_forward(x, GELU_ERF)
+    got = act.unary_backward(g, x, y, GELU_ERF_FROM_OUTPUT)
+    ref = act.unary_backward(g, x, x, GELU_ERF)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    atol = 4e-7 if dtype == np.float32 else 1e-15
+    np.testing.assert_allclose(got, ref, rtol=8 * np.finfo(dtype).eps, atol=atol)
+    assert got[:6].tolist() == (0.5 * g[:6]).tolist()      # 0, tiny, subnormal: Phi = 1/2
+    np.testing.assert_array_equal(act.gelu_grad(g, x, y, GELU_ERF), got)
+    # the graph's rule: g.gelu's gradient is this one
+    gr = yscv.Graph(dtype)
+    xn = gr.variable(x[16:])
+    gr.backward(gr.gelu(xn), grad=g[16:])
+    np.testing.assert_array_equal(gr.grad(xn), got[16:])

@@ -493,3 +493,72 @@ def test_float_mask_matches_pytorch(case):
     np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=rtol, atol=atol)
     for n, t in zip(nodes, ts):
         np.testing.assert_allclose(g.grad(n), t.grad.numpy(), rtol=rtol * 10, atol=atol * 10)
+
+
+def _split_heads_block(dtype=np.float32, seed=7):
+    """q, k, v split from [B*S, heads*D] rows by reshape + transpose (the
+    transformer layout), their SDPA, and the heads merged back."""
+    B, S, H, D = 2, 5, 3, 4
+    rng = np.random.default_rng(seed)
+    g = yscv.Graph(dtype)
+    rows = [g.variable(rng.standard_normal((B * S, H * D))) for _ in range(3)]
+    q, k, v = (g.transpose(g.reshape(r, (B, S, H, D)), (0, 2, 1, 3)) for r in rows)
+    out = g.scaled_dot_product_attention(q, k, v)
+    merged = g.reshape(g.transpose(out, (0, 2, 1, 3)), (B * S, H * D))
+    return g, rows, (q, k, v), out, merged
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_output_and_gradients_follow_the_split_heads_layout(dtype):
+    """Heads split by a transpose: the output is laid out as q, so merging
+    the heads again is a view of it; each gradient has its input's layout,
+    so the split's backward is a view too. Values as the C-ordered product."""
+    g, rows, qkv, out, merged = _split_heads_block(dtype)
+    vo = g.value(out)
+    assert vo.strides == g.value(qkv[0]).strides
+    assert not vo.flags.c_contiguous
+    assert np.shares_memory(g.value(merged), vo)
+    vals = [np.asarray(g.value(n)) for n in qkv]
+    np.testing.assert_array_equal(vo, ref_sdpa_c(*vals))
+    grads = g.gradients(g.sum(g.mul(merged, merged)), list(qkv))
+    for gr, n in zip(grads, qkv):
+        assert gr.strides == g.value(n).strides
+    # the same numbers as C-ordered inputs give (same products, same bits)
+    g2 = yscv.Graph(dtype)
+    c = [g2.variable(np.ascontiguousarray(a)) for a in vals]
+    o2 = g2.scaled_dot_product_attention(*c)
+    np.testing.assert_array_equal(g2.value(o2), vo)
+    assert g2.value(o2).flags.c_contiguous
+    for gr, gr2 in zip(grads, g2.gradients(g2.sum(g2.mul(o2, o2)), c)):
+        np.testing.assert_array_equal(gr, gr2)
+
+
+def ref_sdpa_c(q, k, v):
+    """The op's own arithmetic on C-ordered copies (a bit-exact reference)."""
+    g = yscv.Graph(q.dtype)
+    return np.asarray(g.value(g.scaled_dot_product_attention(
+        *(np.ascontiguousarray(a) for a in (q, k, v)))))
+
+
+def test_broadcast_or_gappy_inputs_give_c_ordered_results():
+    """A layout is followed only for a dense permutation of the result's
+    own shape: a broadcast k (one head for all), another Dv, or an array
+    with gaps (a strided slice) give C order."""
+    from yscv.compute.attention import empty_like_layout
+    rng = np.random.default_rng(3)
+    g = yscv.Graph(np.float64)
+    q = g.transpose(g.variable(rng.standard_normal((2, 5, 3, 8))), (0, 2, 1, 3))
+    k = g.variable(rng.standard_normal((2, 1, 5, 8)))
+    v4 = g.variable(rng.standard_normal((2, 3, 5, 4)))
+    assert g.value(g.scaled_dot_product_attention(q, q, v4)).flags.c_contiguous
+    out = g.scaled_dot_product_attention(q, k, k)
+    assert g.value(out).strides == g.value(q).strides
+    dq, dk = g.gradients(g.sum(g.mul(out, out)), [q, k])
+    assert dq.strides == g.value(q).strides and dk.flags.c_contiguous
+    gappy = rng.standard_normal((2, 5, 3, 16))[..., ::2].transpose(0, 2, 1, 3)
+    assert empty_like_layout(gappy, gappy.shape, np.float64).flags.c_contiguous
+    flipped = rng.standard_normal((2, 5, 3, 8))[:, ::-1].transpose(0, 2, 1, 3)
+    assert empty_like_layout(flipped, flipped.shape, np.float64).flags.c_contiguous
+    dense = np.empty((2, 5, 3, 8)).transpose(2, 0, 3, 1)
+    assert empty_like_layout(dense, dense.shape, np.float32).strides == \
+        tuple(s // 2 for s in dense.strides)

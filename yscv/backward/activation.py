@@ -23,6 +23,7 @@ from ..compute.activation import (
     GELU_TANH,
     MISH,
     SILU,
+    gelu_grad,
     SOFTPLUS,
     halves,
     piecewise,
@@ -41,7 +42,7 @@ from ._recorded import recorded_unary
 from ._rules import unary
 
 unary(Op.LEAKY_RELU, lambda g, x, y, slope: piecewise(g, x, np.full(1, slope, dtype=g.dtype)))
-unary(Op.GELU, lambda g, x, y, kind: unary_backward(g, x, x, kind))
+unary(Op.GELU, gelu_grad)   # erf form: Phi(x) = y / x from the output
 unary(Op.SILU, lambda g, x, y, a: unary_backward(g, x, x, SILU))
 unary(Op.MISH, lambda g, x, y, a: unary_backward(g, x, x, MISH))
 unary(Op.SOFTPLUS, lambda g, x, y, a: unary_backward(g, x, x, SOFTPLUS, a.beta, a.threshold))

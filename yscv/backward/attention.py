@@ -9,7 +9,8 @@ the scaled scores, so the rule is the same for both mask kinds (the mask
 has no gradient). Attributes (by name): ``causal``, ``scale`` (see
 yscv/ops/attention.py).
 Gradients are returned at the broadcast leading shape; the walk sums them
-back to each input's own shape.
+back to each input's own shape. Each is laid out in memory as its input
+(heads split by a transpose get gradients that merge back without a copy).
 """
 from __future__ import annotations
 
@@ -26,14 +27,15 @@ def sdpa_backward(g, inputs, out, attrs, saved, needs):
     q, k, v = inputs
     p = saved
     dq = dk = dv = None
+    # each gradient in its input's memory order (yscv/compute/attention.py)
     if needs[2]:
-        dv = np.matmul(np.swapaxes(p, -1, -2), g)
+        dv = C.product_like(np.swapaxes(p, -1, -2), g, v)
     if needs[0] or needs[1]:
         ds = C.score_grad(g, v, p, attrs.causal, attrs.scale)  # a scratch buffer
         if needs[0]:
-            dq = np.matmul(ds, k)
+            dq = C.product_like(ds, k, q)
         if needs[1]:
-            dk = np.matmul(np.swapaxes(ds, -1, -2), q)
+            dk = C.product_like(np.swapaxes(ds, -1, -2), q, k)
     return dq, dk, dv
 
 

@@ -24,8 +24,8 @@ import math
 import numpy as np
 
 from ..kernels import lazy
-from ..kernels.activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID,
-                                        SILU, SOFTPLUS, TANH)
+from ..kernels.activation_kinds import (GELU_ERF, GELU_ERF_FROM_OUTPUT, GELU_SIGMOID, GELU_TANH,
+                                        MISH, SIGMOID, SILU, SOFTPLUS, TANH)
 from . import regions as par
 from .arrays import readonly as ro
 
@@ -89,6 +89,15 @@ def unary_backward(g, x, y, kind: int, p0: float = 0.0, p1: float = 0.0):
     out = np.empty(gf.shape, dtype=gf.dtype)
     K.unary_backward(gf, xf, yf, kind, p0, p1, out)
     return out.reshape(g.shape)
+
+
+def gelu_grad(g, x, y, kind: int):
+    """g * gelu'(x) given the forward's output ``y``: the erf form reads
+    ``Phi(x) = y / x`` from it (no second erf per element; the same values
+    within an ulp), the tanh and sigmoid forms recompute from ``x``."""
+    if kind == GELU_ERF:
+        return unary_backward(g, x, y, GELU_ERF_FROM_OUTPUT)
+    return unary_backward(g, x, x, kind)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

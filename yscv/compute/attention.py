@@ -8,9 +8,16 @@ faster without the transpose flag, more than paying for the copy
 (docs/ops/attention.md). The kernels see the scores as [N, Sq, Sk]
 (N = prod(lead)), and a mask as a read-only [N, Sq, Sk] array: bool
 (True = attend) or the graph dtype (added to the scaled scores).
+
+The output and the gradients of q, k and v are laid out in memory as the
+input they correspond to (:func:`product_like`), as PyTorch's
+``empty_like`` keeps a dense input's strides: heads split from
+``[B, S, heads * D]`` rows by a reshape and a transpose come back in that
+order, so merging them again (transpose, reshape) is a view, not a copy.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -29,6 +36,47 @@ _NO_MASK.flags.writeable = False
 def _transposed(a):
     """``swapaxes(a, -1, -2)`` as a C-contiguous copy (see the module docstring)."""
     return np.ascontiguousarray(np.swapaxes(a, -1, -2))
+
+
+def empty_like_layout(ref, shape, dtype):
+    """``np.empty(shape, dtype)`` whose axes lie in memory in the order of
+    ``ref``'s strides when ``ref`` has that shape and is a dense (gap-free)
+    permutation of a C-contiguous array, e.g. ``x.transpose(0, 2, 1, 3)``
+    of a contiguous ``x``; C order otherwise. Same values, another stride
+    order: a product written into it gives the same bits."""
+    if ref.shape != shape or ref.ndim < 3 or ref.flags.c_contiguous:
+        return np.empty(shape, dtype)
+    plan = _dense_order(shape, ref.strides, ref.itemsize)
+    if plan is None:
+        return np.empty(shape, dtype)
+    stored, inverse = plan
+    return np.empty(stored, dtype).transpose(inverse)
+
+
+@functools.lru_cache(maxsize=256)
+def _dense_order(shape: tuple, strides: tuple, itemsize: int):
+    """``(stored shape, inverse permutation)`` of an array of ``shape`` and
+    ``strides`` that is a dense permutation of a C-contiguous one, else None."""
+    perm = sorted(range(len(shape)), key=lambda a: -strides[a])  # stable on ties
+    step = itemsize
+    for a in reversed(perm):
+        if shape[a] != 1 and strides[a] != step:   # a gap, an overlap or a negative stride
+            return None
+        step *= shape[a]
+    inverse = [0] * len(shape)
+    for pos, a in enumerate(perm):
+        inverse[a] = pos
+    return tuple(shape[a] for a in perm), tuple(inverse)
+
+
+def product_like(a, b, ref):
+    """``np.matmul(a, b)`` written into :func:`empty_like_layout` of ``ref``
+    (the input whose gradient, or whose layout, the product is)."""
+    lead = a.shape[:-2]
+    if lead != b.shape[:-2]:
+        lead = np.broadcast_shapes(lead, b.shape[:-2])
+    shape = lead + (a.shape[-2], b.shape[-1])
+    return np.matmul(a, b, out=empty_like_layout(ref, shape, a.dtype))
 
 
 def score_mask(mask, dtype, n):

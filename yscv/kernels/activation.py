@@ -23,7 +23,11 @@ accuracy and NaN/overflow contract):
 * erf-GELU: float32 uses :func:`fast_erf` (absolute error <= 4.4e-7, like
   PyTorch's vectorised float32 erf, so the far negative tail has absolute,
   not relative, accuracy); float64 calls libm's erfc (relative accuracy in
-  the tail too).
+  the tail too). Its backward from the forward's output
+  (``GELU_ERF_FROM_OUTPUT``) reads ``Phi(x) = y / x`` instead of a second
+  erf (``y = x Phi(x)``, so the quotient is the forward's own ``Phi``
+  within an ulp; ``|x| < 1e-30`` takes ``Phi = 1/2``): one ``exp`` per
+  element, no erf.
 
 The ``kind`` codes are defined in yscv/kernels/activation_kinds.py.
 """
@@ -35,8 +39,8 @@ import numpy as np
 
 from ._jit import jit
 from .sync import region_chunks
-from .activation_kinds import (GELU_ERF, GELU_SIGMOID, GELU_TANH, MISH, SIGMOID, SILU,
-                               SOFTPLUS, TANH)
+from .activation_kinds import (GELU_ERF, GELU_ERF_FROM_OUTPUT, GELU_SIGMOID, GELU_TANH, MISH,
+                               SIGMOID, SILU, SOFTPLUS, TANH)
 from .fastmath import fast_erf, fast_exp, fast_log1p_unit, fast_sigmoid, fast_tanh, sigmoid_parts
 
 _SQRT_2_OVER_PI = 0.7978845608028654   # sqrt(2 / pi)
@@ -122,8 +126,10 @@ def unary_forward(x, kind, p0, p1, y):
 def unary_backward(g, x, y, kind, p0, p1, out):
     """dL/dx = g * act'(x) for ``kind`` in SIGMOID, TANH, GELU_*, SILU, MISH, SOFTPLUS.
 
-    SIGMOID and TANH read the output ``y`` (x is not touched); the others read
-    ``x`` (y is not touched; pass any array of the same dtype, e.g. x).
+    SIGMOID and TANH read the output ``y`` (x is not touched);
+    GELU_ERF_FROM_OUTPUT reads both (``y`` the erf-GELU forward's output);
+    the others read ``x`` (y is not touched; pass any array of the same
+    dtype, e.g. x).
 
     Args:
         g: upstream gradient, 1-D contiguous, same length as x.
@@ -155,6 +161,14 @@ def unary_backward(g, x, y, kind, p0, p1, out):
                 v = x[i]
                 cdf = half * math.erfc(-v * c)
                 out[i] = g[i] * (cdf + v * (pdf_scale * fast_exp(-half * v * v)))
+    elif kind == GELU_ERF_FROM_OUTPUT:
+        pdf_scale = dt(_INV_SQRT_2PI)
+        tiny = dt(1e-30)
+        for i in range(n):
+            v = x[i]
+            q = y[i] / v
+            cdf = q if abs(v) >= tiny else half   # a select: 0/0 and NaN never kept
+            out[i] = g[i] * (cdf + v * (pdf_scale * fast_exp(-half * v * v)))
     elif kind == GELU_TANH:
         b = dt(_SQRT_2_OVER_PI)
         b2 = dt(2.0 * _SQRT_2_OVER_PI)

@@ -12,3 +12,6 @@ GELU_SIGMOID = 4
 SILU = 5
 MISH = 6
 SOFTPLUS = 7
+#: backward only: erf-GELU's derivative with Phi(x) read from the forward's
+#: output as y / x (no erf per element; yscv/kernels/activation.py)
+GELU_ERF_FROM_OUTPUT = 8

@@ -6,7 +6,9 @@ matmul does. The products are NumPy batched matmuls (BLAS); scaling,
 masking (a boolean mask, True = attend, or a floating mask added to the
 scaled scores, as PyTorch), the softmax and its normalisation are one fused
 Numba pass (yscv/kernels/attention.py), driven by yscv/compute/attention.py.
-Saved for backward: the attention probabilities P [..., Sq, Sk]
+The output has q's memory order when q is a dense permutation of a
+contiguous array (heads split by a reshape and a transpose), so merging the
+heads again is a view. Saved for backward: the attention probabilities P [..., Sq, Sk]
 (recomputing them costs a Q K^T product and the softmax again; see
 docs/ops/attention.md). The attributes are :class:`SDPAAttrs`.
 """
@@ -50,7 +52,7 @@ class SDPAAttrs(NamedTuple):
 def sdpa_forward(attrs, q, k, v):
     """out = P v with P = softmax(scale * q k^T [+ mask]); saves P."""
     p = C.attention_probs(q, k, attrs.mask, attrs.causal, attrs.scale, attrs.lead)
-    return np.matmul(p, v), p
+    return C.product_like(p, v, q), p   # laid out as q (yscv/compute/attention.py)
 
 
 def _lead_shape(shapes, names):
