@@ -119,3 +119,43 @@ def test_no_matplotlib_skips_the_picture_with_a_notice(example, monkeypatch, cap
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "matplotlib is not installed" in out
     assert not os.path.exists("never.png")
+
+
+_COMPILED_BY_THE_JOB = """
+import sys
+from numba.core import event
+compiled = []
+class _L(event.Listener):
+    def on_start(self, ev):
+        pass
+    def on_end(self, ev):
+        f = ev.data['dispatcher'].py_func
+        if f.__module__.startswith('yscv.'):
+            compiled.append(f.__module__.split('.')[-1] + '.' + f.__qualname__)
+event.register('numba:compile', _L())
+sys.argv = ['train_digits_cnn.py', '--epochs', '1', '--no-progress', '--plot', '',
+            '--checkpoint-dir', {ckpt!r}]
+import runpy
+runpy.run_path({example!r}, run_name='__main__')
+print('compiled', sorted(compiled))
+"""
+
+
+def test_the_job_compiles_eleven_kernels_from_an_empty_cache(tmp_path):
+    """The main job's cold start (docs/benchmarks.md, "The main job"): one
+    epoch from an empty kernel cache compiles these kernels, once each, and
+    no others -- the region protocol is one kernel (``sync.region_step``),
+    not three."""
+    import subprocess
+    import sys
+
+    code = _COMPILED_BY_THE_JOB.format(ckpt=str(tmp_path / "ck"), example=str(EXAMPLE))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "compiled " + str(sorted([
+        "activation.relu_select", "conv_direct.direct_region", "conv_direct.pad_region",
+        "elementwise.bias_add_rows", "norm.group_grad_apply", "norm.group_grad_sums",
+        "norm.group_stats", "norm_regions.group_apply_region", "optim.adam_update",
+        "pool.max_pool_2x2", "sync.region_step"]))

@@ -97,7 +97,7 @@ class _Pool:
         last, joined = 0, False
         fp_seen = 0                     # runtime.set_flush_denormal calls applied here
         while not self.closing:
-            last, joined = S.helper_wait(st, last, joined, SPIN_ROUNDS)
+            last, joined = S.region_step(st, S.OP_WAIT, last, joined, SPIN_ROUNDS)
             if joined:
                 if fp_seen != runtime.fp_generation():
                     fp_seen = runtime.fp_generation()
@@ -146,13 +146,13 @@ class _Pool:
         with self.cond:
             self.sig += 1
             self.call = call
-            S.region_open(st, self.sig)
+            S.region_step(st, S.OP_OPEN, self.sig, False, 0)
             if self.sleeping:
                 self.cond.notify_all()
         try:
             call(st)
         finally:
-            S.region_close(st)
+            S.region_step(st, S.OP_CLOSE, 0, False, 0)
             self.call = None
         if self.errors:
             err = self.errors[0]

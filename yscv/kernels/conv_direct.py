@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .simd import VBYTES, lanes, vadd, vload, vstore, vzero
+from .simd import VBYTES, copy_run, lanes, vadd, vload, vstore, vzero, zero_run
 from .sync import region_chunks
 from .tile_ir import register_tile
 
@@ -212,11 +212,14 @@ def pad_region(xf, dims, pf, pdims, pads, bounds, st):
 
     ``xf``/``pf`` flat; ``dims`` = (D, H, W, C) of x, ``pdims`` = (Dp, Hp,
     Wp) of xp, ``pads`` = the leading padding (pd, ph, pw); x sits at
-    ``xp[:, pd:pd+D, ph:ph+H, pw:pw+W]``."""
+    ``xp[:, pd:pd+D, ph:ph+H, pw:pw+W]``. Each row is a zeroed run, a copied
+    run and a zeroed run (``zero_run`` / ``copy_run``: one memset or memcpy
+    each, as fast as the loops were, and ~0.05 s less to compile than four
+    vectorised loops with their overlap checks; docs/engine.md, "Cold
+    start")."""
     d_, h_, w_, c_ = dims[0], dims[1], dims[2], dims[3]
     dp, hp, wp = pdims[0], pdims[1], pdims[2]
     pd, ph, pw = pads[0], pads[1], pads[2]
-    zero = pf.dtype.type(0)
     row = np.uint64(wp * c_)
     left = np.uint64(pw * c_)
     run = np.uint64(w_ * c_)
@@ -228,12 +231,8 @@ def pad_region(xf, dims, pf, pdims, pads, bounds, st):
             o = np.uint64(r) * row
             if pd <= z < pd + d_ and ph <= y < ph + h_:
                 src = np.uint64(((n * d_ + z - pd) * h_ + y - ph) * w_ * c_)
-                for i in range(left):
-                    pf[o + i] = zero
-                for i in range(run):
-                    pf[o + left + i] = xf[src + i]
-                for i in range(left + run, row):
-                    pf[o + i] = zero
+                zero_run(pf, o, left)
+                copy_run(pf, o + left, xf, src, run)
+                zero_run(pf, o + left + run, row - left - run)
             else:
-                for i in range(row):
-                    pf[o + i] = zero
+                zero_run(pf, o, row)

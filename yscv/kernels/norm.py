@@ -55,6 +55,7 @@ import numpy as np
 
 from ._jit import jit
 from . import simd as sv
+from .simd import zero_run
 
 _CHUNK = 65536  # elements per block of the grouped-column statistics (256 KB float32, in L2)
 _MIN_ROWS = 16  # rows per block at least, so very wide rows still amortise the merge
@@ -68,7 +69,9 @@ def group_stats(x, C, K, r0, r1, out, i, scr):
     ``out[i, 0]`` and ``out[i, 1]`` (float64 ``out[k, 2, N, G]``,
     ``G = C // K``; the range holds ``(r1 - r0) * P * K`` values per group).
     ``scr``: float64 scratch ``[3, >= W]`` (the caller allocates it: an
-    ``np.empty`` here compiled Numba's allocation helpers on first call).
+    ``np.empty`` here compiled Numba's allocation helpers on first call);
+    ``out`` and ``scr`` C-contiguous (their rows are zeroed with
+    ``zero_run``: a memset each, where loops compiled ~0.07 s longer).
 
     Groups are ``K`` consecutive channels. Blocks of rows are summed per lane
     as shifted data (``sum(x - s)``, ``sum((x - s)^2)``, ``s`` = the group's
@@ -90,9 +93,8 @@ def group_stats(x, C, K, r0, r1, out, i, scr):
     mean = out[i, 0]
     m2 = out[i, 1]
     for n in range(N):
-        for g in range(G):
-            mean[n, g] = 0.0
-            m2[n, g] = 0.0
+        zero_run(mean, n * G, G)
+        zero_run(m2, n * G, G)
         if r1 <= r0:
             continue
         for j in range(W):
@@ -100,9 +102,8 @@ def group_stats(x, C, K, r0, r1, out, i, scr):
         count = 0.0
         for b0 in range(r0, r1, rows):
             b1 = b0 + rows if b0 + rows < r1 else r1
-            for j in range(W):
-                s1[j] = 0.0
-                s2[j] = 0.0
+            zero_run(s1, 0, W)
+            zero_run(s2, 0, W)
             r = b0
             while r + 4 <= b1:               # four rows per lane update
                 xa = x[n, r]
@@ -190,14 +191,13 @@ def group_grad_sums(g, x, mean, C, r0, r1, out, i, scr):
     :func:`group_stats`), float64: ``sum g`` and ``sum g * (x - mean)``
     (``mean[N, W]`` per lane), written to ``out[i, 0]`` and ``out[i, 1]``
     (``out[k, 2, N, C]``); lanes summed in row order, then folded in order.
-    ``scr``: float64 scratch ``[2, >= W]`` (as :func:`group_stats`)."""
+    ``scr``: float64 scratch ``[2, >= W]``, C-contiguous (as :func:`group_stats`)."""
     N, _, W = x.shape
     sg = scr[0]
     sgx = scr[1]
     for n in range(N):
-        for j in range(W):
-            sg[j] = 0.0
-            sgx[j] = 0.0
+        zero_run(sg, 0, W)
+        zero_run(sgx, 0, W)
         mu = mean[n]
         r = r0
         while r + 4 <= r1:                   # four rows per lane update

@@ -20,6 +20,10 @@ keeps in a register, with lane-wise intrinsics:
 ``lanes(a)``           ``L`` for ``a``'s dtype, a compile-time constant
 ``transpose_block``    an ``L x L`` block of one array, transposed into
                        another (in registers; see its docstring)
+``copy_run``           ``copy_run(d, i, s, j, n)``: ``d.flat[i : i + n] =
+                       s.flat[j : j + n]`` (one memcpy)
+``zero_run``           ``zero_run(a, i, n)``: ``a.flat[i : i + n] = 0``
+                       (one memset)
 =====================  ====================================================
 
 ``L = VBYTES // itemsize``: ``VBYTES`` is 64 where the target CPU has AVX-512
@@ -285,3 +289,64 @@ def transpose_block(typingctx, src, si, s_stride, dst, di, d_stride):
         assert lty == rows[0].type
         return context.get_dummy_value()
     return types.none(src, si, s_stride, dst, di, d_stride), codegen
+
+
+# ------------------------------------------------------- runs of elements
+def _contiguous(a, writeable: bool = False) -> bool:
+    return (isinstance(a, types.Array) and a.layout == "C"
+            and isinstance(a.dtype, (types.Float, types.Integer))
+            and (a.mutable or not writeable))
+
+
+def _run_args(context, builder, aty, arr_val, idx_val, idx_ty, n_val, n_ty):
+    """(element pointer of ``a.flat[i]``, bytes of ``n`` elements; 0 when n <= 0)."""
+    arr = context.make_array(aty)(context, builder, arr_val)
+    idx = context.cast(builder, idx_val, idx_ty, types.intp)
+    n = context.cast(builder, n_val, n_ty, types.intp)
+    n = builder.select(builder.icmp_signed(">", n, ir.Constant(n.type, 0)), n,
+                       ir.Constant(n.type, 0))
+    size = context.get_abi_sizeof(context.get_data_type(aty.dtype))
+    return builder.gep(arr.data, [idx], inbounds=True), builder.mul(n, ir.Constant(n.type, size))
+
+
+_I8P = ir.IntType(8).as_pointer()
+
+
+@intrinsic
+def copy_run(typingctx, dst, i, src, j, n):
+    """``dst.flat[i : i + n] = src.flat[j : j + n]`` (``llvm.memcpy``): both
+    C-contiguous with one dtype, the runs not overlapping, in bounds; nothing
+    for ``n <= 0``. One call where a loop would be vectorised with run-time
+    overlap checks and a scalar tail, each compiled on a cold start."""
+    if not (_contiguous(dst, True) and _contiguous(src) and dst.dtype == src.dtype
+            and all(isinstance(t, types.Integer) for t in (i, j, n))):
+        return None
+
+    def codegen(context, builder, sig, args):
+        dptr, nbytes = _run_args(context, builder, sig.args[0], args[0], args[1], sig.args[1],
+                                 args[4], sig.args[4])
+        sptr, _ = _run_args(context, builder, sig.args[2], args[2], args[3], sig.args[3],
+                            args[4], sig.args[4])
+        fn = builder.module.declare_intrinsic("llvm.memcpy", [_I8P, _I8P, nbytes.type])
+        builder.call(fn, [builder.bitcast(dptr, _I8P), builder.bitcast(sptr, _I8P), nbytes,
+                          ir.Constant(ir.IntType(1), 0)])
+        return context.get_dummy_value()
+    return types.none(dst, i, src, j, n), codegen
+
+
+@intrinsic
+def zero_run(typingctx, a, i, n):
+    """``a.flat[i : i + n] = 0`` (all bits zero: +0.0; ``llvm.memset``);
+    ``a`` writeable C-contiguous, the run in bounds; nothing for ``n <= 0``."""
+    if not (_contiguous(a, True) and isinstance(i, types.Integer)
+            and isinstance(n, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr, nbytes = _run_args(context, builder, sig.args[0], args[0], args[1], sig.args[1],
+                                args[2], sig.args[2])
+        fn = builder.module.declare_intrinsic("llvm.memset", [_I8P, nbytes.type])
+        builder.call(fn, [builder.bitcast(ptr, _I8P), ir.Constant(ir.IntType(8), 0), nbytes,
+                          ir.Constant(ir.IntType(1), 0)])
+        return context.get_dummy_value()
+    return types.none(a, i, n), codegen

@@ -19,7 +19,7 @@ consistent atomics.
 - ``OPEN``: the number of the region helpers may still join (0: closed).
 - ``IN_KERNEL``: the number of the region whose caller is inside its
   kernel: the GIL is free, so a helper taking it does not wait.
-- ``BUSY``: helpers that left :func:`helper_wait` for a region and have not
+- ``BUSY``: helpers that left :func:`region_step` (``OP_WAIT``) for a region and have not
   come back (they are in Python or in the kernel).
 - ``NEXT``: the next chunk to claim in the current region.
 - ``EXIT``: set at interpreter exit: helpers stop waiting (they must not be
@@ -276,40 +276,47 @@ phase2_chunks = _chunks_intrinsic(NEXT2, False, """``phase2_chunks(st, n)``: the
 
 
 # ----------------------------------------------------- caller and helpers
-@jit
-def region_open(st, sig):
-    """Caller: publish region ``sig`` (> every earlier one); no helper is
-    busy with an earlier region (the caller's last :func:`region_close`)."""
-    atomic_store(st, NEXT, 0)
-    atomic_store(st, DONE, 0)
-    atomic_store(st, NEXT2, 0)
-    atomic_store(st, TOKEN, 0)
-    atomic_store(st, READY, 0)
-    atomic_store(st, OPEN, sig)
-    atomic_store(st, SIG, sig)
+#: the three steps of :func:`region_step`
+OP_OPEN, OP_CLOSE, OP_WAIT = 0, 1, 2
 
 
 @jit
-def region_close(st):
-    """Caller, after its own kernel call: no helper may join any more; wait
-    until every helper that joined has come back to :func:`helper_wait`
-    (so its chunks are done and it holds no GIL)."""
-    atomic_store(st, OPEN, 0)
-    n = 0
-    while atomic_load(st, BUSY) != 0:
-        _relax(n)
-        n += 1
+def region_step(st, op, a, was_busy, rounds):
+    """The caller's and the helpers' side of a region, one kernel for the
+    three steps (one first-call compile instead of three; each kernel costs
+    ~0.04 s at least on a cold start, docs/engine.md "Cold start"). Returns
+    ``(newest region seen, joined)`` (``(a, False)`` for the caller's steps).
 
+    ``op`` :data:`OP_OPEN` -- caller: publish region ``a`` (> every earlier
+    one); no helper is busy with an earlier region (the caller's last close).
 
-@jit
-def helper_wait(st, last, was_busy, rounds):
-    """Helper: wait (at most ``rounds`` spin rounds) for a region newer than
-    ``last`` whose caller is inside its kernel, and join it.
+    :data:`OP_CLOSE` -- caller, after its own kernel call: no helper may join
+    any more; wait until every helper that joined has come back to
+    :data:`OP_WAIT` (so its chunks are done and it holds no GIL).
 
-    Returns ``(newest region seen, joined)``; a region already closed when
-    the helper gets to it is seen but not joined. ``was_busy``: this helper
-    joined the previous region (it is counted in ``BUSY`` until it is back
-    here, after its kernel call and the Python around it)."""
+    :data:`OP_WAIT` -- helper: wait (at most ``rounds`` spin rounds) for a
+    region newer than ``a`` (the last one it saw) whose caller is inside its
+    kernel, and join it; a region already closed when the helper gets to it
+    is seen but not joined. ``was_busy``: this helper joined the previous
+    region (it is counted in ``BUSY`` until it is back here, after its kernel
+    call and the Python around it)."""
+    if op == OP_OPEN:
+        atomic_store(st, NEXT, 0)
+        atomic_store(st, DONE, 0)
+        atomic_store(st, NEXT2, 0)
+        atomic_store(st, TOKEN, 0)
+        atomic_store(st, READY, 0)
+        atomic_store(st, OPEN, a)
+        atomic_store(st, SIG, a)
+        return a, False
+    if op == OP_CLOSE:
+        atomic_store(st, OPEN, 0)
+        n = 0
+        while atomic_load(st, BUSY) != 0:
+            _relax(n)
+            n += 1
+        return a, False
+    last = a
     if was_busy:
         atomic_add(st, BUSY, -1)
     n = 0
