@@ -1,21 +1,23 @@
 """The arena ``Graph``: node storage, the node append, accessors, truncate and
 no_grad; ``Graph`` composes it with the other floors of the engine.
 
-Nodes live in parallel lists indexed by arena position (struct of arrays):
+Nodes live in three lists indexed by arena position:
 
 ==============  ==========================================================
+``_nodes``      the node's record, one tuple ``(op, inputs, attrs, saved,
+                rg, needs, plain)`` (fields: :data:`yscv.node.N_OP` ...)
 ``_values``     np.ndarray value (None once released by checkpointing)
-``_ops``        int(Op)
-``_inputs``     tuple of input arena indices (empty for leaves)
-``_attrs``      static attributes given to forward and backward
-``_saved``      data saved by forward for backward (or None)
-``_rg``         requires_grad flag
-``_needs``      per input: does it require grad (tells backward what to skip)
 ``_uids``       process-unique number; detects stale NodeIds after truncate
-``_plain``      True: the walk need not conform the node's input gradients
-                (see ``_apply2``)
 ``_grads``      dict index -> stored gradient (leaves and retained nodes only)
 ==============  ==========================================================
+
+One record per node rather than one list per field: the append builds one
+tuple instead of seven list appends, and the walk reads a node with one list
+index and an unpack (docs/engine.md, "Where the per-node time goes"). The
+records are also what a replay of a recorded step reads. ``_ops``,
+``_inputs``, ``_attrs``, ``_saved``, ``_rg``, ``_needs`` and ``_plain`` are
+read-only column views of the records (``_saved`` also takes assignment),
+for code off the per-node path.
 
 The ``Graph`` class is this storage plus mixins, one file each:
 
@@ -45,7 +47,8 @@ from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .leaves import LeavesMixin
 from .node import NodeId, Op, make_node_id
-from .node import _NodeIdBuilder, _next_uid
+from .node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED
+from .node import _NodeIdBuilder, _next_uid, with_saved
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from .walk import WalkMixin
@@ -60,6 +63,43 @@ _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
 
+class _Column:
+    """One field of every node record as a list-like view (``g._ops`` ...):
+    index, slice, ``len``, iteration, ``==`` against a list or column.
+    Only the ``saved`` column takes item assignment."""
+
+    __slots__ = ("_nodes", "_field")
+
+    def __init__(self, nodes: list, field: int):
+        self._nodes = nodes
+        self._field = field
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [r[self._field] for r in self._nodes[i]]
+        return self._nodes[i][self._field]
+
+    def __setitem__(self, i, value) -> None:
+        if self._field != N_SAVED:
+            raise TypeError("node records are read-only but for their saved data")
+        self._nodes[i] = with_saved(self._nodes[i], value)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self):
+        f = self._field
+        return iter([r[f] for r in self._nodes])
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, _Column):
+            other = list(other)
+        return list(self) == other if isinstance(other, list) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class _GraphCore:
     """Arena storage, the node append and accessors (see module docstring)."""
 
@@ -71,15 +111,9 @@ class _GraphCore:
             runtime.tune_malloc_once()
         self.dtype = dt
         self.detect_anomaly = bool(detect_anomaly)
+        self._nodes: list = []          # records (op, inputs, attrs, saved, rg, needs, plain)
         self._values: list = []
-        self._ops: list = []
-        self._inputs: list = []
-        self._attrs: list = []
-        self._saved: list = []
-        self._rg: list = []
-        self._needs: list = []
         self._uids: list = []
-        self._plain: list = []
         self._grads: dict = {}
         self._grad_nodes: dict = {}     # index -> NodeId of a recorded gradient (create_graph)
         self._grad_enabled = True
@@ -94,6 +128,15 @@ class _GraphCore:
         self._buffers: dict = {}        # id(array) -> (index, uid, array) (g.buffer)
         self._param_of: dict = {}       # leaf index -> Parameter
         self._end_hooks: list = []      # fn(graph) after each successful backward
+
+    # ------------------------------------------------- record column views
+    _ops = property(lambda self: _Column(self._nodes, N_OP))
+    _inputs = property(lambda self: _Column(self._nodes, N_INPUTS))
+    _attrs = property(lambda self: _Column(self._nodes, N_ATTRS))
+    _saved = property(lambda self: _Column(self._nodes, N_SAVED))
+    _rg = property(lambda self: _Column(self._nodes, N_RG))
+    _needs = property(lambda self: _Column(self._nodes, N_NEEDS))
+    _plain = property(lambda self: _Column(self._nodes, N_PLAIN))
 
     # ------------------------------------------------------------------ ids
     def _index(self, nid) -> int:
@@ -127,15 +170,9 @@ class _GraphCore:
         call."""
         k = len(self._uids)
         uid = _next_uid()
+        self._nodes.append((op, inputs, attrs, saved if rg else None, rg, needs, False))
         self._values.append(value)
-        self._ops.append(op)
-        self._inputs.append(inputs)
-        self._attrs.append(attrs)
-        self._saved.append(saved if rg else None)
-        self._rg.append(rg)
-        self._needs.append(needs)
         self._uids.append(uid)
-        self._plain.append(False)
         nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
@@ -150,7 +187,7 @@ class _GraphCore:
             v = self._values[i]
             if v is None:
                 v = self._recompute_value(i)
-            return i, v, self._rg[i]
+            return i, v, self._nodes[i][N_RG]
         return -1, as_graph_array(x, self.dtype, opname, argname, copy=True), False
 
     def _apply(self, op: Op, operands, attrs=None) -> NodeId:
@@ -226,22 +263,16 @@ class _GraphCore:
                 value = np.asarray(value)
             if self.detect_anomaly:
                 self._check_forward_finite(op, value)
-            rgl = self._rg
-            ra = rgl[i]
-            rb = rgl[j]
+            nodes = self._nodes
+            ra = nodes[i][N_RG]
+            rb = nodes[j][N_RG]
             rg = (ra or rb) and self._grad_enabled
             # _append inlined (a call measured slower: docs/engine.md)
             k = len(uids)
             uid = _next_uid()
+            nodes.append((op, (i, j), attrs, saved if rg else None, rg, (ra, rb), plain))
             values.append(value)
-            self._ops.append(op)
-            self._inputs.append((i, j))
-            self._attrs.append(attrs)
-            self._saved.append(saved if rg else None)
-            rgl.append(rg)
-            self._needs.append((ra, rb))
             uids.append(uid)
-            self._plain.append(plain)
             nid = _NodeIdBuilder()
             nid.graph = self
             nid.index = k
@@ -294,21 +325,15 @@ class _GraphCore:
             value = np.asarray(value)
         if self.detect_anomaly:
             self._check_forward_finite(op, value)
-        rgl = self._rg
-        r = rgl[i]
+        nodes = self._nodes
+        r = nodes[i][N_RG]
         rg = r and self._grad_enabled
         # _append inlined (see _apply2)
         k = len(uids)
         uid = _next_uid()
+        nodes.append((op, (i,), attrs, saved if rg else None, rg, (r,), plain))
         values.append(value)
-        self._ops.append(op)
-        self._inputs.append((i,))
-        self._attrs.append(attrs)
-        self._saved.append(saved if rg else None)
-        rgl.append(rg)
-        self._needs.append((r,))
         uids.append(uid)
-        self._plain.append(plain)
         nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
@@ -346,14 +371,14 @@ class _GraphCore:
 
     def op(self, n: NodeId) -> Op:
         """The node's :class:`Op`."""
-        return Op(self._ops[self._index(n)])
+        return Op(self._nodes[self._index(n)][N_OP])
 
     def inputs(self, n: NodeId) -> tuple:
         """The node's inputs as NodeIds."""
-        return tuple(self._node_id(j) for j in self._inputs[self._index(n)])
+        return tuple(self._node_id(j) for j in self._nodes[self._index(n)][N_INPUTS])
 
     def requires_grad(self, n: NodeId) -> bool:
-        return self._rg[self._index(n)]
+        return self._nodes[self._index(n)][N_RG]
 
     def grad(self, n: NodeId):
         """Accumulated gradient of a leaf or retained node, or None."""
@@ -403,8 +428,7 @@ class _GraphCore:
         k = int(k)
         if k < 0 or k > len(self._uids):
             raise IndexError(f"truncate: k={k} outside [0, {len(self._uids)}]")
-        for lst in (self._values, self._ops, self._inputs, self._attrs, self._saved,
-                    self._rg, self._needs, self._uids, self._plain):
+        for lst in (self._nodes, self._values, self._uids):
             del lst[k:]
         for d in (self._hooks, self._post_hooks, self._param_of, self._grads, self._grad_nodes):
             for i in [i for i in d if i >= k]:

@@ -1,8 +1,9 @@
 """``Op``, the enum of every operation, and ``NodeId``, the handle to a node.
 
-A node itself is not an object: the graph stores its fields in parallel lists
-(struct of arrays), which keeps appending a node and dispatching its backward
-cheap. A ``NodeId`` names one arena slot of one graph at one generation.
+A node is one plain tuple, its record (``Graph._nodes[i]``, fields below),
+beside its value and uid: appending a node is one tuple and three list
+appends, and the backward walk reads a node with one list index and an
+unpack. A ``NodeId`` names one arena slot of one graph at one generation.
 """
 from __future__ import annotations
 
@@ -198,6 +199,24 @@ class Op(enum.IntEnum):
     GAUSSIAN_NLL_LOSS = 277
     POISSON_NLL_LOSS = 278
     CTC_LOSS = 279
+
+
+#: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain)``,
+#: a tuple built once at the append (only checkpointing replaces one, to drop
+#: or restore its ``saved``):
+#:
+#: ``op`` int(Op); ``inputs`` tuple of input arena indices (empty for
+#: leaves); ``attrs`` the static attributes given to forward and backward;
+#: ``saved`` what forward saved for backward (None when the node does not
+#: require grad, or released); ``rg`` requires_grad; ``needs`` per input,
+#: whether it requires grad (the rules skip the others); ``plain`` the walk
+#: need not conform the node's input gradients (``Graph._apply2``).
+N_OP, N_INPUTS, N_ATTRS, N_SAVED, N_RG, N_NEEDS, N_PLAIN = range(7)
+
+
+def with_saved(record: tuple, saved) -> tuple:
+    """``record`` with its ``saved`` field replaced (release, recompute)."""
+    return record[:N_SAVED] + (saved,) + record[N_SAVED + 1:]
 
 
 _next_uid = itertools.count(1).__next__
