@@ -788,6 +788,71 @@ def test_plain_marks_elementwise_nodes_whose_inputs_have_the_output_shape():
     assert len(g._plain) == 4
 
 
+# ------------------------------------------------------------ node records
+def test_node_records_hold_each_node_and_columns_read_them():
+    """One record per node (yscv.node.N_OP ...): its shape is the value's
+    shape for every kind of append, needs are the inputs' requires-grad, and
+    the column views (g._ops ...) read the records like the old lists."""
+    from yscv.node import N_INPUTS, N_NEEDS, N_OP, N_RG, N_SAVED, N_SHAPE
+    g = Graph()
+    x = g.variable(np.ones(3, np.float32))
+    c = g.constant(np.ones((2, 3), np.float32))
+    s = g.variable(np.float32(2.0))
+    made = [x * x, c + x, s * s, g.tanh(s), g.tanh(x), g.sum(c, axis=0), x * 2.0,
+            g.matmul(c, g.reshape(x, (3, 1))), g.var(c + x, axis=1)]
+    assert len(g._nodes) == len(g._values) == len(g._uids) == len(g)
+    for i, rec in enumerate(g._nodes):
+        assert rec[N_SHAPE] == g._values[i].shape
+        assert rec[N_NEEDS] == tuple(g._nodes[j][N_RG] for j in rec[N_INPUTS])
+        assert rec[N_RG] == (any(rec[N_NEEDS]) if rec[N_INPUTS] else i != c.index and
+                             g.requires_grad(g._node_id(i)))
+    assert g._ops == [r[N_OP] for r in g._nodes] and len(g._inputs) == len(g)
+    assert list(g._rg) == [r[N_RG] for r in g._nodes]
+    assert g._inputs[made[1].index] == (c.index, x.index) and g._inputs[-2:] == \
+        [r[N_INPUTS] for r in g._nodes[-2:]]
+    sm = made[-1].index
+    assert g._saved[sm] is not None
+    g._saved[sm] = None                       # the saved column takes assignment
+    assert g._nodes[sm][N_SAVED] is None and g._nodes[sm][N_OP] == int(Op.VAR)
+    with pytest.raises(TypeError, match="read-only"):
+        g._ops[0] = 5
+    g.truncate(3)
+    assert len(g._nodes) == 3 and g._ops == [int(Op.LEAF)] * 3
+
+
+def test_released_node_keeps_its_record_shape_and_gets_its_saved_back():
+    g = Graph(np.float64)
+    x = g.variable(np.arange(6.0).reshape(2, 3))
+    inner = []
+
+    def body(g, h):
+        inner.append(g.var(h * 2.0, axis=1))
+        return g.sum(inner[0])
+
+    out = g.checkpoint(body, x)
+    k = inner[0].index
+    assert g._values[k] is None and g._saved[k] is None   # released
+    assert inner[0].shape == (2,)                           # from the record
+    g.backward(out)
+    ref = Graph(np.float64)
+    xr = ref.variable(np.arange(6.0).reshape(2, 3))
+    ref.backward(ref.sum(ref.var(xr * 2.0, axis=1)))
+    assert g.grad(x).tobytes() == ref.grad(xr).tobytes()
+    # the target itself released: the walk recomputes it at its visit and
+    # its rule gets the saved data back
+    ref.zero_grads()
+    ref.backward(ref.var(xr * 2.0))
+    g2 = Graph(np.float64)
+    x2 = g2.variable(np.arange(6.0).reshape(2, 3))
+    loss = g2.var(x2 * 2.0)
+    g2.backward(loss, retain_graph=False)                   # released as the walk goes
+    assert g2._values[loss.index] is None and g2._saved[loss.index] is None
+    assert g2.grad(x2).tobytes() == ref.grad(xr).tobytes()
+    g2.zero_grads()
+    g2.backward(loss)                                        # recomputed, saved restored
+    assert g2.grad(x2).tobytes() == ref.grad(xr).tobytes()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(1,), (3, 4)])
 def test_rules_of_ufunc_ops_return_conformed_gradients(dtype, shape):

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import registry
 from .errors import CheckpointError
-from .node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, NodeId, Op, with_saved
+from .node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, NodeId, Op, with_saved
 
 _LEAF = int(Op.LEAF)
 
@@ -88,12 +88,11 @@ class CheckpointMixin:
 
     # -------------------------------------------------------------- release
     def _release(self, i: int) -> None:
-        """Drop node i's value and saved data, remembering its shape."""
+        """Drop node i's value and saved data (its record keeps its shape)."""
         v = self._values[i]
         rec = self._nodes[i]
         if v is None or rec[N_OP] == _LEAF:
             return
-        self._released_shape[i] = v.shape
         self._values[i] = None
         if rec[N_SAVED] is not None:
             self._nodes[i] = with_saved(rec, None)
@@ -144,8 +143,8 @@ class CheckpointMixin:
                     node=k) from exc
             if type(value) is not np.ndarray:
                 value = np.asarray(value)
-            want = self._released_shape.get(k)
-            if want is not None and value.shape != want:
+            want = rec[N_SHAPE]
+            if value.shape != want:
                 raise CheckpointError(
                     f"recomputing node {k} ({Op(op).name.lower()}) gave shape "
                     f"{value.shape}, but the recorded value had shape {want}",

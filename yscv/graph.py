@@ -5,7 +5,7 @@ Nodes live in three lists indexed by arena position:
 
 ==============  ==========================================================
 ``_nodes``      the node's record, one tuple ``(op, inputs, attrs, saved,
-                rg, needs, plain)`` (fields: :data:`yscv.node.N_OP` ...)
+                rg, needs, plain, shape)`` (fields: :data:`yscv.node.N_OP` ...)
 ``_values``     np.ndarray value (None once released by checkpointing)
 ``_uids``       process-unique number; detects stale NodeIds after truncate
 ``_grads``      dict index -> stored gradient (leaves and retained nodes only)
@@ -47,7 +47,7 @@ from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .leaves import LeavesMixin
 from .node import NodeId, Op, make_node_id
-from .node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED
+from .node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED, N_SHAPE
 from .node import _NodeIdBuilder, _next_uid, with_saved
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
@@ -111,14 +111,13 @@ class _GraphCore:
             runtime.tune_malloc_once()
         self.dtype = dt
         self.detect_anomaly = bool(detect_anomaly)
-        self._nodes: list = []          # records (op, inputs, attrs, saved, rg, needs, plain)
+        self._nodes: list = []          # records (yscv.node: N_OP ... N_SHAPE)
         self._values: list = []
         self._uids: list = []
         self._grads: dict = {}
         self._grad_nodes: dict = {}     # index -> NodeId of a recorded gradient (create_graph)
         self._grad_enabled = True
         self._has_released = False      # any value released (checkpointing)?
-        self._released_shape: dict = {} # index -> shape when its value was released
         self._segments: list = []       # checkpoint segments (release groups)
         self._segment_starts: dict = {} # segment start index -> [segments]
         self._hooks: dict = {}          # index -> [fn(grad) -> grad | None]
@@ -170,7 +169,8 @@ class _GraphCore:
         call."""
         k = len(self._uids)
         uid = _next_uid()
-        self._nodes.append((op, inputs, attrs, saved if rg else None, rg, needs, False))
+        self._nodes.append((op, inputs, attrs, saved if rg else None, rg, needs, False,
+                            value.shape))
         self._values.append(value)
         self._uids.append(uid)
         nid = _NodeIdBuilder()
@@ -245,15 +245,19 @@ class _GraphCore:
                 va = self._recompute_value(i)
             if vb is None:
                 vb = self._recompute_value(j)
+            nodes = self._nodes
+            na = nodes[i]
+            nb = nodes[j]
+            sa = na[N_SHAPE]
+            same = sa == nb[N_SHAPE]  # the recorded shapes: no shape tuples built
             uf = _UFUNC[op]
-            nd = va.ndim
             try:
-                if uf is not None and nd == vb.ndim:  # the forward is this ufunc
+                if uf is not None and (same or va.ndim == vb.ndim):  # the forward is this ufunc
                     value = uf(va, vb)
                     saved = None
                     # an elementwise rule on operands of the output's shape:
                     # its gradients need no conforming (the walk skips the test)
-                    plain = nd != 0 and va.shape == vb.shape
+                    plain = same and sa != ()
                 else:
                     value, saved = _FORWARD[op](attrs, va, vb)
                     plain = False
@@ -263,14 +267,14 @@ class _GraphCore:
                 value = np.asarray(value)
             if self.detect_anomaly:
                 self._check_forward_finite(op, value)
-            nodes = self._nodes
-            ra = nodes[i][N_RG]
-            rb = nodes[j][N_RG]
+            ra = na[N_RG]
+            rb = nb[N_RG]
             rg = (ra or rb) and self._grad_enabled
             # _append inlined (a call measured slower: docs/engine.md)
             k = len(uids)
             uid = _next_uid()
-            nodes.append((op, (i, j), attrs, saved if rg else None, rg, (ra, rb), plain))
+            nodes.append((op, (i, j), attrs, saved if rg else None, rg, (ra, rb), plain,
+                          sa if plain else value.shape))
             values.append(value)
             uids.append(uid)
             nid = _NodeIdBuilder()
@@ -313,25 +317,30 @@ class _GraphCore:
         v = values[i]
         if v is None:
             v = self._recompute_value(i)
+        nodes = self._nodes
+        rec = nodes[i]
         uf = _UFUNC[op]
         if uf is not None:  # the forward is this ufunc (registry.UFUNC)
             value = uf(v)
             saved = None
-            plain = v.ndim != 0  # see _apply2
+            shape = rec[N_SHAPE]  # elementwise: the input's shape
+            plain = shape != ()  # see _apply2
         else:
             value, saved = _FORWARD[op](attrs, v)
             plain = False
+            shape = None
         if type(value) is not _ndarray:
             value = np.asarray(value)
+        if shape is None:
+            shape = value.shape
         if self.detect_anomaly:
             self._check_forward_finite(op, value)
-        nodes = self._nodes
-        r = nodes[i][N_RG]
+        r = rec[N_RG]
         rg = r and self._grad_enabled
         # _append inlined (see _apply2)
         k = len(uids)
         uid = _next_uid()
-        nodes.append((op, (i,), attrs, saved if rg else None, rg, (r,), plain))
+        nodes.append((op, (i,), attrs, saved if rg else None, rg, (r,), plain, shape))
         values.append(value)
         uids.append(uid)
         nid = _NodeIdBuilder()
@@ -413,13 +422,8 @@ class _GraphCore:
         self._retained.add(self._index(n))
 
     def _shape(self, i: int) -> tuple:
-        v = self._values[i]
-        if v is None:  # released by checkpointing: its shape was recorded
-            shape = self._released_shape.get(i)
-            if shape is not None:
-                return shape
-            v = self._recompute_value(i)
-        return v.shape
+        """Node i's shape, from its record (also when its value is released)."""
+        return self._nodes[i][N_SHAPE]
 
     def truncate(self, k: int) -> None:
         """Drop every node with index >= k; their NodeIds become invalid."""
@@ -436,7 +440,6 @@ class _GraphCore:
         self._retained = {i for i in self._retained if i < k}
         self._params = {key: e for key, e in self._params.items() if e[0] < k}
         self._buffers = {key: e for key, e in self._buffers.items() if e[0] < k}
-        self._released_shape = {i: s for i, s in self._released_shape.items() if i < k}
         segs = []
         for seg in self._segments:
             if seg.start < k:

@@ -201,17 +201,20 @@ class Op(enum.IntEnum):
     CTC_LOSS = 279
 
 
-#: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain)``,
-#: a tuple built once at the append (only checkpointing replaces one, to drop
-#: or restore its ``saved``):
+#: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain,
+#: shape)``, a tuple built once at the append (only checkpointing replaces
+#: one, to drop or restore its ``saved``):
 #:
 #: ``op`` int(Op); ``inputs`` tuple of input arena indices (empty for
 #: leaves); ``attrs`` the static attributes given to forward and backward;
 #: ``saved`` what forward saved for backward (None when the node does not
 #: require grad, or released); ``rg`` requires_grad; ``needs`` per input,
 #: whether it requires grad (the rules skip the others); ``plain`` the walk
-#: need not conform the node's input gradients (``Graph._apply2``).
-N_OP, N_INPUTS, N_ATTRS, N_SAVED, N_RG, N_NEEDS, N_PLAIN = range(7)
+#: need not conform the node's input gradients (``Graph._apply2``);
+#: ``shape`` the value's shape (a value is only ever replaced by one of
+#: the same shape), which the append compares instead of reading the
+#: operands' shapes.
+N_OP, N_INPUTS, N_ATTRS, N_SAVED, N_RG, N_NEEDS, N_PLAIN, N_SHAPE = range(8)
 
 
 def with_saved(record: tuple, saved) -> tuple:

@@ -298,7 +298,7 @@ class WalkMixin:
             if type(gi) is not ndarray:  # 0-d arithmetic yields NumPy scalars
                 gi = np.asarray(gi)
             # the node's record (yscv.node: N_OP ...) in one read
-            op, ins, attrs_i, saved_i, rg_i, needs_i, pl = nodes[i]
+            op, ins, attrs_i, saved_i, rg_i, needs_i, pl, _ = nodes[i]
             if special:
                 if capture is not None and ins and i in capture:
                     capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)

@@ -407,7 +407,7 @@ class _Walk:
                 g._prepare_node_for_backward(i)
         values = g._values
         in_vals = tuple([values[j] for j in ins])
-        op, _, attrs, saved, _, needs, _ = g._nodes[i]  # after any recompute
+        op, _, attrs, saved, _, needs, _, _ = g._nodes[i]  # after any recompute
         grads = registry.BACKWARD[op](gi, in_vals, values[i], attrs, saved, needs)
         out = []
         for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):

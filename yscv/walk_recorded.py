@@ -105,7 +105,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
             _accumulate_node(graph, i, gi, leaf=False)
         if graph._has_released:
             graph._prepare_node_for_backward(i)
-        op, _, attrs, saved, _, needs, _ = nodes[i]  # after any recompute
+        op, _, attrs, saved, _, needs, _, _ = nodes[i]  # after any recompute
         rule = _RECORDED[op]
         if rule is None:
             raise BackwardError(
