@@ -770,6 +770,51 @@ def test_register_ufunc_refuses_twice_and_before_the_forward():
         yscv.registry.register_ufunc(Op.LEAF, np.multiply)
 
 
+# ------------------------------------------- binary dunders with the fast path
+@pytest.mark.parametrize("name", ["__add__", "__sub__", "__mul__", "__truediv__", "__pow__"])
+def test_binary_dunders_record_what_apply2_records(name):
+    """NodeId's binary dunders hold _apply2's two-NodeId path themselves:
+    node for node the same record, value bits and errors."""
+    from yscv.node import N_SAVED
+    op = {"__add__": Op.ADD, "__sub__": Op.SUB, "__mul__": Op.MUL,
+          "__truediv__": Op.DIV, "__pow__": Op.POW}[name]
+    rng = np.random.default_rng(5)
+    shapes = [((3,), (3,)), ((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), ()),
+              ((), (3,)), ((1,), (1,))]
+    for dtype in (np.float32, np.float64):
+        for grad_a, grad_b in ((True, False), (False, False), (True, True)):
+            for sa, sb in shapes:
+                made = []
+                for how in ("dunder", "apply2"):
+                    g = Graph(dtype)
+                    a = (g.variable if grad_a else g.constant)(rng.uniform(0.5, 2.0, sa))
+                    b = (g.variable if grad_b else g.constant)(rng.uniform(0.5, 2.0, sb))
+                    y = getattr(a, name)(b) if how == "dunder" else g._apply2(op, a, b)
+                    made.append((g, y))
+                    rng = np.random.default_rng(5)  # the same operands for both
+                (g1, y1), (g2, y2) = made
+                r1, r2 = g1._nodes[y1.index], g2._nodes[y2.index]
+                assert r1[:N_SAVED] + r1[N_SAVED + 1:] == r2[:N_SAVED] + r2[N_SAVED + 1:]
+                assert (r1[N_SAVED] is None) == (r2[N_SAVED] is None)
+                assert g1.value(y1).tobytes() == g2.value(y2).tobytes()
+                assert g1.value(y1).dtype == g2.value(y2).dtype == dtype
+    g = Graph()
+    a, b = g.variable(np.ones(3, np.float32)), g.variable(np.ones(2, np.float32))
+    with pytest.raises(yscv.ShapeError, match=op.name.lower()):
+        getattr(a, name)(b)
+    other = Graph().variable(np.ones(3, np.float32))
+    with pytest.raises(yscv.NodeNotFoundError, match="another graph"):
+        getattr(a, name)(other)
+    g.truncate(1)
+    with pytest.raises(yscv.NodeNotFoundError):
+        getattr(a, name)(b)
+    with g.no_grad():
+        y = getattr(a, name)(a)
+    assert not g.requires_grad(y) and g._saved[y.index] is None
+    assert len(g) == 2
+    assert getattr(yscv.NodeId, name).__name__ == name
+
+
 # ---------------------------------- plain nodes: gradients known to conform
 def test_plain_marks_elementwise_nodes_whose_inputs_have_the_output_shape():
     g = Graph()
