@@ -815,6 +815,39 @@ def test_binary_dunders_record_what_apply2_records(name):
     assert getattr(yscv.NodeId, name).__name__ == name
 
 
+@pytest.mark.parametrize("name", ["neg", "abs", "tanh"])
+def test_unary_ufunc_methods_record_what_apply1_records(name):
+    """g.neg, g.abs and g.tanh hold _apply1's NodeId path themselves: node
+    for node the same record and value bits; other operands and errors as
+    _apply1."""
+    op = Op[name.upper()]
+    for dtype in (np.float32, np.float64):
+        for shape in ((3,), (2, 3), (), (1,)):
+            for grad in (True, False):
+                made = []
+                for how in ("method", "apply1"):
+                    g = Graph(dtype)
+                    x = (g.variable if grad else g.constant)(
+                        np.random.default_rng(6).uniform(-2.0, 2.0, shape))
+                    y = getattr(g, name)(x) if how == "method" else g._apply1(op, x)
+                    made.append((g, y))
+                (g1, y1), (g2, y2) = made
+                assert g1._nodes[y1.index] == g2._nodes[y2.index]
+                assert g1.value(y1).tobytes() == g2.value(y2).tobytes()
+                assert g1.value(y1).dtype == dtype and g1.value(y1).shape == shape
+    g = Graph()
+    y = getattr(g, name)([1.0, -2.0])                  # an array-like: a constant input
+    assert len(g) == 2 and g.op(y) == op
+    x = g.variable(np.ones(2, np.float32))
+    with pytest.raises(yscv.NodeNotFoundError, match="another graph"):
+        getattr(g, name)(Graph().variable(np.ones(2, np.float32)))
+    g.truncate(2)
+    with pytest.raises(yscv.NodeNotFoundError):
+        getattr(g, name)(x)
+    assert len(g) == 2
+    assert getattr(Graph, name).__name__ == name and getattr(Graph, name).__doc__
+
+
 # ---------------------------------- plain nodes: gradients known to conform
 def test_plain_marks_elementwise_nodes_whose_inputs_have_the_output_shape():
     g = Graph()

@@ -478,9 +478,9 @@ def _binary_dunder(op: Op, name: str):
     path of :meth:`_GraphCore._apply2` written into the dunder itself, so
     ``x * w`` runs one Python frame instead of two (~50 ns less per binary
     node on the scalar chain, docs/engine.md); any other right operand goes
-    to ``a.graph._apply2``. Keep the body in step with ``_apply2`` (a test
+    to ``a.graph._apply2``. The op's ufunc form and forward are read from
+    the registry per call, as ``_apply2`` does. Keep the body in step with ``_apply2`` (a test
     compares the two node for node)."""
-    uf = _UFUNC[op]
 
     def dunder(a, b):
         if type(b) is not NodeId:
@@ -508,6 +508,7 @@ def _binary_dunder(op: Op, name: str):
         nb = nodes[j]
         sa = na[N_SHAPE]
         same = sa == nb[N_SHAPE]
+        uf = _UFUNC[op]
         try:
             if uf is not None and (same or va.ndim == vb.ndim):
                 value = uf(va, vb)
@@ -549,3 +550,61 @@ for _name, _op in (("__add__", Op.ADD), ("__sub__", Op.SUB), ("__mul__", Op.MUL)
                    ("__truediv__", Op.DIV), ("__pow__", Op.POW)):
     setattr(NodeId, _name, _binary_dunder(_op, _name))
 del _name, _op
+
+
+def _unary_ufunc_method(op: Op, plain):
+    """``Graph.<op>`` for a one-input op that may have a ufunc form
+    (:data:`registry.UFUNC`; ``plain`` the op method it replaces, which is
+    ``self._apply1(op, x)``): :meth:`_GraphCore._apply1`'s ufunc path written
+    into the method itself, one Python frame fewer per node; any other
+    operand, or no ufunc form, goes to ``_apply1``. Keep the body in step with
+    ``_apply1`` (a test compares the two node for node)."""
+
+    def method(self, x):
+        uf = _UFUNC[op]  # None (tanh where NumPy's is not vectorised): _apply1
+        if uf is None or type(x) is not NodeId:
+            return self._apply1(op, x)
+        uids = self._uids
+        i = x.index
+        try:
+            stale = uids[i] != x.uid
+        except IndexError:  # index past the end: truncated away
+            stale = True
+        if stale:
+            self._index(x)
+        values = self._values
+        v = values[i]
+        if v is None:
+            v = self._recompute_value(i)
+        nodes = self._nodes
+        rec = nodes[i]
+        value = uf(v)
+        shape = rec[N_SHAPE]  # elementwise: the input's shape
+        if type(value) is not _ndarray:
+            value = np.asarray(value)
+        if self.detect_anomaly:
+            self._check_forward_finite(op, value)
+        r = rec[N_RG]
+        rg = r and self._grad_enabled
+        k = len(uids)
+        uid = _next_uid()
+        nodes.append((op, (i,), None, None, rg, (r,), shape != (), shape))
+        values.append(value)
+        uids.append(uid)
+        nid = _NodeIdBuilder()
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
+        return nid
+
+    method.__name__ = plain.__name__
+    method.__qualname__ = plain.__qualname__
+    method.__doc__ = plain.__doc__
+    return method
+
+
+# the one-input ops with a ufunc form, their _apply1 path inlined (see above)
+for _name in ("neg", "abs", "tanh"):
+    setattr(Graph, _name, _unary_ufunc_method(Op[_name.upper()], getattr(Graph, _name)))
+del _name
