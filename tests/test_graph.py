@@ -770,6 +770,84 @@ def test_register_ufunc_refuses_twice_and_before_the_forward():
         yscv.registry.register_ufunc(Op.LEAF, np.multiply)
 
 
+# ------------------------------------------- binary dunders with the fast path
+@pytest.mark.parametrize("name", ["__add__", "__sub__", "__mul__", "__truediv__", "__pow__"])
+def test_binary_dunders_record_what_apply2_records(name):
+    """NodeId's binary dunders hold _apply2's two-NodeId path themselves:
+    node for node the same record, value bits and errors."""
+    from yscv.node import N_SAVED
+    op = {"__add__": Op.ADD, "__sub__": Op.SUB, "__mul__": Op.MUL,
+          "__truediv__": Op.DIV, "__pow__": Op.POW}[name]
+    rng = np.random.default_rng(5)
+    shapes = [((3,), (3,)), ((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), ()),
+              ((), (3,)), ((1,), (1,))]
+    for dtype in (np.float32, np.float64):
+        for grad_a, grad_b in ((True, False), (False, False), (True, True)):
+            for sa, sb in shapes:
+                made = []
+                for how in ("dunder", "apply2"):
+                    g = Graph(dtype)
+                    a = (g.variable if grad_a else g.constant)(rng.uniform(0.5, 2.0, sa))
+                    b = (g.variable if grad_b else g.constant)(rng.uniform(0.5, 2.0, sb))
+                    y = getattr(a, name)(b) if how == "dunder" else g._apply2(op, a, b)
+                    made.append((g, y))
+                    rng = np.random.default_rng(5)  # the same operands for both
+                (g1, y1), (g2, y2) = made
+                r1, r2 = g1._nodes[y1.index], g2._nodes[y2.index]
+                assert r1[:N_SAVED] + r1[N_SAVED + 1:] == r2[:N_SAVED] + r2[N_SAVED + 1:]
+                assert (r1[N_SAVED] is None) == (r2[N_SAVED] is None)
+                assert g1.value(y1).tobytes() == g2.value(y2).tobytes()
+                assert g1.value(y1).dtype == g2.value(y2).dtype == dtype
+    g = Graph()
+    a, b = g.variable(np.ones(3, np.float32)), g.variable(np.ones(2, np.float32))
+    with pytest.raises(yscv.ShapeError, match=op.name.lower()):
+        getattr(a, name)(b)
+    other = Graph().variable(np.ones(3, np.float32))
+    with pytest.raises(yscv.NodeNotFoundError, match="another graph"):
+        getattr(a, name)(other)
+    g.truncate(1)
+    with pytest.raises(yscv.NodeNotFoundError):
+        getattr(a, name)(b)
+    with g.no_grad():
+        y = getattr(a, name)(a)
+    assert not g.requires_grad(y) and g._saved[y.index] is None
+    assert len(g) == 2
+    assert getattr(yscv.NodeId, name).__name__ == name
+
+
+@pytest.mark.parametrize("name", ["neg", "abs", "tanh"])
+def test_unary_ufunc_methods_record_what_apply1_records(name):
+    """g.neg, g.abs and g.tanh hold _apply1's NodeId path themselves: node
+    for node the same record and value bits; other operands and errors as
+    _apply1."""
+    op = Op[name.upper()]
+    for dtype in (np.float32, np.float64):
+        for shape in ((3,), (2, 3), (), (1,)):
+            for grad in (True, False):
+                made = []
+                for how in ("method", "apply1"):
+                    g = Graph(dtype)
+                    x = (g.variable if grad else g.constant)(
+                        np.random.default_rng(6).uniform(-2.0, 2.0, shape))
+                    y = getattr(g, name)(x) if how == "method" else g._apply1(op, x)
+                    made.append((g, y))
+                (g1, y1), (g2, y2) = made
+                assert g1._nodes[y1.index] == g2._nodes[y2.index]
+                assert g1.value(y1).tobytes() == g2.value(y2).tobytes()
+                assert g1.value(y1).dtype == dtype and g1.value(y1).shape == shape
+    g = Graph()
+    y = getattr(g, name)([1.0, -2.0])                  # an array-like: a constant input
+    assert len(g) == 2 and g.op(y) == op
+    x = g.variable(np.ones(2, np.float32))
+    with pytest.raises(yscv.NodeNotFoundError, match="another graph"):
+        getattr(g, name)(Graph().variable(np.ones(2, np.float32)))
+    g.truncate(2)
+    with pytest.raises(yscv.NodeNotFoundError):
+        getattr(g, name)(x)
+    assert len(g) == 2
+    assert getattr(Graph, name).__name__ == name and getattr(Graph, name).__doc__
+
+
 # ---------------------------------- plain nodes: gradients known to conform
 def test_plain_marks_elementwise_nodes_whose_inputs_have_the_output_shape():
     g = Graph()
@@ -786,6 +864,71 @@ def test_plain_marks_elementwise_nodes_whose_inputs_have_the_output_shape():
     assert len(g._plain) == len(g)
     g.truncate(4)
     assert len(g._plain) == 4
+
+
+# ------------------------------------------------------------ node records
+def test_node_records_hold_each_node_and_columns_read_them():
+    """One record per node (yscv.node.N_OP ...): its shape is the value's
+    shape for every kind of append, needs are the inputs' requires-grad, and
+    the column views (g._ops ...) read the records like the old lists."""
+    from yscv.node import N_INPUTS, N_NEEDS, N_OP, N_RG, N_SAVED, N_SHAPE
+    g = Graph()
+    x = g.variable(np.ones(3, np.float32))
+    c = g.constant(np.ones((2, 3), np.float32))
+    s = g.variable(np.float32(2.0))
+    made = [x * x, c + x, s * s, g.tanh(s), g.tanh(x), g.sum(c, axis=0), x * 2.0,
+            g.matmul(c, g.reshape(x, (3, 1))), g.var(c + x, axis=1)]
+    assert len(g._nodes) == len(g._values) == len(g._uids) == len(g)
+    for i, rec in enumerate(g._nodes):
+        assert rec[N_SHAPE] == g._values[i].shape
+        assert rec[N_NEEDS] == tuple(g._nodes[j][N_RG] for j in rec[N_INPUTS])
+        assert rec[N_RG] == (any(rec[N_NEEDS]) if rec[N_INPUTS] else i != c.index and
+                             g.requires_grad(g._node_id(i)))
+    assert g._ops == [r[N_OP] for r in g._nodes] and len(g._inputs) == len(g)
+    assert list(g._rg) == [r[N_RG] for r in g._nodes]
+    assert g._inputs[made[1].index] == (c.index, x.index) and g._inputs[-2:] == \
+        [r[N_INPUTS] for r in g._nodes[-2:]]
+    sm = made[-1].index
+    assert g._saved[sm] is not None
+    g._saved[sm] = None                       # the saved column takes assignment
+    assert g._nodes[sm][N_SAVED] is None and g._nodes[sm][N_OP] == int(Op.VAR)
+    with pytest.raises(TypeError, match="read-only"):
+        g._ops[0] = 5
+    g.truncate(3)
+    assert len(g._nodes) == 3 and g._ops == [int(Op.LEAF)] * 3
+
+
+def test_released_node_keeps_its_record_shape_and_gets_its_saved_back():
+    g = Graph(np.float64)
+    x = g.variable(np.arange(6.0).reshape(2, 3))
+    inner = []
+
+    def body(g, h):
+        inner.append(g.var(h * 2.0, axis=1))
+        return g.sum(inner[0])
+
+    out = g.checkpoint(body, x)
+    k = inner[0].index
+    assert g._values[k] is None and g._saved[k] is None   # released
+    assert inner[0].shape == (2,)                           # from the record
+    g.backward(out)
+    ref = Graph(np.float64)
+    xr = ref.variable(np.arange(6.0).reshape(2, 3))
+    ref.backward(ref.sum(ref.var(xr * 2.0, axis=1)))
+    assert g.grad(x).tobytes() == ref.grad(xr).tobytes()
+    # the target itself released: the walk recomputes it at its visit and
+    # its rule gets the saved data back
+    ref.zero_grads()
+    ref.backward(ref.var(xr * 2.0))
+    g2 = Graph(np.float64)
+    x2 = g2.variable(np.arange(6.0).reshape(2, 3))
+    loss = g2.var(x2 * 2.0)
+    g2.backward(loss, retain_graph=False)                   # released as the walk goes
+    assert g2._values[loss.index] is None and g2._saved[loss.index] is None
+    assert g2.grad(x2).tobytes() == ref.grad(xr).tobytes()
+    g2.zero_grads()
+    g2.backward(loss)                                        # recomputed, saved restored
+    assert g2.grad(x2).tobytes() == ref.grad(xr).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import registry
 from .errors import CheckpointError
-from .node import NodeId, Op
+from .node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, NodeId, Op, with_saved
 
 _LEAF = int(Op.LEAF)
 
@@ -88,13 +88,14 @@ class CheckpointMixin:
 
     # -------------------------------------------------------------- release
     def _release(self, i: int) -> None:
-        """Drop node i's value and saved data, remembering its shape."""
+        """Drop node i's value and saved data (its record keeps its shape)."""
         v = self._values[i]
-        if v is None or self._ops[i] == _LEAF:
+        rec = self._nodes[i]
+        if v is None or rec[N_OP] == _LEAF:
             return
-        self._released_shape[i] = v.shape
         self._values[i] = None
-        self._saved[i] = None
+        if rec[N_SAVED] is not None:
+            self._nodes[i] = with_saved(rec, None)
         self._has_released = True
 
     def _release_segment(self, seg: _Segment) -> None:
@@ -108,7 +109,7 @@ class CheckpointMixin:
         need = []
         seen = set()
         stack = list(roots)
-        values, inputs, ops = self._values, self._inputs, self._ops
+        values, nodes = self._values, self._nodes
         while stack:
             k = stack.pop()
             if k in seen:
@@ -116,12 +117,12 @@ class CheckpointMixin:
             seen.add(k)
             if values[k] is not None:
                 continue
-            if ops[k] == _LEAF:
+            if nodes[k][N_OP] == _LEAF:
                 raise CheckpointError(
                     f"cannot recompute node {k}: it is a leaf whose value was released",
                     node=k)
             need.append(k)
-            stack.extend(inputs[k])
+            stack.extend(nodes[k][N_INPUTS])
         need.sort()
         return need
 
@@ -130,25 +131,27 @@ class CheckpointMixin:
         (values and saved data); returns the indices recomputed."""
         need = self._released_ancestry(roots)
         forward = registry.FORWARD
-        values, saved, inputs, attrs, ops, rg = (
-            self._values, self._saved, self._inputs, self._attrs, self._ops, self._rg)
+        values, nodes = self._values, self._nodes
         for k in need:
+            rec = nodes[k]
+            op, ins, attrs = rec[N_OP], rec[N_INPUTS], rec[N_ATTRS]
             try:
-                value, sv = forward[ops[k]](attrs[k], *[values[j] for j in inputs[k]])
+                value, sv = forward[op](attrs, *[values[j] for j in ins])
             except Exception as exc:
                 raise CheckpointError(
-                    f"recomputing node {k} ({Op(ops[k]).name.lower()}) failed: {exc}",
+                    f"recomputing node {k} ({Op(op).name.lower()}) failed: {exc}",
                     node=k) from exc
             if type(value) is not np.ndarray:
                 value = np.asarray(value)
-            want = self._released_shape.get(k)
-            if want is not None and value.shape != want:
+            want = rec[N_SHAPE]
+            if value.shape != want:
                 raise CheckpointError(
-                    f"recomputing node {k} ({Op(ops[k]).name.lower()}) gave shape "
+                    f"recomputing node {k} ({Op(op).name.lower()}) gave shape "
                     f"{value.shape}, but the recorded value had shape {want}",
                     node=k, expected=want, got=value.shape)
             values[k] = value
-            saved[k] = sv if rg[k] else None
+            if rec[N_RG]:
+                nodes[k] = with_saved(rec, sv)
         return need
 
     def _recompute_value(self, i: int):
@@ -168,7 +171,7 @@ class CheckpointMixin:
         """Make node i's value, saved data and input values available."""
         # value and saved data are released and rebuilt together, so a present
         # value means its saved data is valid too
-        roots = [j for j in self._inputs[i] if self._values[j] is None]
+        roots = [j for j in self._nodes[i][N_INPUTS] if self._values[j] is None]
         if self._values[i] is None:
             roots.append(i)
         if roots:

@@ -1,21 +1,23 @@
 """The arena ``Graph``: node storage, the node append, accessors, truncate and
 no_grad; ``Graph`` composes it with the other floors of the engine.
 
-Nodes live in parallel lists indexed by arena position (struct of arrays):
+Nodes live in three lists indexed by arena position:
 
 ==============  ==========================================================
+``_nodes``      the node's record, one tuple ``(op, inputs, attrs, saved,
+                rg, needs, plain, shape)`` (fields: :data:`yscv.node.N_OP` ...)
 ``_values``     np.ndarray value (None once released by checkpointing)
-``_ops``        int(Op)
-``_inputs``     tuple of input arena indices (empty for leaves)
-``_attrs``      static attributes given to forward and backward
-``_saved``      data saved by forward for backward (or None)
-``_rg``         requires_grad flag
-``_needs``      per input: does it require grad (tells backward what to skip)
 ``_uids``       process-unique number; detects stale NodeIds after truncate
-``_plain``      True: the walk need not conform the node's input gradients
-                (see ``_apply2``)
 ``_grads``      dict index -> stored gradient (leaves and retained nodes only)
 ==============  ==========================================================
+
+One record per node rather than one list per field: the append builds one
+tuple instead of seven list appends, and the walk reads a node with one list
+index and an unpack (docs/engine.md, "Where the per-node time goes"). The
+records are also what a replay of a recorded step reads. ``_ops``,
+``_inputs``, ``_attrs``, ``_saved``, ``_rg``, ``_needs`` and ``_plain`` are
+read-only column views of the records (``_saved`` also takes assignment),
+for code off the per-node path.
 
 The ``Graph`` class is this storage plus mixins, one file each:
 
@@ -45,7 +47,8 @@ from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .leaves import LeavesMixin
 from .node import NodeId, Op, make_node_id
-from .node import _NodeIdBuilder, _next_uid
+from .node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED, N_SHAPE
+from .node import _NodeIdBuilder, _next_uid, with_saved
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from .walk import WalkMixin
@@ -60,6 +63,43 @@ _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
 
 
+class _Column:
+    """One field of every node record as a list-like view (``g._ops`` ...):
+    index, slice, ``len``, iteration, ``==`` against a list or column.
+    Only the ``saved`` column takes item assignment."""
+
+    __slots__ = ("_nodes", "_field")
+
+    def __init__(self, nodes: list, field: int):
+        self._nodes = nodes
+        self._field = field
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [r[self._field] for r in self._nodes[i]]
+        return self._nodes[i][self._field]
+
+    def __setitem__(self, i, value) -> None:
+        if self._field != N_SAVED:
+            raise TypeError("node records are read-only but for their saved data")
+        self._nodes[i] = with_saved(self._nodes[i], value)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self):
+        f = self._field
+        return iter([r[f] for r in self._nodes])
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, _Column):
+            other = list(other)
+        return list(self) == other if isinstance(other, list) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class _GraphCore:
     """Arena storage, the node append and accessors (see module docstring)."""
 
@@ -71,20 +111,13 @@ class _GraphCore:
             runtime.tune_malloc_once()
         self.dtype = dt
         self.detect_anomaly = bool(detect_anomaly)
+        self._nodes: list = []          # records (yscv.node: N_OP ... N_SHAPE)
         self._values: list = []
-        self._ops: list = []
-        self._inputs: list = []
-        self._attrs: list = []
-        self._saved: list = []
-        self._rg: list = []
-        self._needs: list = []
         self._uids: list = []
-        self._plain: list = []
         self._grads: dict = {}
         self._grad_nodes: dict = {}     # index -> NodeId of a recorded gradient (create_graph)
         self._grad_enabled = True
         self._has_released = False      # any value released (checkpointing)?
-        self._released_shape: dict = {} # index -> shape when its value was released
         self._segments: list = []       # checkpoint segments (release groups)
         self._segment_starts: dict = {} # segment start index -> [segments]
         self._hooks: dict = {}          # index -> [fn(grad) -> grad | None]
@@ -94,6 +127,15 @@ class _GraphCore:
         self._buffers: dict = {}        # id(array) -> (index, uid, array) (g.buffer)
         self._param_of: dict = {}       # leaf index -> Parameter
         self._end_hooks: list = []      # fn(graph) after each successful backward
+
+    # ------------------------------------------------- record column views
+    _ops = property(lambda self: _Column(self._nodes, N_OP))
+    _inputs = property(lambda self: _Column(self._nodes, N_INPUTS))
+    _attrs = property(lambda self: _Column(self._nodes, N_ATTRS))
+    _saved = property(lambda self: _Column(self._nodes, N_SAVED))
+    _rg = property(lambda self: _Column(self._nodes, N_RG))
+    _needs = property(lambda self: _Column(self._nodes, N_NEEDS))
+    _plain = property(lambda self: _Column(self._nodes, N_PLAIN))
 
     # ------------------------------------------------------------------ ids
     def _index(self, nid) -> int:
@@ -127,15 +169,10 @@ class _GraphCore:
         call."""
         k = len(self._uids)
         uid = _next_uid()
+        self._nodes.append((op, inputs, attrs, saved if rg else None, rg, needs, False,
+                            value.shape))
         self._values.append(value)
-        self._ops.append(op)
-        self._inputs.append(inputs)
-        self._attrs.append(attrs)
-        self._saved.append(saved if rg else None)
-        self._rg.append(rg)
-        self._needs.append(needs)
         self._uids.append(uid)
-        self._plain.append(False)
         nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
@@ -150,7 +187,7 @@ class _GraphCore:
             v = self._values[i]
             if v is None:
                 v = self._recompute_value(i)
-            return i, v, self._rg[i]
+            return i, v, self._nodes[i][N_RG]
         return -1, as_graph_array(x, self.dtype, opname, argname, copy=True), False
 
     def _apply(self, op: Op, operands, attrs=None) -> NodeId:
@@ -208,15 +245,19 @@ class _GraphCore:
                 va = self._recompute_value(i)
             if vb is None:
                 vb = self._recompute_value(j)
+            nodes = self._nodes
+            na = nodes[i]
+            nb = nodes[j]
+            sa = na[N_SHAPE]
+            same = sa == nb[N_SHAPE]  # the recorded shapes: no shape tuples built
             uf = _UFUNC[op]
-            nd = va.ndim
             try:
-                if uf is not None and nd == vb.ndim:  # the forward is this ufunc
+                if uf is not None and (same or va.ndim == vb.ndim):  # the forward is this ufunc
                     value = uf(va, vb)
                     saved = None
                     # an elementwise rule on operands of the output's shape:
                     # its gradients need no conforming (the walk skips the test)
-                    plain = nd != 0 and va.shape == vb.shape
+                    plain = same and sa != ()
                 else:
                     value, saved = _FORWARD[op](attrs, va, vb)
                     plain = False
@@ -226,22 +267,16 @@ class _GraphCore:
                 value = np.asarray(value)
             if self.detect_anomaly:
                 self._check_forward_finite(op, value)
-            rgl = self._rg
-            ra = rgl[i]
-            rb = rgl[j]
+            ra = na[N_RG]
+            rb = nb[N_RG]
             rg = (ra or rb) and self._grad_enabled
             # _append inlined (a call measured slower: docs/engine.md)
             k = len(uids)
             uid = _next_uid()
+            nodes.append((op, (i, j), attrs, saved if rg else None, rg, (ra, rb), plain,
+                          sa if plain else value.shape))
             values.append(value)
-            self._ops.append(op)
-            self._inputs.append((i, j))
-            self._attrs.append(attrs)
-            self._saved.append(saved if rg else None)
-            rgl.append(rg)
-            self._needs.append((ra, rb))
             uids.append(uid)
-            self._plain.append(plain)
             nid = _NodeIdBuilder()
             nid.graph = self
             nid.index = k
@@ -282,33 +317,32 @@ class _GraphCore:
         v = values[i]
         if v is None:
             v = self._recompute_value(i)
+        nodes = self._nodes
+        rec = nodes[i]
         uf = _UFUNC[op]
         if uf is not None:  # the forward is this ufunc (registry.UFUNC)
             value = uf(v)
             saved = None
-            plain = v.ndim != 0  # see _apply2
+            shape = rec[N_SHAPE]  # elementwise: the input's shape
+            plain = shape != ()  # see _apply2
         else:
             value, saved = _FORWARD[op](attrs, v)
             plain = False
+            shape = None
         if type(value) is not _ndarray:
             value = np.asarray(value)
+        if shape is None:
+            shape = value.shape
         if self.detect_anomaly:
             self._check_forward_finite(op, value)
-        rgl = self._rg
-        r = rgl[i]
+        r = rec[N_RG]
         rg = r and self._grad_enabled
         # _append inlined (see _apply2)
         k = len(uids)
         uid = _next_uid()
+        nodes.append((op, (i,), attrs, saved if rg else None, rg, (r,), plain, shape))
         values.append(value)
-        self._ops.append(op)
-        self._inputs.append((i,))
-        self._attrs.append(attrs)
-        self._saved.append(saved if rg else None)
-        rgl.append(rg)
-        self._needs.append((r,))
         uids.append(uid)
-        self._plain.append(plain)
         nid = _NodeIdBuilder()
         nid.graph = self
         nid.index = k
@@ -346,14 +380,14 @@ class _GraphCore:
 
     def op(self, n: NodeId) -> Op:
         """The node's :class:`Op`."""
-        return Op(self._ops[self._index(n)])
+        return Op(self._nodes[self._index(n)][N_OP])
 
     def inputs(self, n: NodeId) -> tuple:
         """The node's inputs as NodeIds."""
-        return tuple(self._node_id(j) for j in self._inputs[self._index(n)])
+        return tuple(self._node_id(j) for j in self._nodes[self._index(n)][N_INPUTS])
 
     def requires_grad(self, n: NodeId) -> bool:
-        return self._rg[self._index(n)]
+        return self._nodes[self._index(n)][N_RG]
 
     def grad(self, n: NodeId):
         """Accumulated gradient of a leaf or retained node, or None."""
@@ -388,13 +422,8 @@ class _GraphCore:
         self._retained.add(self._index(n))
 
     def _shape(self, i: int) -> tuple:
-        v = self._values[i]
-        if v is None:  # released by checkpointing: its shape was recorded
-            shape = self._released_shape.get(i)
-            if shape is not None:
-                return shape
-            v = self._recompute_value(i)
-        return v.shape
+        """Node i's shape, from its record (also when its value is released)."""
+        return self._nodes[i][N_SHAPE]
 
     def truncate(self, k: int) -> None:
         """Drop every node with index >= k; their NodeIds become invalid."""
@@ -403,8 +432,7 @@ class _GraphCore:
         k = int(k)
         if k < 0 or k > len(self._uids):
             raise IndexError(f"truncate: k={k} outside [0, {len(self._uids)}]")
-        for lst in (self._values, self._ops, self._inputs, self._attrs, self._saved,
-                    self._rg, self._needs, self._uids, self._plain):
+        for lst in (self._nodes, self._values, self._uids):
             del lst[k:]
         for d in (self._hooks, self._post_hooks, self._param_of, self._grads, self._grad_nodes):
             for i in [i for i in d if i >= k]:
@@ -412,7 +440,6 @@ class _GraphCore:
         self._retained = {i for i in self._retained if i < k}
         self._params = {key: e for key, e in self._params.items() if e[0] < k}
         self._buffers = {key: e for key, e in self._buffers.items() if e[0] < k}
-        self._released_shape = {i: s for i, s in self._released_shape.items() if i < k}
         segs = []
         for seg in self._segments:
             if seg.start < k:
@@ -444,3 +471,140 @@ class Graph(_GraphCore, LeavesMixin, WalkMixin, IntrospectionMixin, CheckpointMi
         dtype: np.float32 (default) or np.float64; every value and grad has it.
         detect_anomaly: raise :class:`AnomalyError` at the first NaN/Inf.
     """
+
+
+def _binary_dunder(op: Op, name: str):
+    """``NodeId.<name>`` (``a + b``, ``a * b`` ...) for ``op``: the two-NodeId
+    path of :meth:`_GraphCore._apply2` written into the dunder itself, so
+    ``x * w`` runs one Python frame instead of two (~50 ns less per binary
+    node on the scalar chain, docs/engine.md); any other right operand goes
+    to ``a.graph._apply2``. The op's ufunc form and forward are read from
+    the registry per call, as ``_apply2`` does. Keep the body in step with ``_apply2`` (a test
+    compares the two node for node)."""
+
+    def dunder(a, b):
+        if type(b) is not NodeId:
+            return a.graph._apply2(op, a, b)
+        self = a.graph
+        uids = self._uids
+        i = a.index
+        j = b.index
+        try:  # uids are process-unique: a match also proves b is self's
+            stale = uids[i] != a.uid or uids[j] != b.uid
+        except IndexError:
+            stale = True
+        if stale:
+            self._index(a)
+            self._index(b)
+        values = self._values
+        va = values[i]
+        vb = values[j]
+        if va is None:
+            va = self._recompute_value(i)
+        if vb is None:
+            vb = self._recompute_value(j)
+        nodes = self._nodes
+        na = nodes[i]
+        nb = nodes[j]
+        sa = na[N_SHAPE]
+        same = sa == nb[N_SHAPE]
+        uf = _UFUNC[op]
+        try:
+            if uf is not None and (same or va.ndim == vb.ndim):
+                value = uf(va, vb)
+                saved = None
+                plain = same and sa != ()
+            else:
+                value, saved = _FORWARD[op](None, va, vb)
+                plain = False
+        except ValueError as exc:
+            raise self._binary_shape_error(op, va, vb, exc) from None
+        if type(value) is not _ndarray:
+            value = np.asarray(value)
+        if self.detect_anomaly:
+            self._check_forward_finite(op, value)
+        ra = na[N_RG]
+        rb = nb[N_RG]
+        rg = (ra or rb) and self._grad_enabled
+        k = len(uids)
+        uid = _next_uid()
+        nodes.append((op, (i, j), None, saved if rg else None, rg, (ra, rb), plain,
+                      sa if plain else value.shape))
+        values.append(value)
+        uids.append(uid)
+        nid = _NodeIdBuilder()
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
+        return nid
+
+    dunder.__name__ = dunder.__qualname__ = name
+    dunder.__doc__ = f"``{name}``: records ``{Op(op).name.lower()}`` on the owning graph."
+    return dunder
+
+
+# NodeId's binary dunders with a NodeId on the left (node.py defines the
+# plain forms, which call Graph._apply2; these replace them)
+for _name, _op in (("__add__", Op.ADD), ("__sub__", Op.SUB), ("__mul__", Op.MUL),
+                   ("__truediv__", Op.DIV), ("__pow__", Op.POW)):
+    setattr(NodeId, _name, _binary_dunder(_op, _name))
+del _name, _op
+
+
+def _unary_ufunc_method(op: Op, plain):
+    """``Graph.<op>`` for a one-input op that may have a ufunc form
+    (:data:`registry.UFUNC`; ``plain`` the op method it replaces, which is
+    ``self._apply1(op, x)``): :meth:`_GraphCore._apply1`'s ufunc path written
+    into the method itself, one Python frame fewer per node; any other
+    operand, or no ufunc form, goes to ``_apply1``. Keep the body in step with
+    ``_apply1`` (a test compares the two node for node)."""
+
+    def method(self, x):
+        uf = _UFUNC[op]  # None (tanh where NumPy's is not vectorised): _apply1
+        if uf is None or type(x) is not NodeId:
+            return self._apply1(op, x)
+        uids = self._uids
+        i = x.index
+        try:
+            stale = uids[i] != x.uid
+        except IndexError:  # index past the end: truncated away
+            stale = True
+        if stale:
+            self._index(x)
+        values = self._values
+        v = values[i]
+        if v is None:
+            v = self._recompute_value(i)
+        nodes = self._nodes
+        rec = nodes[i]
+        value = uf(v)
+        shape = rec[N_SHAPE]  # elementwise: the input's shape
+        if type(value) is not _ndarray:
+            value = np.asarray(value)
+        if self.detect_anomaly:
+            self._check_forward_finite(op, value)
+        r = rec[N_RG]
+        rg = r and self._grad_enabled
+        k = len(uids)
+        uid = _next_uid()
+        nodes.append((op, (i,), None, None, rg, (r,), shape != (), shape))
+        values.append(value)
+        uids.append(uid)
+        nid = _NodeIdBuilder()
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
+        return nid
+
+    method.__name__ = plain.__name__
+    method.__qualname__ = plain.__qualname__
+    method.__doc__ = plain.__doc__
+    return method
+
+
+# the one-input ops with a ufunc form, their _apply1 path inlined (see above)
+for _name in ("neg", "abs", "tanh"):
+    setattr(Graph, _name, _unary_ufunc_method(Op[_name.upper()], getattr(Graph, _name)))
+del _name

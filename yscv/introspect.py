@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .node import Op
+from .node import N_INPUTS, N_OP, N_RG, N_SAVED, Op
 
 
 def nbytes_of(obj) -> int:
@@ -26,9 +26,10 @@ class IntrospectionMixin:
     """Read-only views of the arena for debugging and memory accounting."""
 
     def _node_label(self, i: int) -> str:
-        op = Op(self._ops[i])
+        rec = self._nodes[i]
+        op = Op(rec[N_OP])
         if op is Op.LEAF:
-            return "variable" if self._rg[i] else "constant"
+            return "variable" if rec[N_RG] else "constant"
         return op.name.lower()
 
     def _value_shape_str(self, i: int) -> str:
@@ -39,10 +40,10 @@ class IntrospectionMixin:
         """Graphviz source of the arena: one box per node, edges input -> node."""
         lines = ["digraph yscv {", "  rankdir=LR;", '  node [shape=box, fontname="monospace"];']
         for i in range(len(self._uids)):
-            color = ', style=filled, fillcolor="#dde8ff"' if self._rg[i] else ""
+            color = ', style=filled, fillcolor="#dde8ff"' if self._nodes[i][N_RG] else ""
             label = f"{i}: {self._node_label(i)}\\n{self._value_shape_str(i)}"
             lines.append(f'  n{i} [label="{label}"{color}];')
-            for j in self._inputs[i]:
+            for j in self._nodes[i][N_INPUTS]:
                 lines.append(f"  n{j} -> n{i};")
         lines.append("}")
         return "\n".join(lines)
@@ -51,7 +52,7 @@ class IntrospectionMixin:
         """Bytes held by the graph: ``values``, ``saved`` (for backward),
         ``grads`` (stored gradients), and their ``total``."""
         values = sum(nbytes_of(v) for v in self._values)
-        saved = sum(nbytes_of(s) for s in self._saved)
+        saved = sum(nbytes_of(r[N_SAVED]) for r in self._nodes)
         grads = sum(nbytes_of(g) for g in self._grads.values())
         return {"values": values, "saved": saved, "grads": grads, "total": values + saved + grads}
 
@@ -60,10 +61,11 @@ class IntrospectionMixin:
         (value + saved data + stored grad), then the totals."""
         rows = [f"{'index':>6}  {'op':<28} {'shape':<22} {'grad':<5} {'bytes':>12}"]
         for i in range(len(self._uids)):
-            held = nbytes_of(self._values[i]) + nbytes_of(self._saved[i]) + nbytes_of(self._grads.get(i))
+            rec = self._nodes[i]
+            held = nbytes_of(self._values[i]) + nbytes_of(rec[N_SAVED]) + nbytes_of(self._grads.get(i))
             rows.append(
                 f"{i:>6}  {self._node_label(i):<28} {self._value_shape_str(i):<22} "
-                f"{str(self._rg[i]):<5} {held:>12,}"
+                f"{str(rec[N_RG]):<5} {held:>12,}"
             )
         m = self.memory()
         rows.append(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import AnomalyError, ShapeError
-from .node import NodeId, Op, make_node_id
+from .node import N_OP, NodeId, Op, make_node_id
 from .ops._common import as_graph_array
 
 _LEAF = int(Op.LEAF)
@@ -115,9 +115,10 @@ class LeavesMixin:
     def set_value(self, leaf: NodeId, a) -> None:
         """Replace a leaf's value (same shape; converted to the graph dtype)."""
         i = self._index(leaf)
-        if self._ops[i] != _LEAF:
+        op = self._nodes[i][N_OP]
+        if op != _LEAF:
             raise TypeError(
-                f"set_value: node {i} is a {Op(self._ops[i]).name.lower()} node; "
+                f"set_value: node {i} is a {Op(op).name.lower()} node; "
                 "only leaves (variable/constant) can be set"
             )
         new = as_graph_array(a, self.dtype, "set_value", "a", copy=True)

@@ -1,8 +1,9 @@
 """``Op``, the enum of every operation, and ``NodeId``, the handle to a node.
 
-A node itself is not an object: the graph stores its fields in parallel lists
-(struct of arrays), which keeps appending a node and dispatching its backward
-cheap. A ``NodeId`` names one arena slot of one graph at one generation.
+A node is one plain tuple, its record (``Graph._nodes[i]``, fields below),
+beside its value and uid: appending a node is one tuple and three list
+appends, and the backward walk reads a node with one list index and an
+unpack. A ``NodeId`` names one arena slot of one graph at one generation.
 """
 from __future__ import annotations
 
@@ -200,6 +201,27 @@ class Op(enum.IntEnum):
     CTC_LOSS = 279
 
 
+#: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain,
+#: shape)``, a tuple built once at the append (only checkpointing replaces
+#: one, to drop or restore its ``saved``):
+#:
+#: ``op`` int(Op); ``inputs`` tuple of input arena indices (empty for
+#: leaves); ``attrs`` the static attributes given to forward and backward;
+#: ``saved`` what forward saved for backward (None when the node does not
+#: require grad, or released); ``rg`` requires_grad; ``needs`` per input,
+#: whether it requires grad (the rules skip the others); ``plain`` the walk
+#: need not conform the node's input gradients (``Graph._apply2``);
+#: ``shape`` the value's shape (a value is only ever replaced by one of
+#: the same shape), which the append compares instead of reading the
+#: operands' shapes.
+N_OP, N_INPUTS, N_ATTRS, N_SAVED, N_RG, N_NEEDS, N_PLAIN, N_SHAPE = range(8)
+
+
+def with_saved(record: tuple, saved) -> tuple:
+    """``record`` with its ``saved`` field replaced (release, recompute)."""
+    return record[:N_SAVED] + (saved,) + record[N_SAVED + 1:]
+
+
 _next_uid = itertools.count(1).__next__
 
 # Plain module constants: attribute access on an Enum class costs ~90 ns on
@@ -272,7 +294,9 @@ class NodeId(_NodeIdFields):
             "explicitly (n[0]) or use g.value(n) for the array")
 
     # arithmetic records nodes on the owning graph; the binary dunders call
-    # the graph's two-operand fast path directly (the per-node hot path)
+    # the graph's two-operand fast path directly (the per-node hot path).
+    # yscv.graph replaces __add__, __sub__, __mul__, __truediv__ and __pow__
+    # with forms that hold that path themselves (one frame fewer per node)
     def __add__(self, other):
         return self.graph._apply2(_ADD, self, other)
 

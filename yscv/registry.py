@@ -56,7 +56,7 @@ RECORDED: list = [None] * _TABLE_SIZE
 #: the same bits (tests/test_graph.py checks every entry). The op's backward
 #: rule must be elementwise: for inputs of the output's shape it returns
 #: ndarrays of that shape and the graph dtype, which the walk then does not
-#: check (``Graph._plain``).
+#: check (the plain flag of the node record, ``yscv.node.N_PLAIN``).
 UFUNC: list = [None] * _TABLE_SIZE
 
 

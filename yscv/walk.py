@@ -22,7 +22,7 @@ from . import registry
 from . import walk_parallel as _walk_parallel
 from . import walk_recorded as _walk_recorded
 from .errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
-from .node import NodeId, Op
+from .node import N_OP, N_RG, N_SAVED, NodeId, Op
 from .compute.arrays import sum_rows
 from .ops._common import as_graph_array
 
@@ -63,7 +63,7 @@ class WalkMixin:
         if not callable(fn):
             raise TypeError("register_post_accumulate_hook: fn must be callable")
         i = self._index(leaf)
-        if self._ops[i] != _LEAF:
+        if self._nodes[i][N_OP] != _LEAF:
             raise TypeError(f"register_post_accumulate_hook: node {i} is not a leaf")
         hooks = self._post_hooks.setdefault(i, [])
         hooks.append(fn)
@@ -120,7 +120,7 @@ class WalkMixin:
         # inf + -inf = nan where two paths' gradients meet (after a log at 0,
         # say) comes without NumPy's RuntimeWarning, as in PyTorch
         with np.errstate(invalid="ignore", over="ignore"):
-            if workers > 1 and self._inputs[t]:
+            if workers > 1 and self._nodes[t][1]:  # N_INPUTS
                 _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
             else:
                 self._walk(t, seed, retain_graph, borrowed)
@@ -203,7 +203,7 @@ class WalkMixin:
         aliases = tuple(self.reshape(x, self._shape(x.index)) if need else x
                         for x, need in zip(inputs, needs))
         out = build(self, *aliases)
-        if not self._rg[out.index]:
+        if not self._nodes[out.index][N_RG]:
             return (None,) * len(inputs)
         capture = {a.index: None for a, need in zip(aliases, needs) if need}
         _walk_recorded.recorded_walk(self, out.index, grad, capture, run_hooks=False)
@@ -211,9 +211,9 @@ class WalkMixin:
 
     def _seed(self, t: int, grad, fname: str):
         """The walk's seed for target t: ``(array, borrowed)`` (see _walk)."""
-        if not self._rg[t]:
+        if not self._nodes[t][N_RG]:
             raise BackwardError(
-                f"{fname}: target node {t} ({Op(self._ops[t]).name.lower()}) does not "
+                f"{fname}: target node {t} ({Op(self._nodes[t][N_OP]).name.lower()}) does not "
                 "require grad; it depends on no variable, or was built under no_grad()",
                 node=t,
             )
@@ -263,19 +263,19 @@ class WalkMixin:
             stop = min(capture) - 1
         pending = [None] * (t + 1)
         pending[t] = seed
-        values, ops, inputs, attrs, saved, rg, needs = (
-            self._values, self._ops, self._inputs, self._attrs, self._saved, self._rg,
-            self._needs)
+        nodes = self._nodes
+        values = self._values
         hooks = self._hooks
         stored = self._grads
         param_of = self._param_of
         post_hooks = self._post_hooks
         retained = self._retained if capture is None else ()
         anomaly = self.detect_anomaly
-        # per node: its rule's gradients provably have its inputs' shapes and
-        # the graph dtype (an elementwise rule, every input of the output's
-        # shape: Graph._apply1/_apply2); anomaly mode checks every gradient
-        plain = self._plain if not anomaly else [False] * (t + 1)
+        # a node's plain flag: its rule's gradients provably have its inputs'
+        # shapes and the graph dtype (an elementwise rule, every input of the
+        # output's shape: Graph._apply1/_apply2); anomaly mode checks every
+        # gradient
+        check_plain = not anomaly
         dtype = self.dtype
         seg_starts = self._segment_starts
         released = self._has_released
@@ -297,7 +297,8 @@ class WalkMixin:
             pending[i] = None
             if type(gi) is not ndarray:  # 0-d arithmetic yields NumPy scalars
                 gi = np.asarray(gi)
-            ins = inputs[i]
+            # the node's record (yscv.node: N_OP ...) in one read
+            op, ins, attrs_i, saved_i, rg_i, needs_i, pl, _ = nodes[i]
             if special:
                 if capture is not None and ins and i in capture:
                     capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
@@ -314,29 +315,32 @@ class WalkMixin:
                 else:
                     if retained and i in retained:
                         self._accumulate_stored(i, gi)
-                    if released:
+                    if released:  # may rebuild the value and saved data
                         self._prepare_node_for_backward(i)
+                        saved_i = nodes[i][N_SAVED]
             if not ins:
-                if plain_leaves and rg[i]:  # plain leaf: store or add
+                if plain_leaves and rg_i:  # plain leaf: store or add
                     cur = stored.get(i)
                     stored[i] = gi if cur is None else np.asarray(cur + gi)
                 else:
                     self._accumulate_leaf(i, gi)
                 continue
-            op = ops[i]
             # Conform and add, written out per path: one- and two-input nodes
             # (nearly all) are unrolled, with no per-node zip loop or call on
             # this hot path (both measured slower: docs/engine.md, "Why the hot
             # path is written out"). The test is _conform_grad's fast path;
             # keep the three copies alike. A plain node's gradients skip the
-            # test (its result is known: docs/engine.md).
+            # test (its result is known: docs/engine.md). An input requires
+            # grad iff the node's needs say so (needs[k] is its rg, recorded
+            # at the append).
+            pl = pl and check_plain
             n_in = len(ins)
             if n_in == 1:
                 j = ins[0]
                 vj = values[j]
-                gj = backward[op](gi, (vj,), values[i], attrs[i], saved[i], needs[i])[0]
-                if gj is not None and rg[j]:
-                    if not plain[i] and (type(gj) is not ndarray
+                gj = backward[op](gi, (vj,), values[i], attrs_i, saved_i, needs_i)[0]
+                if gj is not None and needs_i[0]:
+                    if not pl and (type(gj) is not ndarray
                                          or (gj.dtype is not dtype and gj.dtype != dtype)
                                          or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
@@ -346,16 +350,16 @@ class WalkMixin:
                 j, k = ins
                 vj = values[j]
                 vk = values[k]
-                gj, gk = backward[op](gi, (vj, vk), values[i], attrs[i], saved[i], needs[i])
-                pl = plain[i]
-                if gj is not None and rg[j]:
+                gj, gk = backward[op](gi, (vj, vk), values[i], attrs_i, saved_i, needs_i)
+                rj, rk = needs_i
+                if gj is not None and rj:
                     if not pl and (type(gj) is not ndarray
                                    or (gj.dtype is not dtype and gj.dtype != dtype)
                                    or gj.shape != vj.shape or anomaly):
                         gj = self._conform_grad(gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
-                if gk is not None and rg[k]:
+                if gk is not None and rk:
                     if not pl and (type(gk) is not ndarray
                                    or (gk.dtype is not dtype and gk.dtype != dtype)
                                    or gk.shape != vk.shape or anomaly):
@@ -364,9 +368,9 @@ class WalkMixin:
                     pending[k] = gk if cur is None else cur + gk
             else:
                 in_vals = tuple([values[j] for j in ins])
-                grads = backward[op](gi, in_vals, values[i], attrs[i], saved[i], needs[i])
-                for j, gj, vj in zip(ins, grads, in_vals):
-                    if gj is None or not rg[j]:
+                grads = backward[op](gi, in_vals, values[i], attrs_i, saved_i, needs_i)
+                for j, gj, vj, r in zip(ins, grads, in_vals, needs_i):
+                    if gj is None or not r:
                         continue
                     if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
                             or gj.shape != vj.shape or anomaly):
@@ -424,7 +428,7 @@ class WalkMixin:
             except ValueError as exc:
                 if "read-only" not in str(exc):
                     raise
-                raise _hook_wrote(fn, i, self._ops[i]) from exc
+                raise _hook_wrote(fn, i, self._nodes[i][N_OP]) from exc
             if res is not None and res is not view:
                 res = as_graph_array(res, self.dtype, "hook", "return value", copy=False)
                 if res.shape != shape:
@@ -439,7 +443,7 @@ class WalkMixin:
         self._grads[i] = gi if cur is None else np.asarray(cur + gi)
 
     def _accumulate_leaf(self, i: int, gi) -> None:
-        if not self._rg[i]:
+        if not self._nodes[i][N_RG]:
             return
         post = self._post_hooks.get(i) if self._post_hooks else None
         # a post-accumulate hook may change g.grad(leaf) in place: store a

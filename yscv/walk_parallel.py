@@ -42,7 +42,7 @@ import weakref
 import numpy as np
 
 from . import registry, runtime
-from .node import Op
+from .node import N_INPUTS, N_NEEDS, N_OP, N_RG, Op
 
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
@@ -91,7 +91,7 @@ class _Plan:
     __slots__ = ("remaining", "leaves", "branchy", "elements")
 
     def __init__(self, graph, t: int):
-        inputs, rg, ops, values = graph._inputs, graph._rg, graph._ops, graph._values
+        nodes, values = graph._nodes, graph._values
         remaining = {t: 0}
         leaves = []
         branchy = False
@@ -99,7 +99,7 @@ class _Plan:
         for i in range(t, -1, -1):
             if i not in remaining:
                 continue
-            ins = inputs[i]
+            ins = nodes[i][N_INPUTS]
             if not ins:
                 leaves.append(i)
                 continue
@@ -108,15 +108,16 @@ class _Plan:
                 elements += v.size
             nonleaf = 0
             for j in ins:
-                if rg[j]:
+                rec = nodes[j]
+                if rec[N_RG]:
                     c = remaining.get(j)
                     if c is None:
                         remaining[j] = 1
                     else:
                         remaining[j] = c + 1
-                        if ops[j] != _LEAF:
+                        if rec[N_OP] != _LEAF:
                             branchy = True   # a non-leaf consumed twice: a fork
-                    if ops[j] != _LEAF:
+                    if rec[N_OP] != _LEAF:
                         nonleaf += 1
             if nonleaf > 1:
                 branchy = True               # two non-leaf inputs: a join
@@ -206,7 +207,7 @@ def choose_workers(graph, t: int) -> int:
     worker and leaves a note for :func:`parallel_walk`, which runs and times
     the walk it names."""
     _local.trial = None
-    key = (len(graph._ops), t, graph.dtype)
+    key = (len(graph._nodes), t, graph.dtype)
     shape = _shapes.get(key)
     if shape is not None and shape.workers == 1:
         return 1   # the common answer, without a plan
@@ -369,7 +370,7 @@ class _Walk:
 
     def _hand_on(self, i: int, out) -> None:
         """Record node i's input gradients; push inputs that became ready."""
-        remaining, parts, ops, heap = self.remaining, self.parts, self.g._ops, self.heap
+        remaining, parts, nodes, heap = self.remaining, self.parts, self.g._nodes, self.heap
         for j, slot, gj in out:
             if gj is not None:
                 lst = parts.get(j)
@@ -379,7 +380,7 @@ class _Walk:
                     lst.append((-i, slot, gj))
             left = remaining[j] - 1
             remaining[j] = left
-            if left == 0 and ops[j] != _LEAF:
+            if left == 0 and nodes[j][N_OP] != _LEAF:
                 heapq.heappush(heap, -j)
 
     # ---------------------------------------------------------------- a node
@@ -387,10 +388,10 @@ class _Walk:
         """Run node i's hooks and backward rule; its inputs' (j, slot, grad)."""
         g = self.g
         parts = self.parts.pop(i, None)
-        ins = g._inputs[i]
-        rg = g._rg
+        ins = g._nodes[i][N_INPUTS]
+        needs = g._nodes[i][N_NEEDS]  # per input, its rg
         if parts is None:  # every consumer returned None for it: nothing flows
-            return [(j, s, None) for s, j in enumerate(ins) if rg[j]]
+            return [(j, s, None) for s, j in enumerate(ins) if needs[s]]
         gi = _fold(parts)
         if type(gi) is not _ndarray:
             gi = np.asarray(gi)
@@ -406,12 +407,11 @@ class _Walk:
                 g._prepare_node_for_backward(i)
         values = g._values
         in_vals = tuple([values[j] for j in ins])
-        op = g._ops[i]
-        grads = registry.BACKWARD[op](gi, in_vals, values[i], g._attrs[i], g._saved[i],
-                                      g._needs[i])
+        op, _, attrs, saved, _, needs, _, _ = g._nodes[i]  # after any recompute
+        grads = registry.BACKWARD[op](gi, in_vals, values[i], attrs, saved, needs)
         out = []
         for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):
-            if not rg[j]:
+            if not needs[s]:
                 continue
             if gj is not None:  # the serial walk's conform step (yscv/walk.py)
                 gj = g._conform_grad(gj, vj.shape, op, i, j)

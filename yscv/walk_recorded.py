@@ -20,7 +20,7 @@ import numpy as np
 
 from . import registry
 from .errors import AnomalyError, BackwardError, ShapeError
-from .node import NodeId, Op
+from .node import N_INPUTS, N_RG, NodeId, Op
 
 _RECORDED = registry.RECORDED
 
@@ -80,8 +80,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
     stop = min(capture) - 1 if capture else -1
     pending = [None] * (t + 1)
     pending[t] = seed
-    ops, inputs, attrs, saved, rg, needs = (
-        graph._ops, graph._inputs, graph._attrs, graph._saved, graph._rg, graph._needs)
+    nodes = graph._nodes
     hooks = graph._hooks if run_hooks else {}
     retained = graph._retained if capture is None else ()
     node_id = graph._node_id
@@ -90,7 +89,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
         if gi is None:
             continue
         pending[i] = None
-        ins = inputs[i]
+        ins = nodes[i][N_INPUTS]
         if capture is not None and ins and i in capture:
             capture[i] = gi
         if hooks and i in hooks:
@@ -99,14 +98,14 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
             if capture is not None:
                 if i in capture:
                     capture[i] = gi
-            elif rg[i]:
+            elif nodes[i][N_RG]:
                 _accumulate_node(graph, i, gi)
             continue
         if retained and i in retained:
             _accumulate_node(graph, i, gi, leaf=False)
         if graph._has_released:
             graph._prepare_node_for_backward(i)
-        op = ops[i]
+        op, _, attrs, saved, _, needs, _, _ = nodes[i]  # after any recompute
         rule = _RECORDED[op]
         if rule is None:
             raise BackwardError(
@@ -114,13 +113,13 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
                 f"create_graph=True does not support {_name(op)} yet",
                 op=_name(op), node=i)
         in_nodes = tuple(node_id(j) for j in ins)
-        grads = rule(graph, gi, in_nodes, node_id(i), attrs[i], saved[i], needs[i])
+        grads = rule(graph, gi, in_nodes, node_id(i), attrs, saved, needs)
         if len(grads) != len(ins):
             raise BackwardError(
                 f"recorded backward of {_name(op)} (node {i}) returned {len(grads)} "
                 f"gradients for {len(ins)} inputs", op=_name(op), node=i)
-        for j, gj in zip(ins, grads):
-            if gj is None or not rg[j]:
+        for j, gj, r in zip(ins, grads, needs):
+            if gj is None or not r:
                 continue
             if type(gj) is not NodeId:
                 raise BackwardError(

@@ -1078,6 +1078,27 @@ def test_tanh_and_sigmoid_grads_in_place_are_the_three_ufuncs(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (1, 1)])
+def test_tanh_and_sigmoid_grads_one_element_are_numpys_python_float_product(dtype, shape):
+    """The one-element tier hands its Python-float factor to the multiply as
+    a 0-d array of the graph dtype: the bits, dtype, shape and the overflow
+    warning of NumPy's own ``g * factor`` (factor rounded once to the dtype)."""
+    rng = np.random.default_rng(12)
+    for _ in range(2000):
+        gr = np.full(shape, rng.standard_normal() * 10.0 ** int(rng.integers(-30, 30)), dtype)
+        y = np.full(shape, rng.uniform(-1.5, 1.5), dtype)
+        v = y.item()
+        for got, want in ((_act.tanh_grad(gr, y), gr * (1.0 - v * v)),
+                          (_act.sigmoid_grad(gr, y), gr * (v * (1.0 - v)))):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
+    if dtype == np.float32:  # 1 - y*y = -1e40 does not fit: -inf, as NumPy warns
+        with pytest.warns(RuntimeWarning, match="overflow"):
+            got = _act.tanh_grad(np.ones(shape, dtype), np.full(shape, 1e20, dtype))
+        assert got.dtype == dtype and np.isneginf(got).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_relu_large_arrays_take_the_threaded_kernel(monkeypatch, dtype):
     """From RELU_BIG elements relu forward and backward run the one-pass
     kernel (several chunks); values equal NumPy's max / threshold_backward

@@ -150,16 +150,26 @@ def softplus_exact(x: np.ndarray) -> np.ndarray:
     return unary_forward(x, SOFTPLUS, 1.0, float("inf"))
 
 
+#: one-element tiers: ``g * f`` for a Python float ``f`` is computed as
+#: ``_multiply(g, _asarray(f, g.dtype))``, the same bits as NumPy's ``g * f``
+#: (``f`` rounded once to g's dtype, one multiply in that dtype; an
+#: out-of-range ``f`` gives inf with the same warning), ~0.3 us cheaper on a
+#: one-element array than a Python-float operand (docs/engine.md)
+_multiply = np.multiply
+_asarray = np.asarray
+
+
 def sigmoid_grad(g: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """g * s * (1 - s) from the output s: NumPy scalars for 0-d, a Python-float
-    factor for one element (one ufunc rounds it to the graph dtype), three
-    ufuncs below TINY, the fused kernel above."""
+    """g * s * (1 - s) from the output s: NumPy scalars for 0-d, a factor
+    computed in Python floats for one element (rounded once to the graph
+    dtype, then one multiply),
+    three ufuncs below TINY, the fused kernel above."""
     if g.ndim == 0:
         v = s[()]
         return g[()] * (v * (ONE_SCALAR[g.dtype] - v))
     if g.size == 1:
         v = s.item()
-        return g * (v * (1.0 - v))
+        return _multiply(g, _asarray(v * (1.0 - v), g.dtype))
     if g.size < TINY:
         d = g * s
         return np.multiply(d, np.subtract(ONE_SCALAR[g.dtype], s), out=d)
@@ -173,7 +183,7 @@ def tanh_grad(g: np.ndarray, t: np.ndarray) -> np.ndarray:
         return g[()] * (ONE_SCALAR[g.dtype] - v * v)
     if g.size == 1:
         v = t.item()
-        return g * (1.0 - v * v)
+        return _multiply(g, _asarray(1.0 - v * v, g.dtype))
     if g.size < TINY:  # in place into one temporary: the same bits, one allocation
         d = t * t
         np.subtract(ONE_SCALAR[g.dtype], d, out=d)
