@@ -1,5 +1,5 @@
 """MLP training step: batch 128, 784-512-512-10, ReLU, cross-entropy (mean),
-forward + backward. Target: <= 1.0x PyTorch eager CPU.
+forward + backward. Target: <= 0.8x PyTorch eager CPU.
 
 Both sides compute the same math with input-major weights:
 ``relu(x @ W1 + b1) -> relu(. @ W2 + b2) -> . @ W3 + b3 -> cross_entropy``.
@@ -92,7 +92,7 @@ def benches(torch):
         np.testing.assert_allclose(ly, lt, rtol=1e-4)
         for a, b in zip(gy, gt):
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
-    return [Bench("MLP 128x784-512-512-10 ReLU CE, fwd+bwd", ys, ref, target=1.0)]
+    return [Bench("MLP 128x784-512-512-10 ReLU CE, fwd+bwd", ys, ref, target=0.8)]
 
 
 def _profile(steps: int = 300) -> None:

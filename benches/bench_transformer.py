@@ -11,7 +11,7 @@ Pre-norm block, B=8, S=64, d=128, 4 heads (head depth 32), float32:
 One step = forward + backward with gradients to x and every parameter.
 Linears run on [B*S, d] rows (2-D GEMMs) in both libraries; PyTorch uses the
 same weights and the same op sequence (F.layer_norm, @, F.scaled_dot_product_attention,
-F.gelu). yscv reuses one graph with ``truncate``. Target: <= 1.0x PyTorch.
+F.gelu). yscv reuses one graph with ``truncate``. Target: <= 0.8x PyTorch.
 
 A second row benches the attention core alone (SDPA forward+backward on
 [8, 4, 64, 32] q, k, v with a random cotangent), causal, against
@@ -158,6 +158,6 @@ def benches(torch):
         np.testing.assert_allclose(gx, tx.numpy(), rtol=2e-3, atol=1e-6)
         np.testing.assert_allclose(ya(), ra().numpy(), rtol=2e-3, atol=1e-5)
     return [
-        Bench(f"transformer block B{B} S{S} d{D} h{HEADS} fwd+bwd", ys, rs, target=1.0),
+        Bench(f"transformer block B{B} S{S} d{D} h{HEADS} fwd+bwd", ys, rs, target=0.8),
         Bench(f"SDPA causal [{B},{HEADS},{S},{DH}] fwd+bwd", ya, ra),
     ]

@@ -48,10 +48,8 @@ product timed alone does not show; docs/ops/conv.md).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import tempfile
 import threading
 import time
 
@@ -187,6 +185,8 @@ def choices_path() -> str | None:
 
 
 def _read_file(path) -> dict:
+    import json
+
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -211,6 +211,9 @@ def _save(key: str, name: str) -> None:
     """Add one choice to the file (read, merge, write to a temporary file,
     rename: concurrent processes never see half a file; a lost race loses
     at most the other process's newest choice, which it measures again)."""
+    import json
+    import tempfile
+
     path = choices_path()
     if path is None:
         return
