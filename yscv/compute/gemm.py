@@ -180,6 +180,9 @@ def tiles_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.dot(a, b)
 
 
+gemm_choice.register("tiles", tiles_dot)
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (see the module docstring)."""
     if not (a.ndim == 2 and b.ndim == 2):
