@@ -25,9 +25,8 @@ from .gradcheck import gradcheck, gradgradcheck
 from .graph import Graph
 from .node import NodeId, Op
 from .random import manual_seed
+from ._version import __version__
 from .runtime import get_gemm, get_num_threads, set_flush_denormal, set_gemm, set_num_threads
-
-__version__ = "0.1.0"
 
 # Training-side modules load on first use so that ``import yscv`` stays cheap.
 _LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "data", "distributed", "onnx", "func"}

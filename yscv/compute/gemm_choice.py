@@ -157,7 +157,7 @@ def machine_key() -> str:
     kernels it runs, NumPy and yscv versions."""
     global _machine
     if _machine is None:
-        from .. import __version__
+        from .._version import __version__
         cpu, blas = runtime.cpu_info(), runtime.blas_info()
         config = " ".join(blas["config"].split()[:2]) or "BLAS unknown"
         _machine = (f"{cpu['model']} [{cpu['isa']}]; {config} {blas['core']}; "
