@@ -62,6 +62,7 @@ SMALL_WORK = 1 << 21
 #: dtypes whose products are chosen by measurement (gemm_choice)
 _MEASURED = (np.dtype(np.float32), np.dtype(np.float64))
 
+
 def tiles_enabled() -> bool:
     """Whether :func:`dot` may use the tiles: only under the "tiles" policy
     ("auto" and "blas" use NumPy's BLAS; see the module docstring)."""
@@ -88,14 +89,6 @@ def _c_operand(m: np.ndarray):
     return None
 
 
-def _tiles_for(M: int, K: int, N: int, *arrays) -> bool:
-    """Whether a product of these sizes and arrays goes to the tiles. The
-    policy is tested first: under the default ("auto") nothing else runs,
-    which keeps a small product's dispatch cheap (the per-node path)."""
-    return (tiles_enabled() and M * N * K >= MIN_WORK
-            and all(x.dtype == np.float32 for x in arrays))
-
-
 def _tiles_into(a: np.ndarray, bm: np.ndarray, out: np.ndarray) -> None:
     """``out[...] = a @ bm`` on the tiles, row blocks over the cores (a, bm,
     out C-contiguous float32)."""
@@ -109,39 +102,6 @@ def _tiles_tn_add(x: np.ndarray, gm: np.ndarray, out: np.ndarray) -> None:
     xr = readonly(x)
     bounds = _row_bounds(out.shape[0])
     par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
-
-
-def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out[...] = a @ b`` for 2-d ``a[M, K]`` (C-contiguous), ``b[K, N]``
-    (C-contiguous or the transpose of one) and a C-contiguous ``out[M, N]``
-    (a row block of a larger array is fine); ``np.matmul(a, b, out=out)``
-    when the tiles do not apply."""
-    M, K = a.shape
-    N = b.shape[1]
-    bm = None
-    if (N >= PAD_COLS and a.flags.c_contiguous and out.flags.c_contiguous
-            and _tiles_for(M, K, N, a, b, out)):
-        bm = _c_operand(b)
-    if bm is None:
-        np.matmul(a, b, out=out)
-        return
-    _tiles_into(a, bm, out)
-
-
-def matmul_tn_add(x: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
-    """``out += x[:, :M].T @ g`` for C-contiguous ``x[R, Mx]`` (``Mx >= M``,
-    the rows of ``out``), ``g[R, N]`` (C-contiguous or the transpose of
-    one) and a C-contiguous ``out[M, N]``: the weight-gradient form, summed
-    into ``out`` over successive row blocks of ``x`` and ``g``."""
-    M, N = out.shape
-    R = x.shape[0]
-    gm = None
-    if x.flags.c_contiguous and out.flags.c_contiguous and _tiles_for(M, R, N, x, g, out):
-        gm = _c_operand(g)
-    if gm is None:
-        out += np.dot(x[:, :M].T, g)
-        return
-    _tiles_tn_add(x, gm, out)
 
 
 def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -194,7 +154,7 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.dot(a, b)
     policy = runtime.get_gemm()
     if policy == "tiles":
-        if _tiles_for(M, K, N, a, b):
+        if work >= MIN_WORK and a.dtype == np.float32 and b.dtype == np.float32:
             return tiles_dot(a, b)
     elif (policy != "blas" and work >= BLAS_THREADED and a.dtype == b.dtype
           and a.dtype in _MEASURED):
