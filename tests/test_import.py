@@ -13,10 +13,13 @@ def test_import_does_not_load_numba():
 
 
 def test_import_time_is_small():
-    code = ("import time; t = time.perf_counter(); import yscv; "
-            "print(time.perf_counter() - t)")
+    """The import's CPU time (all threads of the process), best of three:
+    unlike wall time it does not grow when other processes hold the cores
+    (a loaded host measured 0.6 s of wall time for an import that takes 0.2 s quiet)."""
+    code = ("import time; t = time.process_time(); import yscv; "
+            "print(time.process_time() - t)")
     best = min(float(_run(code)) for _ in range(3))
-    assert best < 0.6, f"import yscv took {best:.3f} s (target 0.3 s; CI machines are noisy)"
+    assert best < 0.6, f"import yscv took {best:.3f} s of CPU time (~0.3 s on a quiet host)"
 
 
 def test_every_public_name_resolves():
