@@ -125,6 +125,12 @@ def test_script_without_main_guard_raises_with_the_fix(tmp_path):
     assert last.startswith("yscv.errors.WorkerError: DataLoader: worker ")
     assert "exited unexpectedly with exit code 1" in last
     assert 'if __name__ == "__main__":' in last
+    # each worker, importing the script, stops at its DataLoader with yscv's
+    # message (before creating any queue), not multiprocessing's bootstrap error
+    assert out.stderr.count("WorkerError: DataLoader: this process is a worker that is "
+                            "still importing the main script, and the script starts 2 "
+                            "workers of its own.") >= 1
+    assert "current process has finished its bootstrapping phase" not in out.stderr
 
 
 # ------------------------------------------------------------ in this process

@@ -210,6 +210,14 @@ class WorkerPool:
     """
 
     def __init__(self, ctx, num_workers, job, batches, first, prefetch):
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # this process is itself a new worker importing an unguarded main
+            # script: fail before any queue exists (a queue's semaphores left by
+            # a failed start made multiprocessing's resource tracker warn)
+            raise WorkerError(
+                f"DataLoader: this process is a worker that is still importing the main "
+                f"script, and the script starts {num_workers} workers of its own. "
+                f"{_STARTUP_HINT}")
         self.batches = batches
         self.first = first
         self.prefetch = max(1, prefetch)
