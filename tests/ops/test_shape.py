@@ -919,3 +919,24 @@ def test_new_shape_ops_keep_float32():
     assert g.value(d).dtype == np.float32
     g.backward(g.sum(d))
     assert g.grad(x).dtype == np.float32
+
+
+#: every method the shape category's Graph mixin had before it was split in two
+SHAPE_METHODS = ("reshape", "flatten", "unsqueeze", "squeeze", "expand", "cat", "stack",
+                 "select", "narrow", "getitem", "flip", "split", "chunk", "_pieces",
+                 "pad", "repeat", "pixel_shuffle", "upsample_nearest", "tril", "triu",
+                 "_triangle", "roll", "diagonal", "outer", "unfold", "fold", "interpolate")
+
+
+def test_shape_methods_resolve_to_the_shape_mixins():
+    """Graph's method resolution finds each shape method in exactly one of
+    the two shape mixins, and no other mixin defines the same name."""
+    from yscv.ops import OP_MIXINS
+    from yscv.ops.shape import ShapeOps
+    from yscv.ops.shape_windows import ShapeWindowOps
+    for name in SHAPE_METHODS:
+        owners = [m for m in OP_MIXINS if name in vars(m)]
+        assert len(owners) == 1 and owners[0] in (ShapeOps, ShapeWindowOps), (name, owners)
+        assert getattr(yscv.Graph, name) is vars(owners[0])[name], name
+    defined = {k for m in (ShapeOps, ShapeWindowOps) for k, v in vars(m).items() if callable(v)}
+    assert defined == set(SHAPE_METHODS)

@@ -1,4 +1,5 @@
-"""What the shape forwards (``yscv/ops/shape.py``) and backward rules
+"""What the shape forwards (``yscv/ops/shape.py`` and
+``yscv/ops/shape_windows.py``) and backward rules
 (``yscv/backward/shape.py``) share: the attributes each op stores on its node,
 and the array layouts both sides compute with (unfold/fold's strided tap
 copies, interpolate's index and weight tables).

@@ -1,4 +1,5 @@
-"""Forward side of every op, one module per category.
+"""Forward side of every op, one module per category (shape in two: the
+reshapes, views, joins and slicing; the padding, resampling and window ops).
 
 Each module defines a mixin class of Graph methods (argument validation, then
 ``self._apply``) and registers pure forward functions in :mod:`yscv.registry`.
@@ -8,6 +9,7 @@ from .activation import ActivationOps
 from .reduce import ReduceOps
 from .linalg import LinalgOps
 from .shape import ShapeOps
+from .shape_windows import ShapeWindowOps
 from .indexing import IndexingOps
 from .conv import ConvOps
 from .pool import PoolOps
@@ -22,6 +24,7 @@ OP_MIXINS = (
     ReduceOps,
     LinalgOps,
     ShapeOps,
+    ShapeWindowOps,
     IndexingOps,
     ConvOps,
     PoolOps,
