@@ -12,7 +12,12 @@ Rules checked here (each holds today; keep it so):
   bind state through public Graph methods (``g.param``, ``g.buffer``);
 - ``onnx`` (yscv.onnx, the exporter) is on the top floor with ``train``: no
   other yscv module imports it, and the ``onnx`` / ``onnxruntime`` packages
-  are imported only inside functions (``import yscv`` never needs them).
+  are imported only inside functions (``import yscv`` never needs them);
+- inside ``yscv.onnx`` no two modules import each other, directly or round a
+  circle: the exporter's forms and the importer's handlers register in the
+  tables of the bottom modules (``_registry``, ``_import_registry``), which
+  import no other module of the package, and the importer's runner reaches
+  no handler module.
 """
 from __future__ import annotations
 
@@ -153,3 +158,77 @@ def test_onnx_on_the_top_floor_and_imported_lazily():
 
 def test_ops_and_backward_are_siblings():
     assert violations({"siblings"}) == []
+
+
+def onnx_import_graph() -> dict:
+    """yscv.onnx module -> the yscv.onnx modules it imports (inside functions
+    too); ``from . import m`` is an import of the module ``m``."""
+    paths = {module_name(p): p for p in sorted((ROOT / "onnx").glob("*.py"))}
+    edges = {}
+    for mod, path in paths.items():
+        edges[mod] = set()
+        for target, name, _ in imports(path):
+            sub = f"{target}.{name}"
+            hit = sub if sub in paths else target if target in paths else None
+            if hit is not None and hit != mod:
+                edges[mod].add(hit)
+    return edges
+
+
+def find_circle(edges: dict):
+    """One import circle of ``edges`` as a list of modules, or None."""
+    state, stack = {}, []
+
+    def visit(mod):
+        state[mod] = "open"
+        stack.append(mod)
+        for nxt in sorted(edges.get(mod, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                circle = visit(nxt)
+                if circle:
+                    return circle
+        state[mod] = "done"
+        stack.pop()
+        return None
+
+    for mod in sorted(edges):
+        if mod not in state:
+            circle = visit(mod)
+            if circle:
+                return circle
+    return None
+
+
+def _reach(edges: dict, mod: str) -> set:
+    seen, todo = set(), [mod]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_circle_finder_finds_a_circle():
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_onnx_package_has_no_import_circle():
+    edges = onnx_import_graph()
+    assert "yscv.onnx._import_table" in edges["yscv.onnx._import_plan"]  # the parser sees them
+    assert find_circle(edges) is None, " -> ".join(find_circle(edges))
+
+
+def test_onnx_registries_at_the_bottom_and_runner_without_handlers():
+    edges = onnx_import_graph()
+    for bottom in ("yscv.onnx._registry", "yscv.onnx._import_registry"):
+        assert edges[bottom] == set(), (bottom, edges[bottom])
+    handler_modules = {
+        module_name(p) for p in (ROOT / "onnx").glob("*.py")
+        if any(t == "yscv.onnx._import_registry" and n == "handler" for t, n, _ in imports(p))}
+    assert {"yscv.onnx._import_ops", "yscv.onnx._import_nn"} <= handler_modules
+    assert _reach(edges, "yscv.onnx._import_run") & handler_modules == set()
+    assert handler_modules <= edges["yscv.onnx._import_table"]  # the table registers them all

@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from ._import_ops import handler
-from ._import_run import ChannelLast, bn_buffer
+from ._import_registry import ChannelLast, bn_buffer, handler
 
 
 def _spatial_pads(node, in_sizes, kernel, strides, dilations):

@@ -9,17 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._import_run import ChannelLast
-
-HANDLERS: dict = {}
-
-
-def handler(*ops):
-    def deco(fn):
-        for op in ops:
-            HANDLERS[op] = fn
-        return fn
-    return deco
+from ._import_registry import HANDLERS, ChannelLast, handler
 
 
 def _unary(graph_fn):

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ._import_layout import to_yscv_layout
+from ._import_registry import OnnxNode
 from ._import_table import STATIC_SLOTS, check_node
 from ..nn.parameter import Parameter
 
@@ -60,7 +61,6 @@ def _other(node, name):
 
 def _fuse_gelu(nodes, inits, graph_outputs):
     """Replace every erf-GELU subgraph by one ``_GeluErf`` node."""
-    from .load import OnnxNode
     producers = _producers(nodes)
     consumers = _consumers(nodes)
 

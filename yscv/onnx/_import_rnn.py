@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._import_ops import handler
+from ._import_registry import handler
 
 #: ONNX gate blocks in yscv's gate order
 _ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2), "RNN": (0,)}

@@ -10,19 +10,17 @@ Each ONNX value name maps to one of:
   channel-last ops; it is transposed back only where an op needs the file's
   layout, so chains of convolutions, norms and activations stay channel-last;
 - a :class:`Prepared`: a parameter stored in a yscv layout (conv weights).
+
+Each node runs through its handler in ``HANDLERS``
+(:mod:`yscv.onnx._import_registry`), which :mod:`yscv.onnx._import_table`
+filled when the model was loaded.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._import_layout import (channel_first_perm, channel_last_perm, graph_conv_weight)
-
-
-class ChannelLast:
-    __slots__ = ("node",)
-
-    def __init__(self, node):
-        self.node = node
+from ._import_registry import HANDLERS, ChannelLast
 
 
 class Prepared:
@@ -131,7 +129,6 @@ def _bind_inputs(m, g, run, inputs):
 def run_graph(m, g, inputs):
     """``m(g, *inputs)``: every node replayed on ``g``. On an error, the nodes
     this call appended are dropped again (the graph is as before)."""
-    from ._import_table import HANDLERS
     start = len(g)
     try:
         run = Run(m, g)
@@ -161,12 +158,3 @@ def run_graph(m, g, inputs):
         raise
     return results[0] if len(results) == 1 else tuple(results)
 
-
-def bn_buffer(run, node, slot: int):
-    """The buffer holding a BatchNormalization node's running statistic."""
-    where = run.m._bn_stats.get((node.index, slot))
-    if where is None:
-        return None
-    owner, attr = where
-    arr = owner._buffers[attr]
-    return run.g.buffer(arr, f"{node.name}.{'mean' if slot == 3 else 'var'}")

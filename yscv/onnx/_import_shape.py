@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._import_layout import channel_first_perm, channel_last_perm
-from ._import_ops import handler
-from ._import_run import ChannelLast
+from ._import_registry import ChannelLast, handler
 
 
 def _ints(run, node, slot, attr=None):

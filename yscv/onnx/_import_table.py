@@ -1,7 +1,8 @@
 """The importer's operator table and its load-time checks.
 
-``HANDLERS`` maps an ONNX operator type to its handler (filled by the
-``_import_*`` handler modules). ``check_node`` runs at load on every node:
+``HANDLERS`` maps an ONNX operator type to its handler (the table of
+:mod:`yscv.onnx._import_registry`, filled by the handler modules this module
+imports). ``check_node`` runs at load on every node:
 an operator without a handler, or an attribute value the handler does not
 implement, raises :class:`OnnxImportError` naming the operator and the node,
 before any call. ``STATIC_SLOTS`` lists the inputs that are static arguments
@@ -10,8 +11,9 @@ constant, not a Parameter.
 """
 from __future__ import annotations
 
-from . import _import_index, _import_nn, _import_rnn, _import_shape  # noqa: F401  (handlers)
-from ._import_ops import HANDLERS
+from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
+               _import_shape)  # (fill HANDLERS, in this order)
+from ._import_registry import HANDLERS, _Unsupported
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
 
@@ -83,7 +85,6 @@ def _check_resize(node, fail):
 def check_node(node, opset, used, inits, np_dtype_of) -> None:
     """Raise ``OnnxImportError`` if ``node`` cannot be imported; decode the
     attributes the handlers read in NumPy form (Cast's ``to``)."""
-    from .load import _Unsupported
     fail = node.fail
     if node.op == "Erf":
         raise fail("Erf is supported only inside the GELU pattern "

@@ -43,17 +43,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import AutogradError
 from ..nn.module import Module
 from ..nn.parameter import Parameter
+from ._import_registry import OnnxImportError, OnnxNode, _Unsupported
 
 __all__ = ["load", "OnnxImportError", "OnnxModule"]
-
-
-class OnnxImportError(AutogradError, ValueError):
-    """An ONNX model the importer cannot represent: an unsupported operator,
-    attribute value or graph feature. ``op`` is the operator type, ``node``
-    the node's name (or ``#index`` when it has none)."""
 
 
 def _import_onnx():
@@ -64,24 +58,6 @@ def _import_onnx():
         raise ImportError(
             'yscv.onnx.load needs the onnx package: pip install "yscv[onnx]"') from exc
     return onnx, numpy_helper
-
-
-class OnnxNode:
-    """One ONNX node, decoded once at load: ``op`` (type), ``name`` (the node's
-    name or ``#index``), ``inputs`` / ``outputs`` (value names, "" = absent),
-    ``attrs`` (Python values: ints, floats, str, lists, ndarrays)."""
-
-    __slots__ = ("op", "name", "index", "inputs", "outputs", "attrs")
-
-    def __init__(self, op, name, index, inputs, outputs, attrs):
-        self.op, self.name, self.index = op, name, index
-        self.inputs, self.outputs, self.attrs = tuple(inputs), tuple(outputs), attrs
-
-    def where(self) -> str:
-        return f"operator {self.op!r} (node {self.name!r}, index {self.index})"
-
-    def fail(self, why: str) -> OnnxImportError:
-        return OnnxImportError(f"onnx.load: {self.where()}: {why}", op=self.op, node=self.name)
 
 
 def _attr_value(onnx, numpy_helper, a):
@@ -96,13 +72,6 @@ def _attr_value(onnx, numpy_helper, a):
             isinstance(v, list) and v and isinstance(v[0], onnx.GraphProto)):
         return _Unsupported(a.name)
     return v
-
-
-class _Unsupported:
-    """Marks an attribute kind the importer cannot use (subgraphs, sparse)."""
-
-    def __init__(self, name):
-        self.name = name
 
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")

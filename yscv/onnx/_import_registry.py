@@ -1,0 +1,80 @@
+"""The registry of the ONNX importer: ``HANDLERS[op_type]`` (a handler) and
+the ``handler`` decorator that fills it next to each handler, with what every
+handler and the loader share: :class:`OnnxNode` (the decoded node a handler
+receives), :class:`OnnxImportError`, :class:`ChannelLast` (a value held
+channel-last) and :func:`bn_buffer`.
+
+A handler is ``handler(run, node) -> list of output values``: ``run`` is the
+call's state (:class:`yscv.onnx._import_run.Run`), ``node`` an
+:class:`OnnxNode`. The handlers themselves are in ``_import_ops``,
+``_import_index``, ``_import_nn``, ``_import_rnn`` and ``_import_shape``;
+:mod:`yscv.onnx._import_table` imports them (so that they register) and
+checks nodes against the table. This module imports none of them.
+"""
+from __future__ import annotations
+
+from ..errors import AutogradError
+
+__all__ = ["HANDLERS", "handler", "ChannelLast", "bn_buffer", "OnnxNode",
+           "OnnxImportError"]
+
+
+class OnnxImportError(AutogradError, ValueError):
+    """An ONNX model the importer cannot represent: an unsupported operator,
+    attribute value or graph feature. ``op`` is the operator type, ``node``
+    the node's name (or ``#index`` when it has none)."""
+
+
+OnnxImportError.__module__ = "yscv.onnx.load"  # its public home (re-exported there)
+
+HANDLERS: dict = {}
+
+
+def handler(*ops):
+    def deco(fn):
+        for op in ops:
+            HANDLERS[op] = fn
+        return fn
+    return deco
+
+
+class OnnxNode:
+    """One ONNX node, decoded once at load: ``op`` (type), ``name`` (the node's
+    name or ``#index``), ``inputs`` / ``outputs`` (value names, "" = absent),
+    ``attrs`` (Python values: ints, floats, str, lists, ndarrays)."""
+
+    __slots__ = ("op", "name", "index", "inputs", "outputs", "attrs")
+
+    def __init__(self, op, name, index, inputs, outputs, attrs):
+        self.op, self.name, self.index = op, name, index
+        self.inputs, self.outputs, self.attrs = tuple(inputs), tuple(outputs), attrs
+
+    def where(self) -> str:
+        return f"operator {self.op!r} (node {self.name!r}, index {self.index})"
+
+    def fail(self, why: str) -> OnnxImportError:
+        return OnnxImportError(f"onnx.load: {self.where()}: {why}", op=self.op, node=self.name)
+
+
+class _Unsupported:
+    """Marks an attribute kind the importer cannot use (subgraphs, sparse)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class ChannelLast:
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+
+def bn_buffer(run, node, slot: int):
+    """The buffer holding a BatchNormalization node's running statistic."""
+    where = run.m._bn_stats.get((node.index, slot))
+    if where is None:
+        return None
+    owner, attr = where
+    arr = owner._buffers[attr]
+    return run.g.buffer(arr, f"{node.name}.{'mean' if slot == 3 else 'var'}")
