@@ -1,5 +1,6 @@
 """Forward side of every op, one module per category (shape in two: the
-reshapes, views, joins and slicing; the padding, resampling and window ops).
+reshapes, views, joins and slicing; the padding, resampling and window ops;
+loss in three: the core losses, the other functional losses, ctc_loss).
 
 Each module defines a mixin class of Graph methods (argument validation, then
 ``self._apply``) and registers pure forward functions in :mod:`yscv.registry`.
@@ -17,6 +18,8 @@ from .norm import NormOps
 from .recurrent import RecurrentOps
 from .attention import AttentionOps
 from .loss import LossOps
+from .loss_more import MoreLossOps
+from .loss_ctc import CtcLossOps
 
 OP_MIXINS = (
     ElementwiseOps,
@@ -32,4 +35,6 @@ OP_MIXINS = (
     RecurrentOps,
     AttentionOps,
     LossOps,
+    MoreLossOps,
+    CtcLossOps,
 )
