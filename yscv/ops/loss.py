@@ -167,6 +167,20 @@ def _constant_array(a, dtype, op: str, arg: str) -> np.ndarray:
     return arr
 
 
+def _broadcast_constant(a, shape: tuple, dtype, op: str, arg: str) -> np.ndarray:
+    """:func:`_constant_array`, checked to broadcast to the input's ``shape``
+    without changing it (ShapeError otherwise)."""
+    a = _constant_array(a, dtype, op, arg)
+    try:
+        ok = np.broadcast_shapes(a.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise shape_error(op, f"{arg} of shape {a.shape} does not broadcast to the "
+                          f"input's shape {shape}", expected=shape, got=a.shape)
+    return a
+
+
 def _labels(labels, logits_shape: tuple, ignore_index: int, op: str, arg: str):
     """Validated read-only C-contiguous int64 labels of shape ``logits_shape[:-1]``,
     and whether any of them equals ``ignore_index``."""
@@ -298,14 +312,7 @@ class LossOps:
         consts = []
         for arg, a in (("weight", weight), ("pos_weight", pos_weight)):
             if a is not None:
-                a = _constant_array(a, self.dtype, op, arg)
-                try:
-                    ok = np.broadcast_shapes(a.shape, xv.shape) == xv.shape
-                except ValueError:
-                    ok = False
-                if not ok:
-                    raise shape_error(op, f"{arg} of shape {a.shape} does not broadcast to the "
-                                      f"input's shape {xv.shape}", expected=xv.shape, got=a.shape)
+                a = _broadcast_constant(a, xv.shape, self.dtype, op, arg)
             consts.append(a)
         return self._loss_pair(Op.BCE_WITH_LOGITS, logits, target,
                                BceAttrs(consts[0], consts[1], reduction))

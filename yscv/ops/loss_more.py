@@ -18,7 +18,7 @@ from ..compute.loss import p_norm, reduce_loss
 from ..node import Op
 from ..registry import register_forward
 from ._common import is_scalar, normalize_axis, shape_error
-from .loss import _constant_array, check_reduction
+from .loss import _broadcast_constant, check_reduction
 
 
 # ------------------------------------------------ section 11: validation
@@ -100,14 +100,7 @@ class MoreLossOps:
         _, pv, _ = self._operand(probs, op, "probs")
         w = None
         if weight is not None:
-            w = _constant_array(weight, self.dtype, op, "weight")
-            try:
-                ok = np.broadcast_shapes(w.shape, pv.shape) == pv.shape
-            except ValueError:
-                ok = False
-            if not ok:
-                raise shape_error(op, f"weight of shape {w.shape} does not broadcast to the "
-                                  f"input's shape {pv.shape}", expected=pv.shape, got=w.shape)
+            w = _broadcast_constant(weight, pv.shape, self.dtype, op, "weight")
         if pv.size and not (pv.min() >= 0 and pv.max() <= 1):   # NaN fails too
             bad = ~((pv >= 0) & (pv <= 1))
             k = np.unravel_index(int(np.flatnonzero(bad)[0]), pv.shape)
