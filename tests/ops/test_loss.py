@@ -1721,3 +1721,34 @@ def test_section11_losses_at_pytorchs_edges():
         np.testing.assert_allclose(g.value(out), tout.detach().numpy(), rtol=1e-12, atol=1e-12)
         for mine, theirs in zip(grads, tg):
             np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-12, atol=1e-12)
+
+
+#: every method the loss category's Graph mixins had before the module was split
+LOSS_METHODS = ("_loss_pair", "_class_input", "_class_attrs", "mse_loss", "l1_loss",
+                "huber_loss", "binary_cross_entropy_with_logits", "cross_entropy", "nll_loss",
+                "_broadcast_operands", "smooth_l1_loss", "kl_div", "binary_cross_entropy",
+                "cosine_similarity", "pairwise_distance", "triplet_margin_loss",
+                "margin_ranking_loss", "gaussian_nll_loss", "poisson_nll_loss", "ctc_loss")
+
+
+def test_loss_methods_resolve_to_the_loss_mixins():
+    """Graph's method resolution finds each loss method in exactly one of the
+    loss mixins, no other mixin defines the same name, and the core loss
+    module imports neither of the two modules that import from it."""
+    import ast
+    import inspect
+    from yscv.ops import OP_MIXINS, loss
+    from yscv.ops.loss import LossOps
+    from yscv.ops.loss_ctc import CtcLossOps
+    from yscv.ops.loss_more import MoreLossOps
+    mixins = (LossOps, MoreLossOps, CtcLossOps)
+    for name in LOSS_METHODS:
+        owners = [m for m in OP_MIXINS if name in vars(m)]
+        assert len(owners) == 1 and owners[0] in mixins, (name, owners)
+        assert getattr(yscv.Graph, name) is vars(owners[0])[name], name
+    defined = {k for m in mixins for k, v in vars(m).items() if callable(v)}
+    assert defined == set(LOSS_METHODS)
+    assert vars(CtcLossOps).keys() & set(LOSS_METHODS) == {"ctc_loss"}
+    imported = {n.module for n in ast.walk(ast.parse(inspect.getsource(loss)))
+                if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"loss_more", "loss_ctc"}, imported
