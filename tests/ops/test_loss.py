@@ -1752,3 +1752,51 @@ def test_loss_methods_resolve_to_the_loss_mixins():
     imported = {n.module for n in ast.walk(ast.parse(inspect.getsource(loss)))
                 if isinstance(n, ast.ImportFrom)}
     assert not imported & {"loss_more", "loss_ctc"}, imported
+
+
+#: every loss op and the Graph method that records it
+LOSS_OP_METHODS = {
+    Op.MSE_LOSS: "mse_loss", Op.L1_LOSS: "l1_loss", Op.HUBER_LOSS: "huber_loss",
+    Op.CROSS_ENTROPY: "cross_entropy", Op.NLL_LOSS: "nll_loss",
+    Op.BCE_WITH_LOGITS: "binary_cross_entropy_with_logits",
+    Op.SMOOTH_L1_LOSS: "smooth_l1_loss", Op.KL_DIV: "kl_div",
+    Op.BINARY_CROSS_ENTROPY: "binary_cross_entropy",
+    Op.COSINE_SIMILARITY: "cosine_similarity", Op.PAIRWISE_DISTANCE: "pairwise_distance",
+    Op.TRIPLET_MARGIN_LOSS: "triplet_margin_loss",
+    Op.MARGIN_RANKING_LOSS: "margin_ranking_loss",
+    Op.GAUSSIAN_NLL_LOSS: "gaussian_nll_loss", Op.POISSON_NLL_LOSS: "poisson_nll_loss",
+    Op.CTC_LOSS: "ctc_loss",
+}
+
+
+def test_loss_backward_rules_live_in_the_module_named_like_the_forward():
+    """Each loss op's backward rule and recorded composite are module-level
+    functions of the backward loss module named like the ops/ module that
+    defines its Graph method (and its forward); the backward loss modules
+    import one way only (loss_more -> loss, loss_ctc from neither)."""
+    import ast
+    import importlib
+    import inspect
+    from yscv.registry import BACKWARD, FORWARD, RECORDED
+    ops = list(Op)
+    assert set(LOSS_OP_METHODS) == set(ops[ops.index(Op.MSE_LOSS):ops.index(Op.CTC_LOSS) + 1])
+    for op, name in LOSS_OP_METHODS.items():
+        forward_module = getattr(yscv.Graph, name).__module__
+        assert forward_module.startswith("yscv.ops.loss"), (op, forward_module)
+        assert FORWARD[int(op)].__module__ == forward_module, op
+        module = importlib.import_module(forward_module.replace(".ops.", ".backward."))
+        backward = BACKWARD[int(op)]
+        assert vars(module).get(backward.__name__) is backward, (op, backward.__module__)
+        # composite(op, build) stores a closure over build, named <op>_recorded
+        recorded = RECORDED[int(op)]
+        assert recorded.__name__ == f"{op.name.lower()}_recorded", op
+        build = inspect.getclosurevars(recorded).nonlocals["build"]
+        assert vars(module).get(build.__name__) is build, (op, build.__module__)
+    from yscv.backward import loss, loss_ctc, loss_more
+
+    def imported(m):
+        return {n.module for n in ast.walk(ast.parse(inspect.getsource(m)))
+                if isinstance(n, ast.ImportFrom)}
+    assert not imported(loss) & {"loss_more", "loss_ctc"}, imported(loss)
+    assert not imported(loss_ctc) & {"loss", "loss_more"}, imported(loss_ctc)
+    assert not imported(loss_more) & {"loss_ctc"}, imported(loss_more)

@@ -18,4 +18,6 @@ from . import (  # noqa: F401
     recurrent,
     attention,
     loss,
+    loss_more,
+    loss_ctc,
 )

@@ -232,7 +232,7 @@ class MoreLossOps:
 
 
 # ================================================= losses of SPEC section 11
-# Each is one op; its backward rule is in yscv/backward/loss.py. "batchmean"
+# Each is one op; its backward rule is in yscv/backward/loss_more.py. "batchmean"
 # (kl_div only) divides the sum by the first axis's length.
 class SmoothL1Attrs(NamedTuple):
     """smooth_l1_loss: the threshold ``beta`` (>= 0; 0 is l1) and the reduction."""

@@ -1,0 +1,298 @@
+"""Loss ops (backward): the losses of SPEC section 11 (smooth_l1_loss,
+kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
+triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss,
+poisson_nll_loss), forward in :mod:`yscv.ops.loss_more`: their backward
+rules and recorded composites. The upstream factor and the reductions come
+from :mod:`yscv.backward.loss`. See yscv/registry.py for the op contract.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..compute.loss import p_norm, p_norm_grad
+from ..node import Op
+from ..registry import register_backward
+from ._recorded import composite
+from .loss import _pair, _reduce11, _scale
+
+
+@register_backward(Op.SMOOTH_L1_LOSS)
+def smooth_l1_loss_backward(g, inputs, out, attrs, saved, needs):
+    pred, target = inputs
+    d = pred - target
+    beta = attrs.beta
+    if beta == 0.0:
+        gd = np.sign(d)
+    else:   # PyTorch: d / beta inside (-beta, beta), sign(d) outside
+        gd = np.where(np.abs(d) < beta, d / beta, np.sign(d)).astype(d.dtype, copy=False)
+    return _pair(gd * _scale(g, attrs.reduction, d.shape), needs)
+
+
+@register_backward(Op.KL_DIV)
+def kl_div_backward(g, inputs, out, attrs, saved, needs):
+    x, t = inputs
+    s = _scale(g, attrs.reduction, x.shape)
+    gx = gt = None
+    if attrs.log_target:
+        e = np.exp(t)
+        if needs[0]:
+            gx = -e * s
+        if needs[1]:       # d/dt exp(t) (t - x) = exp(t) (t - x + 1)
+            gt = e * (t - x + 1) * s
+    else:
+        if needs[0]:
+            gx = -t * s
+        if needs[1]:       # torch.xlogy(t, t)'s rule: log t (0 at t == 0) + t / t
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gt = (np.where(t == 0, 0, np.log(t)) + t / t - x).astype(x.dtype, copy=False) * s
+    return gx, gt
+
+
+_BCE_FLOOR = float(np.float32(1e-12))
+
+
+@register_backward(Op.BINARY_CROSS_ENTROPY)
+def binary_cross_entropy_backward(g, inputs, out, attrs, saved, needs):
+    p, t = inputs
+    s = _scale(g, attrs.reduction, p.shape)
+    if attrs.weight is not None:
+        s = s * attrs.weight
+    gp = gt = None
+    if needs[0]:           # PyTorch's floor of the denominator (a C float: 1e-12 rounded)
+        gp = (p - t) / np.maximum((1 - p) * p, _BCE_FLOOR) * s
+    if needs[1]:           # -logit(p), unclamped as PyTorch
+        with np.errstate(divide="ignore"):
+            gt = (np.log1p(-p) - np.log(p)) * s
+    return gp, gt
+
+
+@register_backward(Op.COSINE_SIMILARITY)
+def cosine_similarity_backward(g, inputs, out, attrs, saved, needs):
+    a, b = np.broadcast_arrays(*inputs)   # the walk sums the gradients back
+    ax, eps = attrs.axis, attrs.eps
+    gk = np.expand_dims(g, ax)
+    ck = np.expand_dims(out, ax)
+
+    def side(x, other):    # (other / |other|_eps - cos x / |x|) / |x|_eps; x / |x| = 0 at 0
+        n = np.sqrt(np.sum(x * x, axis=ax, keepdims=True))
+        nc = np.maximum(n, eps)
+        no = np.maximum(np.sqrt(np.sum(other * other, axis=ax, keepdims=True)), eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = np.where(n == 0, 0, x / n)
+        return ((other / no - ck * unit) / nc * gk).astype(x.dtype, copy=False)
+
+    return (side(a, b) if needs[0] else None), (side(b, a) if needs[1] else None)
+
+
+@register_backward(Op.PAIRWISE_DISTANCE)
+def pairwise_distance_backward(g, inputs, out, attrs, saved, needs):
+    a, b = inputs
+    norm = out[..., 0] if attrs.keepdim else out
+    gk = g if attrs.keepdim else g[..., None]
+    ga = p_norm_grad(a - b + attrs.eps, norm, attrs.p) * gk
+    return _pair(ga, needs)
+
+
+@register_backward(Op.TRIPLET_MARGIN_LOSS)
+def triplet_margin_loss_backward(g, inputs, out, attrs, saved, needs):
+    anchor, positive, negative = inputs
+    p, e = attrs.p, attrs.eps
+    d_ap = anchor - positive + e
+    d_an = anchor - negative + e
+    dp, dn = p_norm(d_ap, p), p_norm(d_an, p)
+    wn = np.ones_like(dn)
+    if attrs.swap:
+        d_pn = positive - negative + e
+        ds = p_norm(d_pn, p)
+        wn = np.where(dn < ds, 1.0, np.where(dn == ds, 0.5, 0.0)).astype(dn.dtype)
+        dn = np.minimum(dn, ds)
+    # clamp_min's rule: the gradient passes where margin + dp - dn >= 0
+    c = (attrs.margin + dp - dn >= 0) * _scale(g, attrs.reduction, dp.shape)
+    c = np.asarray(c, dtype=dp.dtype)[..., None]
+    gp_ = p_norm_grad(d_ap, dp, p) * c                 # d/d anchor of dp
+    gn_ = p_norm_grad(d_an, p_norm(d_an, p), p) * (c * wn[..., None])
+    ga, gpos, gneg = gp_ - gn_, -gp_, gn_
+    if attrs.swap:
+        gs_ = p_norm_grad(d_pn, ds, p) * (c * (1 - wn)[..., None])
+        gpos = gpos - gs_
+        gneg = gneg + gs_
+    return tuple(x if need else None for x, need in zip((ga, gpos, gneg), needs))
+
+
+@register_backward(Op.MARGIN_RANKING_LOSS)
+def margin_ranking_loss_backward(g, inputs, out, attrs, saved, needs):
+    x1, x2, y = inputs
+    z = -y * (x1 - x2) + attrs.margin
+    c = ((z >= 0) * _scale(g, attrs.reduction, z.shape)).astype(x1.dtype, copy=False)
+    g1 = -y * c
+    return ((g1 if needs[0] else None), (-g1 if needs[1] else None),
+            ((x2 - x1) * c if needs[2] else None))
+
+
+@register_backward(Op.GAUSSIAN_NLL_LOSS)
+def gaussian_nll_loss_backward(g, inputs, out, attrs, saved, needs):
+    x, t, var = inputs
+    v = np.maximum(var.reshape(attrs.var_shape), attrs.eps).astype(x.dtype, copy=False)
+    d = x - t
+    s = _scale(g, attrs.reduction, d.shape)
+    gx = d / v * s
+    gv = None
+    if needs[2]:           # the floor at eps is not differentiated (PyTorch)
+        gv = 0.5 * (1 / v - d * d / (v * v)) * s
+        gv = np.broadcast_to(gv, d.shape)
+        axes = tuple(k for k, (m, w) in enumerate(zip(d.shape, attrs.var_shape)) if w == 1 and m != 1)
+        gv = gv.sum(axis=axes, keepdims=True).reshape(var.shape)
+    return (gx if needs[0] else None), (-gx if needs[1] else None), gv
+
+
+@register_backward(Op.POISSON_NLL_LOSS)
+def poisson_nll_loss_backward(g, inputs, out, attrs, saved, needs):
+    x, t = inputs
+    s = _scale(g, attrs.reduction, x.shape)
+    gx = gt = None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if needs[0]:
+            gx = (np.exp(x) - t if attrs.log_input else 1 - t / (x + attrs.eps)) * s
+        if needs[1]:
+            gt = -x if attrs.log_input else -np.log(x + attrs.eps)
+            if attrs.full:   # d/dt of t log t - t + 0.5 log(2 pi t) where t > 1
+                ts = np.where(t > 1, t, 2.0)
+                gt = gt + np.where(t > 1, np.log(ts) + 0.5 / ts, 0)
+            gt = gt.astype(x.dtype, copy=False) * s
+    return gx, gt
+
+
+
+# ------------------------------------------------ section 11: recorded
+# Composites again: each loss said with primitive ops, so create_graph=True
+# differentiates it to any order. Kinks take PyTorch's branch through a
+# constant mask (where) or clamp's inclusive bounds; floors PyTorch leaves
+# undifferentiated (cosine's eps, gaussian's var) add a constant.
+def _smooth_l1_composite(G, pred, target, attrs):
+    d = G.sub(pred, target)
+    a = G.abs(d)
+    beta = attrs.beta
+    if beta == 0.0:
+        return _reduce11(G, a, attrs.reduction)
+    inside = np.abs(G.value(d)) < beta
+    terms = G.where(inside, G.mul(G.mul(d, d), 0.5 / beta), G.sub(a, 0.5 * beta))
+    return _reduce11(G, terms, attrs.reduction)
+
+
+def _xlogy_self_nodes(G, t):
+    tv = G.value(t)
+    if not G.requires_grad(t):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return G.constant(np.where(tv == 0, 0, tv * np.log(tv)).astype(G.dtype))
+    return G.mul(t, G.log(t))
+
+
+def _kl_div_composite(G, x, t, attrs):
+    if attrs.log_target:
+        terms = G.mul(G.exp(t), G.sub(t, x))
+    else:
+        terms = G.sub(_xlogy_self_nodes(G, t), G.mul(t, x))
+    return _reduce11(G, terms, attrs.reduction)
+
+
+def _bce_composite11(G, p, t, attrs):
+    lp = G.clamp(G.log(p), min=-100.0)
+    l1p = G.clamp(G.log(G.sub(1.0, p)), min=-100.0)
+    terms = G.sub(G.mul(G.sub(t, 1.0), l1p), G.mul(t, lp))
+    if attrs.weight is not None:
+        terms = G.mul(terms, attrs.weight)
+    return _reduce11(G, terms, attrs.reduction)
+
+
+def _floored_norm_nodes(G, x, axis, eps):
+    """||x|| over ``axis`` (kept), floored at eps by adding a constant: the
+    value is max(||x||, eps), the gradient that of ||x|| (PyTorch's no_grad clamp)."""
+    n = G.sqrt(G.sum(G.mul(x, x), axis=axis, keepdims=True))
+    nv = G.value(n)
+    lift = np.maximum(nv, eps) - nv
+    return G.add(n, lift) if np.any(lift) else n
+
+
+def _cosine_composite(G, a, b, attrs):
+    ax = attrs.axis
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a = a if a.shape == shape else G.expand(a, shape)
+    b = b if b.shape == shape else G.expand(b, shape)
+    ua = G.div(a, _floored_norm_nodes(G, a, ax, attrs.eps))
+    ub = G.div(b, _floored_norm_nodes(G, b, ax, attrs.eps))
+    return G.sum(G.mul(ua, ub), axis=ax)
+
+
+def _p_norm_nodes(G, d, p):
+    if p == 2.0:
+        return G.sqrt(G.sum(G.mul(d, d), axis=-1))
+    if p == 1.0:
+        return G.sum(G.abs(d), axis=-1)
+    if p == np.inf:
+        return G.max(G.abs(d), axis=-1)
+    if p == 0.0:
+        return G.constant(np.count_nonzero(G.value(d), axis=-1).astype(G.dtype))
+    return G.pow(G.sum(G.pow(G.abs(d), p), axis=-1), 1.0 / p)
+
+
+def _pairwise_composite(G, a, b, attrs):
+    d = _p_norm_nodes(G, G.add(G.sub(a, b), attrs.eps), attrs.p)
+    return G.unsqueeze(d, -1) if attrs.keepdim else d
+
+
+def _triplet_composite(G, anchor, positive, negative, attrs):
+    p, e = attrs.p, attrs.eps
+    dp = _p_norm_nodes(G, G.add(G.sub(anchor, positive), e), p)
+    dn = _p_norm_nodes(G, G.add(G.sub(anchor, negative), e), p)
+    if attrs.swap:
+        dn = G.minimum(dn, _p_norm_nodes(G, G.add(G.sub(positive, negative), e), p))
+    terms = G.clamp(G.add(G.sub(dp, dn), attrs.margin), min=0.0)
+    return _reduce11(G, terms, attrs.reduction)
+
+
+def _margin_ranking_composite(G, x1, x2, y, attrs):
+    z = G.add(G.neg(G.mul(y, G.sub(x1, x2))), attrs.margin)
+    return _reduce11(G, G.clamp(z, min=0.0), attrs.reduction)
+
+
+def _gaussian_nll_composite(G, x, t, var, attrs):
+    v = G.reshape(var, attrs.var_shape)
+    vv = G.value(v)
+    lift = np.maximum(vv, attrs.eps) - vv
+    if np.any(lift):
+        v = G.add(v, lift)
+    d = G.sub(x, t)
+    terms = G.mul(G.add(G.log(v), G.div(G.mul(d, d), v)), 0.5)
+    if attrs.full:
+        terms = G.add(terms, 0.5 * np.log(2 * np.pi))
+    return _reduce11(G, terms, attrs.reduction)
+
+
+def _poisson_nll_composite(G, x, t, attrs):
+    if attrs.log_input:
+        terms = G.sub(G.exp(x), G.mul(t, x))
+    else:
+        terms = G.sub(x, G.mul(t, G.log(G.add(x, attrs.eps))))
+    if attrs.full:
+        tv = G.value(t)
+        big = tv > 1
+        if G.requires_grad(t):
+            ts = G.where(big, t, np.full(tv.shape, 2.0, dtype=G.dtype))
+            st = G.add(G.sub(G.mul(ts, G.log(ts)), ts), G.mul(G.log(G.mul(ts, 2 * np.pi)), 0.5))
+            terms = G.add(terms, G.where(big, st, np.zeros(tv.shape, dtype=G.dtype)))
+        else:
+            ts = np.where(big, tv, 2.0)
+            st = np.where(big, ts * np.log(ts) - ts + 0.5 * np.log(2 * np.pi * ts), 0)
+            terms = G.add(terms, st.astype(G.dtype))
+    return _reduce11(G, terms, attrs.reduction)
+
+
+composite(Op.SMOOTH_L1_LOSS, _smooth_l1_composite)
+composite(Op.KL_DIV, _kl_div_composite)
+composite(Op.BINARY_CROSS_ENTROPY, _bce_composite11)
+composite(Op.COSINE_SIMILARITY, _cosine_composite)
+composite(Op.PAIRWISE_DISTANCE, _pairwise_composite)
+composite(Op.TRIPLET_MARGIN_LOSS, _triplet_composite)
+composite(Op.MARGIN_RANKING_LOSS, _margin_ranking_composite)
+composite(Op.GAUSSIAN_NLL_LOSS, _gaussian_nll_composite)
+composite(Op.POISSON_NLL_LOSS, _poisson_nll_composite)
