@@ -14,7 +14,7 @@ import numpy as np
 from ..compute.loss import cross_entropy_backward as ce_rows_grad
 from ..compute.loss import label_rows, sigmoid, softplus_exact
 from ..node import Op
-from ..registry import register_backward, register_recorded
+from ..registry import register_backward
 from ._recorded import composite
 
 
