@@ -25,7 +25,8 @@ from .gradcheck import gradcheck, gradgradcheck
 from .node import Op
 
 __all__ = ["OpCase", "BadCase", "make_op_tests", "make_second_order_tests", "check_forward",
-           "check_gradcheck", "check_gradgradcheck", "check_torch_second_order", "followed_by_square",
+           "check_gradcheck", "check_gradgradcheck", "check_torch_build", "check_torch_second_order",
+           "followed_by_square",
            "check_bad_arguments", "check_same_bits_on_threads", "gradcheck", "gradgradcheck"]
 
 
@@ -175,6 +176,18 @@ def followed_by_square(case: OpCase) -> OpCase:
         case, name=case.id + "_squared",
         build=lambda g, *xs: (lambda y: g.mul(y, y))(case.build(g, *xs)),
         torch_build=lambda t, *xs: case.torch_build(t, *xs) ** 2)
+
+
+def check_torch_build(case: OpCase, rtol: float = 1e-10, atol: float = 1e-12) -> None:
+    """The row's PyTorch twin (``case.torch_build``, the function the
+    PyTorch cross-checks differentiate) computes the row's NumPy reference
+    on the row's float64 inputs."""
+    import torch
+
+    arrays = case.arrays()
+    got = case.torch_build(torch, *(torch.tensor(a) for a in arrays)).detach().numpy()
+    np.testing.assert_allclose(got, case.reference(*arrays), rtol=rtol, atol=atol,
+                               err_msg=f"{case.id}: torch_build vs the NumPy reference")
 
 
 def check_torch_second_order(case: OpCase, rtol: float = 1e-7, atol: float = 1e-9) -> None:
