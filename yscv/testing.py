@@ -26,8 +26,7 @@ from .node import Op
 
 __all__ = ["OpCase", "BadCase", "make_op_tests", "make_second_order_tests", "check_forward",
            "check_gradcheck", "check_gradgradcheck", "check_torch_build", "check_torch_second_order",
-           "followed_by_square",
-           "check_bad_arguments", "check_same_bits_on_threads", "gradcheck", "gradgradcheck"]
+           "followed_by_square", "check_bad_arguments", "check_same_bits_on_threads", "gradcheck", "gradgradcheck"]
 
 
 @dataclasses.dataclass
