@@ -302,10 +302,11 @@ def _choose_name(a, b, one_thread_tier: bool, policy: str) -> str:
     key = class_key(a, b, one_thread_tier)
     if policy == "fastest":
         key += " f"
-    choices = _choices if _choices is not None else _load()
-    name = choices.get(key)
+    choices = _choices
+    name = None if choices is None else choices.get(key)
     if name is None:
-        with _lock:
+        with _lock:  # the file is read under the lock too: every thread sees one dict
+            choices = _load()
             name = choices.get(key)
             if name is None:
                 names = _candidates(a, b, one_thread_tier, policy)
