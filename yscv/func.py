@@ -90,13 +90,23 @@ def _dual_form(body):
 
 
 def _wrt(g, nodes, positions):
-    """The argument nodes to differentiate: a node that does not require
-    grad (a constant) is replaced by a variable holding its value, so the
-    transform differentiates with respect to it as torch.func does."""
+    """The argument nodes to differentiate, each one this transform's own
+    perturbation (a JAX tracer level, torch.func's wrapper level).
+
+    A node that requires grad is aliased by a fresh identity node (a
+    reshape to its own shape) and ``f`` sees the alias: the transform then
+    differentiates with respect to the alias alone, so a node ``f`` closes
+    over is not mistaken for the argument even when it is the very node
+    passed in (an outer transform's argument, say: ``d/dx [D_y (x*y)]_{y=x}``
+    is 1, not 2), and an argument passed twice gets each position's own
+    gradient. The alias depends on the node, so the result stays
+    differentiable with respect to it. A node that does not require grad (a
+    constant) is replaced by a variable holding its value, so the transform
+    differentiates with respect to it as torch.func does."""
     nodes = list(nodes)
     for k in positions:
-        if not g.requires_grad(nodes[k]):
-            nodes[k] = g.variable(g.value(nodes[k]))
+        n = nodes[k]
+        nodes[k] = g.reshape(n, n.shape) if g.requires_grad(n) else g.variable(g.value(n))
     return tuple(nodes)
 
 
