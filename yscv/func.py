@@ -12,7 +12,14 @@ returns a function callable in two forms:
   arrays.
 
 ``argnums`` is an int (one result) or a tuple of ints (a tuple of results).
-Jacobians have torch.func's shapes: ``out.shape + in.shape``.
+Jacobians have torch.func's shapes: ``out.shape + in.shape`` (empty ones
+too). A function of the wrong arity is a TypeError naming it, raised before
+anything is recorded.
+
+Each transform differentiates with respect to its own identity node of each
+differentiated argument (JAX's tracer levels): a node ``f`` closes over is
+never taken for the argument, even when it is the node passed in, so inner
+transforms may close over an outer transform's argument.
 
 Forward mode (:func:`jvp`, :func:`jacfwd`) is the transpose of reverse mode:
 the recorded vector-Jacobian product ``u -> J^T u`` is linear in ``u``, so
