@@ -110,3 +110,29 @@ def test_graph_form_keeps_positions_apart_and_the_result_differentiable():
     assert g.requires_grad(inner)
     (d,) = g.gradients(g.sum(inner), [x])
     close(d, TF.grad(lambda x: TF.grad(lambda y: _tinner(x, y))(x).sum())(_t(X)))
+
+
+def test_vjp_jvp_and_hvp_inside_transforms_closing_over_the_argument():
+    def outer(g, x):
+        _, fn = F.vjp(lambda g2, y: g2.exp(x * y), g, x)
+        return fn(g.constant(T))[0] * x
+
+    def touter(x):
+        _, fn = TF.vjp(lambda y: torch.exp(x * y), x)
+        return fn(_t(T))[0] * x
+
+    close(F.jacrev(outer)(X), TF.jacrev(touter)(_t(X)))
+    _, jt = F.jvp(lambda g, x: F.jvp(lambda g2, y: g2.sin(x * y), (g, x), (T,))[1], (X,), (T,))
+    _, tjt = TF.jvp(lambda x: TF.jvp(lambda y: torch.sin(x * y), (x,), (_t(T),))[1],
+                    (_t(X),), (_t(T),))
+    close(jt, tjt)
+
+    def s(g, x):
+        return g.sum(x * F.grad(lambda g2, y: g2.sum(g2.tanh(x * y)))(g, x))
+
+    def ts(x):
+        return (x * TF.grad(lambda y: torch.tanh(x * y).sum())(x)).sum()
+
+    _, (hv,) = F.hvp(s, (X,), (T,))
+    _, thv = torch.autograd.functional.hvp(ts, _t(X), _t(T))
+    close(hv, thv, 1e-11)
