@@ -12,7 +12,14 @@ returns a function callable in two forms:
   arrays.
 
 ``argnums`` is an int (one result) or a tuple of ints (a tuple of results).
-Jacobians have torch.func's shapes: ``out.shape + in.shape``.
+Jacobians have torch.func's shapes: ``out.shape + in.shape`` (empty ones
+too). A function of the wrong arity is a TypeError naming it, raised before
+anything is recorded.
+
+Each transform differentiates with respect to its own identity node of each
+differentiated argument (JAX's tracer levels): a node ``f`` closes over is
+never taken for the argument, even when it is the node passed in, so inner
+transforms may close over an outer transform's argument.
 
 Forward mode (:func:`jvp`, :func:`jacfwd`) is the transpose of reverse mode:
 the recorded vector-Jacobian product ``u -> J^T u`` is linear in ``u``, so
@@ -21,6 +28,8 @@ recorded backward rules of every op (no second rule table to keep in step),
 and costs one recorded backward plus one more reverse walk over it.
 """
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
@@ -59,23 +68,63 @@ def _graph_dtype(arrays) -> np.dtype:
 
 
 def _to_arrays(x):
-    """NodeIds (possibly nested in tuples/lists) to fresh arrays."""
+    """NodeIds (possibly nested in tuples, named tuples, lists and dicts) to
+    fresh arrays; the containers keep their kind and keys."""
     if type(x) is NodeId:
         return np.array(x.graph.value(x), copy=True)
     if isinstance(x, tuple):
-        return tuple(_to_arrays(v) for v in x)
+        items = [_to_arrays(v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
     if isinstance(x, list):
         return [_to_arrays(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _to_arrays(v) for k, v in x.items()}
     return x
 
 
-def _dual_form(body):
+def _signature(f, fname: str):
+    """f's signature, to check its arity before a graph is touched (None for
+    a callable without one, a builtin say: its own error speaks then)."""
+    if not callable(f):
+        raise TypeError(f"{fname}: f must be a function f(g, *nodes) -> NodeId, "
+                        f"got {type(f).__name__}")
+    try:
+        return inspect.signature(f)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_arity(f, sig, nargs: int, fname: str, forms: str) -> None:
+    """TypeError naming ``f`` and the calling forms unless ``f(g, *nargs
+    nodes)`` binds: a function written without its graph parameter, or a
+    transformed function called with the wrong number of arguments."""
+    if sig is None:
+        return
+    try:
+        sig.bind(*range(nargs + 1))
+    except TypeError as exc:
+        name = getattr(f, "__qualname__", None) or repr(f)
+        raise TypeError(
+            f"{fname}: f = {name}{sig} cannot be called with the graph and {nargs} "
+            f"argument(s) ({exc}); a function to transform takes the graph first, "
+            "f(g, *nodes) -> NodeId (or -> (NodeId, aux) with has_aux=True), and the "
+            f"transformed function is called {forms}") from None
+
+
+_DUAL_FORMS = "F(g, *nodes) inside a graph or F(*arrays)"
+
+
+def _dual_form(body, f, fname: str):
     """A transformed function callable as ``F(g, *nodes)`` (recorded on g)
     or ``F(*arrays)`` (its own graph, arrays out). ``body(g, nodes)`` does
-    the work on a graph."""
+    the work on a graph; ``f``'s arity is checked first (TypeError), before
+    anything is appended."""
+    sig = _signature(f, fname)
 
     def transformed(*args):
-        if args and isinstance(args[0], Graph):
+        graph_form = bool(args) and isinstance(args[0], Graph)
+        _check_arity(f, sig, len(args) - graph_form, fname, _DUAL_FORMS)
+        if graph_form:
             g, nodes = args[0], args[1:]
             for k, n in enumerate(nodes):
                 if type(n) is not NodeId:
@@ -90,13 +139,23 @@ def _dual_form(body):
 
 
 def _wrt(g, nodes, positions):
-    """The argument nodes to differentiate: a node that does not require
-    grad (a constant) is replaced by a variable holding its value, so the
-    transform differentiates with respect to it as torch.func does."""
+    """The argument nodes to differentiate, each one this transform's own
+    perturbation (a JAX tracer level, torch.func's wrapper level).
+
+    A node that requires grad is aliased by a fresh identity node (a
+    reshape to its own shape) and ``f`` sees the alias: the transform then
+    differentiates with respect to the alias alone, so a node ``f`` closes
+    over is not mistaken for the argument even when it is the very node
+    passed in (an outer transform's argument, say: ``d/dx [D_y (x*y)]_{y=x}``
+    is 1, not 2), and an argument passed twice gets each position's own
+    gradient. The alias depends on the node, so the result stays
+    differentiable with respect to it. A node that does not require grad (a
+    constant) is replaced by a variable holding its value, so the transform
+    differentiates with respect to it as torch.func does."""
     nodes = list(nodes)
     for k in positions:
-        if not g.requires_grad(nodes[k]):
-            nodes[k] = g.variable(g.value(nodes[k]))
+        n = nodes[k]
+        nodes[k] = g.reshape(n, n.shape) if g.requires_grad(n) else g.variable(g.value(n))
     return tuple(nodes)
 
 
@@ -153,7 +212,7 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
         gr = _pick(_grads(g, out, [nodes[k] for k in pos]), argnums)
         return ((out, aux), gr) if has_aux else (out, gr)
 
-    return _dual_form(body)
+    return _dual_form(body, f, "value_and_grad")
 
 
 def grad(f, argnums=0, has_aux: bool = False):
@@ -168,17 +227,20 @@ def grad(f, argnums=0, has_aux: bool = False):
         gr = _pick(_grads(g, out, [nodes[k] for k in pos]), argnums)
         return (gr, aux) if has_aux else gr
 
-    return _dual_form(body)
+    return _dual_form(body, f, "grad")
 
 
 def jacrev(f, argnums=0, has_aux: bool = False):
     """The Jacobian by reverse mode, one recorded VJP per output element:
     shape ``out.shape + in.shape`` (a tuple of them for a tuple argnums)."""
+    return _jacrev(f, argnums, has_aux, "jacrev")
 
+
+def _jacrev(f, argnums, has_aux: bool, fname: str):
     def body(g, nodes):
-        pos = _check_argnums(argnums, len(nodes), "jacrev")
+        pos = _check_argnums(argnums, len(nodes), fname)
         nodes = _wrt(g, nodes, pos)
-        out, aux = _call(f, g, nodes, has_aux, "jacrev")
+        out, aux = _call(f, g, nodes, has_aux, fname)
         wrt = [nodes[k] for k in pos]
         oshape = out.shape
         m = int(np.prod(oshape))
@@ -193,11 +255,14 @@ def jacrev(f, argnums=0, has_aux: bool = False):
         res = _pick(jacs, argnums)
         return (res, aux) if has_aux else res
 
-    return _dual_form(body)
+    return _dual_form(body, f, fname)
 
 
 def _assemble(g, parts, oshape, ishape):
-    """Stack per-element rows/columns into a node of shape oshape + ishape."""
+    """Stack per-element rows into a node of shape oshape + ishape (a
+    constant of zeros when there is no row: an empty output)."""
+    if not parts:
+        return g.constant(np.zeros(tuple(oshape) + tuple(ishape), dtype=g.dtype))
     if len(parts) == 1:
         return g.reshape(parts[0], tuple(oshape) + tuple(ishape))
     return g.reshape(g.stack(parts, 0), tuple(oshape) + tuple(ishape))
@@ -227,17 +292,20 @@ def _jvp_nodes(g, out, wrt, tangents):
 def jacfwd(f, argnums=0, has_aux: bool = False):
     """The Jacobian by forward mode (one JVP per input element through the
     transpose of the recorded VJP): shape ``out.shape + in.shape``."""
+    return _jacfwd(f, argnums, has_aux, "jacfwd")
 
+
+def _jacfwd(f, argnums, has_aux: bool, fname: str):
     def body(g, nodes):
-        pos = _check_argnums(argnums, len(nodes), "jacfwd")
+        pos = _check_argnums(argnums, len(nodes), fname)
         nodes = _wrt(g, nodes, pos)
-        out, aux = _call(f, g, nodes, has_aux, "jacfwd")
+        out, aux = _call(f, g, nodes, has_aux, fname)
         wrt = [nodes[k] for k in pos]
         u, vjps = _linear_vjp(g, out, wrt)
         jacs = []
         for k, n in enumerate(wrt):
             size = int(np.prod(n.shape))
-            if vjps is None or not g.requires_grad(vjps[k]):
+            if size == 0 or vjps is None or not g.requires_grad(vjps[k]):
                 jacs.append(g.constant(np.zeros(tuple(out.shape) + tuple(n.shape), dtype=g.dtype)))
                 continue
             cols = []
@@ -253,19 +321,22 @@ def jacfwd(f, argnums=0, has_aux: bool = False):
         res = _pick(jacs, argnums)
         return (res, aux) if has_aux else res
 
-    return _dual_form(body)
+    return _dual_form(body, f, fname)
 
 
 def hessian(f, argnums=0):
     """``jacfwd(jacrev(f))``: shape ``in.shape + in.shape`` for a one-element
     output (``out.shape + in.shape + in.shape`` in general)."""
-    return jacfwd(jacrev(f, argnums=argnums), argnums=argnums)
+    return _jacfwd(_jacrev(f, argnums, False, "hessian"), argnums, False, "hessian")
 
 
 # ------------------------------------------------ primals and tangents forms
-def _primal_graph(primals, fname):
-    """(graph, nodes, arrays_out): the graph form when primals[0] is a Graph."""
-    if primals and isinstance(primals[0], Graph):
+def _primal_graph(f, primals, fname, forms):
+    """(graph, nodes, arrays_out): the graph form when primals[0] is a Graph.
+    ``f``'s arity is checked first (TypeError naming the calling ``forms``)."""
+    graph_form = bool(primals) and isinstance(primals[0], Graph)
+    _check_arity(f, _signature(f, fname), len(primals) - graph_form, fname, forms)
+    if graph_form:
         g = primals[0]
         nodes = tuple(x if type(x) is NodeId else g.constant(x) for x in primals[1:])
         return g, _wrt(g, nodes, range(len(nodes))), False
@@ -280,7 +351,7 @@ def vjp(f, *primals, has_aux: bool = False):
     tuple with one gradient per primal. Arrays in, arrays out; or
     ``vjp(f, g, *nodes)`` on a graph, where ``vjp_fn`` returns recorded nodes
     (and accepts a NodeId cotangent)."""
-    g, nodes, arrays = _primal_graph(primals, "vjp")
+    g, nodes, arrays = _primal_graph(f, primals, "vjp", "vjp(f, *arrays) or vjp(f, g, *nodes)")
     out, aux = _call(f, g, nodes, has_aux, "vjp")
 
     def vjp_fn(cotangent):
@@ -318,7 +389,8 @@ def jvp(f, primals, tangents, has_aux: bool = False):
     and ``tangents`` are tuples of arrays; or ``primals = (g, *nodes)``."""
     if not isinstance(primals, (tuple, list)):
         raise ValueError(f"jvp: primals must be a tuple, got {type(primals).__name__}")
-    g, nodes, arrays = _primal_graph(tuple(primals), "jvp")
+    g, nodes, arrays = _primal_graph(
+        f, tuple(primals), "jvp", "jvp(f, arrays, tangents) or jvp(f, (g, *nodes), tangents)")
     tn = _tangent_nodes(g, tangents, nodes, "jvp")
     out, aux = _call(f, g, nodes, has_aux, "jvp")
     jt = _jvp_nodes(g, out, nodes, tn)
@@ -331,7 +403,8 @@ def hvp(f, primals, tangents):
     tangents (one per primal), by reverse over reverse."""
     if not isinstance(primals, (tuple, list)):
         raise ValueError(f"hvp: primals must be a tuple, got {type(primals).__name__}")
-    g, nodes, arrays = _primal_graph(tuple(primals), "hvp")
+    g, nodes, arrays = _primal_graph(
+        f, tuple(primals), "hvp", "hvp(f, arrays, tangents) or hvp(f, (g, *nodes), tangents)")
     tn = _tangent_nodes(g, tangents, nodes, "hvp")
     out, _ = _call(f, g, nodes, False, "hvp")
     _scalar(out, "hvp")

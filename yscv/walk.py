@@ -87,8 +87,9 @@ class WalkMixin:
         """Accumulate d(target)/d(leaf) into every leaf that requires grad.
 
         With ``grad=None`` the target must hold exactly one element and is
-        seeded with 1; otherwise ``grad`` (the target's shape) is the cotangent
-        of a vector-Jacobian product. With ``retain_graph=False`` the values and
+        seeded with 1; otherwise ``grad`` (the target's shape: an array, or a
+        NodeId of this graph whose value is used) is the cotangent of a
+        vector-Jacobian product. With ``retain_graph=False`` the values and
         saved data of the non-leaf nodes the walk went through are released as
         soon as they are consumed (reading or differentiating them again
         recomputes them from the leaves). Once the walk has finished, the
@@ -136,8 +137,9 @@ class WalkMixin:
         and retained grads, ``Parameter.grad``), post-accumulate and
         backward-end hooks do not run; ``register_hook`` hooks do. Inputs may
         be leaves or intermediate nodes; one the target does not depend on
-        (or that does not require grad) gets zeros. Seeding and errors as
-        :meth:`backward`; the values are kept (``retain_graph=True``).
+        (or that does not require grad) gets zeros. Seeding (``grad`` an
+        array or a NodeId) and errors as :meth:`backward`; the values are
+        kept (``retain_graph=True``).
 
         ``create_graph=True`` returns NodeIds instead, recorded on this graph
         and differentiable again (SPEC section 9); ``grad`` may then be a
@@ -210,7 +212,9 @@ class WalkMixin:
         return tuple(capture.get(a.index) if need else None for a, need in zip(aliases, needs))
 
     def _seed(self, t: int, grad, fname: str):
-        """The walk's seed for target t: ``(array, borrowed)`` (see _walk)."""
+        """The walk's seed for target t: ``(array, borrowed)`` (see _walk).
+        ``grad`` is None, an array-like of the target's shape, or a NodeId of
+        this graph (its value is the seed)."""
         if not self._nodes[t][N_RG]:
             raise BackwardError(
                 f"{fname}: target node {t} ({Op(self._nodes[t][N_OP]).name.lower()}) does not "
@@ -227,6 +231,10 @@ class WalkMixin:
                     got=shape,
                 )
             return np.ones(shape, dtype=self.dtype), False
+        if type(grad) is NodeId:
+            # a graph value as cotangent enters by its (read-only, so
+            # borrowed) value; a foreign or stale NodeId: NodeNotFoundError
+            grad = self.value(grad)
         # no copy (a large cotangent's copy is not free): backward
         # rules never write to g, and the walk copies a borrowed (read-only)
         # gradient before storing it as a leaf's or retained node's grad
