@@ -46,6 +46,7 @@ import numpy as np
 
 from ..nn.module import Module
 from ..nn.parameter import Parameter
+from ._import_checks import check_model, check_nodes, decode_tensor
 from ._import_registry import OnnxImportError, OnnxNode, _Unsupported
 from ._import_source import read_model
 
@@ -67,7 +68,7 @@ def _attr_value(onnx, numpy_helper, a, where):
     if isinstance(v, bytes):
         return v.decode("utf-8")
     if isinstance(v, onnx.TensorProto):
-        return numpy_helper.to_array(v)
+        return decode_tensor(onnx, numpy_helper, v, f"attribute {a.name!r} of {where}")
     if isinstance(v, list) and v and isinstance(v[0], bytes):
         return [s.decode("utf-8") for s in v]
     if isinstance(v, (onnx.GraphProto, onnx.SparseTensorProto)) or (
@@ -219,18 +220,21 @@ def load(src) -> OnnxModule:
     """
     onnx, numpy_helper = _import_onnx()
     model = read_model(onnx, src)
+    check_model(onnx, model)
     graph = model.graph
     opset = _default_opset(model)
     if len(graph.sparse_initializer):
         raise OnnxImportError("onnx.load: sparse initializers are not supported "
                               f"({graph.sparse_initializer[0].values.name!r})")
-    inits = OrderedDict((t.name, numpy_helper.to_array(t)) for t in graph.initializer)
+    inits = OrderedDict((t.name, decode_tensor(onnx, numpy_helper, t, f"initializer {t.name!r}"))
+                        for t in graph.initializer)
     nodes = []
     for i, n in enumerate(graph.node):
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
         where = f"operator {op!r} (node {n.name or f'#{i}'!r}, index {i})"
         attrs = {a.name: _attr_value(onnx, numpy_helper, a, where) for a in n.attribute}
         nodes.append(OnnxNode(op, n.name or f"#{i}", i, n.input, n.output, attrs))
+    check_nodes(nodes, inits)
     inputs = []
     for vi in graph.input:
         if vi.name in inits:
