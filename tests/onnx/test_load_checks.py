@@ -256,3 +256,30 @@ def test_graph_input_of_a_type_yscv_cannot_hold():
                               [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     refused(model, r"graph input 's' has type STRING")
+
+
+# ------------------------------------------- what the checker is given
+def test_large_initializers_and_shapeless_outputs_still_reach_the_checker():
+    """The checker gets large initializers as one element and a shape field
+    on graph inputs and outputs of unknown rank; it still refuses a bad node,
+    a valid model still loads, and the caller's ModelProto is not changed."""
+    big = np.arange(300_000, dtype=np.float32)   # > 1 MiB
+    ok = build([node("Add", ["v", "w"], "add")], [("w", big)], inputs=(("v", [300_000]),))
+    before = ok.SerializeToString()
+    m = yscv.onnx.load(ok)
+    assert ok.SerializeToString() == before
+    assert not ok.graph.output[0].type.tensor_type.HasField("shape")
+    g = yscv.Graph()
+    y = m(g, g.constant(np.ones(300_000, np.float32)))
+    np.testing.assert_array_equal(g.value(y), big + 1)
+    bad = build([node("Add", ["v"], "add1")], [("w", big)], inputs=(("v", [300_000]),))
+    refused(bad, r"Node\(add1\) .*has input size 1")
+
+
+def test_a_short_large_initializer_is_refused_naming_it():
+    """Its size is checked when it is decoded (the checker sees one element)."""
+    t = numpy_helper.from_array(np.zeros(300_000, np.float32), "w")
+    t.dims[0] = 300_001
+    model = build([node("Add", ["v", "w"], "add")], inputs=(("v", [300_001]),))
+    model.graph.initializer.append(t)
+    refused(model, r"initializer 'w' cannot be decoded \(dims \[300001\]\)")
