@@ -232,6 +232,18 @@ def test_range_bounds(start, limit, delta, match):
     refused(model, rf"'Range' \(node 'rg'.*{match}")
 
 
+def test_range_to_infinity():
+    inits = [("a", np.float32(0)), ("b", np.float32(np.inf)), ("d", np.float32(1))]
+    model = build([node("Range", ["a", "b", "d"], "rg")], inits, inputs=())
+    refused(model, r"'Range' \(node 'rg'.*limit is inf")
+
+
+def test_reshape_shape_from_a_constant_node():
+    nodes = [node("Constant", [], "k", ["s"], value_ints=[2, -1, -1]),
+             node("Reshape", ["x", "s"], "rs")]
+    refused(build(nodes), r"'Reshape' \(node 'rs'.*shape \[2, -1, -1\] has more than one -1")
+
+
 def test_pad_widths_of_the_wrong_length():
     model = build([node("Pad", ["x", "p"], "pad")], [("p", np.zeros(3, np.int64))])
     refused(model, r"'Pad' \(node 'pad'.*pads \[0, 0, 0\] have 3 values; they need an even count")

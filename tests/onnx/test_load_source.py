@@ -64,7 +64,8 @@ def test_external_data_without_a_folder_is_refused_naming_the_tensor(tmp_path, m
 def test_external_data_of_a_constant_attribute_is_refused_naming_the_node(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     SECRET.tofile("secret.bin")
-    const = helper.make_node("Constant", [], ["w"], name="k", value=external_tensor("v", "secret.bin"))
+    const = helper.make_node("Constant", [], ["w"], name="k",
+                             value=external_tensor("v", "secret.bin"))
     model = add_model(nodes=[const, helper.make_node("Add", ["x", "w"], ["y"], name="add")])
     with pytest.raises(OnnxImportError, match=r"attribute 'value' of node 'k' \(Constant\)"):
         yscv.onnx.load(model.SerializeToString())

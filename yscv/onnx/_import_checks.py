@@ -72,7 +72,7 @@ def _for_checker(onnx, model):
     given a shape field, which the checker requires and ONNX Runtime does
     not (``make_tensor_value_info(name, type, None)`` writes none)."""
     graph = model.graph
-    big = [t for t in graph.initializer if len(t.raw_data) > _BIG]
+    big = [t for t in graph.initializer if _reducible(t)]
     shapeless = [vi for vi in list(graph.input) + list(graph.output)
                  if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
     if not big and not shapeless:
@@ -81,7 +81,7 @@ def _for_checker(onnx, model):
     _copy_fields(model, m, skip=("graph",))
     _copy_fields(graph, m.graph, skip=("initializer",))
     for t in graph.initializer:
-        if len(t.raw_data) > _BIG:
+        if _reducible(t):
             stub = m.graph.initializer.add()
             _copy_fields(t, stub, skip=("raw_data", "dims"))
             item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
@@ -92,6 +92,10 @@ def _for_checker(onnx, model):
         if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
             vi.type.tensor_type.shape.SetInParent()
     return m
+
+
+def _reducible(t) -> bool:
+    return len(t.raw_data) > _BIG and t.data_type in _HELD_TYPES
 
 
 _WHERE = re.compile(r"[Nn]ame: ?(\S*) OpType: ?(\S+)")
@@ -278,7 +282,10 @@ def range_size(node, start, limit, delta) -> int:
         v = np.asarray(v)
         if v.size != 1:
             raise node.fail(f"{name} has shape {list(v.shape)}; it must be a scalar")
-        vals.append(v.reshape(()).item())
+        x = v.reshape(()).item()
+        if isinstance(x, float) and not math.isfinite(x):
+            raise node.fail(f"{name} is {x}")
+        vals.append(x)
     start, limit, delta = vals
     if delta == 0:
         raise node.fail("delta is 0")
@@ -318,8 +325,10 @@ def check_nodes(nodes, inits) -> None:
     constant inputs (initializers, Constant outputs) it cannot run with."""
     consts = dict(inits)
     for node in nodes:
-        if node.op == "Constant" and "value" in node.attrs and node.outputs:
-            consts[node.outputs[0]] = np.asarray(node.attrs["value"])
+        if node.op == "Constant" and node.outputs:
+            for key in ("value", "value_ints", "value_int"):
+                if key in node.attrs:
+                    consts[node.outputs[0]] = np.asarray(node.attrs[key])
         check = _NODE_CHECKS.get(node.op)
         if check is not None:
             check(node, consts)
