@@ -96,6 +96,12 @@ def test_external_data_written_by_onnx_save_loads_from_its_path(tmp_path):
               location="weights.data", size_threshold=0)
     assert (tmp_path / "weights.data").exists()
     np.testing.assert_array_equal(yscv.onnx.load(tmp_path / "m.onnx").initializers()["w"], w)
+    # a ModelProto whose external data onnx.load has read is self-contained
+    proto = onnx.load(str(tmp_path / "m.onnx"))
+    np.testing.assert_array_equal(yscv.onnx.load(proto).initializers()["w"], w)
+    with pytest.raises(OnnxImportError, match=r"initializer 'w' keeps its data in an external "
+                       r"file \('weights.data'\)"):
+        yscv.onnx.load(onnx.load(str(tmp_path / "m.onnx"), load_external_data=False))
 
 
 @pytest.mark.parametrize("location", ["../secret.bin", "sub/../../secret.bin", "ABSOLUTE"])
