@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._import_checks import check_reshape_target, constant_of_shape_size, range_size
 from ._import_layout import channel_first_perm, channel_last_perm
 from ._import_registry import ChannelLast, handler
 
@@ -48,13 +49,15 @@ def _size(run, node):
 def _constant_of_shape(run, node):
     value = node.attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
-    shape = tuple(int(s) for s in run.arr(node.inputs[0]).reshape(-1))
+    shape = constant_of_shape_size(node, run.arr(node.inputs[0]).reshape(-1))
     return [np.full(shape, value.reshape(-1)[0], dtype=value.dtype)]
 
 
 @handler("Range")
 def _range(run, node):
-    start, limit, delta = (run.arr(n).reshape(()) for n in node.inputs[:3])
+    start, limit, delta = (run.arr(n) for n in node.inputs[:3])
+    range_size(node, start, limit, delta)
+    start, limit, delta = (a.reshape(()) for a in (start, limit, delta))
     return [np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))]
 
 
@@ -88,6 +91,7 @@ def _target_shape(in_shape, shape, allowzero):
 def _reshape(run, node):
     name = node.inputs[0]
     shape = _ints(run, node, 1, "shape")
+    check_reshape_target(node, shape)
     target = _target_shape(run.shape(name), shape, node.attrs.get("allowzero", 0))
     if run.is_static(name):
         return [run.arr(name).reshape(target)]
@@ -269,6 +273,8 @@ def _pad(run, node):
     axes = _ints(run, node, 3)
     axes = list(range(ndim)) if axes is None else [a % ndim for a in axes]
     k = len(axes)
+    if len(pads) != 2 * k:
+        raise node.fail(f"pads {pads} have {len(pads)} values; the {k} padded axes need {2 * k}")
     widths = [(0, 0)] * ndim
     for j, a in enumerate(axes):
         widths[a] = (pads[j], pads[j + k])

@@ -33,11 +33,12 @@ module's Parameters train with ``yscv.optim`` like any layer's.
   Squeeze, Reshape, Cast, Range ...) on shapes and constants is evaluated
   with NumPy at call time; the same operators on data record graph ops.
 - An operator (or an attribute value) the importer does not support raises
-  :class:`OnnxImportError` here, at load, naming the operator and its node.
+  :class:`OnnxImportError` here, at load, naming the operator and its node;
+  so does a model that is not valid ONNX (``_import_checks``) and external
+  data that cannot be resolved safely (``_import_source``).
 """
 from __future__ import annotations
 
-import os
 import re
 from collections import OrderedDict
 
@@ -45,7 +46,9 @@ import numpy as np
 
 from ..nn.module import Module
 from ..nn.parameter import Parameter
+from ._import_checks import check_model, check_nodes, decode_tensor
 from ._import_registry import OnnxImportError, OnnxNode, _Unsupported
+from ._import_source import read_model
 
 __all__ = ["load", "OnnxImportError", "OnnxModule"]
 
@@ -60,12 +63,12 @@ def _import_onnx():
     return onnx, numpy_helper
 
 
-def _attr_value(onnx, numpy_helper, a):
+def _attr_value(onnx, numpy_helper, a, where):
     v = onnx.helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode("utf-8")
     if isinstance(v, onnx.TensorProto):
-        return numpy_helper.to_array(v)
+        return decode_tensor(onnx, numpy_helper, v, f"attribute {a.name!r} of {where}")
     if isinstance(v, list) and v and isinstance(v[0], bytes):
         return [s.decode("utf-8") for s in v]
     if isinstance(v, (onnx.GraphProto, onnx.SparseTensorProto)) or (
@@ -190,17 +193,6 @@ class OnnxModule(Module):
                 f"nodes={len(self._nodes)}, opset={self.opset}")
 
 
-def _read_model(onnx, src):
-    if isinstance(src, onnx.ModelProto):
-        return src
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        return onnx.load_from_string(bytes(src))
-    if isinstance(src, (str, os.PathLike)):
-        return onnx.load(os.fspath(src))
-    raise TypeError("onnx.load: expected a path, bytes or an onnx.ModelProto, "
-                    f"got {type(src).__name__}")
-
-
 def _default_opset(model) -> int:
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
@@ -217,21 +209,32 @@ def load(src) -> OnnxModule:
     Raises:
         ImportError: the ``onnx`` package is missing (``pip install "yscv[onnx]"``).
         OnnxImportError: an operator, attribute value or graph feature the
-            importer does not support; names the operator and its node.
+            importer does not support; names the operator and its node. Also
+            a model that is not valid ONNX (data that does not decode, a model
+            the ONNX checker refuses, an opset outside 1 .. the newest the
+            onnx package knows, attribute values or constant inputs no
+            runtime could run with), and external data that cannot be
+            resolved: bytes and ModelProtos have no folder to resolve it
+            against, and from a path only files inside the model's folder
+            are read.
     """
     onnx, numpy_helper = _import_onnx()
-    model = _read_model(onnx, src)
+    model = read_model(onnx, src)
+    check_model(onnx, model)
     graph = model.graph
     opset = _default_opset(model)
     if len(graph.sparse_initializer):
         raise OnnxImportError("onnx.load: sparse initializers are not supported "
                               f"({graph.sparse_initializer[0].values.name!r})")
-    inits = OrderedDict((t.name, numpy_helper.to_array(t)) for t in graph.initializer)
+    inits = OrderedDict((t.name, decode_tensor(onnx, numpy_helper, t, f"initializer {t.name!r}"))
+                        for t in graph.initializer)
     nodes = []
     for i, n in enumerate(graph.node):
-        attrs = {a.name: _attr_value(onnx, numpy_helper, a) for a in n.attribute}
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
+        where = f"operator {op!r} (node {n.name or f'#{i}'!r}, index {i})"
+        attrs = {a.name: _attr_value(onnx, numpy_helper, a, where) for a in n.attribute}
         nodes.append(OnnxNode(op, n.name or f"#{i}", i, n.input, n.output, attrs))
+    check_nodes(nodes, inits)
     inputs = []
     for vi in graph.input:
         if vi.name in inits:
