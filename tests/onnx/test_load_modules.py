@@ -267,3 +267,35 @@ def test_outputs_unknown_name_and_bad_arguments():
         yscv.onnx.load(data, outputs=[])
     with pytest.raises(ValueError, match="twice"):
         yscv.onnx.load(data, outputs=[feat, feat])
+
+
+# -------------------------------------------------------------------- docs
+def test_docs_section_replacing_a_head_runs_and_prints_what_it_says(tmp_path, monkeypatch):
+    import contextlib
+    import io
+    import os
+    import re
+    import warnings
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "onnx.md")
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    section = re.search(r"^## Replacing a head, step by step\n(.*?)(?=^## |\Z)", text,
+                        re.S | re.M).group(1)
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(block, page, "exec"), {"__name__": "__docs__"})
+    printed = " ".join(out.getvalue().split())
+    lines = block.splitlines()
+    checked = 0
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("print(") and lines[i + 1].lstrip().startswith("# "):
+            j, said = i + 1, []
+            while j < len(lines) and lines[j].lstrip().startswith("# "):
+                said.append(lines[j].strip()[2:])
+                j += 1
+            assert " ".join(" ".join(said).split()) in printed
+            checked += 1
+    assert checked == 5
