@@ -198,6 +198,7 @@ def test_replacing_what_several_nodes_read_is_refused_and_says_outputs():
         with pytest.raises(TypeError, match="OnnxModule: cannot"):
             bad()
     assert m.features is features
+    m.features = features                    # putting back what is there changes nothing
     np.testing.assert_array_equal(run(m, x), want)
     m.extra = nn.Linear(2, 2)                # a new name is an ordinary child
     assert "extra.weight" in m.state_dict()

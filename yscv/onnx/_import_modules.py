@@ -26,6 +26,8 @@ from ..nn.parameter import Parameter
 
 __all__ = ["Container", "Guard", "Call", "GuardedMixin", "LAYER_SLOTS", "find_calls"]
 
+_ABSENT = object()
+
 #: operator -> (parameter slots, which must all be the layer's, and whether
 #: the layer takes its input channel-last, as yscv's conv and norm layers do)
 LAYER_SLOTS = {
@@ -114,7 +116,7 @@ class GuardedMixin:
 
     def __setattr__(self, name, value):
         d = self.__dict__
-        if "_guard" in d:
+        if "_guard" in d and d.get(name, _ABSENT) is not value:  # re-assigning: no change
             d["_guard"].check(d["_path"] + (name,), value)
         super().__setattr__(name, value)
 

@@ -10,6 +10,11 @@ and the placement of initializers.
 4. Check every node (``check_node``): unsupported operators fail here.
 5. Float initializers that feed data become Parameters (conv weights in
    yscv's layout when only convolutions read them), the rest constants.
+6. Record what the forward reads and which children are layer calls (the
+   module's Guard: what an assignment may replace).
+
+``select_outputs`` checks ``load(..., outputs=[...])``; step 3 then drops
+the nodes those outputs do not need.
 """
 from __future__ import annotations
 

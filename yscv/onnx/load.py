@@ -34,6 +34,11 @@ module's Parameters train with ``yscv.optim`` like any layer's.
   with NumPy at call time; the same operators on data record graph ops.
 - An operator (or an attribute value) the importer does not support raises
   :class:`OnnxImportError` here, at load, naming the operator and its node.
+- ``load(src, outputs=[name, ...])`` cuts the graph: the model returns
+  those tensors (a backbone's features) and drops what they do not need.
+  A child one node alone reads (``fc`` of a Gemm) can be replaced by any
+  module, which the forward then calls; other replacements of what the
+  nodes read are refused at assignment (:mod:`yscv.onnx._import_modules`).
 """
 from __future__ import annotations
 
