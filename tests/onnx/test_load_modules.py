@@ -191,7 +191,9 @@ def test_replacing_what_several_nodes_read_is_refused_and_says_outputs():
     with pytest.raises(TypeError, match=r"'features'.*outputs=") as err:
         m.features = nn.Identity()
     assert "'fc', 'features.0', 'features.1', 'features.3'" in str(err.value)
-    for bad in (lambda: setattr(m, "fc", None), lambda: delattr(m, "fc"),
+    with pytest.raises(TypeError, match=r"cannot delete 'fc': the forward calls it .*Gemm"):
+        m.fc = None
+    for bad in (lambda: delattr(m, "fc"), lambda: setattr(m.fc, "weight", None),
                 lambda: m.add_module("features", nn.Identity()),
                 lambda: m.register_parameter("fc", Parameter(np.zeros(3))),
                 lambda: setattr(m.features[1], "running_mean", None)):

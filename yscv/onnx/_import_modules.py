@@ -97,6 +97,10 @@ class Guard:
             kind = "Parameter" if path in self.params else "ndarray"
             return (f"OnnxModule: cannot {what} {dotted!r}: the forward reads it "
                     f"({shown}); assign a {kind} of the shape it needs")
+        if path in self.calls:
+            return (f"OnnxModule: cannot {what} {dotted!r}: the forward calls it in place of "
+                    f"{shown}; assign a module to replace it (nn.Identity() passes the "
+                    "input through)")
         first = next((inp for _, inp in readers if inp), None)
         hint = (f" (the data input of its first reader is {first!r})" if first else "")
         calls = ", ".join(repr(".".join(p)) for p in sorted(self.calls)) or "none"
