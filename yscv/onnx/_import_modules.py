@@ -1,18 +1,18 @@
 """The sub-modules of an imported ONNX model and what may replace them.
 
 An initializer named ``fc.weight`` is parameter ``weight`` of a child
-container ``fc`` (:class:`Container`). The ONNX nodes read such parameters
+container ``fc`` (``Container``). The ONNX nodes read such parameters
 directly, so a container is not a module the forward calls; but when ONE
 node is the only reader of everything a container holds and that node is a
 layer (Gemm -> a Linear, Conv -> a Conv2d, BatchNormalization -> a
-BatchNorm2d, ...: :data:`LAYER_SLOTS`), the node and the container are one
-layer call (a :class:`Call`). Assigning any module there (``m.fc =
+BatchNorm2d, ...: ``LAYER_SLOTS``), the node and the container are one
+layer call (a ``Call``). Assigning any module there (``m.fc =
 nn.Linear(128, 10)``) makes the forward call that module on the node's data
 input instead of running the node.
 
 Every other assignment that would take something the forward reads out of
 the module tree (a container several nodes read, a parent of containers,
-``None``) is refused at assignment by :class:`Guard`, with a message that
+``None``) is refused at assignment by ``Guard``, with a message that
 says how to cut the graph instead (``yscv.onnx.load(..., outputs=[...])``).
 A Parameter assigned over an imported one is honoured: the forward reads
 parameters by their path at each call.
@@ -65,7 +65,7 @@ class Call:
 class Guard:
     """What the forward reads, shared by the root module and its containers.
 
-    ``calls``: path -> :class:`Call`; ``params`` / ``buffers``: paths of the
+    ``calls``: path -> ``Call``; ``params`` / ``buffers``: paths of the
     imported parameters and buffers; ``readers``: path of every container,
     parameter and buffer the forward reads -> [(node description, its data
     input)], the nodes that read it. Inactive while the module is built."""
@@ -114,7 +114,7 @@ class Guard:
 
 class GuardedMixin:
     """``__setattr__``, ``__delattr__``, ``add_module`` and
-    ``register_parameter`` that first ask the shared :class:`Guard`; and
+    ``register_parameter`` that first ask the shared ``Guard``; and
     indexing by child name or number (``m.features[0]``: children named by
     numbers, as PyTorch's Sequential writes them, ``features.0.weight``)."""
 
@@ -184,8 +184,8 @@ def _only_reader(name, node, consumers, graph_outputs) -> bool:
 
 
 def find_calls(nodes, consumers, graph_outputs, owner) -> dict:
-    """path -> :class:`Call` for every node that is one layer call: it reads
-    only initializers (at its :data:`LAYER_SLOTS`) of one container, that
+    """path -> ``Call`` for every node that is one layer call: it reads
+    only initializers (at its ``LAYER_SLOTS``) of one container, that
     container holds nothing else, nothing else reads them, and its attributes
     say nothing a layer would not (Gemm: no transA, alpha = beta = 1;
     LayerNormalization: the last axis; no extra outputs in use).

@@ -15,7 +15,7 @@ Each node runs through its handler in ``HANDLERS``
 (:mod:`yscv.onnx._import_registry`), which :mod:`yscv.onnx._import_table`
 filled when the model was loaded; a node that is one layer call whose
 container was replaced by a module (``m.fc = nn.Linear(...)``, see
-:mod:`yscv.onnx._import_modules`) calls that module instead. Parameters
+``yscv.onnx._import_modules``) calls that module instead. Parameters
 are read by their state-dict path at each call, so a Parameter assigned
 over an imported one is the one used.
 """

@@ -38,7 +38,7 @@ module's Parameters train with ``yscv.optim`` like any layer's.
   those tensors (a backbone's features) and drops what they do not need.
   A child one node alone reads (``fc`` of a Gemm) can be replaced by any
   module, which the forward then calls; other replacements of what the
-  nodes read are refused at assignment (:mod:`yscv.onnx._import_modules`).
+  nodes read are refused at assignment (``yscv.onnx._import_modules``).
 """
 from __future__ import annotations
 
@@ -252,6 +252,8 @@ def load(src, outputs=None) -> OnnxModule:
         OnnxImportError: an operator, attribute value or graph feature the
             importer does not support; names the operator and its node.
             Also a name in ``outputs`` the model has no value for.
+        TypeError, ValueError: ``outputs`` is not a list of names, is empty
+            or lists a name twice.
     """
     onnx, numpy_helper = _import_onnx()
     model = _read_model(onnx, src)
