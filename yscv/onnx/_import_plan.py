@@ -10,6 +10,11 @@ and the placement of initializers.
 4. Check every node (``check_node``): unsupported operators fail here.
 5. Float initializers that feed data become Parameters (conv weights in
    yscv's layout when only convolutions read them), the rest constants.
+6. Record what the forward reads and which children are layer calls (the
+   module's Guard: what an assignment may replace).
+
+``select_outputs`` checks ``load(..., outputs=[...])``; step 3 then drops
+the nodes those outputs do not need.
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ import math
 import numpy as np
 
 from ._import_layout import to_yscv_layout
-from ._import_registry import OnnxNode
+from ._import_modules import find_calls
+from ._import_registry import OnnxImportError, OnnxNode
 from ._import_table import STATIC_SLOTS, check_node
 from ..nn.parameter import Parameter
 
@@ -159,6 +165,35 @@ def _prune(nodes, graph_outputs, skip):
         nodes = keep
 
 
+def select_outputs(names, nodes, inputs, inits, graph_outputs) -> list:
+    """The model's outputs: the file's graph outputs (``names`` None), or the
+    values ``names`` lists (node outputs, graph inputs or initializers),
+    which cut the graph there: nodes they do not need are pruned later."""
+    if names is None:
+        return list(graph_outputs)
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+        raise TypeError(f"onnx.load: outputs must be a list of value names, got {names!r}")
+    names = list(names)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"onnx.load: outputs must be value names (str), got {bad[0]!r}")
+    if not names:
+        raise ValueError("onnx.load: outputs is empty; name at least one value")
+    if len(set(names)) != len(names):
+        raise ValueError(f"onnx.load: outputs lists a value twice: {names}")
+    known = [o for n in nodes for o in n.outputs if o]
+    known += [name for name, _, _ in inputs] + list(inits)
+    unknown = [n for n in names if n not in set(known)]
+    if unknown:
+        import difflib
+        close = difflib.get_close_matches(unknown[0], known, n=3)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise OnnxImportError(
+            f"onnx.load: outputs: the model has no value named {unknown[0]!r} (outputs "
+            f"name node outputs, graph inputs or initializers){hint}")
+    return names
+
+
 def _param_dtype(a):
     return np.float64 if a.dtype == np.float64 else np.float32
 
@@ -193,12 +228,45 @@ def plan_module(cls, nodes, opset, inputs, outputs, inits, frozen=frozenset()):
                                             for n, slot in uses) else None
         params.append((name, a, tag))
     m = cls(nodes, opset, inputs, outputs, statics)
+    owners = {}
     for name, a, tag in params:
         p = Parameter(to_yscv_layout(a, tag), dtype=_param_dtype(a))
-        m._place(name, p, "param")
-        m._params[name] = (p, tag)
+        owner, attr = m._place(name, p, "param")
+        m._params[name] = (owner._path + (attr,), tag)
+        owners[name] = owner
     for (index, slot), (name, a) in stats.items():
         buf = np.array(a, dtype=_param_dtype(a), copy=True).reshape(-1)
         # looked up by name at each call: Module.to() replaces buffer arrays
         m._bn_stats[(index, slot)] = m._place(name, buf, "buffer")
+    _guard(m, nodes, consumers, graph_outputs, owners)
     return m.eval()
+
+
+def _guard(m, nodes, consumers, graph_outputs, owners):
+    """Fill the module's Guard: the layer calls (the children a new module
+    may replace) and, for every imported parameter and buffer, its path and
+    the nodes that read it (what an assignment must not take away)."""
+    guard = m._guard
+
+    def owner(node, slot):
+        where = m._bn_stats.get((node.index, slot))
+        return where[0] if where is not None else owners.get(node.inputs[slot])
+
+    def read(path, node):
+        for i in range(1, len(path) + 1):
+            guard.readers.setdefault(path[:i], {})[node.index] = (
+                node.where(), node.inputs[0] if node.inputs else None)
+
+    for name, (path, _) in m._params.items():
+        guard.params.add(path)
+        for node, _ in consumers.get(name, ()):
+            read(path, node)
+    by_index = {n.index: n for n in nodes}
+    for (index, _), (holder, attr) in m._bn_stats.items():
+        path = holder._path + (attr,)
+        guard.buffers.add(path)
+        read(path, by_index[index])
+    guard.readers = {p: [r for _, r in sorted(v.items())] for p, v in guard.readers.items()}
+    guard.calls = find_calls(nodes, consumers, graph_outputs, owner)
+    guard.by_index = {c.index: c for c in guard.calls.values()}
+    guard.active = True

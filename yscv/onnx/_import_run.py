@@ -13,7 +13,11 @@ Each ONNX value name maps to one of:
 
 Each node runs through its handler in ``HANDLERS``
 (:mod:`yscv.onnx._import_registry`), which :mod:`yscv.onnx._import_table`
-filled when the model was loaded.
+filled when the model was loaded; a node that is one layer call whose
+container was replaced by a module (``m.fc = nn.Linear(...)``, see
+``yscv.onnx._import_modules``) calls that module instead. Parameters
+are read by their state-dict path at each call, so a Parameter assigned
+over an imported one is the one used.
 """
 from __future__ import annotations
 
@@ -126,6 +130,17 @@ def _bind_inputs(m, g, run, inputs):
         run.env[name] = v
 
 
+def call_layer(run, node, call, layer):
+    """The module that replaced a layer call, on the node's data input:
+    channel-last for convolutions and norms (as yscv's layers take them;
+    a result with 3+ axes is taken as channel-last again), else in the
+    file's layout."""
+    if not call.channel_last:
+        return layer(run.g, run.node(node.inputs[0]))
+    y = layer(run.g, run.cl(node.inputs[0]))
+    return ChannelLast(y) if len(y.shape) > 2 else y
+
+
 def run_graph(m, g, inputs):
     """``m(g, *inputs)``: every node replayed on ``g``. On an error, the nodes
     this call appended are dropped again (the graph is as before)."""
@@ -133,17 +148,32 @@ def run_graph(m, g, inputs):
     try:
         run = Run(m, g)
         run.env.update(m._statics)
-        for name, (p, tag) in m._params.items():
+        for name, (_, tag) in m._params.items():
+            p = m._current(name)  # the Parameter now at its key
+            if p is None:         # its sub-module was replaced: nothing reads it
+                continue
             # a frozen Parameter (requires_grad False) enters as a constant view
             node = g.param(p) if p.requires_grad else g.buffer(p.data, name)
             run.env[name] = Prepared(node, tag) if tag else node
         _bind_inputs(m, g, run, inputs)
+        calls, skip = m._guard.by_index, set()
         for node in m._nodes:
+            if node.index in skip:
+                continue
+            call = calls.get(node.index)
+            layer = call.current(m) if call is not None else None
             try:
+                if layer is not None and layer is not call.original:
+                    run.env[call.output] = call_layer(run, node, call, layer)
+                    skip.add(call.tail)
+                    continue
                 outs = HANDLERS[node.op](run, node)
             except Exception as exc:
                 if hasattr(exc, "add_note"):  # Python >= 3.11
-                    exc.add_note(f"while running ONNX {node.where()}")
+                    where = (f" (calling {type(layer).__name__} at {'.'.join(call.path)!r} "
+                             "in its place)" if call is not None and layer is not call.original
+                             else "")
+                    exc.add_note(f"while running ONNX {node.where()}{where}")
                 raise
             for name, v in zip(node.outputs, outs):
                 if name:

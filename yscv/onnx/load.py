@@ -36,6 +36,11 @@ module's Parameters train with ``yscv.optim`` like any layer's.
   :class:`OnnxImportError` here, at load, naming the operator and its node;
   so does a model that is not valid ONNX (``_import_checks``) and external
   data that cannot be resolved safely (``_import_source``).
+- ``load(src, outputs=[name, ...])`` cuts the graph: the model returns
+  those tensors (a backbone's features) and drops what they do not need.
+  A child one node alone reads (``fc`` of a Gemm) can be replaced by any
+  module, which the forward then calls; other replacements of what the
+  nodes read are refused at assignment (``yscv.onnx._import_modules``).
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ import numpy as np
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ._import_checks import check_model, check_nodes, decode_tensor
+from ._import_modules import Container, Guard, GuardedMixin
 from ._import_registry import OnnxImportError, OnnxNode, _Unsupported
 from ._import_source import read_model
 
@@ -85,10 +91,6 @@ def _key_parts(onnx_name: str) -> list:
     return parts
 
 
-class _Container(Module):
-    """A sub-module that only holds imported parameters and buffers."""
-
-
 def _free(owner, name: str) -> bool:
     """No parameter, buffer, module or attribute (``forward``, ``training``
     ...) of ``owner`` is called ``name``."""
@@ -96,12 +98,19 @@ def _free(owner, name: str) -> bool:
                 or name in owner._modules or hasattr(owner, name))
 
 
-class OnnxModule(Module):
+class OnnxModule(GuardedMixin, Module):
     """An imported ONNX graph: ``m(g, *inputs)`` replays its nodes on ``g``.
 
     Inputs are NodeIds (or arrays, taken as constants) in the order and
     layouts of the file's graph inputs; integer inputs (token ids) are NumPy
     integer arrays. Returns one NodeId, or a tuple for several outputs.
+
+    A child that one node alone reads (``fc`` for a Gemm, ``features[0]``
+    for a Conv) can be replaced by any module (``m.fc = nn.Linear(128, 10)``):
+    the forward then calls it on that node's data input (channel-last for
+    convolutions and norms, as yscv's layers take it). Replacing what several
+    nodes read is refused at assignment; cut the graph with
+    ``load(src, outputs=[...])`` instead.
 
     Attributes:
         input_names, output_names: the file's graph inputs and outputs.
@@ -118,7 +127,9 @@ class OnnxModule(Module):
         d["input_names"] = [n for n, _, _ in inputs]
         d["output_names"] = list(outputs)
         d["_statics"] = statics        # name -> ndarray (constants)
-        d["_params"] = {}              # onnx name -> (Parameter, layout tag or None)
+        d["_path"] = ()
+        d["_guard"] = Guard()          # what may replace what (yscv.onnx._import_modules)
+        d["_params"] = {}              # onnx name -> (state-dict key parts, layout tag or None)
         d["_bn_stats"] = {}            # (node index, slot) -> (owner module, buffer name)
         d["onnx_names"] = OrderedDict()
 
@@ -138,7 +149,7 @@ class OnnxModule(Module):
         for p in parts[:-1]:
             child = owner._modules.get(p)
             if child is None:
-                child = _Container()
+                child = Container(owner._path + (p,), self._guard)
                 owner.add_module(p, child)
             owner = child
         if kind == "param":
@@ -158,7 +169,7 @@ class OnnxModule(Module):
             child = owner._modules.get(p)
             if child is None:
                 return _free(owner, p)
-            if not isinstance(child, _Container):
+            if not isinstance(child, Container):
                 return False
             owner = child
         return True
@@ -174,8 +185,10 @@ class OnnxModule(Module):
         write into the ONNX file."""
         from ._import_layout import to_file_layout
         out = OrderedDict()
-        for name, (p, tag) in self._params.items():
-            out[name] = to_file_layout(p.data, tag)
+        for name, (_, tag) in self._params.items():
+            p = self._current(name)
+            if p is not None:  # None: its sub-module was replaced
+                out[name] = to_file_layout(p.data, tag)
         return out
 
     def file_layout(self, onnx_name: str, array) -> np.ndarray:
@@ -185,8 +198,24 @@ class OnnxModule(Module):
         return to_file_layout(np.asarray(array), self._params[onnx_name][1])
 
     def parameter(self, onnx_name: str) -> Parameter:
-        """The Parameter holding initializer ``onnx_name``."""
-        return self._params[onnx_name][0]
+        """The Parameter holding initializer ``onnx_name`` (the one now at its
+        key, if a Parameter was assigned there)."""
+        p = self._current(onnx_name)
+        if p is None:
+            raise KeyError(f"OnnxModule.parameter: initializer {onnx_name!r} is no longer "
+                           f"in the model (the sub-module holding it was replaced)")
+        return p
+
+    def _current(self, onnx_name: str):
+        """The Parameter now at initializer ``onnx_name``'s key, or None when
+        a replaced sub-module took it out of the tree."""
+        parts = self._params[onnx_name][0]
+        owner = self
+        for part in parts[:-1]:
+            owner = owner._modules.get(part)
+            if not isinstance(owner, Container):
+                return None
+        return owner._parameters.get(parts[-1])
 
     def extra_repr(self) -> str:
         return (f"inputs={self.input_names}, outputs={self.output_names}, "
@@ -200,11 +229,15 @@ def _default_opset(model) -> int:
     return 1
 
 
-def load(src) -> OnnxModule:
+def load(src, outputs=None) -> OnnxModule:
     """Read an ONNX model and return it as an :class:`OnnxModule` (eval mode).
 
     Args:
         src: a file path, the file's bytes, or an ``onnx.ModelProto``.
+        outputs: value names (node outputs, e.g. a backbone's features) the
+            model returns instead of the file's graph outputs, in this order;
+            the nodes they do not need, and their initializers, are dropped.
+            The inputs stay the file's.
 
     Raises:
         ImportError: the ``onnx`` package is missing (``pip install "yscv[onnx]"``).
@@ -216,7 +249,9 @@ def load(src) -> OnnxModule:
             runtime could run with), and external data that cannot be
             resolved: bytes and ModelProtos have no folder to resolve it
             against, and from a path only files inside the model's folder
-            are read.
+            are read. Also a name in ``outputs`` the model has no value for.
+        TypeError, ValueError: ``outputs`` is not a list of names, is empty
+            or lists a name twice.
     """
     onnx, numpy_helper = _import_onnx()
     model = read_model(onnx, src)
@@ -245,8 +280,8 @@ def load(src) -> OnnxModule:
             kind = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).kind
         rank = len(tt.shape.dim) if tt.HasField("shape") else None
         inputs.append((vi.name, kind, rank))
-    outputs = [o.name for o in graph.output]
-    from ._import_plan import plan_module
+    from ._import_plan import plan_module, select_outputs
+    outputs = select_outputs(outputs, nodes, inputs, inits, [o.name for o in graph.output])
     # initializers yscv.onnx.export marked as buffers: constants, not Parameters
     buffers = {p.value for p in model.metadata_props if p.key == "yscv.buffers"}
     frozen = {name for v in buffers for name in v.split(",") if name}
