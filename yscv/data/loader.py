@@ -37,6 +37,18 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def _other_world(sampler, sampler_state) -> bool:
+    """Whether ``sampler_state`` is a DistributedSampler state saved on
+    another number of ranks than ``sampler`` (a DistributedSampler) splits."""
+    world = getattr(sampler, "num_replicas", None)
+    if not (isinstance(sampler_state, dict) and _is_int(world)
+            and sampler_state.get("num_replicas", world) != world):
+        return False
+    from ..distributed.sampler import DistributedSampler
+
+    return isinstance(sampler, DistributedSampler)
+
+
 def _fetch_batch(dataset, indices, collate_fn):
     """Load and collate one batch (runs in the main process or a worker)."""
     if collate_fn is None:
@@ -281,6 +293,15 @@ class DataLoader:
         rest of the saved epoch (the batches the saved run had not yet
         handed out), then the following epochs as the saved run would.
 
+        Elastic resume: a state saved with a ``DistributedSampler`` of W
+        ranks, loaded into a loader whose DistributedSampler splits W' != W
+        ranks, resumes the rest of the interrupted epoch as the samples no
+        rank had consumed (each of the W ranks handed out
+        ``batches_consumed`` batches), split over the W' ranks, none lost or
+        repeated; the next iteration yields this rank's share of them. Every
+        rank of the run that saved must have handed out the same number of
+        batches (as a data-parallel loop does).
+
         The saved seed replaces this loader's. Raises ValueError naming the
         key (nothing changed) when the state is malformed (not a dict, a key
         missing or unknown, a value of the wrong type or out of range) or was
@@ -326,11 +347,21 @@ class DataLoader:
                                                               None)):
             raise ValueError("DataLoader.load_state_dict: state holds a sampler state but this "
                              "loader's sampler has no load_state_dict")
+        consumed, epoch = int(state["batches_consumed"]), int(state["epoch"])
+        if consumed and _other_world(self.sampler, sampler_state):
+            # [distributed] elastic: the batches every rank handed out become
+            # consumed progress; the sampler splits the rest over this world
+            from ..distributed.sampler import advanced_state
+
+            try:
+                sampler_state = advanced_state(sampler_state, consumed * self.batch_size)
+            except ValueError as exc:
+                raise ValueError(f"{fn}: sampler: {exc}") from exc
+            consumed = 0
         try:
             n_batches = len(self)
         except TypeError:
             n_batches = None
-        consumed, epoch = int(state["batches_consumed"]), int(state["epoch"])
         if n_batches is not None and consumed > n_batches:
             raise ValueError(f"DataLoader.load_state_dict: batches_consumed={consumed} exceeds "
                              f"the {n_batches} batches of an epoch")
