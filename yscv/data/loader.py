@@ -98,6 +98,14 @@ class DataLoader:
             "fork", which deadlocks when another thread is inside OpenBLAS.
             Except with "fork", the dataset and collate_fn must pickle:
             ``iter()`` raises TypeError, saying how to fix it, if they do not.
+        timeout: seconds (a number >= 0, keyword only) to wait for a batch
+            from the workers; 0 (the default) or ``math.inf`` waits for ever,
+            as PyTorch's. A batch that has not arrived within ``timeout``
+            seconds of the loader starting to wait for it raises
+            :class:`yscv.errors.WorkerError` (a RuntimeError: "DataLoader
+            timed out after N seconds ...", as PyTorch), and the workers are
+            stopped. Needs ``num_workers > 0`` (ValueError otherwise, as
+            PyTorch requires timeout 0 without workers).
 
     Iterating the loader runs one epoch. ``iter(loader)`` starts the next
     epoch, also when the previous one was abandoned part-way (as PyTorch,
@@ -110,12 +118,14 @@ class DataLoader:
     rebuilt, else :class:`yscv.errors.WorkerError`) with the worker, the
     batch number and the worker's traceback in its message; a batch that does
     not pickle, a worker that dies or cannot rebuild the dataset raise
-    WorkerError (a RuntimeError) instead of waiting for ever.
+    WorkerError (a RuntimeError) instead of waiting for ever, and so does a
+    batch that takes longer than ``timeout`` seconds (when set).
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, sampler=None, collate_fn=None, num_workers: int = 0,
-                 seed=None, *, prefetch_factor: int = 2, multiprocessing_context=None):
+                 seed=None, *, prefetch_factor: int = 2, multiprocessing_context=None,
+                 timeout: float = 0):
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"DataLoader: dataset must have __len__ and __getitem__, got "
                             f"{type(dataset).__name__}")
@@ -145,6 +155,18 @@ class DataLoader:
         if not _is_int(prefetch_factor) or prefetch_factor <= 0:
             raise ValueError(f"DataLoader: prefetch_factor must be a positive int, got "
                              f"{prefetch_factor!r}")
+        if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float,
+                                                                           np.integer,
+                                                                           np.floating)):
+            raise TypeError(f"DataLoader: timeout must be a number of seconds >= 0, got "
+                            f"{timeout!r}")
+        if not timeout >= 0:  # also NaN
+            raise ValueError(f"DataLoader: timeout must be a number of seconds >= 0, got "
+                             f"{timeout!r}")
+        if timeout and num_workers == 0:
+            raise ValueError(f"DataLoader: timeout={timeout!r} needs num_workers > 0 (the "
+                             f"main process loading with num_workers=0 cannot be interrupted); "
+                             f"pass timeout=0")
         if multiprocessing_context is None:
             ctx = _runtime.worker_context()
         elif isinstance(multiprocessing_context, str):
@@ -167,6 +189,7 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.num_workers = int(num_workers)
         self.prefetch_factor = int(prefetch_factor)
+        self.timeout = float(timeout)
         self._ctx = ctx
         if seed is None and self.shuffle:
             seed = _random.draw_seed()
@@ -251,7 +274,7 @@ class DataLoader:
                 yield batch
         else:
             pool = WorkerPool(self._ctx, min(self.num_workers, len(todo)), job, todo, start,
-                              self.prefetch_factor * self.num_workers)
+                              self.prefetch_factor * self.num_workers, self.timeout)
             del job  # the workers have it (a pickle of the dataset can be large)
             try:
                 for k, batch in enumerate(pool.results()):
