@@ -100,6 +100,9 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
             of JSON values and NumPy arrays (or an array of a dtype that
             safetensors cannot hold), ``data`` without ``state_dict``.
             Nothing is written.
+        CheckpointError: ``extra`` or the data state nests dicts / lists
+            more than 128 levels deep (or contains itself); nothing is
+            written.
 
     In a data-parallel run (``mpiexec``, world > 1) EVERY rank must call it:
     rank 0 writes the file (with every rank's RNG state), and each rank
@@ -315,7 +318,9 @@ def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
         CheckpointError: truncated or corrupt file (checksum), another
             format version, or a state that does not fit the given objects
             (missing/unexpected keys, wrong shapes, other optimizer type,
-            no data-loader state ...), or a data loader that refused its state.
+            no data-loader state ...), a data loader that refused its state,
+            or an ``extra`` / data state nested more than 128 levels deep
+            (a crafted file: save_checkpoint never writes one).
         TypeError: ``data`` without ``load_state_dict``.
         FileNotFoundError: no such file.
     """
