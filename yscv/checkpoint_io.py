@@ -107,17 +107,33 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
     In a data-parallel run (``mpiexec``, world > 1) EVERY rank must call it:
     rank 0 writes the file (with every rank's RNG state), and each rank
     returns only once the file is complete; an error on rank 0 is raised on
-    every rank. A :class:`yscv.distributed.DistributedDataParallel` model is
-    saved as its wrapped module.
+    every rank. ``data.state_dict()`` is called on every rank (a
+    ``DistributedSampler``'s is a collective), rank 0's state is written. A
+    :class:`yscv.distributed.DistributedDataParallel` model is saved as its
+    wrapped module.
     """
     # [distributed] every rank calls; rank 0 writes, the others wait (yscv/distributed/_checkpoint.py)
     if _data_parallel():
         from .distributed import _checkpoint as _dist_ckpt
 
+        if data is not None and callable(getattr(data, "state_dict", None)):
+            # on every rank: a DistributedSampler's state_dict (in a loader's) is a collective
+            data = _TakenState(data.state_dict())
+
         return _dist_ckpt.save(_save_checkpoint_local, path, model=_unwrap(model),
                                optimizer=optimizer, scheduler=scheduler, step=step, extra=extra,
                                data=data)
     return _save_checkpoint_local(path, _unwrap(model), optimizer, scheduler, step, extra, data)
+
+
+class _TakenState:
+    """A data state already taken (``state_dict()`` returns it)."""
+
+    def __init__(self, state):
+        self._state = state
+
+    def state_dict(self):
+        return self._state
 
 
 def _data_parallel() -> bool:

@@ -115,7 +115,8 @@ def test_a_bad_sampler_state_on_another_world_is_refused_and_changes_nothing():
 def test_resume_under_mpiexec_on_3_and_1_ranks(tmp_path):
     """Saved by 2 ranks after 3 batches each; resumed on 3 and on 1 rank by
     load_checkpoint(data=) and by load_state_dict: the rest of epoch 0 is the
-    24 samples not consumed, each once; epoch 1 is split over the new world."""
+    24 samples not consumed, each once; epoch 1 is split over the new world.
+    A loader saved by save_checkpoint(data=) before iterating does not hang."""
     def read(name, r):
         with open(tmp_path / f"{name}.rank{r}.json") as f:
             return json.load(f)
@@ -134,3 +135,7 @@ def test_resume_under_mpiexec_on_3_and_1_ranks(tmp_path):
                 s = DistributedSampler(48, num_replicas=new, rank=r, seed=5)
                 s.set_epoch(1)
                 assert res[r]["1"] == s.indices().tolist()
+    # the state saved before iterating (save_checkpoint took it on every rank:
+    # the sampler's state_dict is a collective) resumes epoch 0 from its start
+    ok(mpiexec("loader_elastic.py", 3, "resume-fresh", tmp_path, timeout=90))
+    assert sorted(i for r in range(3) for i in read("resume-fresh", r)["0"]) == list(range(48))

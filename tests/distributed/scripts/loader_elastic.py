@@ -1,10 +1,11 @@
 """Elastic resume of a DataLoader by the plain API: ``loader_elastic.py MODE
 DIR`` with MODE "first" (3 batches of epoch 0, then save the loader's state
 to DIR/data.safetensors with ``save_checkpoint(data=)`` and to
-DIR/state.rankR.json with ``state_dict()``) or "resume-checkpoint" /
-"resume-state" (``load_checkpoint(data=)`` / ``load_state_dict`` of rank 0's
-JSON, possibly on another number of ranks, then the rest of epoch 0 and
-epoch 1). 48 samples, batches of 4 from a shuffling DistributedSampler.
+DIR/state.rankR.json with ``state_dict()``; before iterating, it also saves
+DIR/fresh.safetensors) or "resume-checkpoint" / "resume-state" /
+"resume-fresh" (``load_checkpoint(data=)`` / ``load_state_dict`` of rank 0's
+JSON / ``load_checkpoint`` of fresh.safetensors, possibly on another number
+of ranks, then the rest of epoch 0 and epoch 1). 48 samples, batches of 4 from a shuffling DistributedSampler.
 Writes DIR/MODE.rankR.json: the sample ids per epoch."""
 import json
 import os
@@ -23,6 +24,9 @@ loader = DataLoader(TensorDataset(np.arange(48)), batch_size=4,
                     sampler=dist.DistributedSampler(48, shuffle=True, seed=5))
 seen = {0: [], 1: []}
 if mode == "first":
+    # before iterating, the loader's state_dict asks the sampler for its
+    # state, a collective: save_checkpoint must call it on every rank
+    yscv.save_checkpoint(os.path.join(folder, "fresh.safetensors"), data=loader)
     batches = iter(loader)
     for _ in range(3):
         seen[0] += next(batches)[0].tolist()
@@ -33,6 +37,8 @@ if mode == "first":
 else:
     if mode == "resume-checkpoint":
         yscv.load_checkpoint(os.path.join(folder, "data.safetensors"), data=loader)
+    elif mode == "resume-fresh":
+        yscv.load_checkpoint(os.path.join(folder, "fresh.safetensors"), data=loader)
     else:
         with open(os.path.join(folder, "state.rank0.json")) as f:
             loader.load_state_dict(json.load(f))
