@@ -109,7 +109,7 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
     returns only once the file is complete; an error on rank 0 is raised on
     every rank. ``data.state_dict()`` is called on every rank (a
     ``DistributedSampler``'s is a collective), rank 0's state is written. A
-    :class:`yscv.distributed.DistributedDataParallel` model is saved as its
+    ``yscv.distributed.DistributedDataParallel`` model is saved as its
     wrapped module.
     """
     # [distributed] every rank calls; rank 0 writes, the others wait (yscv/distributed/_checkpoint.py)

@@ -111,6 +111,44 @@ def test_a_bad_sampler_state_on_another_world_is_refused_and_changes_nothing():
     assert loader.state_dict() == before
 
 
+def test_advanced_state_adds_to_the_stage_of_its_world_and_caps_at_the_share():
+    from yscv.distributed.sampler import advanced_state
+
+    st = DistributedSampler(48, num_replicas=2, rank=0, seed=5).state_dict()
+    assert advanced_state(st, 0) == st
+    one = advanced_state(st, 5)
+    assert one["progress"] == [[2, [5, 5]]] and st["progress"] == []
+    assert advanced_state(one, 30)["progress"] == [[2, [24, 24]]]     # 24 per rank at most
+    moved = dict(st, progress=[[3, [4, 4, 4]]])                        # resumed from 3 ranks
+    assert advanced_state(moved, 2)["progress"] == [[3, [4, 4, 4]], [2, [2, 2]]]
+    s = DistributedSampler(48, num_replicas=2, rank=1, seed=5)
+    s.load_state_dict(advanced_state(moved, 2))
+    assert len(s) == 18 and len(s.indices()) == 16                     # (48 - 12) / 2, 2 done
+    for bad, match in ((dict(st, n="x"), "n"), ({"epoch": 0}, "lacks"), ([], "must be a dict")):
+        with pytest.raises(ValueError, match=match):
+            advanced_state(bad, 1)
+    with pytest.raises(ValueError, match="k must be an int >= 0, got -1"):
+        advanced_state(st, -1)
+
+
+def test_a_loader_on_a_sampler_advanced_by_hand_resumes_on_another_world():
+    """A sampler restored mid-epoch on its own world (progress of that world)
+    under a loader: the batches the loader hands out after it add to it."""
+    base = DistributedSampler(48, num_replicas=3, rank=0, seed=5).state_dict()
+    start = dict(base, progress=[[3, [4, 4, 4]]])                     # 12 consumed by hand
+    done = [i for r in range(3) for i in DistributedSampler(48, 3, r, seed=5).indices()[:4]]
+    states = []
+    for r in range(3):
+        loader = _loader(48, 3, r)
+        loader.sampler.load_state_dict(start)
+        it = iter(loader)
+        done += next(it)[0].tolist()                                   # 4 more per rank
+        states.append(loader.state_dict())
+    assert states[0]["sampler"]["progress"] == [[3, [4, 4, 4]]]
+    (rest, _), = _rest(48, 1, states[0])
+    assert sorted(done + rest) == list(range(48))
+
+
 @pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed")
 def test_resume_under_mpiexec_on_3_and_1_ranks(tmp_path):
     """Saved by 2 ranks after 3 batches each; resumed on 3 and on 1 rank by

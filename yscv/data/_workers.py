@@ -208,8 +208,8 @@ class WorkerPool:
     lists of the batches still to load; their numbers start at ``first``
     (the epoch's batch number, used in error messages). ``timeout`` is the
     seconds to wait for one batch (0 or infinity: for ever; PyTorch's
-    ``DataLoader(timeout=)``). Iterate :meth:`results` to get them in order;
-    call :meth:`shutdown` (always, in a ``finally``) to stop the workers.
+    ``DataLoader(timeout=)``). Iterate ``results()`` to get them in order;
+    call ``shutdown()`` (always, in a ``finally``) to stop the workers.
     """
 
     def __init__(self, ctx, num_workers, job, batches, first, prefetch, timeout=0.0):

@@ -102,7 +102,7 @@ class DataLoader:
             from the workers; 0 (the default) or ``math.inf`` waits for ever,
             as PyTorch's. A batch that has not arrived within ``timeout``
             seconds of the loader starting to wait for it raises
-            :class:`yscv.errors.WorkerError` (a RuntimeError: "DataLoader
+            ``yscv.errors.WorkerError`` (a RuntimeError: "DataLoader
             timed out after N seconds ...", as PyTorch), and the workers are
             stopped. Needs ``num_workers > 0`` (ValueError otherwise, as
             PyTorch requires timeout 0 without workers).

@@ -8,7 +8,7 @@ the stage's list is padded by wrapping to a multiple of ``W`` (or cut, with
 them were consumed. The next stage's list is the previous one without the
 samples consumed in it (a sample counts as consumed when any of its copies
 was), in the same order. :func:`stage_list` replays the stages; the trainer
-uses it too (yscv/train/_batches.py). :func:`advanced_state` records that
+uses it too (yscv/train/_batches.py). ``advanced_state`` records that
 every rank consumed more of its share; the DataLoader and the trainer use it
 to resume a loader saved on another number of ranks.
 """
@@ -268,24 +268,24 @@ class DistributedSampler:
 
 
 def advanced_state(state: dict, k: int) -> dict:
-    """A :meth:`DistributedSampler.state_dict` after every rank of its world
+    """A ``DistributedSampler.state_dict()`` after every rank of its world
     consumed ``k`` more of its indices of the epoch (at most its share).
 
     Why: a ``DataLoader`` keeps its sampler's state at the epoch's start plus
     the batches handed out; on another number of ranks those batches must
-    become consumed progress, so that :meth:`DistributedSampler.load_state_dict`
+    become consumed progress, so that ``DistributedSampler.load_state_dict``
     splits only the samples no rank had consumed. The counts are added to the
     state's last stage when it ran on the same world, else they make a new
     stage ``[num_replicas, [k] * num_replicas]``.
 
     Args:
         state: a DistributedSampler state (checked as
-            :meth:`DistributedSampler.load_state_dict` checks it).
+            ``DistributedSampler.load_state_dict`` checks it).
         k: indices each rank consumed since ``state`` (an int >= 0).
 
     Returns:
-        A new state dict (``state`` is not modified); ``state`` itself
-        (copied) when ``k`` is 0.
+        A new state dict (``state`` is not modified; a copy of it when ``k``
+        is 0).
 
     Raises:
         ValueError: a malformed ``state`` or a negative ``k``.
