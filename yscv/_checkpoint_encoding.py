@@ -18,6 +18,10 @@ from .errors import CheckpointError
 #: object that would read as a marker is wrapped as ``{_DICT: object}``
 _TENSOR = "__yscv_tensor__"
 _DICT = "__yscv_dict__"
+#: levels of dicts / lists a value of ``extra`` or of the data state may nest
+#: (serde_json's default limit): deeper values are refused at save, and at
+#: load (a crafted file) before Python's recursion limit is reached
+MAX_DEPTH = 128
 #: NumPy dtypes a checkpoint stores (what safetensors can hold)
 _ARRAY_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
@@ -58,13 +62,29 @@ def _checksum(meta_json: str, arrays: dict) -> str:
 
 
 # ---------------------------------------------- arrays inside JSON values
-def _encode(value, prefix: str, arrays: dict, where: str):
+def _short(where: str) -> str:
+    return where if len(where) <= 100 else f"{where[:60]} ... {where[-30:]}"
+
+
+def _too_deep(where: str, root: str, action: str) -> CheckpointError:
+    return CheckpointError(f"{action}: {root} nests dicts / lists more than {MAX_DEPTH} levels "
+                           f"deep (level {MAX_DEPTH + 1} at {_short(where)}); a checkpoint "
+                           f"stores at most {MAX_DEPTH} levels (a value that contains itself "
+                           f"nests without end)")
+
+
+def _encode(value, prefix: str, arrays: dict, where: str, depth: int = 0, root=None):
     """``value`` (JSON values, dicts, lists, tuples and NumPy arrays) as a
     JSON value in which each NumPy array is the object ``{"__yscv_tensor__":
     "<prefix><n>"}`` and the array is ``arrays["<prefix><n>"]`` (n counts
     from 0 in the order met). A user object of exactly one key that is one
     of the two marker keys is wrapped as ``{"__yscv_dict__": object}``, so
-    decoding is unambiguous. ``where`` names the value in errors."""
+    decoding is unambiguous. ``where`` names the value in errors; ``depth``
+    is the dicts / lists around it. Raises CheckpointError for a value
+    nested more than MAX_DEPTH levels (before RecursionError could)."""
+    root = where if root is None else root
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_DEPTH:  # an array is no level
+        raise _too_deep(where, root, "save_checkpoint")
     if isinstance(value, np.ndarray):
         a = np.asarray(value)
         if a.dtype.byteorder == ">":      # safetensors is little-endian; values kept
@@ -77,30 +97,39 @@ def _encode(value, prefix: str, arrays: dict, where: str):
         arrays[name] = _contig(a)
         return {_TENSOR: name}
     if isinstance(value, dict):
-        out = {k: _encode(v, prefix, arrays, f"{where}[{k!r}]") for k, v in value.items()}
+        out = {k: _encode(v, prefix, arrays, f"{where}[{k!r}]", depth + 1, root)
+               for k, v in value.items()}
         if len(out) == 1 and next(iter(out)) in (_TENSOR, _DICT):
             return {_DICT: out}
         return out
     if isinstance(value, (list, tuple)):
-        return [_encode(v, prefix, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_encode(v, prefix, arrays, f"{where}[{i}]", depth + 1, root)
+                for i, v in enumerate(value)]
     return value
 
 
-def _decode(value, arrays: dict, where: str):
+def _decode(value, arrays: dict, where: str, depth: int = 0):
     """The inverse of :func:`_encode`: tensor markers become (writable,
-    owned) copies of the arrays; raises CheckpointError on a bad marker."""
+    owned) copies of the arrays; raises CheckpointError on a bad marker, and
+    on a value nested more than MAX_DEPTH levels (``depth``: the decoded
+    dicts / lists around ``value``; a ``__yscv_dict__`` wrapper is none)."""
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) == _TENSOR:
+        v = value[_TENSOR]
+        if not isinstance(v, str) or v not in arrays:
+            raise CheckpointError(f"{where} refers to a tensor {v!r} it does not hold")
+        return np.array(arrays[v], copy=True)
+    if isinstance(value, (dict, list)) and depth >= MAX_DEPTH:
+        raise CheckpointError(f"{where} holds a value nested more than {MAX_DEPTH} levels "
+                              f"deep, which save_checkpoint does not write (a corrupt or "
+                              f"crafted file)")
     if isinstance(value, dict):
         if len(value) == 1:
             ((k, v),) = value.items()
-            if k == _TENSOR:
-                if not isinstance(v, str) or v not in arrays:
-                    raise CheckpointError(f"{where} refers to a tensor {v!r} it does not hold")
-                return np.array(arrays[v], copy=True)
             if k == _DICT:
                 if not isinstance(v, dict):
                     raise CheckpointError(f"{where} has a corrupt {_DICT!r} object")
-                return {kk: _decode(vv, arrays, where) for kk, vv in v.items()}
-        return {k: _decode(v, arrays, where) for k, v in value.items()}
+                return {kk: _decode(vv, arrays, where, depth + 1) for kk, vv in v.items()}
+        return {k: _decode(v, arrays, where, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v, arrays, where) for v in value]
+        return [_decode(v, arrays, where, depth + 1) for v in value]
     return value

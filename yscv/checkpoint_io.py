@@ -100,21 +100,40 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
             of JSON values and NumPy arrays (or an array of a dtype that
             safetensors cannot hold), ``data`` without ``state_dict``.
             Nothing is written.
+        CheckpointError: ``extra`` or the data state nests dicts / lists
+            more than 128 levels deep (or contains itself); nothing is
+            written.
 
     In a data-parallel run (``mpiexec``, world > 1) EVERY rank must call it:
     rank 0 writes the file (with every rank's RNG state), and each rank
     returns only once the file is complete; an error on rank 0 is raised on
-    every rank. A :class:`yscv.distributed.DistributedDataParallel` model is
-    saved as its wrapped module.
+    every rank. ``data.state_dict()`` is called on every rank (a
+    ``DistributedSampler``'s is a collective), rank 0's state is written. A
+    ``yscv.distributed.DistributedDataParallel`` model is saved as its
+    wrapped module.
     """
     # [distributed] every rank calls; rank 0 writes, the others wait (yscv/distributed/_checkpoint.py)
     if _data_parallel():
         from .distributed import _checkpoint as _dist_ckpt
 
+        if data is not None and callable(getattr(data, "state_dict", None)):
+            # on every rank: a DistributedSampler's state_dict (in a loader's) is a collective
+            data = _TakenState(data.state_dict())
+
         return _dist_ckpt.save(_save_checkpoint_local, path, model=_unwrap(model),
                                optimizer=optimizer, scheduler=scheduler, step=step, extra=extra,
                                data=data)
     return _save_checkpoint_local(path, _unwrap(model), optimizer, scheduler, step, extra, data)
+
+
+class _TakenState:
+    """A data state already taken (``state_dict()`` returns it)."""
+
+    def __init__(self, state):
+        self._state = state
+
+    def state_dict(self):
+        return self._state
 
 
 def _data_parallel() -> bool:
@@ -315,7 +334,9 @@ def load_checkpoint(path, model=None, optimizer=None, scheduler=None,
         CheckpointError: truncated or corrupt file (checksum), another
             format version, or a state that does not fit the given objects
             (missing/unexpected keys, wrong shapes, other optimizer type,
-            no data-loader state ...), or a data loader that refused its state.
+            no data-loader state ...), a data loader that refused its state,
+            or an ``extra`` / data state nested more than 128 levels deep
+            (a crafted file: save_checkpoint never writes one).
         TypeError: ``data`` without ``load_state_dict``.
         FileNotFoundError: no such file.
     """

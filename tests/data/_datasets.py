@@ -114,3 +114,20 @@ class SlowDataset(Dataset):
         import time
         time.sleep(self.delay)
         return np.array([i, i * i], dtype=np.float64)
+
+
+class BlockedAt(Dataset):
+    """Sample ``i`` is ``[i, 2 * i]``, except that ``__getitem__(at)`` (every
+    sample when ``at`` is None) never returns."""
+
+    def __init__(self, n, at=None):
+        self.n, self.at = n, at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import time
+        while self.at is None or i == self.at:
+            time.sleep(3600)
+        return np.array([i, 2 * i], dtype=np.int64)

@@ -23,7 +23,7 @@ import types
 
 import numpy as np
 
-from _datasets import LambdaAt, LocalErrorAt, SlowDataset, SquareDataset, keep_samples
+from _datasets import BlockedAt, LambdaAt, LocalErrorAt, SlowDataset, SquareDataset, keep_samples
 from yscv.data import DataLoader, TensorDataset
 
 SCENARIO_TIMEOUT = 60
@@ -152,8 +152,34 @@ def openblas_thread():
             "children": _children_left()}
 
 
+def blocked_getitem():
+    """``__getitem__`` of sample 5 never returns: with ``timeout=1`` the batch
+    holding it raises after about a second (the batches before it are handed
+    out), the workers are stopped; a dataset that blocks on every sample times
+    out at its first batch. Without the sample that blocks the loader iterates
+    again."""
+    ds = BlockedAt(12, at=5)
+    loader = DataLoader(ds, batch_size=2, num_workers=2, timeout=1)
+    before = []
+
+    def run(loader):
+        for batch in loader:
+            before.append(batch.tolist())
+    start = time.monotonic()
+    report = _error_report(loader, run)
+    report["seconds"] = time.monotonic() - start
+    report["before"] = before
+    every = _error_report(DataLoader(BlockedAt(4), batch_size=2, num_workers=1, timeout=0.5),
+                          list)
+    report["every"] = [every["type"], every["message"], every["batch"], every["children"]]
+    ds.at = -1  # no sample blocks now
+    report["again"] = _flat(loader) == _flat(DataLoader(BlockedAt(12, at=-1), batch_size=2))
+    return report
+
+
 SCENARIOS = {f.__name__: f for f in (unpicklable_sample, local_exception, killed_worker,
-                                     unimportable_dataset, unpicklable_key, openblas_thread)}
+                                     unimportable_dataset, unpicklable_key, openblas_thread,
+                                     blocked_getitem)}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:

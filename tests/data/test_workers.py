@@ -25,7 +25,7 @@ from _datasets import SquareDataset
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCENARIOS = ["unpicklable_sample", "local_exception", "killed_worker", "unimportable_dataset",
-             "unpicklable_key", "openblas_thread"]
+             "unpicklable_key", "openblas_thread", "blocked_getitem"]
 
 
 def _env():
@@ -107,6 +107,42 @@ def test_workers_start_while_a_thread_runs_openblas(scenarios):
     assert r["same"] is True            # 4 epochs, the batches of num_workers=0
     assert r["products_after"] >= 2     # the thread's BLAS still runs afterwards
     assert r["thread_alive"] is False and r["blas_ok"] is True and r["children"] == 0
+
+
+def test_timeout_raises_on_a_getitem_that_blocks_and_stops_the_workers(scenarios):
+    r = _report(scenarios, "blocked_getitem")
+    assert r["type"] == "WorkerError" and "RuntimeError" in r["bases"]
+    assert r["message"].startswith("DataLoader timed out after 1.0 seconds waiting for "
+                                   "batch 2 (samples [4, 5])")
+    assert r["batch"] == 2 and r["worker"] is None
+    assert r["before"] == [[[0, 0], [1, 2]], [[2, 4], [3, 6]]]  # the batches before it
+    assert 1.0 <= r["seconds"] < 30 and r["children"] == 0
+    kind, message, batch, children = r["every"]
+    assert kind == "WorkerError" and batch == 0 and children == 0
+    assert message.startswith("DataLoader timed out after 0.5 seconds waiting for batch 0")
+    assert r["again"] is True
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    ({"timeout": -1, "num_workers": 1}, ValueError, r"timeout must be .* >= 0, got -1"),
+    ({"timeout": float("nan"), "num_workers": 1}, ValueError, r"timeout must be .*got nan"),
+    ({"timeout": "5", "num_workers": 1}, TypeError, r"timeout must be a number .*got '5'"),
+    ({"timeout": True, "num_workers": 1}, TypeError, r"timeout must be a number .*got True"),
+    ({"timeout": 2.5}, ValueError, r"timeout=2.5 needs num_workers > 0"),
+])
+def test_timeout_is_checked_as_pytorch(kwargs, exc, match):
+    import torch.utils.data as tud
+
+    with pytest.raises(exc, match=match):
+        DataLoader(TensorDataset(np.zeros(4)), **kwargs)
+    if kwargs["timeout"] == -1:  # PyTorch refuses it too
+        with pytest.raises(ValueError, match="timeout option should be non-negative"):
+            tud.DataLoader(np.zeros(4), **kwargs)
+    if "num_workers" not in kwargs:  # PyTorch: the single-process iterator needs timeout 0
+        with pytest.raises(AssertionError, match="requires timeout == 0"):
+            iter(tud.DataLoader(np.zeros(4), **kwargs))
+    assert DataLoader(TensorDataset(np.zeros(4)), num_workers=1, timeout=3).timeout == 3.0
+    assert DataLoader(TensorDataset(np.zeros(4))).timeout == tud.DataLoader(np.zeros(4)).timeout
 
 
 def test_script_without_main_guard_raises_with_the_fix(tmp_path):

@@ -17,7 +17,8 @@ arrive early wait in a dict), so the batches and their order are those of
 ``num_workers=0``.
 
 No hang: the main process waits on the pipes and the workers' sentinels
-with a timeout. A worker that died (killed, crashed, ``os._exit``) raises
+with a timeout, and (``timeout > 0``) gives up on a batch that has not
+arrived within ``timeout`` seconds of starting to wait for it. A worker that died (killed, crashed, ``os._exit``) raises
 :class:`~yscv.errors.WorkerError` naming it and the batch waited for. A
 pipe's write end lives only in its worker, so a worker that dies part-way
 through a message gives end-of-file, not a read that blocks for ever.
@@ -31,6 +32,7 @@ import pickle
 import queue
 import signal
 import struct
+import time
 import traceback
 from multiprocessing import connection as _connection
 from multiprocessing.reduction import ForkingPickler
@@ -204,12 +206,13 @@ class WorkerPool:
 
     ``job`` is :func:`pack_job`'s result. ``batches`` is the list of index
     lists of the batches still to load; their numbers start at ``first``
-    (the epoch's batch number, used in error messages). Iterate
-    :meth:`results` to get them in order; call :meth:`shutdown` (always, in a
-    ``finally``) to stop the workers.
+    (the epoch's batch number, used in error messages). ``timeout`` is the
+    seconds to wait for one batch (0 or infinity: for ever; PyTorch's
+    ``DataLoader(timeout=)``). Iterate ``results()`` to get them in order;
+    call ``shutdown()`` (always, in a ``finally``) to stop the workers.
     """
 
-    def __init__(self, ctx, num_workers, job, batches, first, prefetch):
+    def __init__(self, ctx, num_workers, job, batches, first, prefetch, timeout=0.0):
         if getattr(multiprocessing.current_process(), "_inheriting", False):
             # this process is itself a new worker importing an unguarded main
             # script: fail before any queue exists (a queue's semaphores left by
@@ -221,6 +224,7 @@ class WorkerPool:
         self.batches = batches
         self.first = first
         self.prefetch = max(1, prefetch)
+        self.timeout = float(timeout)
         self.workers = []
         self.conns = []
         self._eof = set()   # workers whose pipe reached end-of-file
@@ -261,11 +265,11 @@ class WorkerPool:
         except (EOFError, OSError):  # the worker is gone (perhaps part-way through a message)
             self._eof.add(w)
 
-    def _wait(self, ready, b) -> None:
-        """Wait (a short while) for results; raise if a worker is gone and
-        batch ``b`` has not arrived."""
+    def _wait(self, ready, b, poll=_POLL) -> None:
+        """Wait (at most ``poll`` seconds) for results; raise if a worker is
+        gone and batch ``b`` has not arrived."""
         live = [c for w, c in enumerate(self.conns) if w not in self._eof]
-        hit = set(_connection.wait(live + [p.sentinel for p in self.workers], timeout=_POLL))
+        hit = set(_connection.wait(live + [p.sentinel for p in self.workers], timeout=poll))
         for w, c in enumerate(self.conns):
             if c in hit:
                 self._drain(w, ready)
@@ -301,8 +305,17 @@ class WorkerPool:
                 self.task_q.put(self._task(sent))
                 sent += 1
             b = self.first + k
+            deadline = None
+            if 0 < self.timeout < float("inf"):
+                deadline = time.monotonic() + self.timeout
             while b not in ready:
-                self._wait(ready, b)
+                poll = _POLL
+                if deadline is not None:
+                    poll = deadline - time.monotonic()
+                    if poll <= 0:
+                        raise self._timed_out(k)
+                    poll = min(poll, _POLL)
+                self._wait(ready, b, poll)
             w, kind, payload = ready.pop(b)
             if kind != _OK:  # raised when due, so earlier batches are handed out first
                 raise _error(b, self.batches[k], w, kind, payload)
@@ -315,6 +328,14 @@ class WorkerPool:
                                   f"{exc})", worker=w, batch=b) from exc
             del payload
             yield batch
+
+    def _timed_out(self, k) -> WorkerError:
+        b = self.first + k
+        return WorkerError(
+            f"DataLoader timed out after {self.timeout} seconds waiting for batch {b} "
+            f"(samples {_samples(self.batches[k])}) from the worker processes (timeout="
+            f"{self.timeout}); a __getitem__ or collate_fn that blocks, or loading slower "
+            f"than the timeout allows? The workers are stopped.", batch=b)
 
     # ------------------------------------------------------------ stopping
     def shutdown(self):

@@ -37,6 +37,18 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def _other_world(sampler, sampler_state) -> bool:
+    """Whether ``sampler_state`` is a DistributedSampler state saved on
+    another number of ranks than ``sampler`` (a DistributedSampler) splits."""
+    world = getattr(sampler, "num_replicas", None)
+    if not (isinstance(sampler_state, dict) and _is_int(world)
+            and sampler_state.get("num_replicas", world) != world):
+        return False
+    from ..distributed.sampler import DistributedSampler
+
+    return isinstance(sampler, DistributedSampler)
+
+
 def _fetch_batch(dataset, indices, collate_fn):
     """Load and collate one batch (runs in the main process or a worker)."""
     if collate_fn is None:
@@ -86,6 +98,14 @@ class DataLoader:
             "fork", which deadlocks when another thread is inside OpenBLAS.
             Except with "fork", the dataset and collate_fn must pickle:
             ``iter()`` raises TypeError, saying how to fix it, if they do not.
+        timeout: seconds (a number >= 0, keyword only) to wait for a batch
+            from the workers; 0 (the default) or ``math.inf`` waits for ever,
+            as PyTorch's. A batch that has not arrived within ``timeout``
+            seconds of the loader starting to wait for it raises
+            ``yscv.errors.WorkerError`` (a RuntimeError: "DataLoader
+            timed out after N seconds ...", as PyTorch), and the workers are
+            stopped. Needs ``num_workers > 0`` (ValueError otherwise, as
+            PyTorch requires timeout 0 without workers).
 
     Iterating the loader runs one epoch. ``iter(loader)`` starts the next
     epoch, also when the previous one was abandoned part-way (as PyTorch,
@@ -98,12 +118,14 @@ class DataLoader:
     rebuilt, else :class:`yscv.errors.WorkerError`) with the worker, the
     batch number and the worker's traceback in its message; a batch that does
     not pickle, a worker that dies or cannot rebuild the dataset raise
-    WorkerError (a RuntimeError) instead of waiting for ever.
+    WorkerError (a RuntimeError) instead of waiting for ever, and so does a
+    batch that takes longer than ``timeout`` seconds (when set).
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, sampler=None, collate_fn=None, num_workers: int = 0,
-                 seed=None, *, prefetch_factor: int = 2, multiprocessing_context=None):
+                 seed=None, *, prefetch_factor: int = 2, multiprocessing_context=None,
+                 timeout: float = 0):
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"DataLoader: dataset must have __len__ and __getitem__, got "
                             f"{type(dataset).__name__}")
@@ -133,6 +155,18 @@ class DataLoader:
         if not _is_int(prefetch_factor) or prefetch_factor <= 0:
             raise ValueError(f"DataLoader: prefetch_factor must be a positive int, got "
                              f"{prefetch_factor!r}")
+        if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float,
+                                                                           np.integer,
+                                                                           np.floating)):
+            raise TypeError(f"DataLoader: timeout must be a number of seconds >= 0, got "
+                            f"{timeout!r}")
+        if not timeout >= 0:  # also NaN
+            raise ValueError(f"DataLoader: timeout must be a number of seconds >= 0, got "
+                             f"{timeout!r}")
+        if timeout and num_workers == 0:
+            raise ValueError(f"DataLoader: timeout={timeout!r} needs num_workers > 0 (the "
+                             f"main process loading with num_workers=0 cannot be interrupted); "
+                             f"pass timeout=0")
         if multiprocessing_context is None:
             ctx = _runtime.worker_context()
         elif isinstance(multiprocessing_context, str):
@@ -155,6 +189,7 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.num_workers = int(num_workers)
         self.prefetch_factor = int(prefetch_factor)
+        self.timeout = float(timeout)
         self._ctx = ctx
         if seed is None and self.shuffle:
             seed = _random.draw_seed()
@@ -239,7 +274,7 @@ class DataLoader:
                 yield batch
         else:
             pool = WorkerPool(self._ctx, min(self.num_workers, len(todo)), job, todo, start,
-                              self.prefetch_factor * self.num_workers)
+                              self.prefetch_factor * self.num_workers, self.timeout)
             del job  # the workers have it (a pickle of the dataset can be large)
             try:
                 for k, batch in enumerate(pool.results()):
@@ -280,6 +315,15 @@ class DataLoader:
         """Continue from a :meth:`state_dict`: the next iteration yields the
         rest of the saved epoch (the batches the saved run had not yet
         handed out), then the following epochs as the saved run would.
+
+        Elastic resume: a state saved with a ``DistributedSampler`` of W
+        ranks, loaded into a loader whose DistributedSampler splits W' != W
+        ranks, resumes the rest of the interrupted epoch as the samples no
+        rank had consumed (each of the W ranks handed out
+        ``batches_consumed`` batches), split over the W' ranks, none lost or
+        repeated; the next iteration yields this rank's share of them. Every
+        rank of the run that saved must have handed out the same number of
+        batches (as a data-parallel loop does).
 
         The saved seed replaces this loader's. Raises ValueError naming the
         key (nothing changed) when the state is malformed (not a dict, a key
@@ -326,11 +370,21 @@ class DataLoader:
                                                               None)):
             raise ValueError("DataLoader.load_state_dict: state holds a sampler state but this "
                              "loader's sampler has no load_state_dict")
+        consumed, epoch = int(state["batches_consumed"]), int(state["epoch"])
+        if consumed and _other_world(self.sampler, sampler_state):
+            # [distributed] elastic: the batches every rank handed out become
+            # consumed progress; the sampler splits the rest over this world
+            from ..distributed.sampler import advanced_state
+
+            try:
+                sampler_state = advanced_state(sampler_state, consumed * self.batch_size)
+            except ValueError as exc:
+                raise ValueError(f"{fn}: sampler: {exc}") from exc
+            consumed = 0
         try:
             n_batches = len(self)
         except TypeError:
             n_batches = None
-        consumed, epoch = int(state["batches_consumed"]), int(state["epoch"])
         if n_batches is not None and consumed > n_batches:
             raise ValueError(f"DataLoader.load_state_dict: batches_consumed={consumed} exceeds "
                              f"the {n_batches} batches of an epoch")

@@ -8,7 +8,9 @@ the stage's list is padded by wrapping to a multiple of ``W`` (or cut, with
 them were consumed. The next stage's list is the previous one without the
 samples consumed in it (a sample counts as consumed when any of its copies
 was), in the same order. :func:`stage_list` replays the stages; the trainer
-uses it too (yscv/train/_batches.py).
+uses it too (yscv/train/_batches.py). ``advanced_state`` records that
+every rank consumed more of its share; the DataLoader and the trainer use it
+to resume a loader saved on another number of ranks.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from . import _comm
 
-__all__ = ["DistributedSampler", "stage_list", "stage_share", "share_size"]
+__all__ = ["DistributedSampler", "stage_list", "stage_share", "share_size", "advanced_state"]
 
 
 #: the keys of DistributedSampler.state_dict()
@@ -263,3 +265,53 @@ class DistributedSampler:
                                  f"counts {counts} exceed the {size} indices per rank of "
                                  f"{world} ranks")
         self.epoch, self._stages, self.consumed, self._share = epoch, stages, consumed, None
+
+
+def advanced_state(state: dict, k: int) -> dict:
+    """A ``DistributedSampler.state_dict()`` after every rank of its world
+    consumed ``k`` more of its indices of the epoch (at most its share).
+
+    Why: a ``DataLoader`` keeps its sampler's state at the epoch's start plus
+    the batches handed out; on another number of ranks those batches must
+    become consumed progress, so that ``DistributedSampler.load_state_dict``
+    splits only the samples no rank had consumed. The counts are added to the
+    state's last stage when it ran on the same world, else they make a new
+    stage ``[num_replicas, [k] * num_replicas]``.
+
+    Args:
+        state: a DistributedSampler state (checked as
+            ``DistributedSampler.load_state_dict`` checks it).
+        k: indices each rank consumed since ``state`` (an int >= 0).
+
+    Returns:
+        A new state dict (``state`` is not modified; a copy of it when ``k``
+        is 0).
+
+    Raises:
+        ValueError: a malformed ``state`` or a negative ``k``.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"advanced_state: k must be an int >= 0, got {k!r}")
+    if not isinstance(state, dict):
+        raise ValueError(f"advanced_state: state must be a dict (from "
+                         f"DistributedSampler.state_dict()), got {type(state).__name__}")
+    missing = [key for key in _STATE_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"advanced_state: the sampler state lacks {missing}")
+    world = state["num_replicas"]
+    try:
+        probe = DistributedSampler(state["n"], num_replicas=world, rank=0,
+                                   shuffle=bool(state["shuffle"]), seed=state["seed"],
+                                   drop_last=bool(state["drop_last"]))
+        probe.load_state_dict(state)
+    except TypeError as exc:
+        raise ValueError(f"advanced_state: malformed sampler state ({exc})") from None
+    progress = [[w, list(c)] for w, c in _check_progress(state["progress"])]
+    if not k:
+        return dict(state, progress=progress)
+    stages, counts = progress, [0] * probe.num_replicas
+    if progress and progress[-1][0] == probe.num_replicas:
+        stages, counts = progress[:-1], progress[-1][1]
+    size = len(probe)
+    counts = [min(c + int(k), size) for c in counts]
+    return dict(state, progress=stages + [[probe.num_replicas, counts]])

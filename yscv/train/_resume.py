@@ -125,11 +125,12 @@ def _without_world(sig: dict) -> dict:
 
 def _elastic_loader_state(state: dict, loader) -> dict:
     """A DataLoader state saved on another number of ranks, for this one: the
-    batches handed out so far become a consumed stage of the sampler's
-    progress (each rank took ``batches_consumed`` batches of its share), and
-    the loader starts on the rest of the epoch (DistributedSampler splits it
-    over this world)."""
-    from ..distributed.sampler import DistributedSampler
+    batches handed out so far become consumed progress of the sampler's state
+    (each rank took ``batches_consumed`` batches of its share;
+    yscv.distributed.sampler.advanced_state, which the loader's own
+    load_state_dict uses too), and the loader starts on the rest of the epoch
+    (DistributedSampler splits it over this world)."""
+    from ..distributed.sampler import advanced_state
 
     sampler_state = state.get("sampler")
     if not isinstance(sampler_state, dict) or "num_replicas" not in sampler_state:
@@ -138,12 +139,5 @@ def _elastic_loader_state(state: dict, loader) -> dict:
                          "rest of the epoch with")
     b = int(state["batches_consumed"])
     if b > 0:
-        world = int(sampler_state["num_replicas"])
-        old = DistributedSampler(sampler_state["n"], num_replicas=world, rank=0,
-                                 shuffle=sampler_state["shuffle"], seed=sampler_state["seed"],
-                                 drop_last=sampler_state["drop_last"])
-        old.load_state_dict(sampler_state)
-        done = min(b * int(state["batch_size"]), len(old))
-        sampler_state = dict(sampler_state, progress=list(sampler_state.get("progress", []))
-                             + [[world, [done] * world]])
+        sampler_state = advanced_state(sampler_state, b * int(state["batch_size"]))
     return dict(state, batches_consumed=0, sampler=sampler_state)
