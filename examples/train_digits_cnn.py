@@ -14,13 +14,22 @@ learning-rate schedule, cross-entropy loss, batches of 64.
 
 Checkpoints go to ``--checkpoint-dir`` every ``--checkpoint-every`` steps
 (the last 3 kept); ``--resume`` continues the run exactly where the newest
-checkpoint left it (same batches, same dropout masks, same losses).
-The learning curves (loss and accuracy per epoch, training and test) and the
-test set's confusion matrix are drawn with matplotlib into
+checkpoint left it (same batches, same dropout masks, same losses). The
+default folder is ``runs/digits_cnn`` for one process and
+``runs/digits_cnn_mpi<N>`` for a world of N processes (``mpiexec -n N``),
+whose runs take other steps (each epoch is shared out over the ranks) and
+so must not overwrite or resume the single-process one.
+The held-out 20% of the images is the fit loop's validation data: the
+per-epoch lines call its figures ``val_loss`` and ``val_accuracy``, the
+last line prints the test accuracy on it. The learning curves (``loss``,
+``val_loss``, ``accuracy``, ``val_accuracy`` per epoch, named as in those
+lines) and its confusion matrix are drawn with matplotlib into
 ``<checkpoint-dir>/curves.png`` (``--plot PATH`` elsewhere, ``--plot ""``
 not at all; without matplotlib a one-line notice says so).
+``--no-progress`` drops the per-epoch output (the bar and the epoch lines)
+and keeps the final accuracy line.
 The data ships with scikit-learn (read without importing it): nothing is downloaded.
-Time, kernel count and accuracy on a reference machine: docs/benchmarks.md,
+Time, kernel count and accuracy on the machines measured: docs/benchmarks.md,
 "The main job".
 """
 from __future__ import annotations
@@ -129,15 +138,26 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=4e-3, help="peak learning rate (one-cycle)")
     ap.add_argument("--width", type=int, default=32, help="channels of the first conv")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--checkpoint-dir", default=os.path.join("runs", "digits_cnn"))
+    ap.add_argument("--checkpoint-dir", default=None,
+                    help="default runs/digits_cnn, or runs/digits_cnn_mpi<N> under mpiexec -n N")
     ap.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
     ap.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
     ap.add_argument("--quick", action="store_true", help="small budget: 5 epochs, width 16")
-    ap.add_argument("--no-progress", action="store_true", help="print nothing per epoch")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="print nothing per epoch (the final accuracy line is still printed)")
     ap.add_argument("--plot", default=None,
                     help='PNG of the learning curves and confusion matrix '
                          '(default <checkpoint-dir>/curves.png; "" for none)')
     return ap.parse_args(argv)
+
+
+def default_checkpoint_dir(world_size: int) -> str:
+    """``runs/digits_cnn`` for one process, ``runs/digits_cnn_mpi<N>`` for a
+    world of N: a data-parallel run takes 1/N of the steps per epoch, so its
+    checkpoints are another run's and live in their own folder."""
+    if world_size == 1:
+        return os.path.join("runs", "digits_cnn")
+    return os.path.join("runs", f"digits_cnn_mpi{world_size}")
 
 
 def confusion_matrix(y_true, y_pred, n_classes: int = 10) -> np.ndarray:
@@ -148,9 +168,10 @@ def confusion_matrix(y_true, y_pred, n_classes: int = 10) -> np.ndarray:
 
 
 def plot_run(history, confusion, path: str):
-    """Loss and accuracy per epoch (training and test) and the confusion
-    matrix, side by side, as a PNG at ``path``; returns the path, or None
-    (after a one-line notice) when matplotlib is not installed."""
+    """Loss and accuracy per epoch (training and validation) and the
+    validation data's confusion matrix, side by side, as a PNG at ``path``;
+    returns the path, or None (after a one-line notice) when matplotlib is
+    not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -158,12 +179,23 @@ def plot_run(history, confusion, path: str):
     except ImportError:
         print('no plot: matplotlib is not installed (pip install -e ".[examples]")')
         return None
+    fig = draw_run(plt, history, confusion)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def draw_run(plt, history, confusion):
+    """The figure of ``plot_run``: each curve is labelled with its History
+    column (``loss`` / ``val_loss``, ``accuracy`` / ``val_accuracy``), the
+    names the per-epoch lines print."""
     epochs = [r["epoch"] + 1 for r in history.epochs]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     for ax, key, title in ((axes[0], "loss", "cross-entropy loss"),
                            (axes[1], "accuracy", "accuracy")):
-        ax.plot(epochs, history[key], marker="o", label="training")
-        ax.plot(epochs, history["val_" + key], marker="o", label="test")
+        ax.plot(epochs, history[key], marker="o", label=key)
+        ax.plot(epochs, history["val_" + key], marker="o", label="val_" + key)
         ax.set_xlabel("epoch")
         ax.set_title(title)
         ax.grid(alpha=0.3)
@@ -178,19 +210,18 @@ def plot_run(history, confusion, path: str):
     ax.set_yticks(range(10))
     ax.set_xlabel("predicted digit")
     ax.set_ylabel("true digit")
-    ax.set_title(f"test set: {np.trace(confusion)} of {confusion.sum()} right")
-    # fixed margins: tight_layout() drew the whole figure once more to measure it (~0.1 s)
+    ax.set_title(f"val data: {np.trace(confusion)} of {confusion.sum()} right")
+    # fixed margins: tight_layout() drew the whole figure once more to measure it
     fig.subplots_adjust(left=0.04, right=0.99, bottom=0.11, top=0.93, wspace=0.17)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.quick:
         args.epochs, args.width = min(args.epochs, 5), 16
+    if args.checkpoint_dir is None:
+        args.checkpoint_dir = default_checkpoint_dir(dist.world_size())
     t0 = time.perf_counter()
     xtr, xte, ytr, yte = load_data(args.seed)
     yscv.manual_seed(args.seed)  # initialisation and dropout masks
@@ -204,8 +235,8 @@ def main(argv=None) -> dict:
     trainer = Trainer(model, "cross_entropy", opt, sched, seed=args.seed,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       keep_last=3, progress=not args.no_progress)
-    verbose = not args.no_progress and dist.rank() == 0
-    if verbose:
+    rank0 = dist.rank() == 0             # [distributed] rank 0 prints
+    if rank0 and not args.no_progress:
         print(f"digits: {len(xtr)} train / {len(xte)} test images 8x8x1; "
               f"{model.num_parameters()} parameters; {args.epochs} epochs of {steps_per_epoch} steps")
     history = trainer.fit((xtr, ytr), epochs=args.epochs, batch_size=args.batch_size,
@@ -215,7 +246,7 @@ def main(argv=None) -> dict:
     elapsed = time.perf_counter() - t0
     path = trainer.save_checkpoint(os.path.join(args.checkpoint_dir, "final.safetensors"))
     n_compiled, compile_seconds = yscv.kernels.compile_stats()
-    if verbose:
+    if rank0:  # the result: printed with --no-progress too
         timing = f"{elapsed:.1f} s"
         if n_compiled:  # a first run (empty kernel cache); later runs load them from disk
             timing += f", {compile_seconds:.1f} s of it compiling {n_compiled} kernels"
@@ -225,7 +256,7 @@ def main(argv=None) -> dict:
     if dist.rank() == 0 and args.plot != "":
         plot = plot_run(history, confusion,
                         args.plot or os.path.join(args.checkpoint_dir, "curves.png"))
-        if plot and verbose:
+        if plot:
             print(f"learning curves and confusion matrix: {plot}")
     return {"test_accuracy": test["accuracy"], "test_loss": test["loss"], "seconds": elapsed,
             "history": history, "steps": trainer.global_step, "confusion": confusion,

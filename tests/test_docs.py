@@ -153,3 +153,51 @@ def test_runner_reports_page_block_and_error(tmp_path):
     assert done.returncode == 1
     assert "NameError: name 'batches' is not defined" in done.stderr
     assert "python block 2 (line 6)" in done.stderr
+
+
+def site_assets(config_text: str, key: str) -> list:
+    """The entries of the top-level list ``key:`` of mkdocs.yml (text only, so
+    no YAML parser is needed)."""
+    entries, inside = [], False
+    for line in config_text.splitlines():
+        if re.match(rf"^{key}:\s*$", line):
+            inside = True
+        elif inside and re.match(r"^\s+-\s+", line):
+            entries.append(re.sub(r"^\s+-\s+", "", line).strip().strip("'\""))
+        elif inside and line.strip() and not line.startswith((" ", "#")):
+            inside = False
+    return entries
+
+
+def test_site_loads_no_script_or_style_from_the_network():
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    scripts = site_assets(config, "extra_javascript")
+    assert "mathjax/es5/tex-mml-chtml.js" in scripts
+    remote = [s for key in ("extra_javascript", "extra_css") for s in site_assets(config, key)
+              if re.match(r"^(https?:)?//", s)]
+    assert remote == [], f"mkdocs.yml loads {remote} from the network: formulas need it offline"
+    assert "docs_hooks/mathjax_offline.py" in site_assets(config, "hooks")
+
+
+def test_mathjax_hook_ships_the_script_and_its_fonts(tmp_path):
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed")
+    try:
+        import importlib.metadata
+        importlib.metadata.distribution("django-static-mathjax")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("django-static-mathjax (docs extra) is not installed")
+    import importlib.util
+
+    from mkdocs.structure.files import Files
+    spec = importlib.util.spec_from_file_location("mathjax_offline",
+                                                  ROOT / "docs_hooks" / "mathjax_offline.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    files = hook.on_files(Files([]), {"site_dir": str(tmp_path), "use_directory_urls": True})
+    shipped = {f.dest_uri: f.abs_src_path for f in files}
+    assert pathlib.Path(shipped["mathjax/es5/tex-mml-chtml.js"]).stat().st_size > 100_000
+    assert "mathjax/LICENSE" in shipped
+    fonts = [uri for uri in shipped if uri.startswith("mathjax/es5/output/chtml/fonts/woff-v2/")]
+    assert "mathjax/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff" in fonts
+    assert len(fonts) > 20
+    assert not any(uri.startswith("mathjax/es5/output/svg") for uri in shipped)

@@ -20,10 +20,16 @@ def example():
     return mod
 
 
-def test_quick_run_reaches_accuracy_and_resumes_exactly(example, tmp_path):
+def test_quick_run_reaches_accuracy_and_resumes_exactly(example, tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     args = ["--quick", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "40", "--no-progress"]
     res = example.main(args)
+    out, err = capsys.readouterr()
+    # --no-progress: no epoch lines and no bar, but the result line
+    assert "epoch " not in out and err == ""
+    finals = [line for line in out.splitlines() if line.startswith("test accuracy ")]
+    assert len(finals) == 1, out
+    assert finals[0].startswith(f"test accuracy {res['test_accuracy']:.4f}  test loss ")
     assert res["steps"] == 5 * 23
     assert res["test_accuracy"] >= 0.93, res["test_accuracy"]
     confusion = res["confusion"]
@@ -159,3 +165,78 @@ def test_the_job_compiles_eleven_kernels_from_an_empty_cache(tmp_path):
         "elementwise.bias_add_rows", "norm.group_grad_apply", "norm.group_grad_sums",
         "norm.group_stats", "norm_regions.group_apply_region", "optim.adam_update",
         "pool.max_pool_2x2", "sync.region_step"]))
+
+
+def run_example(args, cwd, launcher=(), timeout=300.0):
+    """The example as a user runs it, stdout and stderr redirected to pipes."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(EXAMPLE.parents[1]))
+    try:
+        return subprocess.run([*launcher, sys.executable, *(["-m", "mpi4py"] if launcher else []),
+                               str(EXAMPLE), *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the example did not finish in {timeout} s\n{exc.stdout}\n{exc.stderr}")
+
+
+def test_redirected_run_prints_lines_not_a_bar_into_the_default_folder(tmp_path):
+    """stdout and stderr are pipes: one line per epoch, no carriage-return
+    bar in stderr; one process writes to runs/digits_cnn."""
+    done = run_example(["--quick", "--epochs", "2", "--plot", ""], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "\r" not in done.stderr and "\r" not in done.stdout
+    assert "epoch" not in done.stderr, done.stderr[-2000:]
+    epochs = [line.split("  ")[0] for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    assert epochs == ["epoch 1/2", "epoch 2/2"]
+    assert done.stdout.count("test accuracy ") == 1
+    assert os.listdir(tmp_path / "runs") == ["digits_cnn"]
+    assert "final.safetensors" in os.listdir(tmp_path / "runs" / "digits_cnn")
+
+
+def test_default_folder_names_the_world_size(example):
+    assert example.default_checkpoint_dir(1) == os.path.join("runs", "digits_cnn")
+    assert example.default_checkpoint_dir(2) == os.path.join("runs", "digits_cnn_mpi2")
+    assert example.default_checkpoint_dir(8) == os.path.join("runs", "digits_cnn_mpi8")
+    assert example.parse_args([]).checkpoint_dir is None
+
+
+def test_mpi_run_writes_its_own_folder(tmp_path):
+    """``mpiexec -n 2`` runs take half the steps per epoch: their checkpoints
+    go to runs/digits_cnn_mpi2, never over the single-process run's."""
+    import sys
+
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip('mpi4py is not installed (pip install -e ".[mpi]")')
+    mpiexec = pathlib.Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip(f"{mpiexec} is missing (the mpich wheel of the mpi extra)")
+    single = tmp_path / "runs" / "digits_cnn"
+    single.mkdir(parents=True)
+    (single / "final.safetensors").write_bytes(b"the single-process run")
+    done = run_example(["--quick", "--epochs", "1", "--plot", "", "--no-progress"], tmp_path,
+                       launcher=(str(mpiexec), "-n", "2"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.count("test accuracy ") == 1
+    assert sorted(os.listdir(tmp_path / "runs")) == ["digits_cnn", "digits_cnn_mpi2"]
+    assert "final.safetensors" in os.listdir(tmp_path / "runs" / "digits_cnn_mpi2")
+    assert (single / "final.safetensors").read_bytes() == b"the single-process run"
+
+
+def test_plot_names_the_curves_as_the_epoch_lines_do(example):
+    """The curves carry the History columns the epoch lines print (val_...),
+    not another word for the same data."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    from yscv.train import History
+
+    history = History(epochs=[{"epoch": e, "loss": 1.0 / (e + 1), "accuracy": 0.5 + 0.1 * e,
+                               "val_loss": 1.2 / (e + 1), "val_accuracy": 0.4 + 0.1 * e}
+                              for e in range(3)])
+    fig = example.draw_run(plt, history, np.eye(10, dtype=np.int64))
+    try:
+        labels = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes[:2]]
+        assert labels == [["loss", "val_loss"], ["accuracy", "val_accuracy"]]
+        assert "test" not in fig.axes[2].get_title()
+    finally:
+        plt.close(fig)

@@ -444,6 +444,7 @@ def test_progress_modes(capsys, monkeypatch):
 
     auto = run(None)  # capsys: stdout is not a terminal, and no notebook
     assert len(auto.out.strip().splitlines()) == 2 and "epoch 2/2" not in auto.err
+    monkeypatch.setattr(progress_mod, "stderr_isatty", lambda: True)  # the bar's terminal
     forced = run(True)
     assert len(forced.out.strip().splitlines()) == 2
     assert "epoch 1/2" in forced.err and "epoch 2/2" in forced.err and "4/4" in forced.err
@@ -456,6 +457,26 @@ def test_progress_modes(capsys, monkeypatch):
     model, opt, _ = _parts(sched=None)
     with pytest.raises(TypeError, match="progress"):
         Trainer(model, "cross_entropy", opt, progress="yes")
+
+
+def test_no_bar_into_a_redirected_stderr(capsys, monkeypatch):
+    """stderr is a file or a pipe (capsys): no tqdm bar and no carriage
+    return there, whatever ``progress`` says; one line per epoch on stdout."""
+    monkeypatch.setattr(progress_mod, "stdout_isatty", lambda: True)
+    monkeypatch.setattr(progress_mod, "stderr_isatty", lambda: False, raising=False)
+    for progress in (None, True):
+        model, opt, _ = _parts(sched=None)
+        fit(model, "cross_entropy", opt, (X, Y), epochs=3, batch_size=30, progress=progress)
+        out, err = capsys.readouterr()
+        assert err == "", (progress, err[:200])
+        lines = out.strip().splitlines()
+        assert [line.split("  ")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+        assert "\r" not in out
+    assert progress_mod.epoch_bar(True, 0, 3, 4, 0) is None
+    monkeypatch.setattr(progress_mod, "stderr_isatty", lambda: True)
+    bar = progress_mod.epoch_bar(True, 0, 3, 4, 0)
+    assert bar is not None
+    bar.close()
 
 
 def test_notebook_detection(monkeypatch):

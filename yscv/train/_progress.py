@@ -1,6 +1,11 @@
 """The fit loop's progress bar: a tqdm bar per epoch, shown when someone
 watches (a terminal or a Jupyter / IPython kernel) or when asked for.
 
+The bar is drawn on stderr, and only when stderr is a terminal (or in a
+notebook): a bar redraws itself with carriage returns, which fill a
+redirected stderr (a log file, a pipe) with hundreds of partial lines. There
+the fit loop's one line per epoch (on stdout) is the whole progress report.
+
 While yscv's kernels compile (the first steps of a first run, before the
 kernel cache is filled) the bar says "compiling kernels" where it would show
 the remaining time, and the seconds spent compiling do not enter its rate:
@@ -29,23 +34,46 @@ def in_notebook() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def stdout_isatty() -> bool:
+def _isatty(stream) -> bool:
     try:
-        return bool(sys.stdout.isatty())
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def stdout_isatty() -> bool:
+    """True when stdout is a terminal."""
+    return _isatty(sys.stdout)
+
+
+def stderr_isatty() -> bool:
+    """True when stderr, where the bar is drawn, is a terminal."""
+    return _isatty(sys.stderr)
 
 
 def epoch_bar(progress, epoch: int, epochs: int, n_batches: int, done: int):
     """The bar of epoch ``epoch`` (``done`` batches already done), or None.
 
-    ``progress``: None (automatic: a bar on a terminal or in a notebook),
-    True (a bar also without a terminal, on stderr), False (no bar)."""
+    Args:
+        progress: None (automatic: a bar when stdout and stderr are
+            terminals, or in a notebook), True (a bar whenever stderr is a
+            terminal, also when stdout is redirected), False (no bar).
+        epoch: 0-based epoch index; the bar says ``epoch + 1``/``epochs``.
+        epochs: number of epochs of the run.
+        n_batches: batches in the epoch (the bar's total).
+        done: batches of the epoch already done (a resumed epoch).
+
+    Returns:
+        An EpochBar, or None: no bar is drawn into a stderr that is not a
+        terminal (outside a notebook), whatever ``progress`` says."""
     if progress is False:
         return None
     notebook = in_notebook()
-    if progress is None and not (notebook or stdout_isatty()):
-        return None
+    if not notebook:
+        if not stderr_isatty():
+            return None
+        if progress is None and not stdout_isatty():
+            return None
     if notebook:
         from tqdm.auto import tqdm  # a widget bar when ipywidgets is installed
     else:

@@ -114,9 +114,11 @@ class Trainer(BatchSource, ResumeState):
         seed: seeds the shuffling generator (``yscv.manual_seed`` seeds
             initialisation and dropout; call it before building the model).
         progress: None (automatic): one line per epoch, plus a tqdm bar
-            when stdout is a terminal or the code runs in a Jupyter / IPython
-            kernel (notebook); True: the same, with the bar shown also
-            without a terminal (on stderr); False: nothing printed.
+            when stdout and stderr are terminals or the code runs in a
+            Jupyter / IPython kernel (notebook); True: the same, with the
+            bar (on stderr) shown also when stdout is redirected; False:
+            nothing printed. No bar is drawn into a stderr that is not a
+            terminal (a file, a pipe), outside a notebook.
         forward: ``forward(g, model, x_batch) -> NodeId`` for models whose
             call is not ``model(g, g.constant(x))``.
         grad_clip_norm: clip the global L2 norm of the gradients before each
