@@ -176,7 +176,7 @@ def test_site_loads_no_script_or_style_from_the_network():
     remote = [s for key in ("extra_javascript", "extra_css") for s in site_assets(config, key)
               if re.match(r"^(https?:)?//", s)]
     assert remote == [], f"mkdocs.yml loads {remote} from the network: formulas need it offline"
-    assert "docs_hooks/mathjax_offline.py" in site_assets(config, "hooks")
+    assert "docs/_hooks/mathjax_offline.py" in site_assets(config, "hooks")
 
 
 def test_mathjax_hook_ships_the_script_and_its_fonts(tmp_path):
@@ -190,7 +190,7 @@ def test_mathjax_hook_ships_the_script_and_its_fonts(tmp_path):
 
     from mkdocs.structure.files import Files
     spec = importlib.util.spec_from_file_location("mathjax_offline",
-                                                  ROOT / "docs_hooks" / "mathjax_offline.py")
+                                                  ROOT / "docs" / "_hooks" / "mathjax_offline.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
     files = hook.on_files(Files([]), {"site_dir": str(tmp_path), "use_directory_urls": True})
