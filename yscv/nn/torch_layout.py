@@ -24,7 +24,7 @@ MultiHeadAttention          in_proj_weight [3E, E]       [E, 3E]
 ==========================  ===========================  ==========================
 
 The Transformer layers (TransformerEncoderLayer, TransformerDecoderLayer,
-TransformerEncoder, TransformerDecoder) are made of these (their
+TransformerEncoder, TransformerDecoder, Transformer) are made of these (their
 MultiHeadAttention, Linear and LayerNorm sub-modules under PyTorch's names,
 ``layers.0.self_attn.in_proj_weight``, ``layers.0.linear1.weight``,
 ``norm.weight``, ...), so they convert layer by layer with nothing of
@@ -85,8 +85,8 @@ from .module import StateDictError, key_problems, register_state_layout
 from .norm import BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import _RNNBase
-from .transformer import (TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
-                          TransformerEncoderLayer)
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["to_torch", "from_torch", "register_layout", "flatten_rows_to_torch",
            "flatten_rows_from_torch"]
@@ -189,7 +189,7 @@ _PASS_THROUGH = (ReLU, LeakyReLU, Sigmoid, Tanh, GELU, SiLU, Mish, Softplus, PRe
 # Outputs laid out the same in both libraries (features on the last axis).
 _SAME_LAYOUT = (Linear, Embedding, LayerNorm, MultiHeadAttention, _RNNBase,
                 TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder,
-                TransformerDecoder)
+                TransformerDecoder, Transformer)
 _POOLS = (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d)
 
 
