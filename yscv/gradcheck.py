@@ -59,7 +59,7 @@ def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
         seed: seeds the random cotangent (not all-ones, so transposition and
             broadcasting errors cannot cancel out).
 
-    Returns True, or raises :class:`GradcheckError` naming the input (its
+    Returns True, or raises ``GradcheckError`` naming the input (its
     position and ``fn``'s parameter name), the worst element and both values
     as plain numbers.
     """
@@ -68,7 +68,7 @@ def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
 
 
 def _gradcheck(fn, arrays, eps, atol, rtol, seed, names) -> bool:
-    """:func:`gradcheck` on float64 ``arrays`` whose inputs are called ``names``."""
+    """``gradcheck`` on float64 ``arrays`` whose inputs are called ``names``."""
     g, nodes, out = _build(fn, arrays)
     y = g.value(out)
     cot = np.random.default_rng(seed).standard_normal(y.shape)
@@ -79,7 +79,8 @@ def _gradcheck(fn, arrays, eps, atol, rtol, seed, names) -> bool:
             gr = g.grad(n)
             if gr is not None and (gr.shape != a.shape or gr.dtype != np.float64):
                 raise GradcheckError(
-                    f"gradcheck: gradient of {_label(len(analytic), names)} has shape {gr.shape} and "
+                    f"gradcheck: gradient of {_label(len(analytic), names)} has shape "
+                    f"{gr.shape} and "
                     f"dtype {gr.dtype}, expected {a.shape} float64")
             analytic.append(np.zeros_like(a) if gr is None else np.array(gr))
     else:

@@ -255,7 +255,7 @@ class NodeId(_NodeIdFields, TensorMethods):
 
     PyTorch's tensor methods (``loss.backward()``, ``loss.item()``,
     ``x.sum(dim=1)``, ``x.reshape(2, 3)``, ``x.T`` ...) are one call each of
-    the owning graph's op (:mod:`yscv.node_methods`); any other missing name
+    the owning graph's op (``yscv.node_methods``); any other missing name
     raises ``AttributeError`` giving the graph's spelling where there is one.
     """
 

@@ -26,7 +26,7 @@ def _dims(dims: tuple, what: str) -> tuple:
 
 
 class TensorMethods:
-    """Mixin of :class:`yscv.node.NodeId`: PyTorch's tensor methods as calls
+    """Mixin of ``yscv.node.NodeId``: PyTorch's tensor methods as calls
     of the owning graph's ops (module docstring). No state of its own."""
 
     __slots__ = ()

@@ -34,7 +34,7 @@ class OpCase:
     """One op with one set of options.
 
     Attributes:
-        op: the Op recorded on the node ``build`` returns: :func:`check_forward`
+        op: the Op recorded on the node ``build`` returns: ``check_forward``
             asserts ``g.op(build(g, *nodes)) == op`` (for a composite build,
             the op of its last node).
         build: ``build(g, *nodes) -> NodeId`` applies the op to variables.

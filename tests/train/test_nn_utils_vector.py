@@ -44,7 +44,7 @@ def test_vector_to_parameters_equals_torch_and_is_in_place():
     np.testing.assert_array_equal(parameters_to_vector(params), vec)
 
 
-def test_vector_helpers_on_a_module_and_bad_arguments():
+def test_vector_functions_on_a_module_and_bad_arguments():
     _, ym, _ = _pair()
     vec = parameters_to_vector(ym.parameters())
     vector_to_parameters(vec * 2, ym.parameters())

@@ -412,7 +412,7 @@ def _flatten_linear(shape):
 
 def _as_array(v):
     """A NumPy view of a state-dict value: ndarray, torch tensor, Parameter."""
-    if hasattr(v, "detach") and hasattr(v, "numpy"):  # a torch tensor, without importing torch
+    if hasattr(v, "detach") and hasattr(v, "cpu"):  # a torch tensor, not a NodeId
         return v.detach().cpu().numpy()
     if hasattr(v, "data") and isinstance(getattr(v, "data"), np.ndarray):
         return v.data

@@ -378,10 +378,10 @@ class TransformerDecoder(Module):
 
 class Transformer(Module):
     """The encoder-decoder of "Attention Is All You Need", as
-    ``torch.nn.Transformer``: a :class:`TransformerEncoder` of
-    ``num_encoder_layers`` :class:`TransformerEncoderLayer` with a final
-    LayerNorm, and a :class:`TransformerDecoder` of ``num_decoder_layers``
-    :class:`TransformerDecoderLayer` with a final LayerNorm.
+    ``torch.nn.Transformer``: a ``TransformerEncoder`` of
+    ``num_encoder_layers`` ``TransformerEncoderLayer`` with a final
+    LayerNorm, and a ``TransformerDecoder`` of ``num_decoder_layers``
+    ``TransformerDecoderLayer`` with a final LayerNorm.
 
     Args (PyTorch's): d_model=512, nhead=8, num_encoder_layers=6,
     num_decoder_layers=6, dim_feedforward=2048, dropout=0.1,
@@ -401,7 +401,7 @@ class Transformer(Module):
     memory_is_causal=False)``: ``src`` [S, B, E], ``tgt`` [T, B, E] ([B, S, E]
     / [B, T, E] with ``batch_first``; unbatched [S, E] / [T, E]) -> [T, B, E].
     The masks keep PyTorch's meaning (boolean True = BLOCKED, floating
-    added; see the module docstring); :meth:`generate_square_subsequent_mask`
+    added; see the module docstring); ``generate_square_subsequent_mask``
     gives the causal ``tgt_mask``.
     """
 

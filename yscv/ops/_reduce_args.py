@@ -1,4 +1,4 @@
-"""Argument checks shared by the reductions of :mod:`yscv.ops.reduce`: bools,
+"""Argument checks shared by the reductions of ``yscv.ops.reduce``: bools,
 ``correction``, and PyTorch's spellings ``dim`` / ``keepdim`` beside
 ``axis`` / ``keepdims`` (one argument each, two names)."""
 from __future__ import annotations
