@@ -123,6 +123,10 @@ def test_missing_attribute_names_the_graph_spelling():
     with pytest.raises(AttributeError, match=r"no attribute 'conv2d'; the graph has it: "
                                              r"g\.conv2d\(node, \.\.\.\)"):
         x.conv2d
+    with pytest.raises(AttributeError, match=r"no attribute 'amax'; the graph has it: g\.max\("):
+        x.amax
+    with pytest.raises(AttributeError, match=r"no attribute 'mm'; the graph has it: g\.matmul\("):
+        x.mm
     with pytest.raises(AttributeError, match=r"no attribute 'cuda'$"):
         x.cuda
     assert not hasattr(x, "__array__")

@@ -16,6 +16,13 @@ an op of that name the message gives its spelling, ``g.<name>(node, ...)``.
 from __future__ import annotations
 
 
+# PyTorch tensor methods whose yscv op has another name (for the AttributeError)
+_OTHER_SPELLING = {"amax": "max", "amin": "min", "mm": "matmul", "bmm": "matmul",
+                   "t": "transpose", "swapaxes": "transpose", "swapdims": "transpose",
+                   "clip": "clamp", "negative": "neg", "absolute": "abs", "multiply": "mul",
+                   "divide": "div", "true_divide": "div", "subtract": "sub"}
+
+
 def _dims(dims: tuple, what: str) -> tuple:
     """``reshape(2, 3)`` and ``reshape((2, 3))`` alike: the one tuple."""
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
@@ -244,7 +251,8 @@ class TensorMethods:
             graph = object.__getattribute__(self, "graph")
         except AttributeError:
             graph = None
-        if graph is not None and callable(getattr(type(graph), name, None)) \
-                and not name.startswith("_"):
-            hint = f"; the graph has it: g.{name}(node, ...)"
+        spelled = _OTHER_SPELLING.get(name, name)
+        if graph is not None and not name.startswith("_") \
+                and callable(getattr(type(graph), spelled, None)):
+            hint = f"; the graph has it: g.{spelled}(node, ...)"
         raise AttributeError(f"'NodeId' object has no attribute {name!r}{hint}")
