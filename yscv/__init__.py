@@ -23,6 +23,7 @@ from .errors import (
 from .checkpoint import CheckpointConfig, CheckpointSegment
 from .gradcheck import gradcheck, gradgradcheck
 from .graph import Graph
+from .grad_mode import is_grad_enabled, no_grad
 from .node import NodeId, Op
 from .random import manual_seed
 from ._version import __version__
@@ -44,6 +45,8 @@ def __getattr__(name):
 
 __all__ = [
     "Graph",
+    "no_grad",
+    "is_grad_enabled",
     "NodeId",
     "Op",
     "gradcheck",

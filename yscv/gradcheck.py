@@ -1,6 +1,8 @@
 """``gradcheck``: analytic gradients against central finite differences."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from .errors import GradcheckError
@@ -18,6 +20,32 @@ def _build(fn, arrays):
     return g, nodes, out
 
 
+def _input_names(fn, n: int) -> list:
+    """The names of ``fn``'s parameters after ``g`` for its ``n`` inputs
+    (None where a name is not known: ``*args``, builtins)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return [None] * n
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return (names + [None] * n)[:n]
+
+
+def _label(k: int, names) -> str:
+    """``input 1 ('w')``, or ``input 1`` when the name is not known."""
+    name = names[k] if names is not None and k < len(names) else None
+    return f"input {k}" if name is None else f"input {k} ({name!r})"
+
+
+def _num(v) -> str:
+    """A value as a plain number (``7.59``, not ``np.float64(7.59)``)."""
+    return repr(float(v))
+
+
 def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               seed: int = 0) -> bool:
     """Check ``fn``'s analytic gradients in float64 against central differences.
@@ -31,10 +59,16 @@ def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
         seed: seeds the random cotangent (not all-ones, so transposition and
             broadcasting errors cannot cancel out).
 
-    Returns True, or raises :class:`GradcheckError` naming the input, the worst
-    element and both values.
+    Returns True, or raises ``GradcheckError`` naming the input (its
+    position and ``fn``'s parameter name), the worst element and both values
+    as plain numbers.
     """
     arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    return _gradcheck(fn, arrays, eps, atol, rtol, seed, _input_names(fn, len(arrays)))
+
+
+def _gradcheck(fn, arrays, eps, atol, rtol, seed, names) -> bool:
+    """``gradcheck`` on float64 ``arrays`` whose inputs are called ``names``."""
     g, nodes, out = _build(fn, arrays)
     y = g.value(out)
     cot = np.random.default_rng(seed).standard_normal(y.shape)
@@ -45,7 +79,8 @@ def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             gr = g.grad(n)
             if gr is not None and (gr.shape != a.shape or gr.dtype != np.float64):
                 raise GradcheckError(
-                    f"gradcheck: gradient of input {len(analytic)} has shape {gr.shape} and "
+                    f"gradcheck: gradient of {_label(len(analytic), names)} has shape "
+                    f"{gr.shape} and "
                     f"dtype {gr.dtype}, expected {a.shape} float64")
             analytic.append(np.zeros_like(a) if gr is None else np.array(gr))
     else:
@@ -72,8 +107,8 @@ def gradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             bad = np.where(np.isfinite(excess), excess, np.inf)
             w = np.unravel_index(int(np.argmax(bad)), a.shape)
             raise GradcheckError(
-                f"gradcheck: input {k} element {tuple(int(i) for i in w)}: analytic "
-                f"{analytic[k][w]!r} vs numeric {numeric[w]!r} "
+                f"gradcheck: {_label(k, names)} element {tuple(int(i) for i in w)}: analytic "
+                f"{_num(analytic[k][w])} vs numeric {_num(numeric[w])} "
                 f"(atol={atol}, rtol={rtol})",
                 node=nodes[k].index, expected=float(numeric[w]), got=float(analytic[k][w]))
     return True
@@ -115,8 +150,9 @@ def gradgradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float
             total = term if total is None else g.add(total, term)
         return total
 
+    names = _input_names(fn, len(arrays)) + ["cotangent"]
     try:
-        return gradcheck(contracted, arrays + [u], eps=eps, atol=atol, rtol=rtol, seed=seed)
+        return _gradcheck(contracted, arrays + [u], eps, atol, rtol, seed, names)
     except GradcheckError as exc:
         raise GradcheckError(
             f"gradgradcheck of ({', '.join(ops)}): {exc}", op=", ".join(ops),

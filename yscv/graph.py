@@ -454,13 +454,15 @@ class _GraphCore:
 
     @contextlib.contextmanager
     def no_grad(self):
-        """Within the block, recorded nodes do not require grad."""
-        prev = self._grad_enabled
-        self._grad_enabled = False
+        """Within the block, nodes recorded on this graph do not require grad
+        (``yscv.no_grad()`` does it for every graph, in the calling thread)."""
+        own = self.__dict__  # the graph's own flag (yscv.grad_mode may stand in for the read)
+        prev = own["_grad_enabled"]
+        own["_grad_enabled"] = False
         try:
             yield
         finally:
-            self._grad_enabled = prev
+            own["_grad_enabled"] = prev
 
 
 class Graph(_GraphCore, LeavesMixin, WalkMixin, IntrospectionMixin, CheckpointMixin,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import random as _random
 from .errors import AnomalyError, ShapeError
 from .node import N_OP, NodeId, Op, make_node_id
 from .ops._common import as_graph_array
@@ -61,6 +62,34 @@ class LeavesMixin:
     def constant(self, a) -> NodeId:
         """A non-trainable leaf: a copy of ``a`` converted to the graph dtype."""
         return self._leaf(as_graph_array(a, self.dtype, "constant", "a", copy=True), False)
+
+    def randn_like(self, x) -> NodeId:
+        """A constant leaf of ``x``'s shape drawn from the standard normal
+        distribution (``torch.randn_like``), in the graph dtype. Draws from
+        the library generator, so ``yscv.manual_seed`` reproduces it.
+
+        Args:
+            x: a NodeId of this graph, or an array (only its shape is used).
+        """
+        return self._random_like(x, lambda gen, shape: gen.standard_normal(shape))
+
+    def rand_like(self, x) -> NodeId:
+        """A constant leaf of ``x``'s shape drawn uniformly from [0, 1)
+        (``torch.rand_like``), in the graph dtype, from the library generator
+        (``yscv.manual_seed`` reproduces it).
+
+        Args:
+            x: a NodeId of this graph, or an array (only its shape is used).
+        """
+        return self._random_like(x, lambda gen, shape: gen.random(shape))
+
+    def _random_like(self, x, draw) -> NodeId:
+        if type(x) is NodeId:
+            shape = self._shape(self._index(x))
+        else:
+            shape = np.shape(x)
+        a = _random.draw(lambda gen: draw(gen, shape))
+        return self._leaf(np.asarray(a, dtype=self.dtype), False)
 
     def _bound(self, cache: dict, obj):
         """The live NodeId ``obj`` is bound to in ``cache``, or None."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 import itertools
 
+from .node_methods import TensorMethods
+
 
 class Op(enum.IntEnum):
     """One member per operation. Aliases (``conv2d_nhwc`` ...) share the member
@@ -235,7 +237,7 @@ class _NodeIdFields:
     __slots__ = ("graph", "index", "uid")
 
 
-class NodeId(_NodeIdFields):
+class NodeId(_NodeIdFields, TensorMethods):
     """Immutable, hashable handle to one node of one graph.
 
     Attributes:
@@ -250,6 +252,11 @@ class NodeId(_NodeIdFields):
     recomputing a released value). A NodeId is not a sequence: ``iter``,
     ``list(n)`` and unpacking raise ``TypeError`` (otherwise Python would
     fall back to ``n[0], n[1], ...`` and append getitem nodes).
+
+    PyTorch's tensor methods (``loss.backward()``, ``loss.item()``,
+    ``x.sum(dim=1)``, ``x.reshape(2, 3)``, ``x.T`` ...) are one call each of
+    the owning graph's op (``yscv.node_methods``); any other missing name
+    raises ``AttributeError`` giving the graph's spelling where there is one.
     """
 
     __slots__ = ()

@@ -36,6 +36,14 @@ def draw_seed() -> int:
         return int(_generator.integers(0, 2**63 - 1))
 
 
+def draw(fn):
+    """``fn(generator)`` run under the generator's lock (an array drawn at
+    once, e.g. ``g.randn_like``), so threads drawing together get disjoint
+    draws."""
+    with _lock:
+        return fn(_generator)
+
+
 def get_rng_state() -> dict:
     """A JSON-serialisable copy of the generator state."""
     with _lock:

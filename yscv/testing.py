@@ -34,7 +34,9 @@ class OpCase:
     """One op with one set of options.
 
     Attributes:
-        op: the Op member this row covers.
+        op: the Op recorded on the node ``build`` returns: ``check_forward``
+            asserts ``g.op(build(g, *nodes)) == op`` (for a composite build,
+            the op of its last node).
         build: ``build(g, *nodes) -> NodeId`` applies the op to variables.
         shapes: shapes of the differentiable inputs (drawn uniform in
             [low, high)), unless ``inputs`` is given.
@@ -89,7 +91,8 @@ class BadCase:
     """A call that must raise before anything is appended.
 
     Attributes:
-        op: the Op member this row covers.
+        op: the Op whose bad argument this row covers (a label: the call
+            raises before any node is recorded, so no op is checked).
         name: test id.
         setup: ``setup(g) -> tuple`` creates leaves, returns the call's args.
         call: ``call(g, *args)`` the failing op call.
@@ -287,8 +290,13 @@ def check_same_bits_on_threads(run: Callable[[], Sequence[np.ndarray]]) -> None:
 
 
 def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):
-    """pytest test functions ``(test_forward, test_gradcheck, test_bad_arguments)``
-    parametrized over the rows; assign them to module-level names."""
+    """pytest test functions parametrized over the rows; assign them to
+    module-level names.
+
+    Returns ``(test_forward, test_gradcheck, test_bad_arguments)`` when
+    ``bad`` has rows, ``(test_forward, test_gradcheck)`` without them (no
+    test over an empty parameter set, which pytest would report as skipped).
+    """
     import pytest
 
     @pytest.mark.parametrize("case", list(cases), ids=[c.id for c in cases])
@@ -301,7 +309,11 @@ def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):
     def test_gradcheck(case):
         check_gradcheck(case)
 
-    @pytest.mark.parametrize("case", list(bad), ids=[c.id for c in bad])
+    bad = list(bad)
+    if not bad:
+        return test_forward, test_gradcheck
+
+    @pytest.mark.parametrize("case", bad, ids=[c.id for c in bad])
     def test_bad_arguments(case):
         check_bad_arguments(case)
 

@@ -33,8 +33,8 @@ from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgP
 from .recurrent import GRU, LSTM, RNN
 from .conv import ConvTranspose1d, ConvTranspose3d
 from .pooling import AdaptiveAvgPool1d, AvgPool1d, AvgPool3d, MaxPool1d, MaxPool3d
-from .transformer import (TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
-                          TransformerEncoderLayer)
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 from . import torch_layout  # PyTorch weights: load_state_dict(sd, layout="torch")
 
 __all__ = [
@@ -57,4 +57,4 @@ __all__ += ["ConvTranspose1d", "ConvTranspose3d", "MaxPool1d", "MaxPool3d", "Avg
 __all__ += ["Upsample", "Unfold", "Fold", "SmoothL1Loss", "KLDivLoss", "BCELoss", "CosineSimilarity",
             "PairwiseDistance", "TripletMarginLoss", "MarginRankingLoss", "GaussianNLLLoss",
             "PoissonNLLLoss", "CTCLoss"]
-__all__ += ["torch_layout"]
+__all__ += ["torch_layout", "Transformer"]

@@ -35,7 +35,7 @@ def _reduction(cls: str, size_average, reduce, reduction) -> str:
 def _weight_array(cls: str, arg: str, w):
     if w is None:
         return None
-    if hasattr(w, "detach") and hasattr(w, "numpy"):  # a torch tensor, without importing torch
+    if hasattr(w, "detach") and hasattr(w, "cpu"):  # a torch tensor, not a NodeId
         w = w.detach().cpu().numpy()
     a = np.array(w, copy=True)
     if a.dtype.kind not in "fiu" or a.dtype == np.bool_:

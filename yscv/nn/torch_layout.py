@@ -24,7 +24,7 @@ MultiHeadAttention          in_proj_weight [3E, E]       [E, 3E]
 ==========================  ===========================  ==========================
 
 The Transformer layers (TransformerEncoderLayer, TransformerDecoderLayer,
-TransformerEncoder, TransformerDecoder) are made of these (their
+TransformerEncoder, TransformerDecoder, Transformer) are made of these (their
 MultiHeadAttention, Linear and LayerNorm sub-modules under PyTorch's names,
 ``layers.0.self_attn.in_proj_weight``, ``layers.0.linear1.weight``,
 ``norm.weight``, ...), so they convert layer by layer with nothing of
@@ -41,25 +41,28 @@ you register its layout with :func:`register_layout`.
 
 Flatten before a Linear. PyTorch flattens an NCHW activation in (C, H, W)
 order, yscv flattens NHWC in (H, W, C) order, so the first Linear after a
-Flatten sees its inputs permuted. Name that Linear in ``flatten_from``, a
-mapping from the Linear's path to the per-sample shape PyTorch flattened,
-channels first: ``model.load_state_dict(sd, layout="torch",
-flatten_from={"5": (16, 4, 4)})`` (the Linear at path ``"5"`` reads a
-flattened [N, 16, 4, 4] tensor in PyTorch, [N, 4, 4, 16] in yscv). Its
-weight rows are permuted accordingly, both ways. Any channels-first shape
-works: (C, L) after a Conv1d, (C, D, H, W) after a Conv3d.
+Flatten sees its inputs permuted: PyTorch's weight row ``c*S + s`` is
+yscv's row ``s*C + c`` (S the number of spatial positions). In a Sequential
+the loader finds that Linear itself and permutes its weight rows, both ways,
+when the layer before the Flatten tells the channel count C (a convolution,
+a BatchNorm2d/3d, GroupNorm or InstanceNorm, also through poolings,
+activations and dropout): S is ``in_features / C``, so nothing has to be
+passed. After a global pooling or an Embedding, a Linear or a LayerNorm the
+orders agree and nothing is permuted.
 
-The loader reads the module structure and never guesses: in a Sequential, a
-Linear after a Flatten of a channels-last output (a convolution, a pooling,
-a BatchNorm2d/3d, GroupNorm, InstanceNorm, through activations and dropout)
-must be named in ``flatten_from``, and the shape given must start with that
-layer's channel count and have its number of spatial axes (a shape in
-yscv's (H, W, C) order is refused); a Flatten of the model's input or of a
-layer whose layout is unknown must be named too (``(in_features,)`` when
-both sides flatten the same order). After a global pooling or an Embedding,
-a Linear or a LayerNorm the orders agree and nothing is needed. A Flatten
-registered outside a Sequential (whose forward decides the order) needs a
-``flatten_from`` entry for a Linear of the same module. Every refusal is a
+``flatten_from`` is still needed where the structure does not tell C or the
+order: a Flatten of the model's input, of a layer whose layout is unknown,
+of a pooling with no channel-telling layer before it, or a Flatten
+registered outside a Sequential (whose forward decides the order; name a
+Linear of the same module). It maps the Linear's path to the per-sample
+shape PyTorch flattened, channels first: ``model.load_state_dict(sd,
+layout="torch", flatten_from={"5": (16, 4, 4)})`` (the Linear at path
+``"5"`` reads a flattened [N, 16, 4, 4] tensor in PyTorch, [N, 4, 4, 16] in
+yscv); ``(in_features,)`` when both sides flatten the same order. Any
+channels-first shape works: (C, L) after a Conv1d, (C, D, H, W) after a
+Conv3d. A shape given where the structure tells C is checked against it: it
+must start with that layer's channel count and have its number of spatial
+axes (a shape in yscv's (H, W, C) order is refused). Every refusal is a
 ``ValueError`` naming the Linear's key and ``flatten_from``; nothing is
 converted then.
 """
@@ -82,8 +85,8 @@ from .module import StateDictError, key_problems, register_state_layout
 from .norm import BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import _RNNBase
-from .transformer import (TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
-                          TransformerEncoderLayer)
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["to_torch", "from_torch", "register_layout", "flatten_rows_to_torch",
            "flatten_rows_from_torch"]
@@ -186,7 +189,7 @@ _PASS_THROUGH = (ReLU, LeakyReLU, Sigmoid, Tanh, GELU, SiLU, Mish, Softplus, PRe
 # Outputs laid out the same in both libraries (features on the last axis).
 _SAME_LAYOUT = (Linear, Embedding, LayerNorm, MultiHeadAttention, _RNNBase,
                 TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder,
-                TransformerDecoder)
+                TransformerDecoder, Transformer)
 _POOLS = (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d)
 
 
@@ -334,10 +337,20 @@ def _check_flatten_from(module, flatten_from, fn: str) -> dict:
             if need in ("none", "global"):
                 continue
             n = paths[lpath].in_features
+            if need == "permute" and channels is not None:
+                # the row permutation (torch row c*S + s -> yscv row s*C + c) needs
+                # only C, known from the producer, and S = in_features / C
+                if n % channels:
+                    raise ValueError(
+                        f"{fn}: the Linear {lpath!r} ({lpath + '.weight'!r}) reads the "
+                        f"Flatten at {fpath!r}, which flattens {src} with {channels} "
+                        f"channels, but its in_features={n} is not a multiple of {channels}")
+                out[lpath] = (channels, n // channels)
+                continue
             if need == "permute":
                 why = ("channels-last in yscv, channels-first in PyTorch, so the Linear's "
-                       "weight rows must be permuted and the weights alone do not tell the "
-                       "shape")
+                       "weight rows must be permuted, and the channel count cannot be told "
+                       "from the model")
                 fix = f"flatten_from={{{lpath!r}: {_shape_text(channels, spatial)}}}"
             else:
                 why = ("whether it is laid out the same in both libraries cannot be told "
@@ -399,7 +412,7 @@ def _flatten_linear(shape):
 
 def _as_array(v):
     """A NumPy view of a state-dict value: ndarray, torch tensor, Parameter."""
-    if hasattr(v, "detach") and hasattr(v, "numpy"):  # a torch tensor, without importing torch
+    if hasattr(v, "detach") and hasattr(v, "cpu"):  # a torch tensor, not a NodeId
         return v.detach().cpu().numpy()
     if hasattr(v, "data") and isinstance(getattr(v, "data"), np.ndarray):
         return v.data

@@ -1,6 +1,7 @@
 """Transformer layers with PyTorch's constructor arguments, semantics and
 state-dict keys: TransformerEncoderLayer, TransformerDecoderLayer,
-TransformerEncoder, TransformerDecoder.
+TransformerEncoder, TransformerDecoder, and Transformer (the
+encoder-decoder made of them).
 
 Built on :class:`MultiHeadAttention`, :class:`Linear`, :class:`LayerNorm`
 and :class:`Dropout`. Their MASK ARGUMENTS KEEP PYTORCH'S MEANING, because
@@ -17,6 +18,7 @@ import numbers
 
 import numpy as np
 
+from . import init
 from .attention import MultiHeadAttention
 from .container import ModuleList
 from .dropout import Dropout
@@ -25,7 +27,7 @@ from .module import Module
 from .norm import LayerNorm
 
 __all__ = ["TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-           "TransformerDecoder"]
+           "TransformerDecoder", "Transformer"]
 
 
 def _relu(g, x):
@@ -372,3 +374,91 @@ class TransformerDecoder(Module):
                       memory_key_padding_mask=memory_key_padding_mask,
                       tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
         return self.norm(g, x) if self.norm is not None else x
+
+
+class Transformer(Module):
+    """The encoder-decoder of "Attention Is All You Need", as
+    ``torch.nn.Transformer``: a ``TransformerEncoder`` of
+    ``num_encoder_layers`` ``TransformerEncoderLayer`` with a final
+    LayerNorm, and a ``TransformerDecoder`` of ``num_decoder_layers``
+    ``TransformerDecoderLayer`` with a final LayerNorm.
+
+    Args (PyTorch's): d_model=512, nhead=8, num_encoder_layers=6,
+    num_decoder_layers=6, dim_feedforward=2048, dropout=0.1,
+    activation="relu", custom_encoder=None / custom_decoder=None (a module
+    used instead of the built one), layer_norm_eps=1e-5, batch_first=False,
+    norm_first=False, bias=True, dtype. Every weight matrix is initialised
+    Xavier-uniform, as PyTorch's ``_reset_parameters``.
+
+    Sub-modules ``encoder`` and ``decoder``: the state-dict keys are
+    PyTorch's (``encoder.layers.0.self_attn.in_proj_weight``,
+    ``decoder.norm.weight`` ...), so ``load_state_dict(sd, layout="torch")``
+    takes a ``torch.nn.Transformer``'s state dict.
+
+    ``forward(g, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+    src_key_padding_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+    memory_is_causal=False)``: ``src`` [S, B, E], ``tgt`` [T, B, E] ([B, S, E]
+    / [B, T, E] with ``batch_first``; unbatched [S, E] / [T, E]) -> [T, B, E].
+    The masks keep PyTorch's meaning (boolean True = BLOCKED, floating
+    added; see the module docstring); ``generate_square_subsequent_mask``
+    gives the causal ``tgt_mask``.
+    """
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, dtype=np.float32):
+        super().__init__()
+        kw = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                  layer_norm_eps=layer_norm_eps, batch_first=batch_first,
+                  norm_first=norm_first, bias=bias, dtype=dtype)
+        for arg, m in (("custom_encoder", custom_encoder), ("custom_decoder", custom_decoder)):
+            if m is not None and not isinstance(m, Module):
+                raise TypeError(f"Transformer: {arg} must be a Module or None, "
+                                f"got {type(m).__name__}")
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(d_model, nhead, **kw), num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(d_model, nhead, **kw), num_decoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        for p in self.parameters():
+            if p.data.ndim > 1:  # yscv's weights are input-major: [fan_in, fan_out]
+                init.xavier_uniform_(p, p.data.shape[0], p.data.shape[1])
+        self.d_model, self.nhead = int(d_model), int(nhead)
+        self.batch_first = bool(batch_first)
+
+    def forward(self, g, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        ss, ts = _shape(g, src), _shape(g, tgt)
+        if len(ss) != len(ts) or (len(ss) == 3 and ss[0 if self.batch_first else 1]
+                                  != ts[0 if self.batch_first else 1]):
+            raise ValueError(f"Transformer: src and tgt must have the same batch size (or "
+                             f"both be unbatched), got shapes {ss} and {ts}")
+        if ss[-1:] != (self.d_model,) or ts[-1:] != (self.d_model,):
+            raise ValueError(f"Transformer: the feature size of src and tgt must be "
+                             f"d_model={self.d_model}, got shapes {ss} and {ts}")
+        memory = self.encoder(g, src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(g, tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, dtype=np.float32) -> np.ndarray:
+        """The causal mask [sz, sz] for ``tgt_mask``, as PyTorch's: 0.0 on and
+        below the diagonal, ``-inf`` above (query i sees keys j <= i), a
+        floating NumPy array (added to the scores)."""
+        n = _positive(sz, "generate_square_subsequent_mask", "sz")
+        return np.triu(np.full((n, n), -np.inf, dtype=dtype), 1)

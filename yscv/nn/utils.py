@@ -1,4 +1,5 @@
-"""Gradient clipping on parameters: ``clip_grad_norm_`` and ``clip_grad_value_``.
+"""Gradient clipping on parameters: ``clip_grad_norm_`` and ``clip_grad_value_``;
+flattening parameters: ``parameters_to_vector`` and ``vector_to_parameters``.
 
 As ``torch.nn.utils``: both act on each ``Parameter.grad`` IN PLACE (the
 array object an optimizer reads is modified, not replaced), skip parameters
@@ -16,7 +17,8 @@ import numpy as np
 from ..clipping import check_clip_args, total_grad_norm
 from .parameter import Parameter
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
+           "vector_to_parameters"]
 
 
 def _grads_of(params, fname: str) -> list:
@@ -88,3 +90,67 @@ def clip_grad_value_(params, clip_value: float) -> None:
     for gr in _grads_of(params, "clip_grad_value_"):
         v = gr.dtype.type(clip_value)
         np.clip(gr, -v, v, out=gr)
+
+
+def _param_list(params, fname: str) -> list:
+    if isinstance(params, Parameter):
+        return [params]
+    try:
+        params = list(params)
+    except TypeError:
+        raise TypeError(f"{fname}: parameters must be a Parameter or an iterable of "
+                        f"Parameters, got {type(params).__name__}") from None
+    for k, p in enumerate(params):
+        if not isinstance(p, Parameter):
+            raise TypeError(f"{fname}: parameters[{k}] must be a Parameter, "
+                            f"got {type(p).__name__}")
+    return params
+
+
+def parameters_to_vector(parameters) -> np.ndarray:
+    """Every parameter's values flattened (C order) and concatenated into one
+    new 1-d array, as ``torch.nn.utils.parameters_to_vector`` (a copy: writing
+    to it changes no parameter).
+
+    Args:
+        parameters: a Parameter or an iterable of Parameters (of one dtype).
+
+    Returns:
+        [sum of the parameters' sizes], the parameters' dtype.
+    """
+    params = _param_list(parameters, "parameters_to_vector")
+    dtypes = {p.data.dtype for p in params}
+    if len(dtypes) > 1:
+        raise TypeError(f"parameters_to_vector: the parameters have several dtypes "
+                        f"{sorted(str(d) for d in dtypes)}; convert them to one")
+    if not params:
+        return np.zeros(0, np.float32)
+    return np.concatenate([p.data.ravel() for p in params])
+
+
+def vector_to_parameters(vec, parameters) -> None:
+    """Copy consecutive slices of ``vec`` into the parameters' values, in
+    order, as ``torch.nn.utils.vector_to_parameters``. The copy is in place
+    (``p.data[...] = ...``), so graphs bound to the parameters and optimizers
+    see the new values; the values are cast to each parameter's dtype.
+
+    Args:
+        vec: a 1-d array of exactly the parameters' total size (PyTorch
+            ignores a longer one; here any other length is a ValueError).
+        parameters: a Parameter or an iterable of Parameters.
+    """
+    params = _param_list(parameters, "vector_to_parameters")
+    if not isinstance(vec, np.ndarray):
+        raise TypeError(f"vector_to_parameters: vec must be a NumPy array, "
+                        f"got {type(vec).__name__}")
+    if vec.ndim != 1:
+        raise ValueError(f"vector_to_parameters: vec must be 1-d, got shape {vec.shape}")
+    total = sum(p.data.size for p in params)
+    if vec.size != total:
+        raise ValueError(f"vector_to_parameters: vec has {vec.size} elements, the parameters "
+                         f"hold {total}")
+    start = 0
+    for p in params:
+        n = p.data.size
+        p.data[...] = vec[start:start + n].reshape(p.data.shape)
+        start += n

@@ -4,7 +4,10 @@ argmax/argmin are int64 arrays, not nodes).
 
 Every reduction takes ``axis`` = None (all axes), an int (negative counts
 from the end) or a tuple/list of distinct ints (``()`` reduces nothing, as
-NumPy), and ``keepdims``. The attributes recorded on the node are a
+NumPy), and ``keepdims``; PyTorch's names ``dim=`` / ``keepdim=`` are
+accepted beside them with the same meaning (keyword-only; both spellings of
+one argument given is a TypeError), also by the scans, argmax/argmin,
+topk and sort. The attributes recorded on the node are a
 ``ReduceAttrs`` record: the normalised axes (None or a sorted tuple), the
 keepdims flag, the input shape with reduced axes set to 1 (``kshape``, used
 by the backward to broadcast the cotangent back), and the number of reduced
@@ -31,6 +34,7 @@ import numpy as np
 from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import as_graph_array, normalize_axes, normalize_axis
+from ._reduce_args import _REQUIRED, _check_bool, _check_correction, _required_axis, _torch_dims
 
 
 class ReduceAttrs(NamedTuple):
@@ -233,19 +237,6 @@ _PROD, _STD, _NORM, _CUMSUM, _CUMPROD, _TOPK, _SORT = (
     Op.PROD, Op.STD, Op.NORM, Op.CUMSUM, Op.CUMPROD, Op.TOPK, Op.SORT)
 
 
-def _check_bool(v, op: str, arg: str) -> bool:
-    if not isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{op}: {arg} must be a bool, got {v!r}")
-    return bool(v)
-
-
-def _check_correction(c, op: str, arg: str) -> float:
-    if isinstance(c, bool) or not isinstance(c, numbers.Real):
-        raise TypeError(f"{op}: {arg} must be a real number, got {c!r}")
-    if not c >= 0:
-        raise ValueError(f"{op}: {arg} must be >= 0, got {c!r}")
-    return float(c)
-
 # (op, shape, axis, keepdims, ddof) -> ReduceAttrs for the common argument
 # types (axis None or a plain int, keepdims a plain bool): a dict hit is much
 # cheaper than validating and building the record. Only validated records are stored.
@@ -285,33 +276,44 @@ class ReduceOps:
         x, attrs = self._reduce_prepare(op, x, axis, keepdims, 0.0, empty_ok)
         return self._apply1(op, x, attrs)
 
-    def sum(self, x, axis=None, keepdims=False):
+    def sum(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Sum over ``axis`` (None: all). Backward: the cotangent broadcast
         back over the reduced axes."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('sum', axis, keepdims, dim, keepdim)
         return self._reduce(_SUM, x, axis, keepdims)
 
-    def mean(self, x, axis=None, keepdims=False):
+    def mean(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Mean over ``axis`` (None: all). Backward: cotangent / count,
         broadcast back. An empty reduction gives NaN (as NumPy and PyTorch)."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('mean', axis, keepdims, dim, keepdim)
         return self._reduce(_MEAN, x, axis, keepdims)
 
-    def max(self, x, axis=None, keepdims=False):
+    def max(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Maximum over ``axis`` (None: all). The gradient is split evenly
         among tied maxima (PyTorch ``amax``). Empty reductions raise ValueError."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('max', axis, keepdims, dim, keepdim)
         return self._reduce(_MAX, x, axis, keepdims, empty_ok=False)
 
-    def min(self, x, axis=None, keepdims=False):
+    def min(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Minimum over ``axis`` (None: all). The gradient is split evenly
         among tied minima (PyTorch ``amin``). Empty reductions raise ValueError."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('min', axis, keepdims, dim, keepdim)
         return self._reduce(_MIN, x, axis, keepdims, empty_ok=False)
 
-    def var(self, x, axis=None, keepdims=False, ddof=0, correction=None):
+    def var(self, x, axis=None, keepdims=False, ddof=0, correction=None, *, dim=None,
+            keepdim=None):
         """Variance over ``axis`` with divisor ``N - ddof`` (ddof=0: biased,
         as np.var; ddof=1: unbiased, as torch.var's default). ``correction``
         is PyTorch's name for ``ddof``; give one of them (both only when
         equal). When ``N - ddof <= 0`` the result is inf/NaN (as NumPy and
         PyTorch) and a RuntimeWarning is issued at build time. Saves the mean
         for backward."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('var', axis, keepdims, dim, keepdim)
         ddof = _check_correction(ddof, "var", "ddof")
         if correction is not None:
             c = _check_correction(correction, "var", "correction")
@@ -330,27 +332,33 @@ class ReduceOps:
                 "the result is inf or NaN", RuntimeWarning, stacklevel=3)
         return self._apply1(op, x, attrs)
 
-    def std(self, x, axis=None, correction=1, keepdims=False):
+    def std(self, x, axis=None, correction=1, keepdims=False, *, dim=None, keepdim=None):
         """Standard deviation, ``sqrt(var(x, axis, correction=correction))``
         (torch.std: ``correction=1`` by default, the unbiased variance).
         Backward: ``g (x - mean) / ((N - correction) std)``, 0 where std is 0
         (PyTorch's choice). Saves the mean for backward."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('std', axis, keepdims, dim, keepdim)
         c = _check_correction(correction, "std", "correction")
         return self._variance(_STD, x, axis, keepdims, c)
 
-    def prod(self, x, axis=None, keepdims=False):
+    def prod(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Product over ``axis`` (None: all; an int or a tuple). Backward:
         ``g * out / x`` when ``x`` has no zero, else the product of the other
         elements (exclusive cumulative products), exact at zeros as PyTorch."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('prod', axis, keepdims, dim, keepdim)
         return self._reduce(_PROD, x, axis, keepdims)
 
-    def norm(self, x, ord=2, axis=None, keepdims=False):
+    def norm(self, x, ord=2, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Vector p-norm over ``axis`` (None: every element), as
         ``torch.linalg.vector_norm``: ``ord`` a real number (``(sum |x|^ord)^(1/ord)``),
         ``inf`` / ``-inf`` (max / min of ``|x|``), ``0`` (the number of
         nonzeros; zero gradient) or ``"fro"`` (the 2-norm, as ``torch.norm``:
         ``axis`` None, an int or two axes). Gradients as PyTorch's, including
         0 for a zero vector; ties of the inf-norms split the gradient evenly."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('norm', axis, keepdims, dim, keepdim)
         if isinstance(ord, str):
             if ord != "fro":
                 raise ValueError(f"norm: ord={ord!r} is not a vector norm (use a number, "
@@ -378,15 +386,19 @@ class ReduceOps:
             shape = x.shape
         return self._apply1(op, x, normalize_axis(axis, len(shape), name))
 
-    def cumsum(self, x, axis):
+    def cumsum(self, x, axis=_REQUIRED, *, dim=None):
         """Cumulative sum along ``axis`` (required, as torch.cumsum's dim).
         Backward: the reversed cumulative sum of the gradient."""
-        return self._scan(_CUMSUM, x, axis)
+        if dim is not None:
+            axis, _ = _torch_dims('cumsum', axis, False, dim, None)
+        return self._scan(_CUMSUM, x, _required_axis('cumsum', axis))
 
-    def cumprod(self, x, axis):
+    def cumprod(self, x, axis=_REQUIRED, *, dim=None):
         """Cumulative product along ``axis`` (required). Backward as
         PyTorch's, exact where ``x`` has zeros (no division by them)."""
-        return self._scan(_CUMPROD, x, axis)
+        if dim is not None:
+            axis, _ = _torch_dims('cumprod', axis, False, dim, None)
+        return self._scan(_CUMPROD, x, _required_axis('cumprod', axis))
 
     def _operand_value(self, x, op: str):
         """(operand, its value) for a method that must look at the values."""
@@ -410,16 +422,20 @@ class ReduceOps:
                              f"(input shape {v.shape})")
         return np.asarray(fn(v, axis=axis, keepdims=keepdims), dtype=np.int64)
 
-    def argmax(self, x, axis=None, keepdims=False):
+    def argmax(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Index of the maximum along ``axis`` (None: of the flattened input)
         as an int64 array, not a node (nothing is appended). The first
         occurrence wins ties; NaN counts as the maximum (as torch.argmax)."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('argmax', axis, keepdims, dim, keepdim)
         return self._arg_extremum(x, axis, keepdims, "argmax", np.argmax)
 
-    def argmin(self, x, axis=None, keepdims=False):
+    def argmin(self, x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Index of the minimum along ``axis`` (None: of the flattened input)
         as an int64 array, not a node. The first occurrence wins ties; NaN
         counts as the minimum (as torch.argmin)."""
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('argmin', axis, keepdims, dim, keepdim)
         return self._arg_extremum(x, axis, keepdims, "argmin", np.argmin)
 
     def _sorted_node(self, op, x, axis, descending, k=None):
@@ -446,32 +462,38 @@ class ReduceOps:
         idx.flags.writeable = False
         return self._apply1(op, x, SortAttrs(a, idx, descending)), idx.copy()
 
-    def topk(self, x, k, axis=-1, largest=True, sorted=True):
+    def topk(self, x, k, axis=-1, largest=True, sorted=True, *, dim=None):
         """The ``k`` largest (``largest=False``: smallest) elements along
         ``axis`` -> ``(values, indices)``: values a node, indices an int64
         array. Values come in sorted order (``sorted=False`` gives the same
         order; PyTorch leaves it unspecified); equal values are taken lower
         index first and NaN counts as the largest. Backward: the gradient
         scattered back to the chosen positions."""
+        if dim is not None:
+            axis, _ = _torch_dims("topk", None if axis == -1 else axis, False, dim, None)
         _check_bool(largest, "topk", "largest")
         _check_bool(sorted, "topk", "sorted")
         return self._sorted_node(_TOPK, x, axis, bool(largest), k)
 
-    def sort(self, x, axis=-1, descending=False, stable=False):
+    def sort(self, x, axis=-1, descending=False, stable=False, *, dim=None):
         """``x`` sorted along ``axis`` -> ``(values, indices)``: values a
         node, indices an int64 array with ``values = take_along_axis(x,
         indices, axis)``. Always stable (``stable=False`` too): equal values
         keep their input order, also descending; NaN sorts as the largest.
         Backward: the gradient scattered back through the permutation."""
+        if dim is not None:
+            axis, _ = _torch_dims("sort", None if axis == -1 else axis, False, dim, None)
         _check_bool(descending, "sort", "descending")
         _check_bool(stable, "sort", "stable")
         return self._sorted_node(_SORT, x, axis, bool(descending))
 
-    def logsumexp(self, x, axis, keepdims=False):
+    def logsumexp(self, x, axis=_REQUIRED, keepdims=False, *, dim=None, keepdim=None):
         """``log(sum(exp(x), axis))`` computed stably (the max is subtracted
         first). ``axis`` is required (None reduces all axes). An empty
         reduction gives -inf (as PyTorch). Backward: cotangent * softmax."""
-        return self._reduce(_LOGSUMEXP, x, axis, keepdims)
+        if dim is not None or keepdim is not None:
+            axis, keepdims = _torch_dims('logsumexp', axis, keepdims, dim, keepdim)
+        return self._reduce(_LOGSUMEXP, x, _required_axis("logsumexp", axis), keepdims)
 
     # seed aliases
     def sum_axis(self, x, axis):
