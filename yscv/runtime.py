@@ -30,7 +30,8 @@ either, kernels compile in every process (with one warning).
 Threads: yscv's region helpers (yscv/compute/regions.py) use
 ``get_num_threads() - 1`` helper threads (at most 3). :func:`set_num_threads`
 also sets NumPy's OpenBLAS thread count when NumPy ships OpenBLAS, so one
-call makes a process single-threaded (what ``mpiexec`` ranks want).
+call makes a process single-threaded (what ``mpiexec`` ranks want);
+``YSCV_NUM_THREADS=n`` at import is that call with ``n``.
 :func:`hold_one_blas_thread` puts OpenBLAS alone on one thread for a while
 (the fit loop does for models with convolutions; docs/training.md, "Threads").
 
@@ -775,3 +776,15 @@ def _found_alike(modules: list) -> list:
             if where(origin) is not None
             and where(origin) == where(getattr(sys.modules.get(t), "__file__", None))}
     return [m for m in modules if m.split(".")[0] in same]
+
+
+# ------------------------------------------------------------ at import
+def _apply_env_threads() -> None:
+    """``YSCV_NUM_THREADS=n`` at import does what ``set_num_threads(n)`` does
+    (yscv's region kernels and NumPy's OpenBLAS), so the variable and the
+    call are one setting."""
+    if _num_threads is not None:
+        set_num_threads(_num_threads)
+
+
+_apply_env_threads()
