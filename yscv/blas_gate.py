@@ -61,11 +61,15 @@ class BlasGate:
             self._running -= 1
             self._cond.notify_all()
 
+    def in_node(self) -> bool:
+        """Whether the calling thread runs a node of a walk using threads now."""
+        return bool(self._walks) and getattr(self._local, "nodes", 0) > 0
+
     def begin_exclusive(self) -> bool:
         """From inside a node: wait until no other node runs, then run alone
         until :meth:`end_exclusive`; True. Outside a node (or with no walk
         using threads): False at once, nothing to end."""
-        if not getattr(self._local, "nodes", 0) or not self._walks:
+        if not self.in_node():
             return False
         me = threading.get_ident()
         with self._cond:

@@ -176,7 +176,8 @@ def hold_one_blas_thread(hold: bool) -> None:
     where the serial walk runs it on the count (yscv/blas_gate.py)."""
     global _one_holds
     if hold:
-        alone = _blas_depth == 0 and (blas_threads() or 1) > 1 and GATE.begin_exclusive()
+        alone = (GATE.in_node() and _blas_depth == 0 and (blas_threads() or 1) > 1
+                 and GATE.begin_exclusive())
         with _lock:
             _hold_blas(True)
             _one_holds += 1

@@ -27,6 +27,13 @@ the serial walk's (``Graph._walk`` in yscv/walk.py) to the bit, in float32 and f
   only the stores the serial walk would have made before failing.
 * Checkpointing. Rebuilding released values takes one lock per graph;
   segments are released again once the walk is over.
+* Threads of the kernels. While helpers run, yscv's region kernels run on
+  the calling thread only (``runtime.hold_walk_threads``). NumPy's OpenBLAS
+  keeps the serial walk's thread count: a product's bits can depend on it
+  (OpenBLAS's AVX2 kernels split the result into other blocks on another
+  count). Where the serial walk lowers it too (the one-thread products of
+  yscv/compute/gemm.py), the change runs alone: each rule is a node of
+  yscv/blas_gate.py's gate, so no product of another branch starts meanwhile.
 
 No thread outlives the call: helpers are joined before it returns or raises.
 """
