@@ -56,14 +56,27 @@ def grads(build, workers):
     g.backward(total, workers=workers)
     return [g.grad(n).copy() for n in leaves]
 
-bad = total = 0
-for build in (_towers_bench_graph, lambda: mixed(0)):
+def compare(build):
     got = [grads(build, 2) for _ in range(3)]    # first: calibrations inside the walk
     ref = grads(build, 1)
-    for run in got:
-        bad += sum(not np.array_equal(a, b) for a, b in zip(run, ref))
-        total += len(ref)
-print(runtime.blas_info()["core"], bad, total)
+    return (sum(sum(not np.array_equal(a, b) for a, b in zip(run, ref)) for run in got),
+            3 * len(ref))
+
+bad = total = 0
+for build in (_towers_bench_graph, lambda: mixed(0)):
+    b, t = compare(build)
+    bad, total = bad + b, total + t
+# a one-thread product that lasts: another branch's product would start
+# while OpenBLAS is at one thread, unless the hold runs alone
+import time
+real_hold = runtime.hold_one_blas_thread
+def slow_hold(hold):
+    real_hold(hold)
+    if hold:
+        time.sleep(0.005)
+runtime.hold_one_blas_thread = slow_hold
+b, t = compare(lambda: mixed(1))
+print(runtime.blas_info()["core"], bad, total, b, t)
 """
 
 
@@ -81,14 +94,16 @@ def test_workers_2_equals_workers_1_bitwise_on_openblas_kernel_families(coretype
     """With OpenBLAS's AVX2 (Haswell) kernels a float32 product gives other
     bits on one thread than on two; the parallel walk used to hold OpenBLAS
     at one thread and 40-48 of the towers graph's 56 leaf gradients differed
-    from workers=1. The kernels are forced in a child process only (this
+    from workers=1. The last graph makes each one-thread hold last longer,
+    so a product of another branch would start within it unless the hold
+    runs alone. The kernels are forced in a child process only (this
     process's and CI's BLAS stay as they are)."""
     if coretype and "avx2" not in runtime.cpu_info()["isa"].split():
         pytest.skip("the Haswell kernels need AVX2")
-    core, bad, total = _run({"OPENBLAS_CORETYPE": coretype} if coretype else {})
+    core, *counts = _run({"OPENBLAS_CORETYPE": coretype} if coretype else {})
     if coretype:
         assert core == coretype
-    assert (int(bad), int(total)) == (0, 3 * (56 + 12))
+    assert [int(c) for c in counts] == [0, 3 * (56 + 12), 0, 3 * 12]
 
 
 def test_walk_keeps_openblas_count_and_runs_regions_on_one_thread():
