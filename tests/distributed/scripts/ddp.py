@@ -218,8 +218,8 @@ for k in range(w):
         lk = h.cross_entropy(twin(h, h.constant(xk)), yk)
         total = lk if total is None else total + lk
 h.backward(total * (1.0 / w))
-np.testing.assert_allclose(flat(net.body.parameters(), "grad"), flat(twin.body.parameters(), "grad"),
-                           rtol=2e-5, atol=1e-7)
+np.testing.assert_allclose(flat(net.body.parameters(), "grad"),
+                           flat(twin.body.parameters(), "grad"), rtol=2e-5, atol=1e-7)
 assert same_on_all_ranks(flat(net.body.parameters(), "grad"))
 
 # the bucket path: after a sync every gradient lives in its bucket slot, and a
