@@ -123,34 +123,6 @@ def test_threads_really_run_in_parallel_and_none_is_left():
     assert _backward_threads() == []
 
 
-def test_kernels_run_single_threaded_while_helpers_run_then_restored():
-    from yscv import runtime
-
-    before = (runtime.kernel_threads(), runtime.blas_threads())
-    seen = []
-    g = yscv.Graph()
-    rng = _rng(5)
-    x = g.constant(rng.standard_normal((16, 32)))
-    outs = []
-    for _ in range(4):
-        w = g.variable(rng.standard_normal((32, 32)) * 0.1)
-        h = g.mean(g.tanh(g.matmul(x, w)))
-        # runs on the walk's threads once two branches are ready at once
-        g.register_hook(h, lambda gr: seen.append((runtime.kernel_threads(),
-                                                   runtime.blas_threads())))
-        outs.append(h)
-    g.backward(outs[0] + outs[1] + outs[2] + outs[3], workers=2)
-    assert len(seen) == 4
-    # the first branch is taken with another one ready: the helper starts then
-    assert all(k == 1 for k, _ in seen)
-    if before[1] is not None:
-        assert all(b == 1 for _, b in seen)
-    assert (runtime.kernel_threads(), runtime.blas_threads()) == before
-    g.zero_grads()
-    g.backward(outs[0] + outs[1], workers=1)   # serial: nothing changes
-    assert (runtime.kernel_threads(), runtime.blas_threads()) == before
-
-
 def test_hooks_run_once_on_the_complete_gradient():
     for workers in (1, 2, 4):
         g = yscv.Graph(np.float64)

@@ -30,7 +30,8 @@ either, kernels compile in every process (with one warning).
 Threads: yscv's region helpers (yscv/compute/regions.py) use
 ``get_num_threads() - 1`` helper threads (at most 3). :func:`set_num_threads`
 also sets NumPy's OpenBLAS thread count when NumPy ships OpenBLAS, so one
-call makes a process single-threaded (what ``mpiexec`` ranks want).
+call makes a process single-threaded (what ``mpiexec`` ranks want);
+``YSCV_NUM_THREADS=n`` at import is that call with ``n``.
 :func:`hold_one_blas_thread` puts OpenBLAS alone on one thread for a while
 (the fit loop does for models with convolutions; docs/training.md, "Threads").
 
@@ -54,6 +55,8 @@ import os
 import sys
 import threading
 
+from .blas_gate import GATE
+
 __all__ = ["get_num_threads", "set_num_threads", "get_gemm", "set_gemm", "malloc_tuning",
            "tune_malloc_once", "usable_cores", "launcher_world_size", "set_blas_threads",
            "blas_threads", "kernel_cache_dir", "set_flush_denormal", "flush_denormal"]
@@ -71,6 +74,8 @@ _lock = threading.Lock()
 _single_depth = 0          # hold_single_threaded_kernels(True) calls not yet undone
 _blas_depth = 0            # holds of OpenBLAS at one thread not yet undone (both kinds)
 _blas_saved = None         # OpenBLAS's thread count to restore
+_one_holds = 0             # hold_one_blas_thread(True) calls not yet undone
+_thread_state = threading.local()   # .alone: see _alone_stack
 
 
 def usable_cores() -> int:
@@ -134,16 +139,17 @@ def get_num_threads() -> int:
 def kernel_threads() -> int:
     """Threads a region kernel may use now: :func:`get_num_threads`, or 1
     while a parallel backward runs its branches on threads (see
-    :func:`hold_single_threaded_kernels`)."""
+    :func:`hold_walk_threads`) or :func:`hold_single_threaded_kernels` holds."""
     return 1 if _single_depth else get_num_threads()
 
 
 def hold_single_threaded_kernels(hold: bool) -> None:
     """``True``: from now on yscv's region kernels and NumPy's OpenBLAS run
     on the calling thread only; ``False`` undoes one ``True`` (the last one
-    restores OpenBLAS's thread count). The parallel backward holds it while
-    its own threads are the parallelism: kernels that each spread over the
-    cores as well would oversubscribe them (measured: docs/engine.md)."""
+    restores OpenBLAS's thread count). For a caller whose own threads are
+    the parallelism. The parallel backward does not use it: it holds
+    :func:`hold_walk_threads`, which leaves OpenBLAS's count alone, because
+    the bits of a product can depend on that count."""
     global _single_depth
     with _lock:
         if hold:
@@ -162,9 +168,80 @@ def hold_one_blas_thread(hold: bool) -> None:
     holds it for models whose convolutions split over the cores
     (yscv/train/trainer.py): after a product on two threads OpenBLAS's
     worker spins on the second core for up to ~0.1 s, where the region
-    helper needs it (docs/engine.md, "Two cores")."""
+    helper needs it (docs/engine.md, "Two cores").
+
+    Inside a backward rule of a parallel walk, a hold that lowers the count
+    runs alone: it waits until the walk's other rules are done and they wait
+    until it is undone, so no product of another branch starts on one thread
+    where the serial walk runs it on the count (yscv/blas_gate.py)."""
+    global _one_holds
+    if hold:
+        alone = (GATE.in_node() and _blas_depth == 0 and (blas_threads() or 1) > 1
+                 and GATE.begin_exclusive())
+        with _lock:
+            _hold_blas(True)
+            _one_holds += 1
+        _alone_stack().append(alone)
+        return
     with _lock:
-        _hold_blas(hold)
+        if _one_holds == 0:
+            return
+        _one_holds -= 1
+        _hold_blas(False)
+    stack = _alone_stack()
+    if stack and stack.pop():
+        GATE.end_exclusive()
+
+
+def _alone_stack() -> list:
+    """The calling thread's holds of OpenBLAS at one thread: whether each
+    one runs alone (yscv/blas_gate.py)."""
+    stack = getattr(_thread_state, "alone", None)
+    if stack is None:
+        stack = _thread_state.alone = []
+    return stack
+
+
+def enter_walk_node() -> None:
+    """A parallel walk's thread starts a backward rule (yscv/blas_gate.py)."""
+    GATE.enter()
+
+
+def leave_walk_node() -> None:
+    """... and is done with it."""
+    GATE.leave()
+
+
+def begin_alone() -> bool:
+    """Inside a backward rule of a parallel walk: wait until the walk's other
+    rules are done and keep them waiting until :func:`end_alone` (True);
+    elsewhere False at once. For work that takes a lock a rule may wait for
+    while it changes OpenBLAS's count (the GEMM calibration)."""
+    return GATE.begin_exclusive()
+
+
+def end_alone() -> None:
+    """End the section a True :func:`begin_alone` started."""
+    GATE.end_exclusive()
+
+
+def hold_walk_threads(hold: bool) -> None:
+    """``True``: from now on yscv's region kernels run on the calling thread
+    only, and each backward rule on a walk thread counts as a node of
+    yscv/blas_gate.py's gate; ``False`` undoes one ``True``. The parallel
+    backward holds it while its own threads are the parallelism. It leaves
+    OpenBLAS's thread count as it is: the bits of a product can depend on
+    that count (OpenBLAS's AVX2 kernels), and the walk gives the serial
+    walk's bits."""
+    global _single_depth
+    with _lock:
+        if hold:
+            _single_depth += 1
+        elif _single_depth > 0:
+            _single_depth -= 1
+        else:
+            return
+        GATE.open(hold)
 
 
 def _hold_blas(hold: bool) -> None:
@@ -700,3 +777,15 @@ def _found_alike(modules: list) -> list:
             if where(origin) is not None
             and where(origin) == where(getattr(sys.modules.get(t), "__file__", None))}
     return [m for m in modules if m.split(".")[0] in same]
+
+
+# ------------------------------------------------------------ at import
+def _apply_env_threads() -> None:
+    """``YSCV_NUM_THREADS=n`` at import does what ``set_num_threads(n)`` does
+    (yscv's region kernels and NumPy's OpenBLAS), so the variable and the
+    call are one setting."""
+    if _num_threads is not None:
+        set_num_threads(_num_threads)
+
+
+_apply_env_threads()

@@ -27,6 +27,13 @@ the serial walk's (``Graph._walk`` in yscv/walk.py) to the bit, in float32 and f
   only the stores the serial walk would have made before failing.
 * Checkpointing. Rebuilding released values takes one lock per graph;
   segments are released again once the walk is over.
+* Threads of the kernels. While helpers run, yscv's region kernels run on
+  the calling thread only (``runtime.hold_walk_threads``). NumPy's OpenBLAS
+  keeps the serial walk's thread count: a product's bits can depend on it
+  (OpenBLAS's AVX2 kernels split the result into other blocks on another
+  count). Where the serial walk lowers it too (the one-thread products of
+  yscv/compute/gemm.py), the change runs alone: each rule is a node of
+  yscv/blas_gate.py's gate, so no product of another branch starts meanwhile.
 
 No thread outlives the call: helpers are joined before it returns or raises.
 """
@@ -299,13 +306,15 @@ class _Walk:
             for th in self.threads:
                 th.join()
             if self.threads:
-                runtime.hold_single_threaded_kernels(False)
+                runtime.hold_walk_threads(False)
 
     def _start_helper(self) -> None:
         if not self.threads:
-            # from here on the walk's threads are the parallelism: kernels
-            # run on one thread each (restored in run once they are joined)
-            runtime.hold_single_threaded_kernels(True)
+            # from here on the walk's threads are the parallelism: region
+            # kernels run on one thread each, and every node counts in the
+            # BLAS gate (both undone in run once the threads are joined);
+            # OpenBLAS keeps the serial walk's thread count
+            runtime.hold_walk_threads(True)
         th = threading.Thread(target=self._helper, name="yscv-backward", daemon=True)
         self.threads.append(th)
         th.start()
@@ -353,12 +362,18 @@ class _Walk:
                 i = self._take()
             if i is None:
                 return
+            gated = bool(self.threads)   # a helper runs: nodes count in the BLAS gate
+            if gated:
+                runtime.enter_walk_node()
             try:
                 out = self._node(i)
                 failed = None
             except BaseException as exc:
                 out = ()
                 failed = exc
+            finally:
+                if gated:
+                    runtime.leave_walk_node()
             with cond:
                 self.active -= 1
                 if failed is not None:
@@ -403,8 +418,7 @@ class _Walk:
                 gi = gi.copy()
             self.stores[i] = gi
         if g._has_released:
-            with self.recompute_lock:
-                g._prepare_node_for_backward(i)
+            self._recompute(i)
         values = g._values
         in_vals = tuple([values[j] for j in ins])
         op, _, attrs, saved, _, needs, _, _ = g._nodes[i]  # after any recompute
@@ -419,6 +433,25 @@ class _Walk:
         if not self.retain_graph:
             g._release(i)
         return out
+
+    def _recompute(self, i: int) -> None:
+        """Rebuild node i's released values under the graph's lock. A node
+        waiting for the lock leaves the BLAS gate meanwhile: the thread
+        holding it may need to run alone (yscv/blas_gate.py)."""
+        if not self.threads:
+            with self.recompute_lock:
+                self.g._prepare_node_for_backward(i)
+            return
+        runtime.leave_walk_node()
+        try:
+            with self.recompute_lock:
+                runtime.enter_walk_node()
+                try:
+                    self.g._prepare_node_for_backward(i)
+                finally:
+                    runtime.leave_walk_node()
+        finally:
+            runtime.enter_walk_node()
 
     # ---------------------------------------------------------- the stores
     def finish(self) -> None:

@@ -25,9 +25,14 @@ def test_collectives_all_ops_and_dtypes_in_place(n):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_equals_one_process_on_the_global_batch(n):
-    # broadcast at construction, mean gradients equal to one process on the
-    # global batch (float32 rounding), replicas bit-identical, a parameter
-    # used by one rank only / by none, no_sync accumulation
+    # broadcast at construction; the mean gradients have the bits of the
+    # ranks' local gradients (computed in one process at the replicas'
+    # parameters) summed in an allreduce's order, and equal one process on
+    # the global batch within a rounding bound from float32's epsilon, the
+    # reduction lengths and the per-sample gradients' magnitudes (not a
+    # relative tolerance: an element near 0 where terms cancel has none);
+    # replicas bit-identical, a parameter used by one rank only / by none,
+    # no_sync accumulation (the local gradient, bit for bit)
     out = ok(mpiexec("ddp.py", n, timeout=60))
     assert tagged(out, "OK") == [f"{r} {n}" for r in range(n)]
 

@@ -305,20 +305,28 @@ def _choose_name(a, b, one_thread_tier: bool, policy: str) -> str:
     choices = _choices
     name = None if choices is None else choices.get(key)
     if name is None:
-        with _lock:  # the file is read under the lock too: every thread sees one dict
-            choices = _load()
-            name = choices.get(key)
-            if name is None:
-                names = _candidates(a, b, one_thread_tier, policy)
-                if len(names) == 1:          # nothing to measure
-                    name = choices[key] = names[0]
-                else:
-                    t = time.perf_counter()
-                    name, _ = calibrate(a, b, names)
-                    _stats["calibrated"] += 1
-                    _stats["seconds"] += time.perf_counter() - t
-                    choices[key] = name
-                    _save(key, name)
+        # inside a parallel backward, alone first and the lock second: a
+        # one-thread candidate runs alone (runtime.hold_one_blas_thread), and
+        # another branch waiting here for the lock would wait for it forever
+        alone = runtime.begin_alone()
+        try:
+            with _lock:  # the file is read under the lock too: every thread sees one dict
+                choices = _load()
+                name = choices.get(key)
+                if name is None:
+                    names = _candidates(a, b, one_thread_tier, policy)
+                    if len(names) == 1:          # nothing to measure
+                        name = choices[key] = names[0]
+                    else:
+                        t = time.perf_counter()
+                        name, _ = calibrate(a, b, names)
+                        _stats["calibrated"] += 1
+                        _stats["seconds"] += time.perf_counter() - t
+                        choices[key] = name
+                        _save(key, name)
+        finally:
+            if alone:
+                runtime.end_alone()
     return name
 
 
