@@ -177,14 +177,26 @@ def cholesky_backward(g, inputs, y, upper, saved, needs):
 @register_backward(Op.EIGH)
 def eigh_backward(g, inputs, y, attrs, saved, needs):
     """V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i (torch's
-    rule: infinite for repeated eigenvalues, finite for distinct ones)."""
+    rule: infinite for repeated eigenvalues, finite for distinct ones).
+
+    A matrix whose eigenvector cotangent gV is all zero (the vectors unused,
+    torch's undefined gV) gets V diag(gL) V^T: the quotient term is left out
+    rather than computed as 0 / 0 where eigenvalues repeat."""
     values, vectors = y[..., 0, :], y[..., 1:, :]
     gl, gv = g[..., 0, :], g[..., 1:, :]
     vg = _mT(vectors) @ gv
-    inner = 0.5 * (vg - _mT(vg)) / _gaps(values)
+    skew = 0.5 * (vg - _mT(vg))
+    inner = np.divide(skew, _gaps(values), out=np.zeros_like(skew),
+                      where=_vectors_used(gv))
     n = values.shape[-1]
     inner[..., np.arange(n), np.arange(n)] = gl
     return (vectors @ inner @ _mT(vectors),)
+
+
+def _vectors_used(gv):
+    """[..., 1, 1]: whether each matrix's eigenvector cotangent has a
+    nonzero (or NaN) entry."""
+    return np.any(gv != 0, axis=(-2, -1), keepdims=True)
 
 
 def _gaps(values):
@@ -326,5 +338,12 @@ def eigh_recorded(G, gy, xs, y, attrs, saved, needs):
     skew = G.mul(G.sub(vg, _swap(G, vg)), 0.5)
     eye = np.eye(n, dtype=G.dtype)
     gaps = G.add(G.sub(G.unsqueeze(values, -2), G.unsqueeze(values, -1)), eye)
-    inner = G.add(G.div(skew, gaps), G.mul(G.unsqueeze(gl, -2), eye))
+    quot = G.div(skew, gaps)
+    # the array rule's zero quotient where gV is all zero, taken only where
+    # an eigenvalue repeats (0 / 0); the where keeps that entry's derivative
+    # undefined, as torch's double backward at repeated eigenvalues
+    hole = (G.value(gaps) == 0) & ~_vectors_used(G.value(gv))
+    if hole.any():
+        quot = G.where(hole, np.zeros((), G.dtype), quot)
+    inner = G.add(quot, G.mul(G.unsqueeze(gl, -2), eye))
     return (G.matmul(G.matmul(vectors, inner), _swap(G, vectors)),)
