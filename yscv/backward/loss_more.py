@@ -206,8 +206,10 @@ def _bce_composite11(G, p, t, attrs):
 
 def _floored_norm_nodes(G, x, axis, eps):
     """||x|| over ``axis`` (kept), floored at eps by adding a constant: the
-    value is max(||x||, eps), the gradient that of ||x|| (PyTorch's no_grad clamp)."""
-    n = G.sqrt(G.sum(G.mul(x, x), axis=axis, keepdims=True))
+    value is max(||x||, eps), the gradient that of ||x|| (PyTorch's no_grad
+    clamp). ||x|| is a NORM node, whose gradient is 0 at a zero vector as
+    PyTorch's (sqrt of a sum of squares would give 0 * inf there)."""
+    n = G.norm(x, 2, axis=axis, keepdims=True)
     nv = G.value(n)
     lift = np.maximum(nv, eps) - nv
     return G.add(n, lift) if np.any(lift) else n
@@ -224,15 +226,9 @@ def _cosine_composite(G, a, b, attrs):
 
 
 def _p_norm_nodes(G, d, p):
-    if p == 2.0:
-        return G.sqrt(G.sum(G.mul(d, d), axis=-1))
-    if p == 1.0:
-        return G.sum(G.abs(d), axis=-1)
-    if p == np.inf:
-        return G.max(G.abs(d), axis=-1)
-    if p == 0.0:
-        return G.constant(np.count_nonzero(G.value(d), axis=-1).astype(G.dtype))
-    return G.pow(G.sum(G.pow(G.abs(d), p), axis=-1), 1.0 / p)
+    """The p-norm over the last axis as one NORM node: PyTorch's
+    linalg.vector_norm gradient (0 for a zero vector, ties of inf split)."""
+    return G.norm(d, p, axis=-1)
 
 
 def _pairwise_composite(G, a, b, attrs):
