@@ -1,10 +1,14 @@
-"""cosine_similarity and pairwise_distance at the edges, against PyTorch:
+"""cosine_similarity and pairwise_distance, against PyTorch: their
+``reduction`` (rows of the op tables: forward, gradcheck, second order) and
 zero vectors (first and second derivatives, array and recorded rules)."""
 
 import numpy as np
 import pytest
 
 import yscv
+from yscv import Op
+from yscv.testing import (BadCase, OpCase, check_second_order_float32, check_torch_build,
+                          make_op_tests, make_second_order_tests)
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -108,3 +112,106 @@ def test_triplet_margin_loss_at_a_zero_difference_matches_pytorch():
     tf = torch.autograd.grad(F.triplet_margin_loss(*ts, margin=1.0, eps=0.0), ts)
     for d, t in zip(rec, tf):
         np.testing.assert_allclose(g.value(d), t.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------ reduction
+# torch's functions have no reduction and return per-row values: the torch
+# twins reduce those by hand, as the NumPy references do.
+def _np_reduce(values, reduction):
+    return np.asarray(values if reduction == "none" else
+                      values.sum() if reduction == "sum" else values.mean())
+
+
+def _t_reduce(v, reduction):
+    return v if reduction == "none" else v.sum() if reduction == "sum" else v.mean()
+
+
+def _np_cosine(axis, reduction):
+    def f(a, b):
+        a, b = np.broadcast_arrays(a, b)
+        na = np.maximum(np.sqrt((a * a).sum(axis=axis, keepdims=True)), 1e-8)
+        nb = np.maximum(np.sqrt((b * b).sum(axis=axis, keepdims=True)), 1e-8)
+        return _np_reduce(((a / na) * (b / nb)).sum(axis=axis), reduction)
+    return f
+
+
+def _np_pdist(p, keepdim, reduction):
+    def f(a, b):
+        return _np_reduce(np.linalg.norm(a - b + 1e-6, ord=p, axis=-1, keepdims=keepdim),
+                          reduction)
+    return f
+
+
+def _cos_row(reduction, axis=-1, shapes=((3, 4), (3, 4))):
+    return OpCase(Op.COSINE_SIMILARITY,
+                  lambda g, a, b: g.cosine_similarity(a, b, axis=axis, reduction=reduction),
+                  list(shapes), _np_cosine(axis, reduction),
+                  name=f"cosine_similarity_axis{axis}_{reduction}",
+                  torch_build=lambda t, a, b: _t_reduce(
+                      t.nn.functional.cosine_similarity(a, b, dim=axis), reduction))
+
+
+def _pdist_row(reduction, p=2.0, keepdim=False, shapes=((3, 4), (3, 4))):
+    return OpCase(Op.PAIRWISE_DISTANCE,
+                  lambda g, a, b: g.pairwise_distance(a, b, p=p, keepdim=keepdim,
+                                                      reduction=reduction),
+                  list(shapes), _np_pdist(p, keepdim, reduction),
+                  name=f"pairwise_distance_p{p}_keepdim{keepdim}_{reduction}",
+                  torch_build=lambda t, a, b: _t_reduce(
+                      t.nn.functional.pairwise_distance(a, b, p=p, keepdim=keepdim), reduction))
+
+
+CASES = [
+    *(_cos_row(r) for r in ("none", "mean", "sum")),
+    _cos_row("mean", axis=0, shapes=((3, 2, 4), (2, 4))),
+    _cos_row("sum", axis=1, shapes=((2, 3, 4), (1, 3, 1))),
+    *(_pdist_row(r) for r in ("none", "mean", "sum")),
+    _pdist_row("mean", p=3.0, keepdim=True),
+    _pdist_row("sum", p=1.0, shapes=((3, 4), (4,))),
+]
+
+BAD = [
+    BadCase(Op.COSINE_SIMILARITY, "cosine_reduction_unknown", lambda g: (
+        g.variable(np.ones((2, 3))), g.variable(np.ones((2, 3)))),
+        lambda g, a, b: g.cosine_similarity(a, b, reduction="avg"), ValueError,
+        "cosine_similarity: reduction must be 'mean', 'sum' or 'none', got 'avg'"),
+    BadCase(Op.COSINE_SIMILARITY, "cosine_reduction_not_str", lambda g: (
+        g.variable(np.ones((2, 3))), g.variable(np.ones((2, 3)))),
+        lambda g, a, b: g.cosine_similarity(a, b, reduction=None), TypeError,
+        "cosine_similarity: reduction must be a str"),
+    BadCase(Op.PAIRWISE_DISTANCE, "pairwise_reduction_unknown", lambda g: (
+        g.variable(np.ones((2, 3))), g.variable(np.ones((2, 3)))),
+        lambda g, a, b: g.pairwise_distance(a, b, reduction="batchmean"), ValueError,
+        "pairwise_distance: reduction must be 'mean', 'sum' or 'none', got 'batchmean'"),
+    BadCase(Op.PAIRWISE_DISTANCE, "pairwise_reduction_not_str", lambda g: (
+        g.variable(np.ones((2, 3))), g.variable(np.ones((2, 3)))),
+        lambda g, a, b: g.pairwise_distance(a, b, reduction=1), TypeError,
+        "pairwise_distance: reduction must be a str"),
+]
+
+test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
+test_second_order = make_second_order_tests(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_second_order_keeps_float32(case):
+    check_second_order_float32(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_torch_build_is_the_rows_function(case):
+    check_torch_build(case)
+
+
+def test_default_reduction_is_none_and_keeps_the_per_row_values():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 5, 3))
+    g = yscv.Graph(np.float64)
+    x, y = g.variable(a), g.variable(b)
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    for ours, theirs in ((g.cosine_similarity(x, y), F.cosine_similarity(ta, tb, dim=-1)),
+                         (g.pairwise_distance(x, y), F.pairwise_distance(ta, tb))):
+        assert g.value(ours).shape == (5,)
+        np.testing.assert_allclose(g.value(ours), theirs.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.value(g.pairwise_distance(x, y, reduction="mean")),
+                               F.pairwise_distance(ta, tb).mean().numpy(), rtol=1e-12)
