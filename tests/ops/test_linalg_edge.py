@@ -106,3 +106,115 @@ def test_eigh_second_derivative_at_repeated_eigenvalues_matches_pytorch():
     np.testing.assert_allclose(g.value(d), td.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(h, th.numpy(), rtol=1e-10, atol=1e-12)   # NaN where torch's is
     assert np.all(np.isfinite(h[1]))
+
+
+# ------------------------------------------------ singular matrices
+_RANK2 = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, 1.0, -1.0]])
+_ZERO_COLUMN = np.array([[1.0, 0.0, 3.0], [2.0, 0.0, 6.0], [0.0, 0.0, 1.0]])
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_slogdet_gradient_at_a_singular_matrix_raises_naming_slogdet(create_graph):
+    """torch's gradient there is not finite (inv(a) does not exist): yscv
+    raises its BackwardError naming slogdet and the batch index instead of
+    NumPy's bare LinAlgError (first order: nothing appended; the recorded
+    walk has appended its seed by then)."""
+    a = np.stack([np.diag([2.0, 1.0, 0.5]), _ZERO_COLUMN])
+    t = torch.tensor(a, requires_grad=True)
+    (tg,) = torch.autograd.grad(torch.linalg.slogdet(t)[1].sum(), [t])
+    assert not np.all(np.isfinite(tg[1].numpy()))
+    g = yscv.Graph(np.float64)
+    v = g.variable(a)
+    _, logabs = g.slogdet(v)
+    before = len(g)
+    with pytest.raises(yscv.BackwardError,
+                       match=r"slogdet: .*singular matrix .*batch index \(1,\)") as info:
+        g.gradients(logabs, [v], grad=np.ones(2), create_graph=create_graph)
+    assert info.value.op == "slogdet" and isinstance(info.value, yscv.AutogradError)
+    assert create_graph or len(g) == before
+
+
+def test_slogdet_gradient_of_an_invertible_batch_is_unchanged():
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    g = yscv.Graph(np.float64)
+    v = g.variable(a)
+    _, logabs = g.slogdet(v)
+    (d,) = g.gradients(logabs, [v], grad=np.array([1.0, -2.0]))
+    t = torch.tensor(a, requires_grad=True)
+    (tg,) = torch.autograd.grad(torch.linalg.slogdet(t)[1], [t], torch.tensor([1.0, -2.0]))
+    np.testing.assert_allclose(d, tg.numpy(), rtol=1e-12)
+
+
+_SINGULAR = {
+    "rank2_3x3": _RANK2,
+    "rank1_2x2": np.array([[1.0, 2.0], [2.0, 4.0]]),
+    "batch_with_invertible": np.stack([_RANK2, np.diag([2.0, -1.0, 0.5]), _ZERO_COLUMN]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SINGULAR))
+def test_det_create_graph_at_a_singular_matrix_matches_pytorch(name):
+    """The recorded gradient of det at a singular matrix is the cofactor
+    matrix (from the minors' determinants), first and second order equal
+    to torch's double backward."""
+    a = _SINGULAR[name]
+    rng = np.random.default_rng(9)
+    u = rng.standard_normal(a.shape[:-2])
+    w = rng.standard_normal(a.shape)
+    g = yscv.Graph(np.float64)
+    v = g.variable(a)
+    (d1,) = g.gradients(g.det(v), [v], grad=u, create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(g.mul(d1, d1), w)), [v])
+    t = torch.tensor(a, requires_grad=True)
+    (t1,) = torch.autograd.grad(torch.linalg.det(t), [t], torch.tensor(u), create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * t1 * torch.tensor(w)).sum(), [t])
+    np.testing.assert_allclose(g.value(d1), t1.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d2, t2.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def _cofactors_by_minors(m):
+    n = m.shape[-1]
+    return np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(m, i, 0), j, 1))
+                      for j in range(n)] for i in range(n)])
+
+
+@pytest.mark.parametrize("a", [np.zeros((3, 3)), np.diag([1.0, 0.0, 0.0])],
+                         ids=["zero", "rank1_3x3"])
+def test_det_create_graph_below_rank_n_minus_1_is_the_cofactors_derivative(a):
+    """Rank n-2 and below: the cofactors are 0 and their derivative is
+    checked by central differences (torch's SVD formula gives NaN there)."""
+    w = np.random.default_rng(10).standard_normal((3, 3))
+    g = yscv.Graph(np.float64)
+    v = g.variable(a)
+    (d1,) = g.gradients(g.det(v), [v], create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(d1, w)), [v])
+    fd = np.zeros((3, 3))
+    for i, j in np.ndindex(3, 3):
+        e = np.zeros((3, 3))
+        e[i, j] = 1e-6
+        fd[i, j] = ((_cofactors_by_minors(a + e) - _cofactors_by_minors(a - e)) * w).sum() / 2e-6
+    np.testing.assert_array_equal(g.value(d1), np.zeros((3, 3)))
+    np.testing.assert_allclose(d2, fd, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_det_create_graph_at_a_singular_matrix_keeps_the_dtype_and_third_order(dtype):
+    """The cofactors' DET nodes are differentiated again (third order against
+    torch); a 1x1 matrix's gradient is the constant 1."""
+    g = yscv.Graph(dtype)
+    v = g.variable(_RANK2)
+    (d1,) = g.gradients(g.det(v), [v], create_graph=True)
+    (d2,) = g.gradients(g.sum(g.mul(d1, d1)), [v], create_graph=True)
+    (d3,) = g.gradients(g.sum(g.mul(d2, d2)), [v])
+    assert g.value(d1).dtype == dtype and d3.dtype == dtype
+    t = torch.tensor(_RANK2, requires_grad=True)
+    (t1,) = torch.autograd.grad(torch.linalg.det(t), [t], create_graph=True)
+    (t2,) = torch.autograd.grad((t1 * t1).sum(), [t], create_graph=True)
+    (t3,) = torch.autograd.grad((t2 * t2).sum(), [t])
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(d3, t3.numpy(), rtol=tol, atol=tol * np.abs(t3.numpy()).max())
+    g1 = yscv.Graph(dtype)
+    x = g1.variable(np.zeros((2, 1, 1)))
+    (e,) = g1.gradients(g1.det(x), [x], grad=np.array([2.0, 3.0]), create_graph=True)
+    np.testing.assert_array_equal(g1.value(e), np.array([2.0, 3.0]).reshape(2, 1, 1))

@@ -156,7 +156,27 @@ def det_backward(g, inputs, y, attrs, saved, needs):
     return (gg * _cofactors(a),)
 
 
-unary(Op.SLOGDET, lambda g, a, y, at: g[..., None, None] * _mT(np.linalg.inv(a)))
+def _singular_logabsdet(y, where: str):
+    """BackwardError naming slogdet and the first singular matrix (its
+    logabsdet -inf) unless there is none: torch's gradient there is inf or
+    NaN (inv(a) does not exist), not a number to return."""
+    bad = np.isneginf(y)
+    if np.any(bad):
+        idx = tuple(int(k) for k in np.argwhere(bad)[0]) if np.ndim(y) else ()
+        raise BackwardError(
+            f"slogdet: {where}the gradient of logabsdet at a singular matrix is not defined "
+            f"(logabsdet is -inf; it needs inv(a)); batch index {idx}", op="slogdet")
+
+
+@register_backward(Op.SLOGDET)
+def slogdet_backward(g, inputs, y, attrs, saved, needs):
+    """g inv(a)^T; a singular matrix raises BackwardError naming slogdet."""
+    _singular_logabsdet(y, "")
+    try:
+        inv = np.linalg.inv(inputs[0])
+    except np.linalg.LinAlgError:   # LAPACK's LU saw a zero pivot slogdet's did not
+        _singular_logabsdet(np.full(y.shape, -np.inf), "")
+    return (g[..., None, None] * _mT(inv),)
 
 
 def _tril(n, k, dtype):
@@ -307,15 +327,33 @@ def solve_recorded(G, gy, xs, x, vector, saved, needs):
 
 @register_recorded(Op.DET)
 def det_recorded(G, gy, xs, y, attrs, saved, needs):
+    """g det(a) inv(a)^T; where a matrix of the batch is singular, g times the
+    cofactors from the minors' determinants (finite, as torch's)."""
     if np.any(G.value(y) == 0):
-        raise BackwardError(
-            "det: create_graph=True through the determinant of a singular matrix is not "
-            "supported (its recorded gradient det(a) inv(a)^T needs inv(a)); the first-order "
-            "gradient (the cofactors) is")
+        return (G.mul(_unsq2(G, gy), _cofactors_recorded(G, xs[0])),)
     return (G.mul(_unsq2(G, G.mul(gy, y)), _swap(G, G.inv(xs[0]))),)
 
 
-recorded_unary(Op.SLOGDET, lambda G, gy, a, y, at: G.mul(_unsq2(G, gy), _swap(G, G.inv(a))))
+def _cofactors_recorded(G, a):
+    """[..., n, n]: C_ij = (-1)^(i+j) det(a without row i and column j), the
+    gradient of det(a) at any a (the SVD of the array rule has no graph op).
+    The minors come from one einsum with constant row/column selections and
+    their determinants are DET nodes, so the result is differentiable again."""
+    n = a.shape[-1]
+    if n == 1:
+        return G.constant(np.ones(a.shape, dtype=G.dtype))
+    keep = np.array([[k for k in range(n) if k != i] for i in range(n)])    # [n, n-1]
+    select = np.zeros((n, n - 1, n), dtype=G.dtype)    # select[i] drops row i
+    select[np.arange(n)[:, None], np.arange(n - 1)[None, :], keep] = 1
+    minors = G.einsum("ipk,...kl,jql->...ijpq", select, a, select)
+    signs = (-1.0) ** np.add.outer(np.arange(n), np.arange(n))
+    return G.mul(G.det(minors), signs.astype(G.dtype))
+
+
+@register_recorded(Op.SLOGDET)
+def slogdet_recorded(G, gy, xs, y, attrs, saved, needs):
+    _singular_logabsdet(G.value(y), "create_graph=True: ")
+    return (G.mul(_unsq2(G, gy), _swap(G, G.inv(xs[0]))),)
 
 
 @register_recorded(Op.CHOLESKY)
