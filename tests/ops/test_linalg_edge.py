@@ -73,6 +73,26 @@ def test_eigh_zero_eigenvector_cotangent_counts_as_unused(create_graph):
     np.testing.assert_allclose(got, np.diag(_W), atol=1e-15)
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_eigh_batch_with_vectors_used_for_one_matrix_only(create_graph):
+    """Matrix by matrix: the identity's vectors are unused (finite, identity),
+    the other's are used (torch's rule, distinct eigenvalues)."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 3))
+    a = np.stack([np.eye(3), x + x.T])
+    g = yscv.Graph(np.float64)
+    v = g.variable(a)
+    values, vectors = g.eigh(v)
+    y = g.add(g.sum(values), g.sum(g.mul(g.select(vectors, 0, 1), g.select(vectors, 0, 1))))
+    (d,) = g.gradients(y, [v], create_graph=create_graph)
+    d = g.value(d) if create_graph else d
+    t = torch.tensor(a, requires_grad=True)
+    tl, tv = torch.linalg.eigh(t)
+    (ref,) = torch.autograd.grad(tl.sum() + (tv[1] * tv[1]).sum(), [t])   # [0] is NaN
+    np.testing.assert_array_equal(d[0], np.eye(3))
+    np.testing.assert_allclose(d[1], ref[1].numpy(), rtol=1e-10, atol=1e-12)
+
+
 def test_eigh_used_vectors_at_repeated_eigenvalues_stay_torchs_rule():
     """With an eigenvector cotangent the quotient by L_j - L_i is torch's:
     not finite where eigenvalues repeat; distinct ones are unaffected."""
