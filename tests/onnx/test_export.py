@@ -563,6 +563,10 @@ CASES += [  # losses and CTC
         a, b, p=3.0), _pair(4), (0, 0)),
     ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_inf", lambda g, a, b: g.pairwise_distance(
         a, b, p=float("inf")), _pair(4), (0, 0)),
+    ExportCase(Op.COSINE_SIMILARITY, "cosine_similarity_mean", lambda g, a, b: g.cosine_similarity(
+        a, b, reduction="mean"), _pair(4), (0, 0)),
+    ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_sum", lambda g, a, b: g.pairwise_distance(
+        a, b, reduction="sum"), _pair(4), (0, 0)),
     ExportCase(Op.PAIRWISE_DISTANCE, "pairwise_distance_p0", lambda g, a, b: g.pairwise_distance(
         a, b, p=0.0, eps=0.0), lambda r, n: (r.integers(0, 2, (n, 4)).astype(float),
                                              r.integers(0, 2, (n, 4)).astype(float)), (0, 0)),

@@ -156,7 +156,27 @@ def det_backward(g, inputs, y, attrs, saved, needs):
     return (gg * _cofactors(a),)
 
 
-unary(Op.SLOGDET, lambda g, a, y, at: g[..., None, None] * _mT(np.linalg.inv(a)))
+def _singular_logabsdet(y, where: str):
+    """BackwardError naming slogdet and the first singular matrix (its
+    logabsdet -inf) unless there is none: torch's gradient there is inf or
+    NaN (inv(a) does not exist), not a number to return."""
+    bad = np.isneginf(y)
+    if np.any(bad):
+        idx = tuple(int(k) for k in np.argwhere(bad)[0]) if np.ndim(y) else ()
+        raise BackwardError(
+            f"slogdet: {where}the gradient of logabsdet at a singular matrix is not defined "
+            f"(logabsdet is -inf; it needs inv(a)); batch index {idx}", op="slogdet")
+
+
+@register_backward(Op.SLOGDET)
+def slogdet_backward(g, inputs, y, attrs, saved, needs):
+    """g inv(a)^T; a singular matrix raises BackwardError naming slogdet."""
+    _singular_logabsdet(y, "")
+    try:
+        inv = np.linalg.inv(inputs[0])
+    except np.linalg.LinAlgError:   # LAPACK's LU saw a zero pivot slogdet's did not
+        _singular_logabsdet(np.full(y.shape, -np.inf), "")
+    return (g[..., None, None] * _mT(inv),)
 
 
 def _tril(n, k, dtype):
@@ -177,14 +197,26 @@ def cholesky_backward(g, inputs, y, upper, saved, needs):
 @register_backward(Op.EIGH)
 def eigh_backward(g, inputs, y, attrs, saved, needs):
     """V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i (torch's
-    rule: infinite for repeated eigenvalues, finite for distinct ones)."""
+    rule: infinite for repeated eigenvalues, finite for distinct ones).
+
+    A matrix whose eigenvector cotangent gV is all zero (the vectors unused,
+    torch's undefined gV) gets V diag(gL) V^T: the quotient term is left out
+    rather than computed as 0 / 0 where eigenvalues repeat."""
     values, vectors = y[..., 0, :], y[..., 1:, :]
     gl, gv = g[..., 0, :], g[..., 1:, :]
     vg = _mT(vectors) @ gv
-    inner = 0.5 * (vg - _mT(vg)) / _gaps(values)
+    skew = 0.5 * (vg - _mT(vg))
+    inner = np.divide(skew, _gaps(values), out=np.zeros_like(skew),
+                      where=_vectors_used(gv))
     n = values.shape[-1]
     inner[..., np.arange(n), np.arange(n)] = gl
     return (vectors @ inner @ _mT(vectors),)
+
+
+def _vectors_used(gv):
+    """[..., 1, 1]: whether each matrix's eigenvector cotangent has a
+    nonzero (or NaN) entry."""
+    return np.any(gv != 0, axis=(-2, -1), keepdims=True)
 
 
 def _gaps(values):
@@ -295,15 +327,33 @@ def solve_recorded(G, gy, xs, x, vector, saved, needs):
 
 @register_recorded(Op.DET)
 def det_recorded(G, gy, xs, y, attrs, saved, needs):
+    """g det(a) inv(a)^T; where a matrix of the batch is singular, g times the
+    cofactors from the minors' determinants (finite, as torch's)."""
     if np.any(G.value(y) == 0):
-        raise BackwardError(
-            "det: create_graph=True through the determinant of a singular matrix is not "
-            "supported (its recorded gradient det(a) inv(a)^T needs inv(a)); the first-order "
-            "gradient (the cofactors) is")
+        return (G.mul(_unsq2(G, gy), _cofactors_recorded(G, xs[0])),)
     return (G.mul(_unsq2(G, G.mul(gy, y)), _swap(G, G.inv(xs[0]))),)
 
 
-recorded_unary(Op.SLOGDET, lambda G, gy, a, y, at: G.mul(_unsq2(G, gy), _swap(G, G.inv(a))))
+def _cofactors_recorded(G, a):
+    """[..., n, n]: C_ij = (-1)^(i+j) det(a without row i and column j), the
+    gradient of det(a) at any a (the SVD of the array rule has no graph op).
+    The minors come from one einsum with constant row/column selections and
+    their determinants are DET nodes, so the result is differentiable again."""
+    n = a.shape[-1]
+    if n == 1:
+        return G.constant(np.ones(a.shape, dtype=G.dtype))
+    keep = np.array([[k for k in range(n) if k != i] for i in range(n)])    # [n, n-1]
+    select = np.zeros((n, n - 1, n), dtype=G.dtype)    # select[i] drops row i
+    select[np.arange(n)[:, None], np.arange(n - 1)[None, :], keep] = 1
+    minors = G.einsum("ipk,...kl,jql->...ijpq", select, a, select)
+    signs = (-1.0) ** np.add.outer(np.arange(n), np.arange(n))
+    return G.mul(G.det(minors), signs.astype(G.dtype))
+
+
+@register_recorded(Op.SLOGDET)
+def slogdet_recorded(G, gy, xs, y, attrs, saved, needs):
+    _singular_logabsdet(G.value(y), "create_graph=True: ")
+    return (G.mul(_unsq2(G, gy), _swap(G, G.inv(xs[0]))),)
 
 
 @register_recorded(Op.CHOLESKY)
@@ -326,5 +376,12 @@ def eigh_recorded(G, gy, xs, y, attrs, saved, needs):
     skew = G.mul(G.sub(vg, _swap(G, vg)), 0.5)
     eye = np.eye(n, dtype=G.dtype)
     gaps = G.add(G.sub(G.unsqueeze(values, -2), G.unsqueeze(values, -1)), eye)
-    inner = G.add(G.div(skew, gaps), G.mul(G.unsqueeze(gl, -2), eye))
+    quot = G.div(skew, gaps)
+    # the array rule's zero quotient where gV is all zero, taken only where
+    # an eigenvalue repeats (0 / 0); the where keeps that entry's derivative
+    # undefined, as torch's double backward at repeated eigenvalues
+    hole = (G.value(gaps) == 0) & ~_vectors_used(G.value(gv))
+    if hole.any():
+        quot = G.where(hole, np.zeros((), G.dtype), quot)
+    inner = G.add(quot, G.mul(G.unsqueeze(gl, -2), eye))
     return (G.matmul(G.matmul(vectors, inner), _swap(G, vectors)),)

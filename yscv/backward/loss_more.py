@@ -70,27 +70,35 @@ def binary_cross_entropy_backward(g, inputs, out, attrs, saved, needs):
 def cosine_similarity_backward(g, inputs, out, attrs, saved, needs):
     a, b = np.broadcast_arrays(*inputs)   # the walk sums the gradients back
     ax, eps = attrs.axis, attrs.eps
-    gk = np.expand_dims(g, ax)
-    ck = np.expand_dims(out, ax)
+    na, nb = (np.sqrt(np.sum(x * x, axis=ax, keepdims=True)) for x in (a, b))
+    ca, cb = (np.maximum(n, eps).astype(a.dtype, copy=False) for n in (na, nb))
+    # the per-row similarities: the output itself, or the forward's terms again
+    cos = out if attrs.reduction == "none" else np.sum((a / ca) * (b / cb), axis=ax)
+    ck = np.expand_dims(cos, ax)
+    s = _scale(g, attrs.reduction, cos.shape)
+    gk = np.expand_dims(s, ax) if attrs.reduction == "none" else s
 
-    def side(x, other):    # (other / |other|_eps - cos x / |x|) / |x|_eps; x / |x| = 0 at 0
-        n = np.sqrt(np.sum(x * x, axis=ax, keepdims=True))
-        nc = np.maximum(n, eps)
-        no = np.maximum(np.sqrt(np.sum(other * other, axis=ax, keepdims=True)), eps)
+    def side(x, n, nc, other_c, other):
+        # (other / |other|_eps - cos x / |x|) / |x|_eps; x / |x| = 0 at 0
         with np.errstate(divide="ignore", invalid="ignore"):
             unit = np.where(n == 0, 0, x / n)
-        return ((other / no - ck * unit) / nc * gk).astype(x.dtype, copy=False)
+        return ((other / other_c - ck * unit) / nc * gk).astype(x.dtype, copy=False)
 
-    return (side(a, b) if needs[0] else None), (side(b, a) if needs[1] else None)
+    return ((side(a, na, ca, cb, b) if needs[0] else None),
+            (side(b, nb, cb, ca, a) if needs[1] else None))
 
 
 @register_backward(Op.PAIRWISE_DISTANCE)
 def pairwise_distance_backward(g, inputs, out, attrs, saved, needs):
     a, b = inputs
-    norm = out[..., 0] if attrs.keepdim else out
-    gk = g if attrs.keepdim else g[..., None]
-    ga = p_norm_grad(a - b + attrs.eps, norm, attrs.p) * gk
-    return _pair(ga, needs)
+    d = a - b + attrs.eps
+    if attrs.reduction == "none":
+        norm = out[..., 0] if attrs.keepdim else out
+        gk = g if attrs.keepdim else g[..., None]
+    else:       # the per-row distances again; each row's share of the reduced g
+        norm = p_norm(d, attrs.p)
+        gk = _scale(g, attrs.reduction, norm.shape)
+    return _pair(p_norm_grad(d, norm, attrs.p) * gk, needs)
 
 
 @register_backward(Op.TRIPLET_MARGIN_LOSS)
@@ -206,8 +214,10 @@ def _bce_composite11(G, p, t, attrs):
 
 def _floored_norm_nodes(G, x, axis, eps):
     """||x|| over ``axis`` (kept), floored at eps by adding a constant: the
-    value is max(||x||, eps), the gradient that of ||x|| (PyTorch's no_grad clamp)."""
-    n = G.sqrt(G.sum(G.mul(x, x), axis=axis, keepdims=True))
+    value is max(||x||, eps), the gradient that of ||x|| (PyTorch's no_grad
+    clamp). ||x|| is a NORM node, whose gradient is 0 at a zero vector as
+    PyTorch's (sqrt of a sum of squares would give 0 * inf there)."""
+    n = G.norm(x, 2, axis=axis, keepdims=True)
     nv = G.value(n)
     lift = np.maximum(nv, eps) - nv
     return G.add(n, lift) if np.any(lift) else n
@@ -220,24 +230,18 @@ def _cosine_composite(G, a, b, attrs):
     b = b if b.shape == shape else G.expand(b, shape)
     ua = G.div(a, _floored_norm_nodes(G, a, ax, attrs.eps))
     ub = G.div(b, _floored_norm_nodes(G, b, ax, attrs.eps))
-    return G.sum(G.mul(ua, ub), axis=ax)
+    return _reduce11(G, G.sum(G.mul(ua, ub), axis=ax), attrs.reduction)
 
 
 def _p_norm_nodes(G, d, p):
-    if p == 2.0:
-        return G.sqrt(G.sum(G.mul(d, d), axis=-1))
-    if p == 1.0:
-        return G.sum(G.abs(d), axis=-1)
-    if p == np.inf:
-        return G.max(G.abs(d), axis=-1)
-    if p == 0.0:
-        return G.constant(np.count_nonzero(G.value(d), axis=-1).astype(G.dtype))
-    return G.pow(G.sum(G.pow(G.abs(d), p), axis=-1), 1.0 / p)
+    """The p-norm over the last axis as one NORM node: PyTorch's
+    linalg.vector_norm gradient (0 for a zero vector, ties of inf split)."""
+    return G.norm(d, p, axis=-1)
 
 
 def _pairwise_composite(G, a, b, attrs):
     d = _p_norm_nodes(G, G.add(G.sub(a, b), attrs.eps), attrs.p)
-    return G.unsqueeze(d, -1) if attrs.keepdim else d
+    return _reduce11(G, G.unsqueeze(d, -1) if attrs.keepdim else d, attrs.reduction)
 
 
 def _triplet_composite(G, anchor, positive, negative, attrs):

@@ -69,7 +69,7 @@ def _binary_cross_entropy(b, n):
     return _reduce(b, terms, a.reduction)
 
 
-@onnx_form(Op.COSINE_SIMILARITY, "Shape, Expand, Mul, ReduceSum, Sqrt, Max, Div")
+@onnx_form(Op.COSINE_SIMILARITY, f"Shape, Expand, Mul, ReduceSum, Sqrt, Max, Div, {_REDUCE}")
 def _cosine_similarity(b, n):
     a = n.attrs
     x, y = n.x(0), n.x(1)
@@ -80,7 +80,7 @@ def _cosine_similarity(b, n):
     for v in (x, y):
         norm = b.emit("Sqrt", [b.reduce("ReduceSum", b.emit("Mul", [v, v]), (a.axis,), True)])
         units.append(b.emit("Div", [v, b.emit("Max", [norm, b.scalar(a.eps)])]))
-    return b.reduce("ReduceSum", b.emit("Mul", units), (a.axis,), False)
+    return _reduce(b, b.reduce("ReduceSum", b.emit("Mul", units), (a.axis,), False), a.reduction)
 
 
 def _p_norm(b, d, p, keepdim):
@@ -106,10 +106,10 @@ def _distance(b, u, v, p, eps, keepdim=False):
 _NORM_OPS = "Sub, Add, Abs, Mul, Pow, Sqrt, ReduceSum, ReduceMax, Equal, Not, Cast"
 
 
-@onnx_form(Op.PAIRWISE_DISTANCE, _NORM_OPS)
+@onnx_form(Op.PAIRWISE_DISTANCE, f"{_NORM_OPS}, {_REDUCE}")
 def _pairwise_distance(b, n):
     a = n.attrs
-    return _distance(b, n.x(0), n.x(1), a.p, a.eps, a.keepdim)
+    return _reduce(b, _distance(b, n.x(0), n.x(1), a.p, a.eps, a.keepdim), a.reduction)
 
 
 @onnx_form(Op.TRIPLET_MARGIN_LOSS, f"{_NORM_OPS}, Min, Relu, {_REDUCE}")

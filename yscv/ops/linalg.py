@@ -414,14 +414,17 @@ class LinalgOps:
     def det(self, a):
         """The determinant of each matrix of a [..., n, n] -> [...]
         (torch.linalg.det). Backward: ``g det(a) inv(a)^T``, through the
-        SVD when a matrix is singular (its cofactors). Nothing saved."""
+        SVD when a matrix is singular (its cofactors; recorded with
+        ``create_graph=True`` as the minors' determinants). Nothing saved."""
         return self._apply1(Op.DET, self._square_operand(a, "det"))
 
     def slogdet(self, a):
         """``(sign, logabsdet)`` of each matrix of a [..., n, n], as
         torch.linalg.slogdet: ``sign`` is a plain array of the graph dtype
         (-1, 0 or 1; not differentiable), ``logabsdet`` a node ([...];
-        -inf for a singular matrix). Backward of logabsdet: ``g inv(a)^T``."""
+        -inf for a singular matrix). Backward of logabsdet: ``g inv(a)^T``;
+        at a singular matrix it does not exist (torch's is inf/NaN) and the
+        backward raises BackwardError naming slogdet."""
         a = self._square_operand(a, "slogdet")
         v = a if type(a) is not NodeId else self.value(a)
         sign = np.asarray(np.linalg.slogdet(v)[0], dtype=self.dtype)
@@ -446,7 +449,9 @@ class LinalgOps:
         eigenvector is defined up to sign; this choice is deterministic).
         Both are nodes: views of one EIGH node [..., n+1, n] (values in
         row 0). Gradients as torch.linalg's, finite for distinct
-        eigenvalues: ``V (diag(gL) + skew(V^T gV) / (L_j - L_i)) V^T``."""
+        eigenvalues: ``V (diag(gL) + skew(V^T gV) / (L_j - L_i)) V^T``;
+        for a matrix whose vectors get no cotangent (all zero), ``V
+        diag(gL) V^T``, finite at repeated eigenvalues too."""
         a = self._square_operand(a, "eigh")
         packed = self._apply1(Op.EIGH, a)
         nd = len(packed.shape)

@@ -110,36 +110,42 @@ class MoreLossOps:
         return self._loss_pair(Op.BINARY_CROSS_ENTROPY, probs, target,
                                BinaryCrossEntropyAttrs(w, reduction))
 
-    def cosine_similarity(self, a, b, axis=-1, eps=1e-8):
+    def cosine_similarity(self, a, b, axis=-1, eps=1e-8, reduction="none"):
         """``sum(a b) / (max(||a||, eps) max(||b||, eps))`` along ``axis``
         (torch.nn.functional.cosine_similarity: each input divided by its
         floored norm, the floor not differentiated). ``a`` and ``b``
-        broadcast; the result has their broadcast shape without ``axis``."""
+        broadcast; the similarities have their broadcast shape without
+        ``axis``. ``reduction`` "none" (the default, PyTorch's per-row
+        values) returns them, "mean" / "sum" their mean / sum (0-d)."""
         op = "cosine_similarity"
         eps = _real(eps, op, "eps")
         if eps < 0:
             raise ValueError(f"{op}: eps must be >= 0, got {eps!r}")
+        reduction = check_reduction(reduction, op)
         shape = self._broadcast_operands(op, (("a", a), ("b", b)), False)
         if not shape:
             raise shape_error(op, "the inputs must have at least one axis, got 0-d inputs",
                               got=shape)
         ax = normalize_axis(axis, len(shape), op) - len(shape)
-        return self._apply(Op.COSINE_SIMILARITY, (a, b), CosineAttrs(ax, eps))
+        return self._apply(Op.COSINE_SIMILARITY, (a, b), CosineAttrs(ax, eps, reduction))
 
-    def pairwise_distance(self, a, b, p=2.0, eps=1e-6, keepdim=False):
+    def pairwise_distance(self, a, b, p=2.0, eps=1e-6, keepdim=False, reduction="none"):
         """``||a - b + eps||_p`` over the last axis
         (torch.nn.functional.pairwise_distance): ``a`` and ``b`` broadcast;
         ``p >= 0`` (inf: the largest magnitude; 0: the count of nonzeros,
-        gradient 0); ``keepdim`` keeps the last axis (size 1)."""
+        gradient 0); ``keepdim`` keeps the last axis (size 1). ``reduction``
+        "none" (the default, PyTorch's per-row distances) returns them,
+        "mean" / "sum" their mean / sum (0-d)."""
         op = "pairwise_distance"
         p = _norm_order(p, op)
         eps = _real(eps, op, "eps")
         keepdim = _flag(keepdim, op, "keepdim")
+        reduction = check_reduction(reduction, op)
         shape = self._broadcast_operands(op, (("a", a), ("b", b)), False)
         if not shape or shape[-1] < 1:
             raise shape_error(op, f"the inputs need a last axis of size >= 1 (the vectors), "
                               f"got broadcast shape {shape}", got=shape)
-        return self._apply(Op.PAIRWISE_DISTANCE, (a, b), PairwiseAttrs(p, eps, keepdim))
+        return self._apply(Op.PAIRWISE_DISTANCE, (a, b), PairwiseAttrs(p, eps, keepdim, reduction))
 
     def triplet_margin_loss(self, anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
                             swap=False, reduction="mean"):
@@ -258,20 +264,23 @@ class BinaryCrossEntropyAttrs(NamedTuple):
 
 
 class CosineAttrs(NamedTuple):
-    """cosine_similarity: the axis (negative, counted in the broadcast shape)
-    and ``eps``, the floor of each norm."""
+    """cosine_similarity: the axis (negative, counted in the broadcast shape),
+    ``eps``, the floor of each norm, and the reduction ("none": per row)."""
 
     axis: int
     eps: float
+    reduction: str = "none"
 
 
 class PairwiseAttrs(NamedTuple):
     """pairwise_distance: the norm order ``p`` (>= 0, may be inf), the ``eps``
-    added to the difference, and whether the last axis is kept (size 1)."""
+    added to the difference, whether the last axis is kept (size 1), and
+    the reduction ("none": per row)."""
 
     p: float
     eps: float
     keepdim: bool
+    reduction: str = "none"
 
 
 class TripletAttrs(NamedTuple):
@@ -372,13 +381,13 @@ def cosine_similarity_forward(attrs, a, b):
     a, b = np.broadcast_arrays(a, b)
     _, na = floored_norm(a, attrs.axis, attrs.eps)
     _, nb = floored_norm(b, attrs.axis, attrs.eps)
-    return np.sum((a / na) * (b / nb), axis=attrs.axis), None
+    return reduce_loss(np.sum((a / na) * (b / nb), axis=attrs.axis), attrs.reduction), None
 
 
 @register_forward(Op.PAIRWISE_DISTANCE)
 def pairwise_distance_forward(attrs, a, b):
     d = p_norm(a - b + attrs.eps, attrs.p)
-    return (d[..., None] if attrs.keepdim else d), None
+    return reduce_loss(d[..., None] if attrs.keepdim else d, attrs.reduction), None
 
 
 def triplet_distances(attrs, anchor, positive, negative):
