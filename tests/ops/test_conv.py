@@ -230,6 +230,9 @@ CASES = [
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=(2,), groups=2),
          [(1, 5, 4), (2, 2, 6), (6,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 2, 1, 2), "conv1d_groups_batch1", torch_build=t_conv(1, 2, 1, 2)),
+    _row(C1, lambda g, x, w: g.conv1d(x, w, stride=2, padding=1, groups=2), [(2, 7, 2), (3, 1, 4)],
+         lambda x, w: ref_conv(x, w, None, 2, 1, 1, 2), "conv1d_groups_cin_depthwise_form",
+         torch_build=t_conv(2, 1, 1, 2)),
     _row(C1, lambda g, x, w, b: g.conv1d(x, w, b, padding=2), [(2, 6, 3), (5, 3, 2), (2,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 2), "conv1d_k15_padded_rows", torch_build=t_conv(1, 2)),
     _row(C1, lambda g, x, w: g.conv1d(x, w), [(2, 5, 3), (1, 3, 4)],
@@ -250,6 +253,14 @@ CASES = [
          lambda x, w: ref_conv(x, w, None, 2, 1, 1, 2), "conv2d_groups2_stride2", torch_build=t_conv(2, 1, 1, 2)),
     _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, groups=2), [(2, 3, 3, 4), (1, 1, 2, 6), (6,)],
          lambda x, w, b: ref_conv(x, w, b, 1, 0, 1, 2), "conv2d_pointwise_groups", torch_build=t_conv(1, 0, 1, 2)),
+    # groups == Cin: the depthwise form (yscv/compute/conv.py runs it on the depthwise kernel)
+    _row(C2, lambda g, x, w, b: g.conv2d(x, w, b, stride=2, padding=1, dilation=(1, 2), groups=3),
+         [(2, 5, 6, 3), (3, 2, 1, 3), (3,)],
+         lambda x, w, b: ref_conv(x, w, b, 2, 1, (1, 2), 3), "conv2d_groups_cin_depthwise_form",
+         torch_build=t_conv(2, 1, (1, 2), 3)),
+    _row(C2, lambda g, x, w: g.conv2d(x, w, padding=(0, 1), groups=2), [(1, 4, 4, 2), (3, 3, 1, 6)],
+         lambda x, w: ref_conv(x, w, None, 1, (0, 1), 1, 2), "conv2d_groups_cin_multiplier3",
+         torch_build=t_conv(1, (0, 1), 1, 2)),
     _row(C2, lambda g, x, w: g.conv2d(x, w, stride=2), [(1, 5, 5, 3), (1, 1, 3, 2)],
          lambda x, w: ref_conv(x, w, None, 2), "conv2d_1x1_stride2", torch_build=t_conv(2)),
     _row(C2, lambda g, x, w: g.conv2d(x, w), [(1, 3, 4, 2), (3, 4, 2, 2)],
@@ -1292,3 +1303,30 @@ def test_conv_transpose2d_second_order_with_output_padding_past_the_stride():
                   [(1, 2, 3, 2), (2, 2, 2, 2)], name="conv_transpose2d_outpad1_dilation2",
                   torch_build=_t_conv_transpose(2, output_padding=1, dilation=2))
     check_torch_second_order(case)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv2d_groups_cin_is_the_depthwise_op_bit_for_bit(dtype):
+    """conv2d(groups=C) (what Conv2d(groups=C) and ONNX Conv with group say)
+    runs the depthwise kernel: the forward and every gradient equal
+    depthwise_conv2d's on the same weights (reshaped: [KH, KW, 1, C*M] is
+    [KH, KW, C, M]) bit for bit."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 5, 4)).astype(dtype)
+    w = rng.standard_normal((3, 3, 1, 8)).astype(dtype)
+    b = rng.standard_normal(8).astype(dtype)
+    out = []
+    for grouped in (True, False):
+        g = yscv.Graph(dtype)
+        xn, wn, bn = g.variable(x), g.variable(w), g.variable(b)
+        if grouped:
+            y = g.conv2d(xn, wn, bn, stride=(1, 2), padding=1, dilation=(2, 1), groups=4)
+        else:
+            y = g.depthwise_conv2d(xn, g.reshape(wn, (3, 3, 4, 2)), bn, stride=(1, 2), padding=1,
+                                   dilation=(2, 1))
+        cot = rng.standard_normal(g.value(y).shape).astype(dtype) if grouped else cot
+        g.backward(y, grad=cot)
+        out.append((g.value(y), g.grad(xn), g.grad(wn), g.grad(bn)))
+    for a, b_ in zip(*out):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b_)

@@ -26,7 +26,8 @@ reused per thread (:func:`scratch`). Per chunk and per group:
 * input:    ``dcols = g[rows, group] @ W_g.T``; ``dx += col2im(dcols)``
 
 A 1x1 kernel with stride 1 and no padding skips the gather: the input itself
-is the column matrix. Depthwise convolution runs direct loops
+is the column matrix. Depthwise convolution (and a grouped conv with one
+input channel per group, :func:`_as_depthwise`) runs direct loops
 (yscv/kernels/conv.py), the deformable one bilinear-sampling im2col
 (yscv/kernels/conv_deform.py) through the same chunking. docs/ops/conv.md
 ("Algorithms and why") has the measurements behind every choice here.
@@ -152,6 +153,20 @@ def _is_pointwise(wshape, stride, padding) -> bool:
     return wshape[0] == wshape[1] == wshape[2] == 1 and stride == (1, 1, 1) and padding == (0, 0, 0)
 
 
+def _as_depthwise(x_shape, w_shape, groups, stride, padding, dilation):
+    """The depthwise form of a grouped conv with one input channel per group
+    (``groups == Cin``, what ``Conv2d(groups=C)`` and ONNX's ``Conv`` with
+    ``group`` say) and no depth axis: ``(w_shape as [KH, KW, C, M], the
+    2-D stride, padding, dilation)``, or None for any other conv. Output
+    channel ``g*M + m`` of the grouped conv is channel ``c*M + m`` of the
+    depthwise one, so the weight is the same array reshaped."""
+    kd, kh, kw, cg, cout = w_shape
+    cin = x_shape[4]
+    if groups < 2 or groups != cin or cg != 1 or kd != 1 or x_shape[1] != 1:
+        return None
+    return (kh, kw, cin, cout // cin), stride[1:], padding[1:], dilation[1:]
+
+
 def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None,
                  return_padded=False):
     """y [N, OD, OH, OW, Cout] = cross-correlation of x with w, plus ``bias``
@@ -172,6 +187,12 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
     if out_sp is None:
         out_sp = tuple(out_size(i, k, s, p, dl) for i, k, s, p, dl in
                        zip((d, h, wd), (kd, kh, kw), stride, padding, dilation))
+    dwf = _as_depthwise(x.shape, w.shape, groups, stride, padding, dilation)
+    if dwf is not None and out_sp[1:] == tuple(
+            out_size(i, k, s, p, dl) for i, k, s, p, dl in zip((h, wd), (kh, kw), *dwf[1:])):
+        y = depthwise_forward(x[:, 0], w.reshape(dwf[0]), *dwf[1:]).reshape(n, *out_sp, cout)
+        y = add_bias(y, bias)
+        return (y, None) if return_padded else y
     pointwise = _is_pointwise(w.shape, stride, padding) and out_sp == (d, h, wd)
     if winograd.forward_usable(x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
                                out_sp):
@@ -232,6 +253,13 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
         x_shape = x.shape
     cin, cout = x_shape[4], w.shape[4]
     dx = dw = db = None
+    dwf = _as_depthwise(x_shape, w.shape, groups, stride, padding, dilation)
+    if dwf is not None and x is not None and (need_x or need_w):
+        dx, dw = depthwise_backward(g[:, 0], x[:, 0], w.reshape(dwf[0]), *dwf[1:], need_x,
+                                    need_w)
+        dx = None if dx is None else dx.reshape(x_shape)
+        dw = None if dw is None else dw.reshape(w.shape)
+        return dx, dw, (bias_grad(g) if need_b else None)
     if not (_is_pointwise(w.shape, stride, padding) and g.shape[1:4] == tuple(x_shape[1:4])):
         if need_w and direct.usable(g.dtype, cout, groups):
             dw, db = direct.weight_grad(x, g, w.shape, stride, padding, dilation, need_b,
