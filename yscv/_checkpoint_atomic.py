@@ -1,6 +1,6 @@
 """Atomic file writes for checkpoints: a temporary file, fsync, rename.
 
-:func:`atomic_write` writes ``.<name>.yscv.tmp`` next to the target,
+`atomic_write` writes ``.<name>.yscv.tmp`` next to the target,
 flushes and fsyncs it, ``os.replace``-s it over the target and fsyncs the
 folder: a crash at any point leaves either the previous file or the new
 one, never a mix. The temporary name is fixed per target and a writer holds

@@ -1,9 +1,9 @@
 """How a checkpoint stores Python values: JSON metadata with NumPy arrays
 as safetensors tensors, and the SHA-256 checksum over both.
 
-:func:`_encode` turns a JSON value holding NumPy arrays anywhere into a JSON
+`_encode` turns a JSON value holding NumPy arrays anywhere into a JSON
 value with tensor markers ``{"__yscv_tensor__": name}`` plus the arrays;
-:func:`_decode` is its inverse. The layout is in docs/checkpoint_format.md.
+`_decode` is its inverse. The layout is in docs/checkpoint_format.md.
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def _encode(value, prefix: str, arrays: dict, where: str, depth: int = 0, root=N
 
 
 def _decode(value, arrays: dict, where: str, depth: int = 0):
-    """The inverse of :func:`_encode`: tensor markers become (writable,
+    """The inverse of `_encode`: tensor markers become (writable,
     owned) copies of the arrays; raises CheckpointError on a bad marker, and
     on a value nested more than MAX_DEPTH levels (``depth``: the decoded
     dicts / lists around ``value``; a ``__yscv_dict__`` wrapper is none)."""

@@ -13,10 +13,10 @@ products below ``SMALL_WORK`` (yscv/compute/gemm.py,
 branch: that product would start on one thread where the serial walk runs
 it on the count.
 
-How. While a parallel walk has helper threads (:meth:`BlasGate.open`),
-every backward rule it runs is a *node* (:meth:`BlasGate.enter` /
-:meth:`BlasGate.leave`), and a hold that lowers the count from inside a node
-is *exclusive* (:meth:`BlasGate.begin_exclusive`): it waits until no other
+How. While a parallel walk has helper threads (`BlasGate.open`),
+every backward rule it runs is a *node* (`BlasGate.enter` /
+`BlasGate.leave`), and a hold that lowers the count from inside a node
+is *exclusive* (`BlasGate.begin_exclusive`): it waits until no other
 node runs, and nodes wait to start until it is over. Two nodes asking at
 once take turns (each gives up its own place while it waits, so neither
 waits for the other). Outside a walk, or on a thread that runs no node,
@@ -67,7 +67,7 @@ class BlasGate:
 
     def begin_exclusive(self) -> bool:
         """From inside a node: wait until no other node runs, then run alone
-        until :meth:`end_exclusive`; True. Outside a node (or with no walk
+        until `end_exclusive`; True. Outside a node (or with no walk
         using threads): False at once, nothing to end."""
         if not self.in_node():
             return False

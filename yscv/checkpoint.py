@@ -34,7 +34,8 @@ _LEAF = int(Op.LEAF)
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointSegment:
-    """Node indices ``start_node .. end_node`` (end inclusive), seed-compatible."""
+    """Node indices ``start_node .. end_node`` (end inclusive): one segment of a
+    `CheckpointConfig`."""
 
     start_node: int
     end_node: int
@@ -48,7 +49,7 @@ class CheckpointSegment:
 
 @dataclasses.dataclass
 class CheckpointConfig:
-    """A list of segments for :meth:`Graph.backward_with_checkpoints`."""
+    """A list of segments for `Graph.backward_with_checkpoints`."""
 
     segments: list = dataclasses.field(default_factory=list)
 
@@ -238,7 +239,7 @@ class CheckpointMixin:
         return run(chunks[-1])(self, x)
 
     def backward_with_checkpoints(self, target, config: CheckpointConfig) -> None:
-        """Seed-compatible: plain backward, then release the values of the
+        """Plain backward, then release the values of the
         non-leaf nodes inside ``config``'s segments (recomputed on read)."""
         if not isinstance(config, CheckpointConfig):
             raise TypeError("backward_with_checkpoints: config must be a CheckpointConfig")

@@ -22,7 +22,7 @@ arrays and the checksum are in yscv/_checkpoint_encoding.py.
 
 Loading validates EVERYTHING (header, checksum, format version, keys,
 shapes, optimizer and scheduler structure, RNG state) before touching any
-object, and raises :class:`yscv.CheckpointError` naming the problem; a
+object, and raises `yscv.CheckpointError` naming the problem; a
 failed load changes nothing.
 """
 from __future__ import annotations
@@ -79,17 +79,17 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
     Args:
         path: file to write (its folder must exist). An existing file is
             replaced only once the new one is complete on disk.
-        model: a :class:`yscv.nn.Module` (its ``state_dict()``).
-        optimizer: a :class:`yscv.optim.Optimizer` (options, step counts, state arrays).
+        model: a `yscv.nn.Module` (its ``state_dict()``).
+        optimizer: a `yscv.optim.Optimizer` (options, step counts, state arrays).
         scheduler: a learning-rate scheduler (its JSON ``state_dict()``).
-        step: an int (or None) returned by :func:`load_checkpoint`.
+        step: an int (or None) returned by `load_checkpoint`.
         extra: a JSON value (dicts, lists, tuples, str, numbers, bools, None)
             that may hold NumPy arrays anywhere; returned by
-            :func:`load_checkpoint` (tuples as lists, arrays bit-exact: same
+            `load_checkpoint` (tuples as lists, arrays bit-exact: same
             dtype, shape and values, stored as tensors).
         data: a data loader, or any object with ``state_dict()`` returning a
             dict of JSON values and NumPy arrays (encoded as ``extra``);
-            :func:`load_checkpoint` hands it to ``load_state_dict``.
+            `load_checkpoint` hands it to ``load_state_dict``.
 
     The library RNG state (``yscv.random.get_rng_state()``) is always saved.
     The file gets the permissions ``open()`` would give it: ``0o666`` less

@@ -1,6 +1,6 @@
 """The exception hierarchy.
 
-Every failure the library raises on purpose derives from :class:`AutogradError`
+Every failure the library raises on purpose derives from `AutogradError`
 or is a standard ``ValueError`` / ``TypeError`` / ``IndexError`` whose message
 names the op and the bad argument. Errors carry structured fields (``op``,
 ``node``, ``expected``, ``got``) where they apply, so callers can inspect them

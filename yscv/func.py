@@ -1,6 +1,6 @@
-"""Function transforms, composable as in ``torch.func`` and JAX (SPEC section 9).
+"""Function transforms, composable as in ``torch.func`` and JAX (docs/higher_order.md).
 
-A function is ``f(g, *args) -> NodeId`` (the form :func:`yscv.gradcheck`
+A function is ``f(g, *args) -> NodeId`` (the form `yscv.gradcheck`
 takes), or ``-> (NodeId, aux)`` with ``has_aux=True``. Every transform
 returns a function callable in two forms:
 
@@ -21,7 +21,7 @@ differentiated argument (JAX's tracer levels): a node ``f`` closes over is
 never taken for the argument, even when it is the node passed in, so inner
 transforms may close over an outer transform's argument.
 
-Forward mode (:func:`jvp`, :func:`jacfwd`) is the transpose of reverse mode:
+Forward mode (`jvp`, `jacfwd`) is the transpose of reverse mode:
 the recorded vector-Jacobian product ``u -> J^T u`` is linear in ``u``, so
 its own gradient against a tangent ``t`` is ``J t``. It is exact, reuses the
 recorded backward rules of every op (no second rule table to keep in step),

@@ -117,17 +117,17 @@ def _gradcheck(fn, arrays, eps, atol, rtol, seed, names) -> bool:
 def gradgradcheck(fn, arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
                   seed: int = 0) -> bool:
     """Check ``fn``'s second derivatives in float64 against central
-    differences of its first derivatives (SPEC section 9).
+    differences of its first derivatives (docs/higher_order.md).
 
     With a random cotangent ``u`` of the output and random directions ``v``
     of the inputs, the recorded first-order gradients
     ``d = g.gradients(fn(x), x, grad=u, create_graph=True)`` are contracted to
-    ``s(x, u) = sum_k <d_k, v_k>``, and :func:`gradcheck` compares the
+    ``s(x, u) = sum_k <d_k, v_k>``, and `gradcheck` compares the
     recorded backward of ``s`` (with respect to every input and to ``u``)
     with finite differences: every product of the Hessian and the mixed
     terms is exercised.
 
-    Returns True, or raises :class:`GradcheckError` naming the ops of
+    Returns True, or raises `GradcheckError` naming the ops of
     ``fn``'s graph, the input and the worst element.
     """
     arrays = [np.array(a, dtype=np.float64) for a in arrays]

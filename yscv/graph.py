@@ -5,7 +5,7 @@ Nodes live in three lists indexed by arena position:
 
 ==============  ==========================================================
 ``_nodes``      the node's record, one tuple ``(op, inputs, attrs, saved,
-                rg, needs, plain, shape)`` (fields: :data:`yscv.node.N_OP` ...)
+                rg, needs, plain, shape)`` (fields: `yscv.node.N_OP` ...)
 ``_values``     np.ndarray value (None once released by checkpointing)
 ``_uids``       process-unique number; detects stale NodeIds after truncate
 ``_grads``      dict index -> stored gradient (leaves and retained nodes only)
@@ -22,15 +22,15 @@ for code off the per-node path.
 The ``Graph`` class is this storage plus mixins, one file each:
 
 =======================  =================================================
-:mod:`yscv.leaves`       variable, constant, param, buffer, set_value
-:mod:`yscv.walk`         backward, gradients, hooks, accumulation
-:mod:`yscv.checkpoint`   release and recompute of values (checkpointing)
-:mod:`yscv.clipping`     clip_grad_norm, clip_grad_value
-:mod:`yscv.introspect`   to_dot, memory, summary
-:mod:`yscv.ops`          one mixin per op category (g.conv2d, g.relu, ...)
+`yscv.leaves`       variable, constant, param, buffer, set_value
+`yscv.walk`         backward, gradients, hooks, accumulation
+`yscv.checkpoint`   release and recompute of values (checkpointing)
+`yscv.clipping`     clip_grad_norm, clip_grad_value
+`yscv.introspect`   to_dot, memory, summary
+`yscv.ops`          one mixin per op category (g.conv2d, g.relu, ...)
 =======================  =================================================
 
-Op methods validate their arguments and call :meth:`Graph._apply` (or the
+Op methods validate their arguments and call `Graph._apply` (or the
 one- and two-input fast paths ``_apply1`` / ``_apply2``), which runs the
 registered pure forward and appends the node only if the forward succeeded.
 """
@@ -218,13 +218,13 @@ class _GraphCore:
         return self._append(opcode, tuple(idx), value, saved, attrs, rg, needs)
 
     def _apply2(self, op: Op, a, b, attrs=None) -> NodeId:
-        """Fast path of :meth:`_apply` for two NodeId operands; NumPy
+        """Fast path of `_apply` for two NodeId operands; NumPy
         broadcasting failures become a ShapeError naming the op and both shapes.
 
-        This and :meth:`_apply1` are the per-node hot path (the scalar-chain
+        This and `_apply1` are the per-node hot path (the scalar-chain
         benchmark): the id checks and the append are inlined on purpose (a
-        call to :meth:`_append` measured slower, see docs/engine.md); keep the
-        two inline copies in step with :meth:`_append`.
+        call to `_append` measured slower, see docs/engine.md); keep the
+        two inline copies in step with `_append`.
         """
         if type(a) is NodeId and type(b) is NodeId:
             uids = self._uids
@@ -302,7 +302,7 @@ class _GraphCore:
             op=name, expected=va.shape, got=vb.shape)
 
     def _apply1(self, op: Op, x, attrs=None) -> NodeId:
-        """Fast path of :meth:`_apply` for one NodeId input (see _apply2)."""
+        """Fast path of `_apply` for one NodeId input (see _apply2)."""
         if type(x) is not NodeId:
             return self._apply(op, (x,), attrs)
         uids = self._uids
@@ -379,7 +379,7 @@ class _GraphCore:
         return v
 
     def op(self, n: NodeId) -> Op:
-        """The node's :class:`Op`."""
+        """The node's `Op`."""
         return Op(self._nodes[self._index(n)][N_OP])
 
     def inputs(self, n: NodeId) -> tuple:
@@ -471,13 +471,13 @@ class Graph(_GraphCore, LeavesMixin, WalkMixin, IntrospectionMixin, CheckpointMi
 
     Args:
         dtype: np.float32 (default) or np.float64; every value and grad has it.
-        detect_anomaly: raise :class:`AnomalyError` at the first NaN/Inf.
+        detect_anomaly: raise `AnomalyError` at the first NaN/Inf.
     """
 
 
 def _binary_dunder(op: Op, name: str):
     """``NodeId.<name>`` (``a + b``, ``a * b`` ...) for ``op``: the two-NodeId
-    path of :meth:`_GraphCore._apply2` written into the dunder itself, so
+    path of `_GraphCore._apply2` written into the dunder itself, so
     ``x * w`` runs one Python frame instead of two (~50 ns less per binary
     node on the scalar chain, docs/engine.md); any other right operand goes
     to ``a.graph._apply2``. The op's ufunc form and forward are read from
@@ -556,8 +556,8 @@ del _name, _op
 
 def _unary_ufunc_method(op: Op, plain):
     """``Graph.<op>`` for a one-input op that may have a ufunc form
-    (:data:`registry.UFUNC`; ``plain`` the op method it replaces, which is
-    ``self._apply1(op, x)``): :meth:`_GraphCore._apply1`'s ufunc path written
+    (`registry.UFUNC`; ``plain`` the op method it replaces, which is
+    ``self._apply1(op, x)``): `_GraphCore._apply1`'s ufunc path written
     into the method itself, one Python frame fewer per node; any other
     operand, or no ufunc form, goes to ``_apply1``. Keep the body in step with
     ``_apply1`` (a test compares the two node for node)."""

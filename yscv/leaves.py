@@ -8,7 +8,7 @@ copying (the leaf's value is a view of it), once per graph:
 =====================  ==========================================================
 ``g.variable(a)``      a copy of ``a``; requires grad
 ``g.constant(a)``      a copy of ``a``; no grad
-``g.param(p)``         a view of ``p.data`` (a :class:`yscv.nn.Parameter`); requires
+``g.param(p)``         a view of ``p.data`` (a `yscv.nn.Parameter`); requires
                        grad; after ``backward`` its gradient is added to ``p.grad``
 ``g.buffer(arr)``      a view of ``arr``; no grad; in-place updates of the leaf
                        (batch-norm running statistics) land in ``arr``
@@ -101,7 +101,7 @@ class LeavesMixin:
         return None
 
     def param(self, p) -> NodeId:
-        """Bind a :class:`yscv.nn.Parameter` as a variable leaf, once per graph.
+        """Bind a `yscv.nn.Parameter` as a variable leaf, once per graph.
 
         The leaf's value shares memory with ``p.data`` (no copy), so in-place
         optimizer updates are seen by the graph. After ``backward`` the leaf's

@@ -241,7 +241,7 @@ class NodeId(_NodeIdFields, TensorMethods):
     """Immutable, hashable handle to one node of one graph.
 
     Attributes:
-        graph: the owning :class:`yscv.Graph`.
+        graph: the owning `yscv.Graph`.
         index: the node's arena position.
         uid: a process-wide unique number; a NodeId whose uid no longer matches
             the slot (the node was truncated and the index reused) is stale.
@@ -353,7 +353,7 @@ class NodeId(_NodeIdFields, TensorMethods):
 class _NodeIdBuilder(_NodeIdFields):
     """Mutable twin of NodeId: filled with plain attribute stores, then its
     ``__class__`` is switched to NodeId (cheaper than the three slot
-    descriptor calls of :func:`make_node_id`). Only the graph's node append
+    descriptor calls of `make_node_id`). Only the graph's node append
     (the per-node hot path, ``Graph._append`` and its inline copies) uses it,
     as ``_NodeIdBuilder()``: calling the class (no ``__init__``) measured
     ~30 ns cheaper than ``object.__new__(_NodeIdBuilder)``."""

@@ -25,7 +25,7 @@ def manual_seed(seed: int) -> None:
 
 
 def generator() -> np.random.Generator:
-    """The library generator (shared; draw from it under :func:`draw_seed`
+    """The library generator (shared; draw from it under `draw_seed`
     or via the helpers here when used from several threads)."""
     return _generator
 
@@ -51,7 +51,7 @@ def get_rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
-    """Restore a state returned by :func:`get_rng_state`."""
+    """Restore a state returned by `get_rng_state`."""
     global _generator
     with _lock:
         gen = np.random.default_rng()

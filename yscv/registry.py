@@ -2,7 +2,7 @@
 
 How to add an op (the full checklist is docs/adding_an_op.md):
 
-1. Add a member to :class:`yscv.node.Op` in its category's value range.
+1. Add a member to `yscv.node.Op` in its category's value range.
 2. In ``yscv/ops/<category>.py`` write the pure forward
    ``forward(attrs, *input_values) -> (value, saved)`` and register it with
    ``@register_forward(Op.X)``; add the Graph method to the category mixin:
@@ -21,7 +21,7 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    with ``@register_recorded(Op.X)``. A fused op whose backward is not short
    in graph ops registers a composite instead (``backward/_recorded.py``).
    Optional: ``register_ufunc(Op.X, ufunc)`` when the forward is exactly
-   that ufunc for operands of one ndim (see :data:`UFUNC`); the rule must
+   that ufunc for operands of one ndim (see `UFUNC`); the rule must
    then return elementwise gradients (the walk does not check them).
 5. Add an ``OpCase`` row in ``tests/ops/test_<category>.py`` (its second-
    order column runs ``gradgradcheck`` on the row).
@@ -46,13 +46,13 @@ FORWARD: list = [None] * _TABLE_SIZE
 BACKWARD: list = [None] * _TABLE_SIZE
 #: int(op) -> recorded(G, grad, inputs, out, attrs, saved, needs) -> tuple of NodeIds
 #: (or None): the same backward said in graph ops of ``G``, appended to the
-#: graph by the walk when ``create_graph=True`` (SPEC section 9)
+#: graph by the walk when ``create_graph=True`` (docs/higher_order.md)
 RECORDED: list = [None] * _TABLE_SIZE
 #: int(op) -> the NumPy ufunc that is op's whole forward for operands of one
 #: ndim (no attributes, nothing saved), or None. The one- and two-input hot
 #: paths (``Graph._apply1`` / ``_apply2``) call it directly, without the
 #: forward's Python frame and its ``(value, saved)`` tuple; the forward in
-#: :data:`FORWARD` stays the definition (checkpointing replays it) and gives
+#: `FORWARD` stays the definition (checkpointing replays it) and gives
 #: the same bits (tests/test_graph.py checks every entry). The op's backward
 #: rule must be elementwise: for inputs of the output's shape it returns
 #: ndarrays of that shape and the graph dtype, which the walk then does not
@@ -86,7 +86,7 @@ def register_backward(op: Op):
 
 def register_ufunc(op: Op, ufunc) -> None:
     """Declare ``ufunc`` the whole forward of ``op`` for operands of one ndim
-    (see :data:`UFUNC`); ``op``'s forward must be registered already and take
+    (see `UFUNC`); ``op``'s forward must be registered already and take
     no attributes."""
     if FORWARD[int(op)] is None:
         raise RuntimeError(f"ufunc form for {op!r} registered before its forward")

@@ -6,17 +6,17 @@ other part of yscv asks it. The settings and their variables:
 ===================  ======================  =====================================
 setting              environment             API
 ===================  ======================  =====================================
-threads              ``YSCV_NUM_THREADS``    :func:`set_num_threads`,
-                                             :func:`get_num_threads`
-GEMM policy          ``YSCV_GEMM``           :func:`set_gemm`, :func:`get_gemm`
-allocator tuning     ``YSCV_MALLOC_TUNING``  :func:`malloc_tuning`,
-                                             :func:`tune_malloc_once`
-denormals (FTZ/DAZ)  --                      :func:`set_flush_denormal`,
-                                             :func:`flush_denormal`
-launcher world size  ``PMI_SIZE``,           :func:`launcher_world_size`
+threads              ``YSCV_NUM_THREADS``    `set_num_threads`,
+                                             `get_num_threads`
+GEMM policy          ``YSCV_GEMM``           `set_gemm`, `get_gemm`
+allocator tuning     ``YSCV_MALLOC_TUNING``  `malloc_tuning`,
+                                             `tune_malloc_once`
+denormals (FTZ/DAZ)  --                      `set_flush_denormal`,
+                                             `flush_denormal`
+launcher world size  ``PMI_SIZE``,           `launcher_world_size`
                      ``OMPI_COMM_WORLD_SIZE``,
                      ...
-kernel cache         ``XDG_CACHE_HOME``,     :func:`kernel_cache_dir`
+kernel cache         ``XDG_CACHE_HOME``,     `kernel_cache_dir`
 fallback             ``HOME``
 ===================  ======================  =====================================
 
@@ -24,15 +24,15 @@ Kernel cache: Numba keeps compiled kernels next to their module
 (``yscv/kernels/__pycache__``), or under ``NUMBA_CACHE_DIR`` when that is
 set (Numba reads it). When the package folder is read-only (a system-wide
 or container installation) yscv/kernels/_jit.py caches in the per-user
-directory :func:`kernel_cache_dir` instead; when that is not writable
+directory `kernel_cache_dir` instead; when that is not writable
 either, kernels compile in every process (with one warning).
 
 Threads: yscv's region helpers (yscv/compute/regions.py) use
-``get_num_threads() - 1`` helper threads (at most 3). :func:`set_num_threads`
+``get_num_threads() - 1`` helper threads (at most 3). `set_num_threads`
 also sets NumPy's OpenBLAS thread count when NumPy ships OpenBLAS, so one
 call makes a process single-threaded (what ``mpiexec`` ranks want);
 ``YSCV_NUM_THREADS=n`` at import is that call with ``n``.
-:func:`hold_one_blas_thread` puts OpenBLAS alone on one thread for a while
+`hold_one_blas_thread` puts OpenBLAS alone on one thread for a while
 (the fit loop does for models with convolutions; docs/training.md, "Threads").
 
 GEMM policy (``YSCV_GEMM``: a policy name, or ``0`` for ``"blas"`` and
@@ -40,7 +40,7 @@ GEMM policy (``YSCV_GEMM``: a policy name, or ``0`` for ``"blas"`` and
 the fastest way among those with NumPy's BLAS's bits, measured once per
 shape class on this machine (yscv/compute/gemm_choice.py); ``"fastest"``
 measures yscv's register-blocked tiles and other roundings too; ``"tiles"``
-and ``"blas"`` fix the choice without measuring (see :func:`set_gemm`).
+and ``"blas"`` fix the choice without measuring (see `set_gemm`).
 
 Allocator: glibc returns freed blocks above its mmap threshold to the OS, so
 a step that allocates fresh activation arrays page-faults them in again
@@ -137,9 +137,9 @@ def get_num_threads() -> int:
 
 
 def kernel_threads() -> int:
-    """Threads a region kernel may use now: :func:`get_num_threads`, or 1
+    """Threads a region kernel may use now: `get_num_threads`, or 1
     while a parallel backward runs its branches on threads (see
-    :func:`hold_walk_threads`) or :func:`hold_single_threaded_kernels` holds."""
+    `hold_walk_threads`) or `hold_single_threaded_kernels` holds."""
     return 1 if _single_depth else get_num_threads()
 
 
@@ -148,7 +148,7 @@ def hold_single_threaded_kernels(hold: bool) -> None:
     on the calling thread only; ``False`` undoes one ``True`` (the last one
     restores OpenBLAS's thread count). For a caller whose own threads are
     the parallelism. The parallel backward does not use it: it holds
-    :func:`hold_walk_threads`, which leaves OpenBLAS's count alone, because
+    `hold_walk_threads`, which leaves OpenBLAS's count alone, because
     the bits of a product can depend on that count."""
     global _single_depth
     with _lock:
@@ -214,14 +214,14 @@ def leave_walk_node() -> None:
 
 def begin_alone() -> bool:
     """Inside a backward rule of a parallel walk: wait until the walk's other
-    rules are done and keep them waiting until :func:`end_alone` (True);
+    rules are done and keep them waiting until `end_alone` (True);
     elsewhere False at once. For work that takes a lock a rule may wait for
     while it changes OpenBLAS's count (the GEMM calibration)."""
     return GATE.begin_exclusive()
 
 
 def end_alone() -> None:
-    """End the section a True :func:`begin_alone` started."""
+    """End the section a True `begin_alone` started."""
     GATE.end_exclusive()
 
 
@@ -263,7 +263,7 @@ def _hold_blas(hold: bool) -> None:
 
 
 def threads_set_by_user() -> bool:
-    """Whether ``YSCV_NUM_THREADS`` or :func:`set_num_threads` chose the count."""
+    """Whether ``YSCV_NUM_THREADS`` or `set_num_threads` chose the count."""
     return _threads_from_user
 
 
@@ -333,7 +333,7 @@ def malloc_tuning(enabled: bool) -> None:
 
 
 def malloc_tuned() -> bool:
-    """Whether :func:`tune_malloc_once` has already run in this process."""
+    """Whether `tune_malloc_once` has already run in this process."""
     return _malloc_done
 
 
@@ -405,7 +405,7 @@ def blas_info() -> dict:
     """NumPy's BLAS as OpenBLAS reports it: ``{"config": "OpenBLAS 0.3.31
     ... SkylakeX ...", "core": "SkylakeX"}`` (the kernels it runs, which
     ``OPENBLAS_CORETYPE`` can force), or empty strings when NumPy's BLAS is
-    not an OpenBLAS found by :func:`_openblas`."""
+    not an OpenBLAS found by `_openblas`."""
     import ctypes
     import glob
 
@@ -613,7 +613,7 @@ def _fenv():
 
 
 def mxcsr() -> int | None:
-    """The calling thread's MXCSR register (None where :func:`set_flush_denormal`
+    """The calling thread's MXCSR register (None where `set_flush_denormal`
     is not supported)."""
     fns = _fenv()
     if fns is None:
@@ -626,7 +626,7 @@ def mxcsr() -> int | None:
 
 def apply_flush_denormal() -> None:
     """Set the calling thread's FTZ and DAZ bits to the process setting
-    (:func:`set_flush_denormal`); yscv's helper threads call it when the
+    (`set_flush_denormal`); yscv's helper threads call it when the
     setting changed since their last region."""
     fns = _fenv()
     if fns is None:
@@ -642,12 +642,12 @@ def apply_flush_denormal() -> None:
 
 
 def fp_generation() -> int:
-    """How many times :func:`set_flush_denormal` changed the setting."""
+    """How many times `set_flush_denormal` changed the setting."""
     return _fp_generation
 
 
 def flush_denormal() -> bool:
-    """Whether :func:`set_flush_denormal` turned flushing on."""
+    """Whether `set_flush_denormal` turned flushing on."""
     return _flush
 
 

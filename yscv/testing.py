@@ -9,7 +9,7 @@ A test module lists ``OpCase`` rows (forward reference + gradcheck) and
     test_forward, test_gradcheck, test_bad_arguments = make_op_tests(CASES, BAD)
     test_second_order = make_second_order_tests(CASES)
 
-The second-order column (SPEC section 9) runs :func:`gradgradcheck` on every
+The second-order column (docs/higher_order.md) runs `gradgradcheck` on every
 row with ``check_grad2`` and, where the row gives ``torch_build``, compares
 the recorded second derivatives with PyTorch's double backward in float64.
 """
@@ -48,7 +48,7 @@ class OpCase:
         fwd_rtol32, fwd_atol32: float32 forward tolerance (float64 uses 1e-10).
         check_grad: False only for rows whose output does not depend smoothly
             on the inputs (documented in the row's name).
-        check_grad2: run :func:`gradgradcheck` on the row (False only where
+        check_grad2: run `gradgradcheck` on the row (False only where
             the first derivative is not smooth at the row's inputs, e.g. a
             kink a finite difference straddles; say why in ``grad2_why``).
         torch_build: ``torch_build(torch, *tensors) -> tensor``, the same op in
@@ -322,8 +322,8 @@ def make_op_tests(cases: Sequence[OpCase], bad: Sequence[BadCase] = ()):
 
 def make_second_order_tests(cases: Sequence[OpCase]):
     """The second-order column: a pytest test parametrized over the rows that
-    runs :func:`check_gradgradcheck` and, for rows with ``torch_build``,
-    :func:`check_torch_second_order` (skipped without PyTorch). The test's
+    runs `check_gradgradcheck` and, for rows with ``torch_build``,
+    `check_torch_second_order` (skipped without PyTorch). The test's
     ``second_order_rows`` attribute lists the rows it runs."""
     import pytest
 

@@ -70,10 +70,10 @@ class WalkMixin:
         return _HookHandle(hooks, fn)
 
     def register_backward_end_hook(self, fn) -> _HookHandle:
-        """``fn(graph)`` runs once after each successful :meth:`backward` on
+        """``fn(graph)`` runs once after each successful `backward` on
         this graph, when every leaf and parameter gradient was accumulated and
         every post-accumulate hook ran (not after a failed backward, not for
-        :meth:`gradients`). The graph holds ``fn``: to let the graph be freed
+        `gradients`). The graph holds ``fn``: to let the graph be freed
         by reference counting, ``fn`` should not hold the graph itself (it
         gets it as its argument)."""
         if not callable(fn):
@@ -93,15 +93,15 @@ class WalkMixin:
         saved data of the non-leaf nodes the walk went through are released as
         soon as they are consumed (reading or differentiating them again
         recomputes them from the leaves). Once the walk has finished, the
-        backward-end hooks run (:meth:`register_backward_end_hook`).
+        backward-end hooks run (`register_backward_end_hook`).
 
         ``workers=n > 1`` runs the backward rules of independent branches on up
         to n threads, bit-identical to ``workers=1`` (yscv/walk_parallel.py);
         ``workers=None`` picks serial for chains and small graphs.
 
         ``create_graph=True`` records the walk itself as nodes of this graph
-        (SPEC section 9): every leaf's gradient is then also a node,
-        :meth:`grad_node`, differentiable again; ``grad`` may be a NodeId;
+        (docs/higher_order.md): every leaf's gradient is then also a node,
+        `grad_node`, differentiable again; ``grad`` may be a NodeId;
         every value is kept (``retain_graph`` is ignored) and the walk is
         serial (the same bits for any ``workers``).
         """
@@ -138,11 +138,11 @@ class WalkMixin:
         backward-end hooks do not run; ``register_hook`` hooks do. Inputs may
         be leaves or intermediate nodes; one the target does not depend on
         (or that does not require grad) gets zeros. Seeding (``grad`` an
-        array or a NodeId) and errors as :meth:`backward`; the values are
+        array or a NodeId) and errors as `backward`; the values are
         kept (``retain_graph=True``).
 
         ``create_graph=True`` returns NodeIds instead, recorded on this graph
-        and differentiable again (SPEC section 9); ``grad`` may then be a
+        and differentiable again (docs/higher_order.md); ``grad`` may then be a
         NodeId, and an input the target does not depend on gets a constant
         node of zeros.
         """
@@ -183,8 +183,8 @@ class WalkMixin:
     def grad_node(self, leaf: NodeId):
         """The NodeId of the gradient a ``backward(..., create_graph=True)``
         accumulated into ``leaf`` (or a retained node), or None if no recorded
-        backward reached it since the last :meth:`zero_grads`. Its value equals
-        :meth:`grad` (an array that stays as it is)."""
+        backward reached it since the last `zero_grads`. Its value equals
+        `grad` (an array that stays as it is)."""
         i = self._index(leaf)
         nid = self._grad_nodes.get(i)
         if nid is not None and not self._is_live(nid):
@@ -262,7 +262,7 @@ class WalkMixin:
         is copied before it is stored as a grad, so stored grads never alias
         the caller's data.
 
-        ``capture`` (functional mode, :meth:`gradients`): a dict whose keys are
+        ``capture`` (functional mode, `gradients`): a dict whose keys are
         the indices to differentiate; each gets its complete gradient (a leaf's
         after its hooks, another node's before them) and nothing is stored or
         accumulated. The walk stops below the lowest key."""

@@ -211,7 +211,7 @@ def choose_workers(graph, t: int) -> int:
     choice of the parallel walk is measured again every
     ``AUTO_RECHECK_SECONDS``, and dropped once it no longer pays. The
     results are the same bits either way. A trial run returns more than one
-    worker and leaves a note for :func:`parallel_walk`, which runs and times
+    worker and leaves a note for `parallel_walk`, which runs and times
     the walk it names."""
     _local.trial = None
     key = (len(graph._nodes), t, graph.dtype)
@@ -496,7 +496,7 @@ def parallel_walk(graph, t: int, seed, retain_graph: bool, borrowed: bool,
                   workers: int) -> None:
     """Backward from node ``t`` seeded with ``seed`` on up to ``workers``
     threads; bit-identical to ``graph._walk`` (see the module docstring).
-    A trial run of ``workers=None`` (:func:`choose_workers`) runs the walk
+    A trial run of ``workers=None`` (`choose_workers`) runs the walk
     its note names, serial or parallel, and reports the time it took."""
     trial = _take_trial(graph, t)
     if trial is not None:

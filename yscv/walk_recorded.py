@@ -1,6 +1,6 @@
-"""The recorded backward walk (``create_graph=True``, SPEC section 9).
+"""The recorded backward walk (``create_graph=True``).
 
-The same reverse index walk as :mod:`yscv.walk`, but every gradient is a node
+The same reverse index walk as `yscv.walk`, but every gradient is a node
 of the graph: each visited node's recorded rule (``registry.RECORDED[op]``)
 appends the backward's computation with the graph's public ops and returns
 one NodeId per input. Contributions are summed with ``add`` and broadcast
@@ -9,7 +9,7 @@ produces are ordinary nodes, differentiable again to any order.
 
 New nodes are appended past the end of the arena, above the node being
 visited, so the walk over indices ``t .. 0`` never meets them. The walk is
-serial: with ``create_graph=True`` the ``workers`` of :meth:`Graph.backward`
+serial: with ``create_graph=True`` the ``workers`` of `Graph.backward`
 change nothing (the same bits as ``workers=1`` by construction). Values are
 never released here (``create_graph`` keeps every value the recorded
 gradients need).
@@ -72,11 +72,11 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
 
     ``capture`` (functional mode): a dict whose keys are the indices to
     differentiate; each gets its complete gradient NodeId (a leaf's after its
-    hooks, another node's before them, as :meth:`Graph._walk`), and nothing is
+    hooks, another node's before them, as `Graph._walk`), and nothing is
     stored. Otherwise leaves (and retained nodes) accumulate: their stored
-    array grows by the gradient's value and :meth:`Graph.grad_node` gives the
+    array grows by the gradient's value and `Graph.grad_node` gives the
     node. ``run_hooks=False`` skips ``register_hook`` hooks (a composite's
-    inner walk, :meth:`Graph._recorded_vjp`)."""
+    inner walk, `Graph._recorded_vjp`)."""
     stop = min(capture) - 1 if capture else -1
     pending = [None] * (t + 1)
     pending[t] = seed

@@ -15,7 +15,7 @@ module: it trains a few steps of small models through the public API
 so exactly the kernels and signatures real runs use get compiled. It
 changes no state a later program sees except the cache; the cache goes where
 kernels would be cached anyway (``NUMBA_CACHE_DIR``, the package's
-``__pycache__``, or the per-user :func:`yscv.runtime.kernel_cache_dir`).
+``__pycache__``, or the per-user `yscv.runtime.kernel_cache_dir`).
 
 Categories: ``cnn`` (Conv2d, BatchNorm2d, ReLU, max and average pooling,
 dropout, Linear, cross-entropy; Adam; the Winograd 3x3 kernels of larger
@@ -222,7 +222,7 @@ def parse_gemm_shape(text: str) -> tuple:
 
 def warmup(categories=None, dtypes=("float32",), verbose: bool = False, gemm=()) -> dict:
     """Compile (or load from the cache) the kernels of ``categories`` (names
-    of :data:`CATEGORIES`, default all) for each of ``dtypes``, and measure
+    of `CATEGORIES`, default all) for each of ``dtypes``, and measure
     the GEMM choice of the products ``gemm`` (``(M, K, N)`` tuples, with
     their gradient products); returns the seconds each ``(category, dtype)``
     took (and ``("gemm", "")``)."""

@@ -1,7 +1,7 @@
 """Backward side of every op, one module per category.
 
 Importing this package registers every backward function in
-:data:`yscv.registry.BACKWARD`. A backward returns one gradient (or None) per
+`yscv.registry.BACKWARD`. A backward returns one gradient (or None) per
 input and never touches the graph: the walk in graph.py unbroadcasts, checks
 shapes and dtypes, and accumulates.
 """

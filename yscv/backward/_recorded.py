@@ -1,4 +1,4 @@
-"""Helpers for recorded backward rules (``create_graph=True``, SPEC section 9).
+"""Helpers for recorded backward rules (``create_graph=True``).
 
 A recorded rule says an op's backward in the graph's own ops, so the walk
 (yscv/walk_recorded.py) can append it and differentiate it again. It has the

@@ -3,12 +3,12 @@
 Nothing is saved by the activation forwards except dropout's packed mask:
 every rule reads the input ``x`` and/or the output ``y`` (sigmoid and tanh
 read only the output). How each derivative is computed (NumPy on tiny arrays,
-fused kernels otherwise) is :mod:`yscv.compute.activation`'s business.
+fused kernels otherwise) is `yscv.compute.activation`'s business.
 
 The recorded rules (``create_graph=True``) follow the array rules, after
 them. gelu's is ``gelu_backward(grad, x)``, an op whose own rules need only
 ``gelu''`` (elementary for all three forms), so no erf is needed in graph
-ops: :func:`gelu_second` is written once for arrays and for nodes.
+ops: `gelu_second` is written once for arrays and for nodes.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def tanh_backward(g, inputs, out, attrs, saved, needs):
 
 @register_backward(Op.PRELU)
 def prelu_backward(g, inputs, out, attrs, saved, needs):
-    """One fused pass: the x gradient and per-channel sums of g*x where x <= 0
+    """One fused pass: the x gradient and per-channel sums of ``g*x`` where x <= 0
     (reduced to one number for a shared alpha [1])."""
     x, alpha = inputs
     gx, sums = prelu_pass(g, x, alpha, needs[0])
@@ -243,7 +243,7 @@ def gelu_backward_backward(g, inputs, out, kind, saved, needs):
 
 
 # --------------------------------------------------------------- recorded
-# The same rules in graph ops, for create_graph=True (SPEC section 9). Masks
+# The same rules in graph ops, for create_graph=True (docs/higher_order.md). Masks
 # at kinks (relu, leaky_relu, prelu, softplus's threshold) and dropout's mask
 # are constants, as in PyTorch's double backward; each is the array rule's.
 recorded_unary(Op.TANH, lambda G, gy, x, y, a: G.tanh_backward(gy, y))

@@ -18,7 +18,7 @@ linear(Op.SUB, 1, -1)
 
 @register_backward(Op.MUL)
 def mul_backward(g, inputs, out, attrs, saved, needs):
-    """(g*b, g*a). Written out rather than through ``binary``: mul is on the
+    """(``g*b``, ``g*a``). Written out rather than through ``binary``: mul is on the
     per-node hot path and the helper's extra call per rule measured ~2%
     on the scalar chain (docs/engine.md)."""
     a, b = inputs
@@ -107,7 +107,7 @@ binary(Op.WHERE, lambda g, a, b, y, cond: np.where(cond, g, g.dtype.type(0)),
        lambda g, a, b, y, cond: np.where(cond, g.dtype.type(0), g))
 
 
-# ------------------------------------------------------------ math (SPEC 11)
+# ------------------------------------------------------------ math
 # PyTorch's formulas (derivatives.yaml), so the values at domain edges agree:
 # asin'(1) = inf, atan2's at (0, 0) = nan, remainder's at b = 0 = inf/nan.
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -137,7 +137,7 @@ unary(Op.LOG10, _quiet(lambda g, x, y, a: g / (x * _LN10)))
 
 @register_backward(Op.ATAN2)
 def atan2_backward(g, inputs, out, attrs, saved, needs):
-    """(g*x, -g*y) / (x^2 + y^2) for atan2(y, x); where 1/(x^2 + y^2) is inf
+    """(``g*x``, ``-g*y``) / (x^2 + y^2) for atan2(y, x); where 1/(x^2 + y^2) is inf
     (at (0, 0), or x^2 + y^2 underflowing) PyTorch uses 0 instead: zero
     gradients there."""
     y, x = inputs
@@ -154,7 +154,7 @@ binary(Op.REMAINDER, lambda g, a, b, y, at: g,
 
 
 # --------------------------------------------------------------- recorded
-# The same rules in graph ops, for create_graph=True (SPEC section 9). Masks
+# The same rules in graph ops, for create_graph=True (docs/higher_order.md). Masks
 # (kinks, ties, where's condition) are constants, as in PyTorch's double
 # backward; each mask is the one the array rule above uses.
 
@@ -221,7 +221,7 @@ recorded_binary(Op.WHERE, lambda G, gy, a, b, y, cond: G.where(cond, gy, 0.0),
                 lambda G, gy, a, b, y, cond: G.where(cond, 0.0, gy))
 
 
-# ------------------------------------------------------------ math (SPEC 11)
+# ------------------------------------------------------------ math
 def _zero_gradient(G, gy, x, y, a):
     """sign, floor, ceil, round, trunc: a constant zero (PyTorch's zeros_like)."""
     return G.constant(np.zeros(G.value(gy).shape, dtype=G.dtype))

@@ -1,7 +1,7 @@
 """Indexing ops (backward). Accumulating rules (gather, embedding) use the
-one-pass Numba scatter kernels through :mod:`yscv.compute.indexing`; the
+one-pass Numba scatter kernels through `yscv.compute.indexing`; the
 others are NumPy gathers and slice assignments. Attributes are the records
-of :mod:`yscv.compute.indexing` (embedding's is its index array)."""
+of `yscv.compute.indexing` (embedding's is its index array)."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,7 +66,7 @@ def index_select_backward(g, inputs, out, attrs: IndexSelectAttrs, saved, needs)
 
 
 # --------------------------------------------------------------- recorded
-# The same rules in graph ops, for create_graph=True (SPEC section 9): gather
+# The same rules in graph ops, for create_graph=True (docs/higher_order.md): gather
 # and scatter_add are each other's transpose, and scatter and embedding are
 # said with them (the index arrays are constants, as in PyTorch).
 @register_recorded(Op.GATHER)

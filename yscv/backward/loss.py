@@ -1,7 +1,7 @@
 """Loss ops (backward): the core losses (mse, l1, huber, BCE with logits,
 cross_entropy, nll_loss) and the helpers every loss module shares. The
-losses of SPEC section 11 are in :mod:`yscv.backward.loss_more`, ctc_loss in
-:mod:`yscv.backward.loss_ctc`. See yscv/registry.py for the op contract.
+other losses are in `yscv.backward.loss_more`, ctc_loss in
+`yscv.backward.loss_ctc`. See yscv/registry.py for the op contract.
 
 ``g`` is the upstream gradient: 0-d for the "mean" and "sum" reductions
 (turned into one scalar of the graph dtype, divided by the mean's
@@ -206,7 +206,7 @@ composite(Op.CROSS_ENTROPY, _cross_entropy_composite)
 composite(Op.NLL_LOSS, _nll_composite)
 
 
-# ------------------------- shared with the losses of SPEC section 11
+# ------------------------------------- shared with the other losses
 # (yscv/backward/loss_more.py): the reductions with kl_div's "batchmean"
 def _scale(g, reduction, terms_shape, denominator=None):
     """The upstream factor of each unreduced term (``upstream`` plus

@@ -1,5 +1,5 @@
-"""Loss ops (backward): ctc_loss, forward in :mod:`yscv.ops.loss_ctc`: its
-backward rule on the Numba kernels (:mod:`yscv.kernels.ctc`) and its
+"""Loss ops (backward): ctc_loss, forward in `yscv.ops.loss_ctc`: its
+backward rule on the Numba kernels (`yscv.kernels.ctc`) and its
 recorded composite, the alpha recursion said with primitive ops.
 See yscv/registry.py for the op contract.
 """

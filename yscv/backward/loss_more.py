@@ -1,9 +1,9 @@
-"""Loss ops (backward): the losses of SPEC section 11 (smooth_l1_loss,
+"""Loss ops (backward): the functional losses beyond the core ones (smooth_l1_loss,
 kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
 triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss,
-poisson_nll_loss), forward in :mod:`yscv.ops.loss_more`: their backward
+poisson_nll_loss), forward in `yscv.ops.loss_more`: their backward
 rules and recorded composites. The upstream factor and the reductions come
-from :mod:`yscv.backward.loss`. See yscv/registry.py for the op contract.
+from `yscv.backward.loss`. See yscv/registry.py for the op contract.
 """
 from __future__ import annotations
 

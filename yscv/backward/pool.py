@@ -52,7 +52,7 @@ def adaptive_avg_pool2d_backward(g, inputs, out, attrs, saved, needs):
 
 @register_backward(Op.GLOBAL_AVG_POOL2D)
 def global_avg_pool2d_backward(g, inputs, out, attrs, saved, needs):
-    """dx = g / (H*W) at every position."""
+    """dx = g / ``(H*W)`` at every position."""
     if not needs[0]:
         return (None,)
     x = inputs[0]

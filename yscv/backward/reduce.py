@@ -236,7 +236,7 @@ register_backward(Op.SORT)(_scatter_sorted)
 
 # ------------------------------------------------------ recorded (the same)
 def _reduced_last_node(G, x, xv, axes):
-    """Graph-op form of :func:`_reduced_last`: (node [..., n], undo)."""
+    """Graph-op form of `_reduced_last`: (node [..., n], undo)."""
     axes = tuple(range(xv.ndim)) if axes is None else axes
     keep = [d for d in range(xv.ndim) if d not in axes]
     perm = keep + list(axes)

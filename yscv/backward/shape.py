@@ -2,7 +2,7 @@
 assignment into zeros, or a sum over the copies the forward made; no Python
 loop over elements. Gradients may be views of ``g`` (the walk never writes
 into a gradient in place). Attributes are the records of
-:mod:`yscv.compute.shape`."""
+`yscv.compute.shape`."""
 from __future__ import annotations
 
 import numpy as np
@@ -200,8 +200,8 @@ def repeat_recorded(G, gy, xs, y, attrs: RepeatAttrs, saved, needs):
 
 @register_recorded(Op.PIXEL_SHUFFLE)
 def pixel_shuffle_recorded(G, gy, xs, y, attrs: PixelShuffleAttrs, saved, needs):
-    """pixel_unshuffle of g: [N, H*r, W*r, C] -> [N, H, r, W, r, C] ->
-    [N, H, W, C, r, r] -> [N, H, W, C*r*r]."""
+    """pixel_unshuffle of g: [N, ``H*r``, ``W*r``, C] -> [N, H, r, W, r, C] ->
+    [N, H, W, C, r, r] -> [N, H, W, ``C*r*r``]."""
     n, h, w, crr = xs[0].shape
     r = attrs.r
     g6 = G.reshape(gy, (n, h, r, w, r, crr // (r * r)))

@@ -4,5 +4,5 @@
 read like the math and never import each other; what both need -- operand
 layouts and lifting, chunking into regions, the GEMM choice, read-only
 kernel inputs, size tiers -- lives here, next to the jitted kernels
-(``yscv/kernels``) it drives. Settings come from :mod:`yscv.runtime`.
+(``yscv/kernels``) it drives. Settings come from `yscv.runtime`.
 """

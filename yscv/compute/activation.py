@@ -5,10 +5,10 @@ need a sigmoid or a softplus) call these; the choices live here:
 
 * size tiers: tiny arrays (the scalar-chain case) run NumPy ufuncs or Python
   floats, larger ones the fused one-pass kernels of
-  :mod:`yscv.kernels.activation` (a Numba call has a fixed dispatch cost that
+  `yscv.kernels.activation` (a Numba call has a fixed dispatch cost that
   only pays above the tiers below; numbers in docs/ops/activation.md);
 * float32 tanh is ``np.tanh`` where NumPy has a vectorised float32 tanh for
-  this CPU (:data:`NUMPY_SIMD_TANH`), else, above :data:`TANH_TINY`
+  this CPU (`NUMPY_SIMD_TANH`), else, above `TANH_TINY`
   elements, a rational-function kernel (float64 keeps ``np.tanh``);
 * kernel inputs are read-only flat (or [rows, C]) views, so Numba compiles one
   specialisation per dtype;
@@ -139,7 +139,7 @@ NUMPY_SIMD_TANH = _numpy_simd_tanh()
 
 def tanh(x: np.ndarray) -> np.ndarray:
     """``np.tanh``; the float32 kernel above TANH_TINY where NumPy's float32
-    tanh is not vectorised (:data:`NUMPY_SIMD_TANH`)."""
+    tanh is not vectorised (`NUMPY_SIMD_TANH`)."""
     if NUMPY_SIMD_TANH or x.size < TANH_TINY or x.dtype != _F32:
         return np.tanh(x)
     return unary_forward(x, TANH)
@@ -177,7 +177,7 @@ def sigmoid_grad(g: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 
 def tanh_grad(g: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """g * (1 - t * t) from the output t, tiered as :func:`sigmoid_grad`."""
+    """g * (1 - t * t) from the output t, tiered as `sigmoid_grad`."""
     if g.ndim == 0:
         v = t[()]
         return g[()] * (ONE_SCALAR[g.dtype] - v * v)
@@ -201,7 +201,7 @@ RELU_GRAIN = 1 << 16
 
 def _relu_select(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``g where not (x <= 0) else 0`` by the threaded one-pass kernel (flat
-    contiguous float32/float64 of one dtype and shape; see :data:`RELU_BIG`)."""
+    contiguous float32/float64 of one dtype and shape; see `RELU_BIG`)."""
     out = np.empty(x.shape, dtype=x.dtype)
     n = x.size
     bounds = par.bounds(par.split(n, par.num_chunks(n, n, RELU_GRAIN)))
@@ -211,7 +211,7 @@ def _relu_select(g: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _big(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether the ReLU kernel takes these operands (:data:`RELU_BIG`)."""
+    """Whether the ReLU kernel takes these operands (`RELU_BIG`)."""
     return (a.size >= RELU_BIG and a.shape == b.shape and a.dtype == b.dtype
             and a.dtype in ZERO and a.flags.c_contiguous and b.flags.c_contiguous)
 
@@ -226,7 +226,7 @@ def relu(x: np.ndarray) -> np.ndarray:
 def relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """PyTorch's threshold_backward: zero where x <= 0, else g, so a NaN input
     passes its gradient on (``x > 0`` would drop it). One element: a Python
-    comparison; large arrays: one threaded pass (:data:`RELU_BIG`)."""
+    comparison; large arrays: one threaded pass (`RELU_BIG`)."""
     if x.size == 1:
         return np.zeros_like(g) if x.item() <= 0.0 else g
     if _big(g, x):
@@ -253,7 +253,7 @@ def piecewise(g: np.ndarray, x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
 
 
 def prelu_backward(g, x, alpha, need_x: bool):
-    """(gx or None, per-channel sums of g*x where x <= 0) in one fused pass."""
+    """(gx or None, per-channel sums of ``g*x`` where x <= 0) in one fused pass."""
     rows = channel_rows(x)
     gx, sums = K.prelu_backward(ro(g).reshape(rows), ro(x).reshape(rows), ro(alpha),
                                 bool(need_x))
@@ -324,7 +324,7 @@ def pack_mask(mask: np.ndarray) -> np.ndarray:
 
 
 def unpack_mask(packed: np.ndarray, shape: tuple) -> np.ndarray:
-    """The bool mask of ``shape`` from :func:`pack_mask`'s bits."""
+    """The bool mask of ``shape`` from `pack_mask`'s bits."""
     n = 1
     for s in shape:
         n *= s

@@ -27,7 +27,7 @@ def sum_rows(grad: np.ndarray) -> np.ndarray:
     """``grad`` summed over its first axis (the gradient of a bias ``[C]``
     added to the rows of ``[N, C]``), a new array of ``grad.shape[1:]``.
 
-    A float 2-d ``grad`` below :data:`SUM_ROWS_GEMV_MAX` elements is
+    A float 2-d ``grad`` below `SUM_ROWS_GEMV_MAX` elements is
     ``ones[N] @ grad`` (one small BLAS call: 0.5 us against 1.1 us for
     ``np.add.reduce`` at 32x64; docs/engine.md); it sums each column in
     another order than ``np.add.reduce`` for some shapes, within rounding.

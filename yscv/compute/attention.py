@@ -10,7 +10,7 @@ faster without the transpose flag, more than paying for the copy
 (True = attend) or the graph dtype (added to the scaled scores).
 
 The output and the gradients of q, k and v are laid out in memory as the
-input they correspond to (:func:`product_like`), as PyTorch's
+input they correspond to (`product_like`), as PyTorch's
 ``empty_like`` keeps a dense input's strides: heads split from
 ``[B, S, heads * D]`` rows by a reshape and a transpose come back in that
 order, so merging them again (transpose, reshape) is a view, not a copy.
@@ -70,7 +70,7 @@ def _dense_order(shape: tuple, strides: tuple, itemsize: int):
 
 
 def product_like(a, b, ref):
-    """``np.matmul(a, b)`` written into :func:`empty_like_layout` of ``ref``
+    """``np.matmul(a, b)`` written into `empty_like_layout` of ``ref``
     (the input whose gradient, or whose layout, the product is)."""
     lead = a.shape[:-2]
     if lead != b.shape[:-2]:
@@ -91,9 +91,9 @@ def score_mask(mask, dtype, n):
 
 def attention_probs(q, k, mask, causal, scale, lead):
     """softmax(scale * q @ k^T [+ float mask]) over the allowed keys:
-    [*lead, Sq, Sk], a fresh C-contiguous array (zeros where masked, False or
+    [``*lead``, Sq, Sk], a fresh C-contiguous array (zeros where masked, False or
     -inf, and in rows with nothing to attend). ``mask``: None or a
-    :func:`score_mask` array; ``lead``: the broadcast leading shape."""
+    `score_mask` array; ``lead``: the broadcast leading shape."""
     s = np.matmul(q, _transposed(k))
     Sq, Sk = s.shape[-2:]
     full = lead + (Sq, Sk)
@@ -113,7 +113,7 @@ def score_grad(g, v, p, causal, scale):
     """The gradient of the scaled scores, ``dS = scale * P * (dP - rowsum(dP * P))``
     with ``dP = g @ v^T``, at ``p``'s shape [..., Sq, Sk]. Masked entries and
     empty rows have P = 0, so dS = 0 there. The result is a per-thread
-    scratch buffer (:func:`yscv.compute.recurrent.scratch`), valid until the
+    scratch buffer (`yscv.compute.recurrent.scratch`), valid until the
     thread's next call: use it before returning."""
     ds = np.matmul(g, _transposed(v), out=scratch("sdpa_ds", p.shape, p.dtype))
     Sq, Sk = p.shape[-2:]

@@ -12,14 +12,14 @@ im2col + GEMM path below.
 Shared by the forwards (yscv/ops/conv.py) and the backward rules
 (yscv/backward/conv.py), which only state shapes and formulas. Everything
 here works on the 3-spatial-axis form: ``x`` [N, D, H, W, Cin]
-(C-contiguous, :func:`lift_x`), weight ``w`` [KD, KH, KW, Cin/groups, Cout]
-(:func:`lift_w`); conv1d/conv2d are conv3d on views with singleton depth
+(C-contiguous, `lift_x`), weight ``w`` [KD, KH, KW, Cin/groups, Cout]
+(`lift_w`); conv1d/conv2d are conv3d on views with singleton depth
 (and height) axes.
 
 The column matrix is never built whole: rows (output positions) are processed
-in chunks of about :data:`CHUNK_BYTES` so that the gathered block is still in
+in chunks of about `CHUNK_BYTES` so that the gathered block is still in
 cache when BLAS reads it, and the only scratch is one chunk-sized buffer,
-reused per thread (:func:`scratch`). Per chunk and per group:
+reused per thread (`scratch`). Per chunk and per group:
 
 * forward:  ``cols = im2col(x)``; ``y[rows, group] = cols @ W_g``
 * weight:   ``cols = im2col(x)``; ``dW_g += cols.T @ g[rows, group]``
@@ -27,7 +27,7 @@ reused per thread (:func:`scratch`). Per chunk and per group:
 
 A 1x1 kernel with stride 1 and no padding skips the gather: the input itself
 is the column matrix. Depthwise convolution (and a grouped conv with one
-input channel per group, :func:`_as_depthwise`) runs direct loops
+input channel per group, `_as_depthwise`) runs direct loops
 (yscv/kernels/conv.py), the deformable one bilinear-sampling im2col
 (yscv/kernels/conv_deform.py) through the same chunking. docs/ops/conv.md
 ("Algorithms and why") has the measurements behind every choice here.
@@ -53,14 +53,14 @@ WIDE_ROW = 512
 
 # ------------------------------------------------------------- layouts
 def lift_x(x: np.ndarray) -> np.ndarray:
-    """[N, *spatial, C] (1 to 3 spatial axes) as a C-contiguous [N, D, H, W, C] view."""
+    """[N, ``*spatial``, C] (1 to 3 spatial axes) as a C-contiguous [N, D, H, W, C] view."""
     x = np.ascontiguousarray(x)
     lead = (1,) * (5 - x.ndim)
     return x.reshape(x.shape[0], *lead, *x.shape[1:])
 
 
 def lift_w(w: np.ndarray) -> np.ndarray:
-    """[*kernel, Cg, Cout] (1 to 3 kernel axes) as a C-contiguous [KD, KH, KW, Cg, Cout] view."""
+    """[``*kernel``, Cg, Cout] (1 to 3 kernel axes) as a C-contiguous [KD, KH, KW, Cg, Cout] view."""
     w = np.ascontiguousarray(w)
     return w.reshape((1,) * (5 - w.ndim) + w.shape)
 
@@ -81,10 +81,10 @@ def transpose_out_size(n: int, k: int, s: int, p: int, d: int, op_: int) -> int:
 
 
 def wide_rows(a: np.ndarray):
-    """``a`` [N, *spatial, C] as a 2-D view [rows, k*C] whose rows span k
-    trailing spatial positions (k*C >= WIDE_ROW where possible), and k:
+    """``a`` [N, ``*spatial``, C] as a 2-D view [rows, ``k*C``] whose rows span k
+    trailing spatial positions (``k*C`` >= WIDE_ROW where possible), and k:
     broadcasting a [C] vector over short rows runs NumPy's inner loop C
-    elements at a time, over [k*C] rows it runs long."""
+    elements at a time, over ``[k*C]`` rows it runs long."""
     c = a.shape[-1]
     k = 1
     for s in reversed(a.shape[1:-1]):
@@ -103,7 +103,7 @@ def add_bias(y: np.ndarray, b) -> np.ndarray:
 
 
 def bias_grad(g: np.ndarray) -> np.ndarray:
-    """Sum of ``g`` [N, *spatial, C] over every axis but the last."""
+    """Sum of ``g`` [N, ``*spatial``, C] over every axis but the last."""
     g2, k = wide_rows(g)
     return g2.sum(axis=0).reshape(k, g.shape[-1]).sum(axis=0)
 
@@ -172,7 +172,7 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
     """y [N, OD, OH, OW, Cout] = cross-correlation of x with w, plus ``bias``
     [Cout] when given. With ``return_padded``: ``(y, xp)``, ``xp`` the
     zero-padded input the direct or Winograd path read (None on the other
-    paths, or when x needed no padding); :func:`conv_backward` takes it as
+    paths, or when x needed no padding); `conv_backward` takes it as
     ``padded`` and its weight pass does not pad x again.
 
     ``out_sp`` overrides the output extent (conv_transpose's backward, where
@@ -205,7 +205,7 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
 
 
 def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
-    """:func:`conv_forward` without bias by (chunked) im2col + BLAS."""
+    """`conv_forward` without bias by (chunked) im2col + BLAS."""
     n, d, h, wd, cin = x.shape
     kd, kh, kw, cg, cout = w.shape
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
@@ -237,7 +237,7 @@ def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
 
 def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
                   need_x=True, need_w=True, need_b=False, padded=None):
-    """Gradients of :func:`conv_forward` for the cotangent ``g`` [N, OD, OH, OW, Cout].
+    """Gradients of `conv_forward` for the cotangent ``g`` [N, OD, OH, OW, Cout].
 
     Returns ``(dx, dw, db)`` (None where not needed; ``db`` is the bias
     gradient, ``g`` summed over positions). ``x`` is required for dw;
@@ -246,7 +246,7 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     on the direct tiles when Cout is whole vectors (db then comes from the
     same pass over ``g``), dx when Cin is (and the stride is 1; by
     Winograd for 3x3 in its gate); what is left goes through im2col + BLAS.
-    ``padded``: x as :func:`conv_forward` padded it (``return_padded``), or
+    ``padded``: x as `conv_forward` padded it (``return_padded``), or
     None; the direct dW pass reads it instead of padding x again.
     """
     if x_shape is None:
@@ -284,7 +284,7 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
 
 
 def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w):
-    """:func:`conv_backward` by (chunked) im2col + BLAS and col2im."""
+    """`conv_backward` by (chunked) im2col + BLAS and col2im."""
     n = x_shape[0]
     cin = x_shape[4]
     kd, kh, kw, cg, cout = w.shape
@@ -344,15 +344,15 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
 # ------------------------------------------------------------- depthwise
 def depthwise_operands(x, w):
     """(x, w) as the multiplier-1 kernel sees them: with M > 1, x repeated M
-    times along C (channel c*M + m holds x[..., c], the same size as the
-    output) and w [KH, KW, C*M]."""
+    times along C (channel ``c*M`` + m holds x[..., c], the same size as the
+    output) and w [KH, KW, ``C*M``]."""
     kh, kw, c, m = w.shape
     xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
     return xr, np.ascontiguousarray(w).reshape(kh, kw, c * m)
 
 
 def depthwise_forward(x, w, stride, padding, dilation):
-    """y [N, OH, OW, C*M] of the depthwise correlation (no bias)."""
+    """y [N, OH, OW, ``C*M``] of the depthwise correlation (no bias)."""
     xr, wr = depthwise_operands(x, w)
     n, h, wd, c = xr.shape
     kh, kw, _ = wr.shape
@@ -365,7 +365,7 @@ def depthwise_forward(x, w, stride, padding, dilation):
 
 
 def depthwise_backward(g, x, w, stride, padding, dilation, need_x, need_w):
-    """(dx, dw) of :func:`depthwise_forward` for the cotangent ``g`` (None where not needed)."""
+    """(dx, dw) of `depthwise_forward` for the cotangent ``g`` (None where not needed)."""
     xr, wr = depthwise_operands(x, w)
     # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
     dxr = np.zeros(xr.shape if need_x else (1, 1, 1, 1), dtype=x.dtype)

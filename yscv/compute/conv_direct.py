@@ -3,7 +3,7 @@ the register tiles of yscv/kernels/conv_direct.py, split over the cores.
 
 Works on the 3-spatial-axis form of yscv/compute/conv.py (x [N, D, H, W, C],
 w [KD, KH, KW, Cin, Cout]), groups = 1, and ``Cout`` a multiple of 16
-float32 / 8 float64 values (one AVX-512 vector; :func:`usable`). Per pass:
+float32 / 8 float64 values (one AVX-512 vector; `usable`). Per pass:
 
 * forward: ``y = init + sum_s xp[ro[r] + so[s]] * w2[s]`` with ``ro`` the
   window starts in the padded input ``xp`` (one per output position) and
@@ -12,7 +12,7 @@ float32 / 8 float64 values (one AVX-512 vector; :func:`usable`). Per pass:
   positions split into a fixed number of chunks (a function of the sizes
   only), one partial per chunk, added in chunk order: the same bits with one
   thread or two.
-* data (stride 1, padding <= dilation*(kernel - 1)): the forward of the
+* data (stride 1, padding <= ``dilation*(kernel`` - 1)): the forward of the
   cotangent padded by ``dilation*(kernel - 1) - padding`` with the flipped,
   transposed kernel.
 
@@ -101,7 +101,7 @@ def _pad_plan(shape, kernel, stride, padding, dilation, out_sp):
 
 @functools.lru_cache(maxsize=64)
 def _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block):
-    """(window starts [N*OD*OH*OW], tap offsets [KD*KH*KW*cin]) in ``xp``,
+    """(window starts ``[N*OD*OH*OW]``, tap offsets ``[KD*KH*KW*cin]``) in ``xp``,
     int64, read-only; each padded with copies of its last entry to
     a multiple of ``block`` entries (the tiles' rows: 6 for the 6 x 4-vector
     tiles, 8 for the others, yscv/kernels/conv_direct.py; callers slice what they sum
@@ -134,7 +134,7 @@ def _build_tables(xp_shape, kernel, stride, dilation, out_sp, cin):
 
 def _row_block(cout: int, itemsize: int) -> int:
     """Rows per tile of the region kernel for ``cout`` columns: 6 where
-    :func:`yscv.kernels.conv_direct.wide_tiles` picks the 6 x 4-vector
+    `yscv.kernels.conv_direct.wide_tiles` picks the 6 x 4-vector
     tiles, else 8 (the kernel makes the same choice; the offset tables and
     chunk bounds come in whole blocks of these rows)."""
     return 6 if _K.wide_tiles(cout, itemsize) else 8
@@ -148,7 +148,7 @@ def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
-    """(ro, so, bounds, no-bias-sum array) of :func:`forward` for this
+    """(ro, so, bounds, no-bias-sum array) of `forward` for this
     geometry: built once (a step runs the same shapes every step)."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
@@ -162,7 +162,7 @@ def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
 def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
     """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias);
     with ``return_padded`` ``(y, xp)``: also the zero-padded input the tiles
-    read (None when x needed no padding), which :func:`weight_grad` can take
+    read (None when x needed no padding), which `weight_grad` can take
     instead of padding x again."""
     n = x.shape[0]
     kernel = w.shape[:3]
@@ -192,7 +192,7 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
 
 @functools.lru_cache(maxsize=64)
 def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
-    """(ro, so, chunks, bounds) of :func:`weight_grad` for this geometry."""
+    """(ro, so, chunks, bounds) of `weight_grad` for this geometry."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
     so, ro = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
@@ -205,7 +205,7 @@ def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
 
 
 def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
-    """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of :func:`forward`
+    """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of `forward`
     for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
     ``g`` over positions) is taken in the same pass, per chunk, added in
     chunk order like dW. ``xp``: x as the forward padded it (its
@@ -230,8 +230,8 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
 
 
 def data_grad(g, w, x_shape, padding, dilation):
-    """dx [N, D, H, W, Cin] of a stride-1 :func:`forward` (see
-    :func:`data_grad_usable`): the flipped, transposed kernel run forward
+    """dx [N, D, H, W, Cin] of a stride-1 `forward` (see
+    `data_grad_usable`): the flipped, transposed kernel run forward
     over the cotangent."""
     kernel = w.shape[:3]
     wf = np.ascontiguousarray(w[::-1, ::-1, ::-1].swapaxes(3, 4))

@@ -5,7 +5,7 @@ transform, the padded input, the tile blocks split over the cores
 Works on the 3-spatial-axis form of yscv/compute/conv.py (x [N, D, H, W, C],
 w [1, 3, 3, Cin, Cout]; the depth axis is folded into the batch). Runs the
 forward (bias fused) and, as a forward of the padded cotangent with the
-flipped, transposed kernel, the data gradient; :func:`usable` is the gate
+flipped, transposed kernel, the data gradient; `usable` is the gate
 (docs/ops/conv.md has the measurements behind it).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def usable(dtype, cin: int, cout: int, kernel, stride, padding, dilation, groups
     """Whether a correlation takes the Winograd path: float32/float64,
     groups 1, a 3x3 kernel (1 deep), stride 1, dilation 1, padding <= 2 (none
     in depth), ``Cin`` and ``Cout`` whole vectors and at least
-    :data:`MIN_CHANNELS`, outputs at least :data:`MIN_SIDE` on both sides."""
+    `MIN_CHANNELS`, outputs at least `MIN_SIDE` on both sides."""
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64) or groups != 1:
         return False
@@ -57,8 +57,8 @@ def usable(dtype, cin: int, cout: int, kernel, stride, padding, dilation, groups
 
 def forward_usable(dtype, x_shape, w_shape, stride, padding, dilation, groups,
                    out_sp) -> bool:
-    """Whether :func:`forward` does conv_forward's pass for x [N, D, H, W,
-    Cin] and w [KD, KH, KW, Cin, Cout]: :func:`usable`, and ``out_sp`` the
+    """Whether `forward` does conv_forward's pass for x [N, D, H, W,
+    Cin] and w [KD, KH, KW, Cin, Cout]: `usable`, and ``out_sp`` the
     full stride-1 extent (conv_transpose's backward may ask for fewer rows)."""
     _, d, h, wd, cin = x_shape
     return (usable(dtype, cin, w_shape[4], w_shape[:3], stride, padding, dilation, groups, out_sp)
@@ -67,8 +67,8 @@ def forward_usable(dtype, x_shape, w_shape, stride, padding, dilation, groups,
 
 def data_grad_usable(dtype, g_shape, w_shape, stride, padding, dilation, groups,
                      x_shape) -> bool:
-    """Whether :func:`data_grad` gives dx [N, D, H, W, Cin] for the cotangent
-    g [N, D, OH, OW, Cout]: :func:`usable` with the channels exchanged, and
+    """Whether `data_grad` gives dx [N, D, H, W, Cin] for the cotangent
+    g [N, D, OH, OW, Cout]: `usable` with the channels exchanged, and
     ``x``'s extent the one the padded cotangent's correlation produces."""
     return (usable(dtype, w_shape[4], w_shape[3], w_shape[:3], stride, padding, dilation,
                    groups, x_shape[1:4])
@@ -85,7 +85,7 @@ def weight_transform(w: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=32)
 def _tables(tb: int, cin: int):
-    """(ro [16*tb] = r*cin, so [16*cin] = s mod cin), int64, read-only."""
+    """(ro ``[16*tb]`` = ``r*cin``, so ``[16*cin]`` = s mod cin), int64, read-only."""
     ro = np.arange(16 * tb, dtype=np.int64) * cin
     so = np.arange(16 * cin, dtype=np.int64) % cin
     ro.flags.writeable = False
@@ -124,7 +124,7 @@ def forward(x, w, padding, bias=None, return_padded=False):
 
 
 def data_grad(g, w, padding):
-    """dx [N, D, H, W, Cin] of :func:`forward` for the cotangent ``g``: the
+    """dx [N, D, H, W, Cin] of `forward` for the cotangent ``g``: the
     flipped, transposed kernel run forward over ``g`` padded by 2 - padding."""
     wf = np.ascontiguousarray(w[:, ::-1, ::-1].swapaxes(3, 4))
     return forward(g, wf, (0, 2 - padding[1], 2 - padding[2]))

@@ -1,5 +1,5 @@
 """CTC loss driver: scratch and output arrays around the forward-backward
-kernels of :mod:`yscv.kernels.ctc` (compiled on first use)."""
+kernels of `yscv.kernels.ctc` (compiled on first use)."""
 from __future__ import annotations
 
 import numpy as np

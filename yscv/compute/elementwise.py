@@ -1,8 +1,8 @@
 """Elementwise drivers: ``x[..., C] + bias[C]`` by a kernel on large arrays.
 
 NumPy's broadcasting add re-walks the bias for every row; the Numba kernel
-(:mod:`yscv.kernels.elementwise`) adds it row by row and is several times
-faster from :data:`BIAS_ADD_MIN` elements on (numbers in
+(`yscv.kernels.elementwise`) adds it row by row and is several times
+faster from `BIAS_ADD_MIN` elements on (numbers in
 docs/ops/elementwise.md); below that NumPy's lower per-call cost wins. IEEE
 addition commutes exactly, so either operand order gives the same bits.
 

@@ -1,9 +1,9 @@
 """2-D matrix products: NumPy's BLAS chosen by measurement, or yscv's GEMM tiles.
 
-:func:`dot` computes ``a @ b`` for the matmul op and its gradients. Products
-below :data:`BLAS_THREADED` multiply-adds (the per-node path of small layers)
+`dot` computes ``a @ b`` for the matmul op and its gradients. Products
+below `BLAS_THREADED` multiply-adds (the per-node path of small layers)
 go straight to ``np.dot`` after one size test. Larger ones follow the GEMM
-policy (:func:`yscv.runtime.set_gemm`):
+policy (`yscv.runtime.set_gemm`):
 
 * ``"auto"`` (default) and ``"fastest"``: the way chosen for the product's
   shape class by measurement on this machine (yscv/compute/gemm_choice.py:
@@ -15,12 +15,12 @@ policy (:func:`yscv.runtime.set_gemm`):
   kernels the recurrent ops run inside their sequence loops), split over
   the cores as a region (yscv/compute/regions.py), for float32 operands,
   each C-contiguous or the transpose of a C-contiguous array (``x.T @ g``
-  and ``g @ w.T`` of a backward), from :data:`MIN_WORK` multiply-adds.
-  Results narrower than :data:`PAD_COLS` columns are computed on a
-  zero-padded ``b`` and sliced (:func:`tiles_dot`).
+  and ``g @ w.T`` of a backward), from `MIN_WORK` multiply-adds.
+  Results narrower than `PAD_COLS` columns are computed on a
+  zero-padded ``b`` and sliced (`tiles_dot`).
 
-The thread rule: products of :data:`BLAS_THREADED` up to :data:`SMALL_WORK`
-multiply-adds run on one OpenBLAS thread (see :data:`SMALL_WORK`); "auto"
+The thread rule: products of `BLAS_THREADED` up to `SMALL_WORK`
+multiply-adds run on one OpenBLAS thread (see `SMALL_WORK`); "auto"
 keeps it and measures only the layout.
 
 Tile results differ from ``np.dot``'s in the last bits (another summation
@@ -64,13 +64,13 @@ _MEASURED = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def tiles_enabled() -> bool:
-    """Whether :func:`dot` may use the tiles: only under the "tiles" policy
+    """Whether `dot` may use the tiles: only under the "tiles" policy
     ("auto" and "blas" use NumPy's BLAS; see the module docstring)."""
     return runtime.get_gemm() == "tiles"
 
 
 def _row_bounds(rows: int) -> np.ndarray:
-    """:data:`BLOCKS` blocks of rows, each a multiple of 4 but the last."""
+    """`BLOCKS` blocks of rows, each a multiple of 4 but the last."""
     tiles = rows // 4
     k = max(1, min(BLOCKS, tiles))
     bounds = [4 * (tiles * i // k) for i in range(k)] + [rows]
@@ -105,7 +105,7 @@ def _tiles_tn_add(x: np.ndarray, gm: np.ndarray, out: np.ndarray) -> None:
 
 
 def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.dot(a, b)`` on one OpenBLAS thread (see :data:`SMALL_WORK`)."""
+    """``np.dot(a, b)`` on one OpenBLAS thread (see `SMALL_WORK`)."""
     runtime.hold_one_blas_thread(True)
     try:
         return np.dot(a, b)
@@ -116,7 +116,7 @@ def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def tiles_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` on yscv's tiles for float32 operands, each C-contiguous or
     the transpose of a C-contiguous array (``np.dot`` otherwise); results
-    narrower than :data:`PAD_COLS` columns via a zero-padded ``b``."""
+    narrower than `PAD_COLS` columns via a zero-padded ``b``."""
     M, K = a.shape
     N = b.shape[1]
     if not (a.dtype == np.float32 and b.dtype == np.float32) or M * K * N == 0:

@@ -1,16 +1,16 @@
 """The GEMM chosen by measurement: per shape class, the fastest way this
 machine computes a 2-d product, timed once and remembered on disk.
 
-A *shape class* is the operands' dtype and layouts (``n``: C-contiguous,
+A ``*shape`` ``class*`` is the operands' dtype and layouts (``n``: C-contiguous,
 ``t``: the transpose of a C-contiguous array, ``g``: anything else), the
 sizes ``M, K, N`` rounded up to powers of two, and NumPy's BLAS thread
-count. On the first product of a class, :func:`choose` times the
+count. On the first product of a class, `choose` times the
 *candidates* below on operands of the product's own shapes and layouts
 (random numbers, not the user's: all-zero data would hide rounding
 differences), three interleaved rounds each, and keeps the fastest; a
-candidate must beat the default by :data:`MARGIN` to replace it, so
+candidate must beat the default by `MARGIN` to replace it, so
 timing noise keeps the default. The choice is written to a small JSON file
-beside the kernel cache (:func:`choices_path`), under a key naming the CPU
+beside the kernel cache (`choices_path`), under a key naming the CPU
 model, its vector extensions, NumPy's BLAS and its kernels, NumPy and
 yscv; later processes on the same machine read it instead of measuring.
 
@@ -24,7 +24,7 @@ Candidates (``name: what it runs``):
   slowly);
 * ``tiles``: yscv's register-blocked float32 tiles (yscv/compute/gemm.py).
 
-Which are timed depends on the policy (:func:`yscv.runtime.set_gemm`):
+Which are timed depends on the policy (`yscv.runtime.set_gemm`):
 
 * ``"auto"`` (the default) times the layouts (``blas`` against ``contig``,
   or their one-thread forms), keeping the fixed rule's thread count, and
@@ -40,8 +40,8 @@ Which are timed depends on the policy (:func:`yscv.runtime.set_gemm`):
   Which thread count wins depends on the load when it is measured.
 
 The default candidate is ``blas``, except for products of
-:data:`~yscv.compute.gemm.BLAS_THREADED` up to
-:data:`~yscv.compute.gemm.SMALL_WORK` multiply-adds, where it is ``blas1``
+`BLAS_THREADED` up to
+`SMALL_WORK` multiply-adds, where it is ``blas1``
 and only one-thread candidates run: a woken OpenBLAS worker spins on the
 second core for up to ~0.1 s and slows the kernels that follow (a cost a
 product timed alone does not show; docs/ops/conv.md).
@@ -97,7 +97,7 @@ def _contig(a, b):
 
 
 #: name -> function(a, b) computing a @ b; yscv/compute/gemm.py adds
-#: ``"tiles"`` (its tile driver) with :func:`register`
+#: ``"tiles"`` (its tile driver) with `register`
 CANDIDATES = {
     "blas": np.dot,
     "blas1": _one_thread(np.dot),
@@ -168,7 +168,7 @@ def machine_key() -> str:
 def choices_path() -> str | None:
     """The choices file beside the kernel cache: in ``NUMBA_CACHE_DIR`` when
     set, else ``yscv/kernels/__pycache__``, else the per-user
-    :func:`yscv.runtime.kernel_cache_dir`; the first whose folder exists or
+    `yscv.runtime.kernel_cache_dir`; the first whose folder exists or
     can be made and is writable. None when none is (choices then last for
     the process only)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,7 @@
 """What the indexing forwards (``yscv/ops/indexing.py``) and backward rules
 (``yscv/backward/indexing.py``) share: the attributes each op stores on its
 node, the sub-block layout of torch-style gather/scatter, and the drivers of
-the scatter-add kernels (:mod:`yscv.kernels.indexing`).
+the scatter-add kernels (`yscv.kernels.indexing`).
 
 Index arrays reach this module validated: C-contiguous, int64, read-only and
 in bounds (the Graph methods check them at graph-build time).
@@ -113,7 +113,7 @@ class IndexSelectAttrs(NamedTuple):
 def index_add(g: np.ndarray, axis: int, index: np.ndarray, n: int) -> np.ndarray:
     """The adjoint of ``np.take(x, index, axis)`` for ``x.shape[axis] == n``:
     slabs of ``g`` along ``axis`` accumulated at ``index`` (repeats add up),
-    with the one-pass row kernel of :func:`embedding_grad`."""
+    with the one-pass row kernel of `embedding_grad`."""
     shape = g.shape
     outer = math.prod(shape[:axis])
     inner = math.prod(shape[axis + 1:])

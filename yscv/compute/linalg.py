@@ -2,11 +2,11 @@
 
 * A batched ``(..., m, k) @ (k, n)`` with a C-contiguous left operand is ONE
   GEMM over the stacked rows ``[prod(...) * m, k]``, not one per batch
-  element; its backward likewise (through :func:`yscv.compute.gemm.dot`,
+  element; its backward likewise (through `yscv.compute.gemm.dot`,
   yscv's tiles or np.dot).
 * ``np.einsum`` with two or more operands takes NumPy's greedy contraction
   path (cached per subscripts and shapes) once the label space reaches
-  :data:`OPTIMIZE_MIN_WORK` multiply-adds; below it np.einsum's own loop beats
+  `OPTIMIZE_MIN_WORK` multiply-adds; below it np.einsum's own loop beats
   the path search and tensordot dispatch (docs/ops/linalg.md).
 """
 from __future__ import annotations

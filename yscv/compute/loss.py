@@ -1,7 +1,7 @@
 """Loss drivers: the fused cross-entropy kernel calls (and their NumPy
 tier for small logits), label rows, the
 reduction shared by every loss, and the stable sigmoid / softplus the
-logits losses use (from :mod:`yscv.compute.activation`)."""
+logits losses use (from `yscv.compute.activation`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,13 +26,13 @@ def _weight_or_none(weight, dtype) -> np.ndarray:
 
 
 #: logits elements (rows x classes) up to which cross-entropy runs as NumPy
-#: array operations instead of the fused kernels (:func:`numpy_tier`)
+#: array operations instead of the fused kernels (`numpy_tier`)
 NUMPY_MAX_ELEMENTS = 4096
 
 
 def numpy_tier(rows: int, classes: int) -> bool:
     """Whether cross-entropy over ``rows`` x ``classes`` logits runs as
-    NumPy array operations (:func:`_forward_numpy`, :func:`_backward_numpy`)
+    NumPy array operations (`_forward_numpy`, `_backward_numpy`)
     rather than the fused kernels of yscv/kernels/loss.py.
 
     Small batches (a classifier's [64, 10] logits): there the kernels'
@@ -73,7 +73,7 @@ def _forward_numpy(x, labels, weight, ignore_index, eps):
 
 
 def _backward_numpy(x, labels, lse, weight, ignore_index, eps, up):
-    """The gradient of :func:`_forward_numpy` as
+    """The gradient of `_forward_numpy` as
     yscv.kernels.loss.cross_entropy_backward: ``up`` [R] or [1]."""
     dt = x.dtype.type
     r, c = x.shape
@@ -99,7 +99,7 @@ def _backward_numpy(x, labels, lse, weight, ignore_index, eps, up):
 
 def cross_entropy_forward(logits, labels, weight, ignore_index, label_smoothing):
     """(per-row loss [R], per-row log-sum-exp [R]) of ``logits`` viewed as rows
-    [R, C], in one fused pass (NumPy operations for small ones: :func:`numpy_tier`)."""
+    [R, C], in one fused pass (NumPy operations for small ones: `numpy_tier`)."""
     c = logits.shape[-1]
     x = logits.reshape(-1, c)
     if numpy_tier(x.shape[0], c):

@@ -4,16 +4,16 @@ chunks on two cores, and the drivers of the region kernels
 
 Shared by yscv/ops/norm.py (forwards) and yscv/backward/norm.py (backward
 rules), which only say which statistics and which formula. Layouts are
-channel-last: ``x[..., C]`` seen as ``[N, R, C]`` (:func:`group_layout`),
-with narrow rows packed side by side (:func:`packed_layout`).
+channel-last: ``x[..., C]`` seen as ``[N, R, C]`` (`group_layout`),
+with narrow rows packed side by side (`packed_layout`).
 
 Kernel calls on large inputs run as a fixed split of row chunks on the
-calling thread and the region pool's helpers (:mod:`yscv.compute.regions`,
+calling thread and the region pool's helpers (`yscv.compute.regions`,
 grains below); chunk results are merged in chunk order, so values are the
 same bits with one thread or several. docs/ops/norm.md has the measurements
 behind the grains, the packing width and the partial-sum padding.
 
-Two size tiers, decided by :func:`row_chunks` alone: a call whose every
+Two size tiers, decided by `row_chunks` alone: a call whose every
 phase is one chunk (fewer than two grains of work: the normalisations of
 small networks, such as the README's CNN) calls the row kernels of
 yscv/kernels/norm.py and yscv/kernels/layer_norm.py directly, with the
@@ -23,7 +23,7 @@ as the region kernels' single-chunk path, so both tiers give the same
 bits); larger calls run the region kernels of yscv/kernels/norm_regions.py.
 The small tier never compiles the two-phase region kernels and their
 synchronisation (about 2 s of first-call compile time; docs/engine.md,
-"Cold start"). The normalisation pass alone (:func:`group_normalize`) runs
+"Cold start"). The normalisation pass alone (`group_normalize`) runs
 its one-phase region kernel at every size (one chunk: on the caller alone):
 the row kernel is inlined there, so one kernel compiles, not two.
 """
@@ -76,7 +76,7 @@ def group_layout(shape: tuple, per_sample: bool) -> tuple:
 
 @functools.lru_cache(maxsize=512)
 def packed_layout(shape: tuple, per_sample: bool) -> tuple:
-    """``(N, R // P, P * C)``: :func:`group_layout` with ``P`` consecutive
+    """``(N, R // P, P * C)``: `group_layout` with ``P`` consecutive
     rows side by side (lane ``j`` of a packed row holds channel ``j % C``);
     ``P`` is the largest divisor of ``R`` with ``P * C <= max(C, PACK_WIDTH)``."""
     n, r, c = group_layout(shape, per_sample)
@@ -127,7 +127,7 @@ def lane_coefficients(dtype, width: int, mean_c, rest) -> np.ndarray:
 
 def row_chunks(rows: int, work: int, grain: int) -> list:
     """The fixed split of ``rows`` rows holding ``work`` elements (see
-    :mod:`yscv.compute.regions`); one chunk (below two grains) takes the
+    `yscv.compute.regions`); one chunk (below two grains) takes the
     small tier (the row kernels called directly)."""
     if work < 2 * grain:
         return [(0, rows)]
@@ -324,7 +324,7 @@ def layer_norm_forward(x, gamma, beta, eps: float):
 
 
 def layer_norm_backward(g, x, gamma, mean, var, eps, need_x, need_gamma, need_beta):
-    """(dx or None, dgamma or None, dbeta or None) of :func:`layer_norm_forward`;
+    """(dx or None, dgamma or None, dbeta or None) of `layer_norm_forward`;
     float64 dgamma/dbeta, dx in x's dtype. gamma [C] or None."""
     c = x.shape[-1]
     dt = x.dtype

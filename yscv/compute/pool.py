@@ -2,9 +2,9 @@
 
 Every pool is computed as a "bins" pool by the kernels in
 yscv/kernels/pool.py: output row ``oh`` covers input rows ``[hs[oh], he[oh])``
-and output column ``ow`` covers ``[ws[ow], we[ow])``. :func:`window_plan`
+and output column ``ow`` covers ``[ws[ow], we[ow])``. `window_plan`
 turns (kernel, stride, padding) into such bounds (windows clipped to the
-input, so padding is never materialised) and :func:`adaptive_plan` gives
+input, so padding is never materialised) and `adaptive_plan` gives
 PyTorch's adaptive bins (``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``);
 both are cached per shape and carry the average-pool divisor per output
 position. Shared by yscv/ops/pool.py and yscv/backward/pool.py.
@@ -62,7 +62,7 @@ def window_plan(h: int, w: int, kh: int, kw: int, sh: int, sw: int, ph: int, pw:
                 count_include_pad: bool, dtype):
     """Bins of strided, padded windows (PyTorch, ceil_mode=False), read-only:
     ``(hs, he, ws, we, div)``: int64 bounds clipped to the input, and the
-    average divisor ``div`` [OH, OW, 1] of ``dtype`` (kh*kw with
+    average divisor ``div`` [OH, OW, 1] of ``dtype`` (``kh*kw`` with
     ``count_include_pad``, else the number of non-padding positions)."""
     return _plan(_window_axis(h, kh, sh, ph, count_include_pad),
                  _window_axis(w, kw, sw, pw, count_include_pad), dtype)
@@ -77,7 +77,7 @@ def adaptive_plan(h: int, w: int, oh: int, ow: int, dtype):
 def plans3d(shape, kernel, stride, padding, count_include_pad: bool, dtype):
     """The two plans of a 3-d pool of x [N, D, H, W, C] (window triples
     (d, h, w)): over (H, W) of every depth slice, then over the depth axis
-    of the [N, D, OH*OW, C] result (a 2-d plan with width-1 windows)."""
+    of the [N, D, ``OH*OW``, C] result (a 2-d plan with width-1 windows)."""
     _, d, h, w, _ = shape
     (kd, kh, kw), (sd, sh, sw), (pd, ph, pw) = kernel, stride, padding
     hw = window_plan(h, w, kh, kw, sh, sw, ph, pw, count_include_pad, dtype)
@@ -87,14 +87,14 @@ def plans3d(shape, kernel, stride, padding, count_include_pad: bool, dtype):
 
 
 def index_dtype(h: int, w: int):
-    """The argmax dtype: int32 unless H*W needs int64."""
+    """The argmax dtype: int32 unless ``H*W`` needs int64."""
     return np.int32 if h * w < 2 ** 31 else np.int64
 
 
 def two_by_two(attrs) -> bool:
     """Whether max-pool attributes ``(kh, kw, sh, sw, ph, pw)`` are 2 x 2
     windows with stride 2 and no padding: the kernels with the four taps in
-    registers (:func:`max_pool`, :func:`max_scatter`)."""
+    registers (`max_pool`, `max_scatter`)."""
     return tuple(attrs) == (2, 2, 2, 2, 0, 0)
 
 

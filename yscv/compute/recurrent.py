@@ -9,11 +9,11 @@ the whole-sequence kernels (yscv/kernels/recurrent_seq.py) with their
 workspaces.
 
 Algorithm: batch rows never interact, so the batch is split into blocks of
-rows (:func:`row_blocks`, a function of the sizes only); each block runs the
+rows (`row_blocks`, a function of the sizes only); each block runs the
 whole sequence in ONE kernel call, the blocks on the calling thread and the
 pool's helpers at once (a region, yscv/compute/regions.py). Backward runs
 the same blocks; each adds its share of the weight and bias gradients into
-its own partial arrays, summed in block order (:func:`yscv.compute.regions.combine`),
+its own partial arrays, summed in block order (`yscv.compute.regions.combine`),
 so results are the same bits on one thread or several.
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ def scratch(slot: str, shape: tuple, dtype) -> np.ndarray:
 # --------------------------------------------------------------- forwards
 def rnn_forward(x3, w_ih, w_hh, bias, h0, relu, out) -> None:
     """Fill ``out`` [T, B, H] with the Elman RNN's hidden states for
-    ``x3`` [T, B, I] (:func:`seq3`); ``h0`` [B, H] (or [H]) or None."""
+    ``x3`` [T, B, I] (`seq3`); ``h0`` [B, H] (or [H]) or None."""
     T, B, I = x3.shape
     H = w_hh.shape[0]
     args = (x3, readonly(w_ih), readonly(w_hh), readonly(bias),

@@ -1,8 +1,8 @@
 """Run a kernel's chunks on two or more cores: *regions*.
 
-A caller splits its rows into ``k`` contiguous chunks (:func:`num_chunks`,
-:func:`split`, :func:`bounds`) and calls :func:`run_region` with
-``call(state)``, a call of a *region kernel*: a Numba kernel that claims chunk
+A caller splits its rows into ``k`` contiguous chunks (`num_chunks`,
+`split`, `bounds`) and calls `run_region` with
+``call(state)``, a call of a ``*region`` ``kernel*``: a Numba kernel that claims chunk
 indices from ``state`` (yscv/kernels/sync.py) and runs each one, until none
 is left. The caller runs ``call`` itself and, at the same time, so do the
 pool's helper threads (created lazily, on first use; never at ``import
@@ -11,7 +11,7 @@ yscv``); every chunk runs exactly once, whichever thread claims it.
 Determinism. ``k`` depends only on the work size (never on ``os.cpu_count()``
 or on the load), and chunk ``i`` always covers the same rows, so a kernel
 whose chunk results are combined in chunk order (partial sums added as
-``part[0] + part[1] + ...``, see :func:`combine`) gives the same bits on
+``part[0] + part[1] + ...``, see `combine`) gives the same bits on
 every machine and every run, whichever thread ran which chunk.
 
 Cost. Idle virtual CPUs halt at once, so a thread that sleeps, even briefly
@@ -20,13 +20,13 @@ sleeping Python threads cost more per call than a norm kernel's chunk is
 worth (figures in docs/engine.md, "Two cores"). A region is cheap: a
 helper spins (politely: ``pause``, and ``sched_yield`` every 32 rounds, so an
 OpenBLAS worker or another process gets the core at once) for about
-:data:`SPIN_ROUNDS` after its last region before it sleeps; it takes the GIL
+`SPIN_ROUNDS` after its last region before it sleeps; it takes the GIL
 only once the caller is inside its kernel (so it never waits for it); the
 caller waits for the helpers in nogil code and takes the GIL back only when
 they are all back in theirs. Details in yscv/kernels/sync.py.
 
 On a one-core machine, or with one thread (``yscv.set_num_threads(1)`` or
-``YSCV_NUM_THREADS=1``: :func:`workers` is 0),
+``YSCV_NUM_THREADS=1``: `workers` is 0),
 regions run on the caller alone, with bit-identical results.
 
 Thread safety. One region runs in the pool at a time; a second Python
@@ -39,10 +39,10 @@ a new one on first use. Another thread of the parent may have held one of
 the pool's locks at the moment of the fork (every region takes the
 condition briefly); the child inherits that lock held, with no thread to
 release it. So the child replaces every lock of the module and of the
-parent's pool (:func:`_reset_after_fork`), drops the parent's pool from its
-exit hooks, and :meth:`_Pool.close` returns at once in a process other than
+parent's pool (`_reset_after_fork`), drops the parent's pool from its
+exit hooks, and `_Pool.close` returns at once in a process other than
 the one that made the pool, and otherwise waits for the condition at most
-:data:`CLOSE_TIMEOUT` seconds: exit never blocks forever on a lock.
+`CLOSE_TIMEOUT` seconds: exit never blocks forever on a lock.
 """
 from __future__ import annotations
 
@@ -121,12 +121,12 @@ class _Pool:
 
         Never blocks forever: in a forked child (another pid) the helpers do
         not exist and there is nothing to do; otherwise the condition is
-        waited for at most :data:`CLOSE_TIMEOUT` seconds, and each helper as
+        waited for at most `CLOSE_TIMEOUT` seconds, and each helper as
         long. The flags are set before the condition is taken, so a helper
         that checks them under the condition either sees them or is already
         waiting when ``notify_all`` comes; if the condition cannot be had,
         ``EXIT`` still ends every spin, and a helper asleep in ``wait`` runs
-        no compiled code and wakes within :data:`CLOSE_TIMEOUT` to see
+        no compiled code and wakes within `CLOSE_TIMEOUT` to see
         ``closing``."""
         if self.pid != os.getpid():
             return
@@ -206,7 +206,7 @@ def _get_pool(helpers: int):
 
 def num_chunks(rows: int, work: int, grain: int) -> int:
     """Chunks for ``rows`` rows holding ``work`` units in all: one per whole
-    ``grain`` of work, at least 1, at most :data:`MAX_CHUNKS` and ``rows``.
+    ``grain`` of work, at least 1, at most `MAX_CHUNKS` and ``rows``.
     A function of the sizes only."""
     return max(1, min(MAX_CHUNKS, rows, work // grain))
 

@@ -92,7 +92,7 @@ def pad_interior(widths, in_shape) -> tuple:
 
 
 def pixel_shuffle(x: np.ndarray, r: int) -> np.ndarray:
-    """[N, H, W, C*r*r] -> [N, H*r, W*r, C] in PyTorch's channel order: input
+    """[N, H, W, ``C*r*r``] -> [N, ``H*r``, ``W*r``, C] in PyTorch's channel order: input
     channel ``c*r*r + i*r + j`` of pixel ``(h, w)`` goes to output pixel
     ``(h*r + i, w*r + j)``, channel ``c``. One 6-d transpose copy."""
     n, h, w, crr = x.shape
@@ -102,10 +102,10 @@ def pixel_shuffle(x: np.ndarray, r: int) -> np.ndarray:
 
 
 def pixel_unshuffle(g: np.ndarray, r: int) -> np.ndarray:
-    """The inverse of pixel_shuffle: [N, H*r, W*r, C] -> [N, H, W, C*r*r],
+    """The inverse of pixel_shuffle: [N, ``H*r``, ``W*r``, C] -> [N, H, W, ``C*r*r``],
     output channel ``c*r*r + i*r + j`` from pixel ``(h*r + i, w*r + j)``.
 
-    Written as r*r strided copies ``gx[..., i, j] = g6[:, :, i, :, j, :]``
+    Written as ``r*r`` strided copies ``gx[..., i, j] = g6[:, :, i, :, j, :]``
     rather than the inverse 6-d transpose, whose innermost destination axis
     (``j``, length r) would read with stride C (docs/ops/shape.md)."""
     n, hr, wr, c = g.shape
@@ -179,7 +179,7 @@ def _tap_slices(attrs: WindowAttrs, i: int, j: int) -> tuple:
 
 
 def unfold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
-    """[N, H, W, C] -> [N, OH*OW, KH*KW*C]: block ``l = oh*OW + ow``, feature
+    """[N, H, W, C] -> [N, ``OH*OW``, ``KH*KW*C``]: block ``l = oh*OW + ow``, feature
     ``(i*KW + j)*C + c`` = padded ``x[n, oh*sh + i*dh, ow*sw + j*dw, c]``.
     One strided copy per kernel tap."""
     n, _, _, c = x.shape
@@ -196,7 +196,7 @@ def unfold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
 
 
 def fold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
-    """[N, OH*OW, KH*KW*C] -> [N, H, W, C], the adjoint of :func:`unfold`:
+    """[N, ``OH*OW``, ``KH*KW*C``] -> [N, H, W, C], the adjoint of `unfold`:
     each block's taps are summed into the padded image (in tap order), then
     the padding is cut away."""
     n = x.shape[0]
@@ -281,7 +281,7 @@ def _weights(w: np.ndarray, axis: int, ndim: int) -> np.ndarray:
 
 
 def interp_along(x: np.ndarray, axis: int, ax: InterpAxis) -> np.ndarray:
-    """``x`` resampled along ``axis`` by one :class:`InterpAxis`."""
+    """``x`` resampled along ``axis`` by one `InterpAxis`."""
     if ax.i1 is None:
         return np.take(x, ax.i0, axis=axis)
     w0 = _weights(ax.w0, axis, x.ndim)
@@ -305,7 +305,7 @@ def _add_sorted(g: np.ndarray, index: np.ndarray, axis: int, n_in: int) -> np.nd
 
 
 def interp_along_adjoint(g: np.ndarray, axis: int, ax: InterpAxis, n_in: int) -> np.ndarray:
-    """The adjoint of :func:`interp_along`: ``g`` summed back onto ``n_in`` rows."""
+    """The adjoint of `interp_along`: ``g`` summed back onto ``n_in`` rows."""
     if ax.i1 is None:
         return _add_sorted(g, ax.i0, axis, n_in)
     w0 = _weights(ax.w0, axis, g.ndim)

@@ -1,4 +1,4 @@
-"""Worker processes for :class:`yscv.data.DataLoader` (``num_workers > 0``).
+"""Worker processes for `yscv.data.DataLoader` (``num_workers > 0``).
 
 Channels:
 
@@ -19,7 +19,7 @@ arrive early wait in a dict), so the batches and their order are those of
 No hang: the main process waits on the pipes and the workers' sentinels
 with a timeout, and (``timeout > 0``) gives up on a batch that has not
 arrived within ``timeout`` seconds of starting to wait for it. A worker that died (killed, crashed, ``os._exit``) raises
-:class:`~yscv.errors.WorkerError` naming it and the batch waited for. A
+`WorkerError` naming it and the batch waited for. A
 pipe's write end lives only in its worker, so a worker that dies part-way
 through a message gives end-of-file, not a read that blocks for ever.
 Workers poll the task queue with a timeout and exit when their parent is gone.
@@ -204,7 +204,7 @@ def _exit_text(p) -> str:
 class WorkerPool:
     """``num_workers`` processes loading the batches of one epoch.
 
-    ``job`` is :func:`pack_job`'s result. ``batches`` is the list of index
+    ``job`` is `pack_job`'s result. ``batches`` is the list of index
     lists of the batches still to load; their numbers start at ``first``
     (the epoch's batch number, used in error messages). ``timeout`` is the
     seconds to wait for one batch (0 or infinity: for ever; PyTorch's

@@ -14,7 +14,7 @@ def default_collate(batch):
     but producing NumPy arrays.
 
     - arrays (and NumPy scalars) are stacked along a new first axis: B
-      samples of shape S give one array [B, *S] of their common dtype;
+      samples of shape S give one array [B, ``*S``] of their common dtype;
     - Python ``bool`` / ``int`` / ``float`` give a [B] array of dtype bool /
       int64 / float64 (as PyTorch's tensors);
     - strings and bytes stay a list;

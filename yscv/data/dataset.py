@@ -1,5 +1,5 @@
 """Datasets: the map-style protocol (``__len__`` + ``__getitem__``) and
-:class:`TensorDataset` over in-memory arrays."""
+`TensorDataset` over in-memory arrays."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +13,7 @@ class Dataset:
     Subclasses implement ``__len__() -> int`` (number of samples) and
     ``__getitem__(i)`` (sample ``i``, for ``0 <= i < len``): an array, a
     number, or a tuple / list / dict of them. Any object with these two
-    methods works with :class:`yscv.data.DataLoader`; subclassing is optional.
+    methods works with `yscv.data.DataLoader`; subclassing is optional.
     """
 
     def __len__(self) -> int:

@@ -68,7 +68,7 @@ class DataLoader:
 
     Args:
         dataset: any object with ``__len__`` and ``__getitem__`` (e.g. a
-            :class:`TensorDataset`).
+            `TensorDataset`).
         batch_size: samples per batch (positive int).
         shuffle: a new permutation of the samples every epoch, drawn from a
             generator seeded from ``(seed, epoch)``: reproducible, and
@@ -79,18 +79,18 @@ class DataLoader:
             ``shuffle=True``. If it has ``set_epoch(e)``, the loader calls it
             at the start of each of ITS epochs with its own epoch counter
             (0, 1, ... one per iteration of the loader, restored by
-            :meth:`load_state_dict`), so do not call it yourself as well. If
+            `load_state_dict`), so do not call it yourself as well. If
             it has ``state_dict()`` / ``load_state_dict()``, its state at the
             start of the epoch is part of the loader's state.
         collate_fn: ``collate_fn(list_of_samples) -> batch``; default
-            :func:`yscv.data.default_collate` (stacks arrays into a new first
+            `yscv.data.default_collate` (stacks arrays into a new first
             axis, collates tuples / lists / dicts per field).
         num_workers: 0 loads in the main process; ``n > 0`` loads in ``n``
             worker processes, ``prefetch_factor`` batches ahead per worker,
             and yields the same batches in the same order as 0 (for a
             dataset whose ``__getitem__`` is deterministic).
         seed: seed of the shuffling; None draws one from the library
-            generator (:func:`yscv.manual_seed`) when the loader is built.
+            generator (`yscv.manual_seed`) when the loader is built.
         prefetch_factor: batches loaded ahead per worker (keyword only).
         multiprocessing_context: start method of the workers ("forkserver",
             "spawn", "fork") or a multiprocessing context; None is
@@ -110,12 +110,12 @@ class DataLoader:
     Iterating the loader runs one epoch. ``iter(loader)`` starts the next
     epoch, also when the previous one was abandoned part-way (as PyTorch,
     whose sampler draws a new order per iteration) — except right after
-    :meth:`load_state_dict`, whose position the next iteration continues.
+    `load_state_dict`, whose position the next iteration continues.
     Run one iteration at a time: the loader keeps one position.
     Workers are stopped and joined when the iteration ends, raises or is
     abandoned (the iterator closed or garbage-collected). A worker's
     exception is re-raised in the main process (same type when it can be
-    rebuilt, else :class:`yscv.errors.WorkerError`) with the worker, the
+    rebuilt, else `yscv.errors.WorkerError`) with the worker, the
     batch number and the worker's traceback in its message; a batch that does
     not pickle, a worker that dies or cannot rebuild the dataset raise
     WorkerError (a RuntimeError) instead of waiting for ever, and so does a
@@ -218,7 +218,7 @@ class DataLoader:
 
     @property
     def epoch(self) -> int:
-        """The loader's epoch counter, as :meth:`state_dict` records it: the
+        """The loader's epoch counter, as `state_dict` records it: the
         epoch being iterated (or abandoned part-way), or the next one once an
         epoch is complete."""
         return self._epoch if self._fresh or not self._epoch_done() else self._epoch + 1
@@ -296,7 +296,7 @@ class DataLoader:
         ``epoch``, ``batches_consumed`` (batches of that epoch handed out),
         ``seed`` (shuffling), ``sampler`` (the sampler's ``state_dict()`` at
         the start of the epoch, or None), and ``shuffle``, ``batch_size``,
-        ``drop_last``, ``dataset_len``, checked by :meth:`load_state_dict`.
+        ``drop_last``, ``dataset_len``, checked by `load_state_dict`.
         """
         if not self._fresh and self._epoch_done():  # finished but not closed yet
             epoch, consumed, sampler = self._epoch + 1, 0, self._sampler_state()
@@ -312,7 +312,7 @@ class DataLoader:
                 "sampler": copy.deepcopy(sampler)}
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from a :meth:`state_dict`: the next iteration yields the
+        """Continue from a `state_dict`: the next iteration yields the
         rest of the saved epoch (the batches the saved run had not yet
         handed out), then the following epochs as the saved run would.
 

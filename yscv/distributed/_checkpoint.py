@@ -1,6 +1,6 @@
 """Checkpoints in a data-parallel run: rank 0 writes, every rank waits for it.
 
-``yscv.save_checkpoint`` calls :func:`save` when the world has more than one
+``yscv.save_checkpoint`` calls `save` when the world has more than one
 rank. Every rank must call it (the replicas hold the same model and
 optimizer). The ranks' library RNG states are gathered into the file (key
 ``rng_states`` of the metadata, one per rank); rank 0 writes atomically;
@@ -9,7 +9,7 @@ the file is complete, and a failure on rank 0 raises on every rank instead
 of leaving the others waiting. ``yscv.load_checkpoint`` on rank r restores
 ``rng_states[r]`` when the file holds a state for rank r; a rank that did
 not exist in the saving run (elastic resume on more ranks) gets
-:func:`derived_rng_state`.
+`derived_rng_state`.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def derived_rng_state(states: list, rank: int) -> dict:
 def rank_rng_state(meta: dict):
     """The RNG state this rank restores from a checkpoint's metadata: its own
     saved one, or for a rank the saving run did not have, one derived from
-    the saved states and the rank (:func:`derived_rng_state`)."""
+    the saved states and the rank (`derived_rng_state`)."""
     states = meta.get("rng_states")
     if isinstance(states, list) and states and _comm.is_initialized() and _comm._size > 1:
         if _comm._rank < len(states):

@@ -4,7 +4,7 @@ Without ``mpiexec`` (or with ``mpiexec -n 1``) the world has one process and
 ``mpi4py`` is never imported: collectives are identities. Under a launcher
 that starts more than one process (detected from its environment:
 ``PMI_SIZE`` for MPICH / Intel MPI, ``OMPI_COMM_WORLD_SIZE`` for Open MPI,
-``MV2_COMM_WORLD_SIZE`` for MVAPICH) :func:`init` imports ``mpi4py`` and uses
+``MV2_COMM_WORLD_SIZE`` for MVAPICH) `init` imports ``mpi4py`` and uses
 ``MPI.COMM_WORLD``. Collectives use mpi4py's buffer API, non-blocking
 (``Iallreduce``, ``Ibcast``, ``Iallgather``, ``Ibarrier``): arrays travel as
 raw memory, never pickled, and each wait is bounded by ``init(timeout=...)``
@@ -50,7 +50,7 @@ _DTYPE_CHARS = "fdbhilqBHILQ"
 
 def launched_world_size() -> int:
     """The number of processes the launcher started (1 without ``mpiexec``;
-    read by :func:`yscv.runtime.launcher_world_size`)."""
+    read by `yscv.runtime.launcher_world_size`)."""
     return runtime.launcher_world_size()
 
 
@@ -65,7 +65,7 @@ def init(timeout=DEFAULT_TIMEOUT) -> None:
         timeout: seconds any collective (``all_reduce``, ``broadcast``,
             ``all_gather``, ``barrier``, the gradient averaging of
             ``DistributedDataParallel``, ``save_checkpoint``) may wait for
-            the other ranks; then it raises :class:`yscv.DistributedError`
+            the other ranks; then it raises `yscv.DistributedError`
             naming the collective and the ranks that did not arrive. None:
             wait forever (blocking MPI calls). Each call sets it (the
             accessors join the world without changing it; default 1800 s).
@@ -88,12 +88,12 @@ def init(timeout=DEFAULT_TIMEOUT) -> None:
 
 
 def timeout():
-    """The collectives' timeout in seconds (None: unbounded); see :func:`init`."""
+    """The collectives' timeout in seconds (None: unbounded); see `init`."""
     return _timeout
 
 
 def _join() -> None:
-    """Join the world once (what :func:`init` does besides the timeout)."""
+    """Join the world once (what `init` does besides the timeout)."""
     global _comm, _MPI, _rank, _size, _local_size, _initialized, _watch
     if _initialized:
         return
@@ -150,7 +150,7 @@ def _install_abort_hook() -> None:
 
 # ------------------------------------------------------------------ threads
 def threads_per_rank() -> int | None:
-    """The thread count :func:`init` chose per rank (cores on this machine //
+    """The thread count `init` chose per rank (cores on this machine //
     ranks on it; None in a world of one). ``YSCV_NUM_THREADS`` (or an earlier
     ``yscv.set_num_threads``) and ``OPENBLAS_NUM_THREADS`` /
     ``OMP_NUM_THREADS``, when set, win over it for yscv's pool and for
@@ -160,7 +160,7 @@ def threads_per_rank() -> int | None:
 
 def _limit_threads(local_ranks: int) -> None:
     """Give each rank ``cores // ranks on this machine`` threads (yscv's
-    region helpers and OpenBLAS, through :mod:`yscv.runtime`), except where
+    region helpers and OpenBLAS, through `yscv.runtime`), except where
     the user chose a count."""
     global _threads
     per = max(1, runtime.usable_cores() // max(1, local_ranks))
@@ -174,7 +174,7 @@ def _limit_threads(local_ranks: int) -> None:
 
 # --------------------------------------------------------------- accessors
 def is_initialized() -> bool:
-    """Whether :func:`init` has run."""
+    """Whether `init` has run."""
     return _initialized
 
 

@@ -1,6 +1,6 @@
 """What ``yscv.train.Trainer`` does differently on more than one rank.
 
-The trainer keeps one :class:`DataParallelFit` (None in a world of one) and
+The trainer keeps one `DataParallelFit` (None in a world of one) and
 calls it at a few marked places: the epoch permutation is sharded as
 ``DistributedSampler`` shards it (padded by wrapping, rank r takes every
 world-th index), so ``batch_size`` is per rank (the global batch is
@@ -21,7 +21,7 @@ from .ddp import GradientAverager, broadcast_module, check_same_parameters
 
 def for_trainer(model):
     """(model to train, DataParallelFit or None). A
-    :class:`DistributedDataParallel` model is unwrapped: the trainer averages
+    `DistributedDataParallel` model is unwrapped: the trainer averages
     the gradients itself, fused with its metrics."""
     inner = model.module if type(model).__name__ == "DistributedDataParallel" else model
     if _comm.launched_world_size() <= 1 and not _comm._initialized:
@@ -55,7 +55,7 @@ class DataParallelFit:
         return perm[:total][self.rank::self.world]
 
     def sync_step(self, loss: float, out, target, metrics) -> np.ndarray:
-        """Average the gradients; returns [n, loss*n, metric*n ...] summed over ranks."""
+        """Average the gradients; returns [n, ``loss*n``, ``metric*n`` ...] summed over ranks."""
         n = len(target)
         local = [n, loss * n] + [float(fn(out, target)) * n for _, fn in metrics]
         return self.averager.sync(np.array(local, dtype=np.float64))

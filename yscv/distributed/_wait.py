@@ -1,9 +1,9 @@
 """Bounded collectives: wait for a non-blocking MPI request with a deadline,
 and on a timeout find out which ranks did not arrive.
 
-Every collective of :mod:`yscv.distributed` is started non-blocking
+Every collective of `yscv.distributed` is started non-blocking
 (``Iallreduce``, ``Ibcast``, ``Iallgather``, ``Ibarrier``) and completed by
-:meth:`Watch.wait`, which polls ``Test``:
+`Watch.wait`, which polls ``Test``:
 
 - first it spins for a tenth of the timeout (at most ``SPIN_S``), yielding
   the core between tests (``sched_yield``: on a loaded machine the rank it
@@ -18,7 +18,7 @@ Every collective of :mod:`yscv.distributed` is started non-blocking
   stuck collective), which collective it is waiting in. A rank waiting in a
   collective answers within a millisecond; a rank that exited, crashed or
   is still computing elsewhere does not answer within ``grace`` seconds and
-  is named as missing. Then :class:`yscv.DistributedError` is raised.
+  is named as missing. Then `yscv.DistributedError` is raised.
 
 The failed collective's request is never completed, so the world is left
 unusable: later collectives raise at once, and the job should end (an
@@ -65,7 +65,7 @@ class Watch:
     # ------------------------------------------------------------ waiting
     def wait(self, req, name: str, seq: int, timeout) -> None:
         """Complete ``req`` (collective ``name``, this rank's number ``seq``)
-        or raise :class:`DistributedError` after ``timeout`` seconds."""
+        or raise `DistributedError` after ``timeout`` seconds."""
         if timeout is None:
             req.Wait()
             return

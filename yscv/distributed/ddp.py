@@ -1,6 +1,6 @@
 """Data-parallel training: gradients averaged over ranks in one fused allreduce.
 
-:class:`GradientAverager` packs every trainable parameter's ``.grad`` (a
+`GradientAverager` packs every trainable parameter's ``.grad`` (a
 missing gradient counts as zeros) into one flat buffer per dtype, appends
 one "has a gradient" flag per parameter, and reduces the buffer with ONE
 ``Allreduce`` per step (per dtype; a model has one). Dividing the sum by the
@@ -8,7 +8,7 @@ world size gives the mean; every rank computes it from the same summed bits,
 so the replicas stay bit-identical. A parameter that got no gradient on any
 rank keeps ``grad = None`` (an optimizer skips it, as in one process).
 
-:class:`DistributedDataParallel` wraps a module: construction broadcasts
+`DistributedDataParallel` wraps a module: construction broadcasts
 rank 0's parameters and buffers; calling it calls the module and registers a
 backward-end hook on the graph (``g.register_backward_end_hook``), which
 runs the averager after ``g.backward`` has accumulated every ``p.grad``.
@@ -87,7 +87,7 @@ def _first_difference(descs: list) -> tuple:
 
 
 def check_same_parameters(module, who: str = "DistributedDataParallel") -> None:
-    """Raise :class:`yscv.DistributedError` on EVERY rank unless every rank's
+    """Raise `yscv.DistributedError` on EVERY rank unless every rank's
     ``module`` has the same parameters and buffers (names, shapes, dtypes,
     ``requires_grad``, order). One all-gather of a 32-byte digest when they
     agree; when not, the descriptions are gathered and the error names the
@@ -123,7 +123,7 @@ class GradientAverager:
     """Mean of the ranks' ``p.grad`` for ``params``, in one fused allreduce.
 
     Args:
-        params: the trainable :class:`yscv.nn.Parameter` objects, in the
+        params: the trainable `yscv.nn.Parameter` objects, in the
             same order on every rank.
         stagger_compile: let rank 0 compile first: True, False, or None
             (when the ranks on this machine outnumber its cores; see the
@@ -257,11 +257,11 @@ class GradientAverager:
 
 
 class DistributedDataParallel:
-    """Wrap a :class:`yscv.nn.Module` for data-parallel training over MPI ranks.
+    """Wrap a `yscv.nn.Module` for data-parallel training over MPI ranks.
 
     Calling the wrapper is calling the module (``model(g, x)``). Construction
     checks that every rank holds the same parameters and buffers (names,
-    shapes, dtypes, order; else :class:`yscv.DistributedError` on every rank,
+    shapes, dtypes, order; else `yscv.DistributedError` on every rank,
     naming the first difference) and broadcasts rank 0's parameters and
     buffers to every rank. After
     ``g.backward(...)`` on a graph the wrapper was called with, every
@@ -323,7 +323,7 @@ class DistributedDataParallel:
 
     def bind(self, g) -> int:
         """Bind the module's parameters and buffers into ``g`` (see
-        :meth:`yscv.nn.Module.bind`) and hook the graph."""
+        `yscv.nn.Module.bind`) and hook the graph."""
         self._hook(g)
         return self.module.bind(g)
 

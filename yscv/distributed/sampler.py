@@ -7,7 +7,7 @@ the stage's list is padded by wrapping to a multiple of ``W`` (or cut, with
 ``drop_last``) and rank r takes every W-th entry from r; ``counts[r]`` of
 them were consumed. The next stage's list is the previous one without the
 samples consumed in it (a sample counts as consumed when any of its copies
-was), in the same order. :func:`stage_list` replays the stages; the trainer
+was), in the same order. `stage_list` replays the stages; the trainer
 uses it too (yscv/train/_batches.py). ``advanced_state`` records that
 every rank consumed more of its share; the DataLoader and the trainer use it
 to resume a loader saved on another number of ranks.
@@ -103,10 +103,10 @@ class DistributedSampler:
 
     Progress and elastic resume: ``advance(k)`` records that this rank
     trained on ``k`` more of its indices of the current epoch; iterating
-    (and :meth:`indices`) yields only those not consumed yet.
-    :meth:`state_dict` holds the epoch and every rank's progress in it (in a
+    (and `indices`) yields only those not consumed yet.
+    `state_dict` holds the epoch and every rank's progress in it (in a
     world of more than one rank it is a collective: every rank calls it, as
-    every rank calls ``yscv.save_checkpoint``). :meth:`load_state_dict` on the
+    every rank calls ``yscv.save_checkpoint``). `load_state_dict` on the
     same number of ranks continues each rank where it was; on another number
     of ranks, the samples of the epoch that no rank had consumed are split
     over the new ranks (padded by wrapping, as an epoch is), none lost or
@@ -152,7 +152,7 @@ class DistributedSampler:
         """Select the epoch's permutation (call it at the start of every
         epoch). Another epoch starts from its beginning; the current epoch's
         number keeps the position in it (a loop that calls ``set_epoch``
-        after :meth:`load_state_dict` continues the resumed epoch)."""
+        after `load_state_dict` continues the resumed epoch)."""
         epoch = _check_int("epoch", epoch, 0)
         if epoch != self.epoch:
             self.epoch, self.consumed, self._stages, self._share = epoch, 0, [], None
@@ -187,7 +187,7 @@ class DistributedSampler:
 
     def advance(self, k: int) -> None:
         """Record that this rank trained on ``k`` more of its indices of the
-        current epoch (kept by :meth:`state_dict`)."""
+        current epoch (kept by `state_dict`)."""
         k = _check_int("advance: k", k, 0)
         if self.consumed + k > len(self):
             raise ValueError(f"DistributedSampler.advance: {self.consumed} + {k} indices exceed "
@@ -218,7 +218,7 @@ class DistributedSampler:
                 "drop_last": self.drop_last}
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict`, possibly saved on another number
+        """Continue from `state_dict`, possibly saved on another number
         of ranks (see the class docstring). Raises ValueError (nothing
         changed) for a malformed state, or one saved for another ``n``,
         ``shuffle``, ``seed`` or ``drop_last``."""

@@ -2,7 +2,7 @@
 
 Kernel modules import numba at their top, so nothing here is imported by
 ``import yscv``: compute modules and the optimizers reach kernels through
-:func:`yscv.kernels.lazy`, which imports the kernel module on first use.
+`yscv.kernels.lazy`, which imports the kernel module on first use.
 Kernels never import the rest of the package (only math, numpy, numba and
 ``._jit``, which asks ``yscv.runtime`` for the per-user cache directory).
 

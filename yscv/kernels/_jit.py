@@ -2,7 +2,7 @@
 
 ``cache=True`` keeps compiled code on disk, in the first of these that is
 writable: ``NUMBA_CACHE_DIR`` when set; ``__pycache__`` next to the module;
-the per-user :func:`yscv.runtime.kernel_cache_dir` (``~/.cache/yscv/numba``:
+the per-user `yscv.runtime.kernel_cache_dir` (``~/.cache/yscv/numba``:
 a read-only installation still compiles each kernel once per user, not once
 per process). When none is writable a kernel is not cached (it compiles in
 every process) and one ``RuntimeWarning`` says so.
@@ -26,15 +26,15 @@ should they ever be missing, the decorator falls back to Numba's own
 per-file caching.
 
 Python's cyclic garbage collector is paused while Numba compiles a kernel
-made here (:class:`_PauseGCWhileCompiling`, a ``numba:compile`` event
+made here (`_PauseGCWhileCompiling`, a ``numba:compile`` event
 listener): compiling allocates hundreds of thousands of short-lived
 objects, and the collections they trigger, full ones included, walk every
 object Numba and LLVM keep alive (measured: docs/engine.md, "Cold start").
 Collection resumes when the outermost compile ends, error or not, and only
 if it was enabled when that compile started; loading from the cache is not
 paused, nor is compiling a function not made here. The same listener counts
-the compiles and their seconds (:func:`yscv.kernels.compile_stats`) and
-tells watchers (:func:`yscv.kernels.watch_compiles`: the fit loop's progress
+the compiles and their seconds (`yscv.kernels.compile_stats`) and
+tells watchers (`yscv.kernels.watch_compiles`: the fit loop's progress
 bar) when one starts and ends.
 """
 from __future__ import annotations
@@ -78,9 +78,9 @@ def package_stamp() -> bytes:
 
 def _package_function_cache():
     """A ``numba.core.caching.FunctionCache`` subclass whose locators stamp
-    with :func:`package_stamp`, or None if Numba's classes are not there.
+    with `package_stamp`, or None if Numba's classes are not there.
     Locators, first usable wins: ``NUMBA_CACHE_DIR``, the module's
-    ``__pycache__``, :func:`yscv.runtime.kernel_cache_dir`."""
+    ``__pycache__``, `yscv.runtime.kernel_cache_dir`."""
     try:
         from numba.core import caching
 
@@ -122,7 +122,7 @@ def _pause_gc_listener():
 
     class _PauseGCWhileCompiling(event.Listener):
         """Counts nested compiles; the outermost one, when it compiles a
-        kernel made by :func:`jit` with the GC enabled, disables the GC until
+        kernel made by `jit` with the GC enabled, disables the GC until
         it ends. Numba compiles under its global lock, so the events of
         different threads never interleave."""
 

@@ -15,12 +15,12 @@ yscv/kernels/fastmath.py (float64 keeps libm; see that module for the
 accuracy and NaN/overflow contract):
 
 * sigmoid(v) = 1/(1+e) for v >= 0, e/(1+e) otherwise, with e = exp(-|v|)
-  (:func:`fast_sigmoid`), and s(1-s) = e/(1+e)^2 (:func:`sigmoid_parts`);
+  (`fast_sigmoid`), and s(1-s) = e/(1+e)^2 (`sigmoid_parts`);
 * tanh-GELU uses 0.5(1 + tanh(u)) = sigmoid(2u);
 * mish's tanh(softplus(v)) is the rational function (w^2+2w)/(w^2+2w+2) of
   w = exp(v), rewritten in e = exp(-|v|) for each sign;
-* log1p(e) for e = exp(-|z|) in [0, 1]: :func:`fast_log1p_unit`;
-* erf-GELU: float32 uses :func:`fast_erf` (absolute error <= 4.4e-7, like
+* log1p(e) for e = exp(-|z|) in [0, 1]: `fast_log1p_unit`;
+* erf-GELU: float32 uses `fast_erf` (absolute error <= 4.4e-7, like
   PyTorch's vectorised float32 erf, so the far negative tail has absolute,
   not relative, accuracy); float64 calls libm's erfc (relative accuracy in
   the tail too). Its backward from the forward's output
@@ -59,7 +59,7 @@ def _constants(a):
 
 @jit
 def unary_forward(x, kind, p0, p1, y):
-    """y = act(x) for ``kind`` in SIGMOID, TANH, GELU_*, SILU, MISH, SOFTPLUS.
+    """y = act(x) for ``kind`` in SIGMOID, TANH, ``GELU_*``, SILU, MISH, SOFTPLUS.
 
     Args:
         x: 1-D contiguous float32/float64 (read-only).
@@ -124,7 +124,7 @@ def unary_forward(x, kind, p0, p1, y):
 
 @jit
 def unary_backward(g, x, y, kind, p0, p1, out):
-    """dL/dx = g * act'(x) for ``kind`` in SIGMOID, TANH, GELU_*, SILU, MISH, SOFTPLUS.
+    """dL/dx = g * act'(x) for ``kind`` in SIGMOID, TANH, ``GELU_*``, SILU, MISH, SOFTPLUS.
 
     SIGMOID and TANH read the output ``y`` (x is not touched);
     GELU_ERF_FROM_OUTPUT reads both (``y`` the erf-GELU forward's output);
@@ -134,7 +134,7 @@ def unary_backward(g, x, y, kind, p0, p1, out):
     Args:
         g: upstream gradient, 1-D contiguous, same length as x.
         x: the input values, y: the output values.
-        kind, p0, p1: as :func:`unary_forward`.
+        kind, p0, p1: as `unary_forward`.
         out: the input gradient (written here), 1-D contiguous, g's dtype.
     """
     dt = g.dtype.type

@@ -1,5 +1,5 @@
 """The ``kind`` codes of the fused activation kernels
-(:func:`yscv.kernels.activation.unary_forward` / ``unary_backward``).
+(`yscv.kernels.activation.unary_forward` / ``unary_backward``).
 
 A module of its own, without numba, so that the op modules can import the
 codes at ``import yscv`` time (kernel modules are imported lazily).

@@ -39,7 +39,7 @@ from ._jit import jit
 @jit(inline="always")
 def _row_runs(cg, C, W, kw, sw, pw, dw):
     """``[in_lo, in_hi)``: the output columns whose kernel rows lie inside
-    the image along W, so each kernel row is one contiguous run of kw*C
+    the image along W, so each kernel row is one contiguous run of ``kw*C``
     input values (only when all channels are taken and the W-dilation is 1;
     else an empty range: every column goes tap by tap)."""
     in_lo = 0
@@ -82,11 +82,11 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
     (zero where the tap falls in the padding).
 
     ``xf`` is x [N, D, H, W, C] flattened; ``cf`` the flattened column block
-    [R, ld] (``ld`` >= kd*kh*kw*cg is the row stride; the alignment
+    [R, ld] (``ld`` >= ``kd*kh*kw*cg`` is the row stride; the alignment
     columns beyond the taps are set to zero). Rows go by output-row segments (same n,
     z, y). Within a segment, the columns whose kernel row lies inside the
     image along W take, kernel row by kernel row, one contiguous run of
-    kw*C input values each (when all channels are taken and the W-dilation
+    ``kw*C`` input values each (when all channels are taken and the W-dilation
     is 1); the others, and every column otherwise, go tap by tap.
     """
     ucg = np.uint64(cg)
@@ -155,10 +155,10 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
 @jit
 def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh,
            dw, od, oh, ow):
-    """Adjoint of :func:`im2col`: ``dx[n, iz, iy, ix, c0 + k] += cols[r, t, k]``
+    """Adjoint of `im2col`: ``dx[n, iz, iy, ix, c0 + k] += cols[r, t, k]``
     (taps in the padding are dropped), in the same order of passes.
 
-    ``cf``: flattened columns [R, ld] (the first kd*kh*kw*cg entries of each
+    ``cf``: flattened columns [R, ld] (the first ``kd*kh*kw*cg`` entries of each
     row are read); ``df``: flattened dx [N, D, H, W, C], accumulated in place.
     """
     ucg = np.uint64(cg)
@@ -241,7 +241,7 @@ def depthwise_forward(xf, wf, of, N, H, W, C, KH, KW, OH, OW, sh, sw, ph, pw, dh
 @jit
 def depthwise_backward(xf, wf, gf, dxf, dwf, need_x, need_w, N, H, W, C, KH, KW, OH, OW,
                        sh, sw, ph, pw, dh, dw):
-    """Gradients of :func:`depthwise_forward` for the cotangent ``g`` [N, OH, OW, C].
+    """Gradients of `depthwise_forward` for the cotangent ``g`` [N, OH, OW, C].
 
     Flattened arrays; accumulates into ``dxf`` (x's shape, if need_x) and
     ``dwf`` (w's shape, if need_w), both zero on entry.

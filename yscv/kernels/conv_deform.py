@@ -2,8 +2,8 @@
 one offset group): bilinear-sampling im2col and its adjoint (the chunked
 GEMM driver is in yscv/compute/conv.py).
 
-Layouts: x [N, H, W, C]; offsets [N, OH, OW, 2*KH*KW] with the pair
-(dy, dx) of tap k = i*KW + j at positions 2k, 2k+1; weight [KH, KW, C, Cout].
+Layouts: x [N, H, W, C]; offsets [N, OH, OW, ``2*KH*KW``] with the pair
+(dy, dx) of tap k = ``i*KW`` + j at positions 2k, 2k+1; weight [KH, KW, C, Cout].
 Tap k of output (oy, ox) samples x at
 ``(oy*sh - ph + i*dh + dy, ox*sw - pw + j*dw + dx)``. As torchvision, a
 sample with y <= -1, y >= H, x <= -1 or x >= W is zero, and inside that
@@ -45,7 +45,7 @@ def _out_position(q, oh, ow):
 
 @jit(inline="always")
 def _bilinear(py, px, one, H, W):
-    """The cell of the sample (py, px) (inside, see :func:`_inside`):
+    """The cell of the sample (py, px) (inside, see `_inside`):
     ``(y0, x0, ly, lx, hy, hx, top, bot, lft, rgt)``: its top-left corner,
     the fractional parts and their complements, and which of the cell's
     rows (top y0, bottom y0 + 1) and columns (left x0, right x0 + 1) lie in
@@ -63,9 +63,9 @@ def _bilinear(py, px, one, H, W):
 def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow):
     """``cols[r, k, c]`` = bilinear sample of channel c for tap k of row r0 + r.
 
-    Flattened arrays: x [N, H, W, C]; offsets [N, OH, OW, 2*kh*kw]; cols
-    [R, kh*kw, C] (overwritten). ybase: [OH*kh] window origins
-    ``oy*sh - ph + i*dh`` in x's dtype; xbase: [OW*kw] likewise.
+    Flattened arrays: x [N, H, W, C]; offsets [N, OH, OW, ``2*kh*kw``]; cols
+    [R, ``kh*kw``, C] (overwritten). ybase: ``[OH*kh]`` window origins
+    ``oy*sh - ph + i*dh`` in x's dtype; xbase: ``[OW*kw]`` likewise.
     """
     uc = np.uint64(C)
     T = kh * kw
@@ -111,8 +111,8 @@ def deform_im2col(xf, of, cf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow)
 @jit
 def deform_col2im(gf, xf, of, df, odf, R, r0, H, W, C, ybase, xbase, one, kh, kw, oh, ow,
                   need_x, need_off):
-    """Adjoint of :func:`deform_im2col` for the flattened column cotangent
-    ``gf`` [R, kh*kw, C]: accumulates into ``df`` (x's shape, if need_x) and
+    """Adjoint of `deform_im2col` for the flattened column cotangent
+    ``gf`` [R, ``kh*kw``, C]: accumulates into ``df`` (x's shape, if need_x) and
     writes the offset-gradient rows r0..r0+R of ``odf`` (the offsets' shape,
     if need_off; zero for samples outside the image)."""
     uc = np.uint64(C)

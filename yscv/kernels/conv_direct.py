@@ -24,16 +24,16 @@ Tiles: 8 rows of ``c`` x 2 vectors (16 accumulators; per step two vector
 loads of ``b``, eight broadcasts of ``xp``, sixteen fused multiply-adds),
 and 8 x 1 vector for a last odd vector of columns (rows a multiple of 8);
 with AVX-512 and columns in whole groups of four vectors, 6 rows x 4
-vectors (24 accumulators; rows a multiple of 6; :func:`wide_tiles`
+vectors (24 accumulators; rows a multiple of 6; `wide_tiles`
 decides). The tiles are LLVM IR from one generator
-(yscv/kernels/tile_ir.py). One region kernel, :func:`direct_region`, holds
+(yscv/kernels/tile_ir.py). One region kernel, `direct_region`, holds
 all three shapes and does both kinds of pass (a flag picks how chunks
 split the work), so a program compiles the tiles once, whatever its
 channel counts. ``Cout`` must be a multiple of the vector length (the
 caller pads the tables and the output rows to the tile's rows).
 Offsets are uint64 (no wrap-around test per load; see yscv/kernels/conv.py).
 
-:func:`pad_region` writes the zero-padded input the tiles read.
+`pad_region` writes the zero-padded input the tiles read.
 
 Numerics: each element is ``c0 + x0*b0 + x1*b1 + ...`` in ``s`` order with
 one rounding per fused multiply-add (``c0`` = the bias row, zero, or the
@@ -58,13 +58,13 @@ def wide_tiles(n: int, itemsize: int) -> bool:
     """Whether a product with ``n`` columns of ``itemsize`` bytes runs the
     6 x 4-vector tiles (rows in multiples of 6): ``n`` whole groups of four
     vectors, with AVX-512. Otherwise the 8-row tiles (rows in multiples of
-    8). The region kernels decide the same in compiled code (:func:`_wide`)."""
+    8). The region kernels decide the same in compiled code (`_wide`)."""
     return WIDE_TILES and n % (4 * (VBYTES // itemsize)) == 0
 
 
 @jit(inline="always")
 def _wide(N, cf):
-    """:func:`wide_tiles` of ``N`` columns of ``cf``'s dtype, in a kernel."""
+    """`wide_tiles` of ``N`` columns of ``cf``'s dtype, in a kernel."""
     return WIDE_TILES and N % (4 * lanes(cf)) == 0
 
 
@@ -87,7 +87,7 @@ _tile6x4 = register_tile(6, 4)
 @jit(inline="always")
 def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
     """Rows ``[i0, i1)`` of ``c``, every column, ``s`` in ``[s0, s1)``, on
-    the tiles :func:`wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
+    the tiles `wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
     (rows in multiples of 6, ``N`` a multiple of four vectors), else 8 x
     2-vector tiles and 8 x 1 for a last odd vector (rows in multiples of 8).
     One function, not one per family: each ``inline="always"`` level copies
@@ -147,7 +147,7 @@ def _fill_rows(cf, cb, i0, i1, N, init):
 
 @jit
 def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
-    """The product above on the tiles :func:`wide_tiles` picks for ``N``
+    """The product above on the tiles `wide_tiles` picks for ``N``
     columns, by chunks ``k`` of a region.
 
     ``by_rows`` (the forward and the data gradient): ``c[i] = init + sum_s
@@ -158,7 +158,7 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     Else (the weight gradient): ``cf`` is flat [chunks, len(ro), N],
     ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
     ``[bounds[k], bounds[k+1])``; each chunk goes through its ``s`` in
-    blocks of :data:`S_BLOCK_BYTES` of ``b`` (all rows per block: the
+    blocks of `S_BLOCK_BYTES` of ``b`` (all rows per block: the
     block's ``b`` rows stay in cache while every tile reads them); ``mode``
     0. ``bsum`` [chunks, 3, N] (or [0, 3, N]: not wanted) gets the column
     sums of ``b`` per chunk in row 0 (the bias gradient, while each block

@@ -17,8 +17,8 @@ The sum over input channels is, for each of the 16 positions ``k`` of the
 Cin] @ U_k [Cin, Cout]``: 16 products per 2x2 outputs where the direct
 convolution does 36 (2.25x fewer multiply-adds).
 
-:func:`winograd_region` (on the 8-row or the 6 x 4-vector tiles, as
-:func:`yscv.kernels.conv_direct.wide_tiles` picks) runs, per block of ``T``
+`winograd_region` (on the 8-row or the 6 x 4-vector tiles, as
+`yscv.kernels.conv_direct.wide_tiles` picks) runs, per block of ``T``
 tiles (all of it in L2 with ``U``; one thread per block):
 
 1. the input transform of the block into ``V`` [16, T, Cin] (vectors along
@@ -26,11 +26,11 @@ tiles (all of it in L2 with ``U``; one thread per block):
 2. the 16 products on the direct tiles, which read ``V`` through the
    offset tables ``ro[r] = r*Cin`` (rows) and ``so[s] = s mod Cin`` (``s`` =
    ``k*Cin + ci``), so row ``k*T + t`` times the rows ``[k*Cin, (k+1)*Cin)``
-   of ``U`` [16*Cin, Cout] gives ``M`` [16, T, Cout] in place;
+   of ``U`` [``16*Cin``, Cout] gives ``M`` [16, T, Cout] in place;
 3. the output transform ``A^T M A`` (+ the bias) of each tile straight into
    ``y``, dropping the outputs past an odd edge.
 
-The transforms (:func:`_input_tile`, :func:`_output_tile`) are compiled
+The transforms (`_input_tile`, `_output_tile`) are compiled
 functions of their own, called once per tile, not inlined: when the two
 tile families had a region kernel each, sharing them took ~0.7 s off the
 first compile of a model that ran both (docs/ops/conv.md, "Compile time"),
@@ -180,8 +180,8 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
     transform is ``uf`` [16, CIN, COUT] (+ the bias ``init`` when ``mode`` is
     1), tiles ``[bounds[k], bounds[k+1])`` per chunk ``k``, in blocks of
     ``dims[TB]`` tiles (24: a multiple of 6 and 8); the register tiles
-    :func:`yscv.kernels.conv_direct.wide_tiles` picks for ``COUT``. ``ro``
-    [16*TB] and ``so`` [16*CIN] are the tables of the module docstring."""
+    `yscv.kernels.conv_direct.wide_tiles` picks for ``COUT``. ``ro``
+    ``[16*TB]`` and ``so`` ``[16*CIN]`` are the tables of the module docstring."""
     tb, cin, cout = dims[TB], dims[CIN], dims[COUT]
     vf = np.empty(16 * tb * cin, dtype=uf.dtype)
     mf = np.empty(16 * tb * cout, dtype=uf.dtype)

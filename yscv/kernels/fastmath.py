@@ -13,7 +13,7 @@ The contract (float32; float64 is libm's, which agrees on every point
 below except that it has gradual underflow and the exact overflow point):
 
 * NaN in, NaN out, for every function.
-* :func:`fast_exp`: ``+inf`` -> ``+inf``, ``-inf`` -> ``0``. Results below
+* `fast_exp`: ``+inf`` -> ``+inf``, ``-inf`` -> ``0``. Results below
   the smallest normal float32 (``x < -87.33654``, ``exp = 2**-126``) are
   exactly ``+0`` (no subnormals). Overflow gives ``+inf`` from
   ``x >= 127.5 ln 2 ~ 88.3763`` (np.exp overflows above 88.72284; between
@@ -21,28 +21,28 @@ below except that it has gradual underflow and the exact overflow point):
   error is below 1 ulp (8.3e-8 on a 4-million-point grid): Cody-Waite
   reduction ``x = n ln2 + r``, ``|r| <= ln2/2``, Cephes' expf polynomial,
   ``2**n`` built in the exponent bits.
-* :func:`fast_tanh`: Eigen's 13/6-degree odd/even rational function of the
+* `fast_tanh`: Eigen's 13/6-degree odd/even rational function of the
   argument clamped to ``+-7.9053`` (where tanh rounds to ``+-1``); max error
   6.6 ulp (4e-7 absolute, near ``|x| = 5.8``); ``|x| < 4e-4`` returns ``x``;
   ``+-inf`` -> ``+-1``; odd, so ``tanh(-0) = -0``.
-* :func:`fast_erf`: Eigen's 13/8-degree rational function of the argument
+* `fast_erf`: Eigen's 13/8-degree rational function of the argument
   clamped to ``+-4`` (where erf rounds to ``+-1``); max error 4.4e-7
   absolute (7.5 ulp of 1, near ``|x| = 3.2``), so ``1 + erf(x)`` loses
   relative accuracy below ``x ~ -1.4``; just inside ``+-4`` ``|erf|`` may
   exceed 1 by up to 2 ulp; ``+-inf`` -> ``+-1``.
-* :func:`fast_sigmoid` (and :func:`sigmoid_parts`, which also returns the
+* `fast_sigmoid` (and `sigmoid_parts`, which also returns the
   slope ``s (1 - s) = e / (1 + e)**2``): ``1 / (1 + e)`` for ``x >= 0``
   and ``e / (1 + e)`` otherwise, ``e = exp(-|x|)``: never the exp of a
   positive number, so it neither overflows nor cancels; ``sigmoid(+inf) =
   1``, ``sigmoid(-inf) = 0``, and results below ``2**-126`` are 0 (float32).
-* :func:`fast_log1p_unit`: ``log(1 + e)`` for ``0 <= e <= 1`` only
+* `fast_log1p_unit`: ``log(1 + e)`` for ``0 <= e <= 1`` only
   (softplus's ``log1p(exp(-|z|))``): ``2 atanh(s)``, ``s = e / (2 + e)``,
   as an odd series to ``s**13`` (truncation below 1.4e-8 relative;
   subnormal ``e`` keeps only absolute accuracy, ``s`` underflowing).
-* :func:`row_max`: the maximum of ``a[:n]`` IGNORING NaN, ``-inf`` when
+* `row_max`: the maximum of ``a[:n]`` IGNORING NaN, ``-inf`` when
   ``n == 0`` or every value is NaN. Callers that need NaN to propagate get
   it from ``exp(a - max)``: a NaN entry turns the row's sum into NaN.
-* :func:`row_sum`, :func:`row_dot`: eight independent partial sums (lane
+* `row_sum`, `row_dot`: eight independent partial sums (lane
   ``j % 8``; the tail ``a[n - n % 8:]`` goes to lane 0, in order), combined
   as ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))``. IEEE arithmetic
   in the data dtype, so NaN and inf propagate.
@@ -213,7 +213,7 @@ def sigmoid_parts(v):
 
 @_with_float32(None)
 def fast_sigmoid(v):
-    """sigmoid(v) = 1 / (1 + exp(-v)), as :func:`sigmoid_parts`."""
+    """sigmoid(v) = 1 / (1 + exp(-v)), as `sigmoid_parts`."""
     return sigmoid_parts(v)[0]
 
 
@@ -284,7 +284,7 @@ def row_sum(a, n):
 
 @jit(inline="always")
 def row_dot(a, b, n):
-    """sum(a[:n] * b[:n]) with eight partial sums, as :func:`row_sum`."""
+    """sum(a[:n] * b[:n]) with eight partial sums, as `row_sum`."""
     z = a.dtype.type(0.0)
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
     j = 0

@@ -5,16 +5,16 @@ share a thread's cache with the work around it.
 
 Two products, on C-contiguous arrays of one float dtype (no promotion):
 
-* :func:`matmul_rows` / :func:`matmul_add_rows` -- ``c[r0:r1] = a[r0:r1] @ b``
+* `matmul_rows` / `matmul_add_rows` -- ``c[r0:r1] = a[r0:r1] @ b``
   (or ``+=``), a row range of ``a[M, K] @ b[K, N]``: disjoint row ranges can
   run on different threads.
-* :func:`matmul_tn_steps` -- ``c += sum_t sum_i outer(a[t - shift, i], b[t, i])``
+* `matmul_tn_steps` -- ``c += sum_t sum_i outer(a[t - shift, i], b[t, i])``
   over steps ``t`` in ``[t0, t1)`` and rows ``i`` in ``[i0, i1)`` of
   ``a[Ta, R, M]`` and ``b[T, R, N]``: a weight gradient ``X^T G`` summed over
   a sequence and a block of batch rows, without gathering the rows first.
 
 A product with a transposed weight (``g @ w.T``) takes ``w.T`` made once by
-:func:`transpose_into` (an in-register block transpose, much faster than
+`transpose_into` (an in-register block transpose, much faster than
 ``np.ascontiguousarray(w.T)``), so every product above is of one form.
 
 Tiles. The inner tile is 4 rows x ``V`` vectors: 4 x 4 with AVX-512 (4 x 64
@@ -222,7 +222,7 @@ def matmul_add_rows(a, b, c, r0, r1):
 @jit(inline="always")
 def matmul_rows(a, b, c, r0, r1):
     """Rows ``[r0, r1)`` of ``c = a @ b`` (zeroed, then
-    :func:`matmul_add_rows`: one set of tiles serves both, so each compiles
+    `matmul_add_rows`: one set of tiles serves both, so each compiles
     once per dtype). ``K = 0`` gives zeros."""
     zero = c.dtype.type(0)
     for r in range(r0, r1):
@@ -300,7 +300,7 @@ def _tn_packed_4x3(ap, bp, c, m, j, rows):
 _NN_4V, _NN_1V, _TN_PACKED = ((_nn_4x4, _nn_1x4, _tn_packed_4x4) if TILE_VECS == 4
                               else (_nn_4x3, _nn_1x3, _tn_packed_4x3))
 
-#: rows (steps x batch rows) per block of :func:`matmul_tn_steps`: a packed
+#: rows (steps x batch rows) per block of `matmul_tn_steps`: a packed
 #: column stripe of ``b`` (128 rows x 4 vectors = 32 KB with AVX-512 float32)
 #: stays in L1 while every row tile of ``c`` reads it
 _TN_BLOCK_ROWS = 128

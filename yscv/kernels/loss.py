@@ -92,7 +92,7 @@ def cross_entropy_forward(x, labels, weight, ignore_index, eps):
 
 @jit
 def cross_entropy_backward(x, labels, lse, weight, ignore_index, eps, up):
-    """Gradient of the per-row losses of :func:`cross_entropy_forward` w.r.t.
+    """Gradient of the per-row losses of `cross_entropy_forward` w.r.t.
     x [R, C], row i scaled by ``up[i]`` (``up`` [R] of x's dtype), or every
     row by ``up[0]`` when ``up`` has one element; 0 on ignored rows."""
     r_, c_ = x.shape

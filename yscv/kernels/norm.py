@@ -1,6 +1,6 @@
 """Numba kernels of the grouped normalizations (batch, group, instance norm).
 
-One layout covers the three ops: **grouped columns** ``x[N, R, C]``
+One layout covers the three ops: ``**grouped`` ``columns**`` ``x[N, R, C]``
 (C-contiguous), statistics per ``(n, group)`` over the ``R`` rows and the
 ``K`` consecutive channels of the group. Batch norm is ``N=1, K=1`` (rows =
 every position of the batch), instance norm ``K=1`` (rows = the spatial
@@ -153,7 +153,7 @@ def group_stats(x, C, K, r0, r1, out, i, scr):
 @jit(inline="always")
 def group_apply(x, coef, y, r0, r1):
     """``y = ((x - mean_hi) - mean_lo) * scale + shift`` for packed rows
-    ``[r0, r1)`` of ``x[N, R', W]`` (as :func:`group_stats`). ``coef[N, 4,
+    ``[r0, r1)`` of ``x[N, R', W]`` (as `group_stats`). ``coef[N, 4,
     W]`` holds ``mean_hi``, ``mean_lo``, ``scale``, ``shift`` per lane, in
     ``x``'s dtype (``mean_hi + mean_lo`` is the float64 mean split in two);
     ``y`` too. Inlined into its region kernels
@@ -188,10 +188,10 @@ def group_apply(x, coef, y, r0, r1):
 @jit
 def group_grad_sums(g, x, mean, C, r0, r1, out, i, scr):
     """Per ``(n, c)`` over packed rows ``[r0, r1)`` of ``x[N, R', W]`` (as
-    :func:`group_stats`), float64: ``sum g`` and ``sum g * (x - mean)``
+    `group_stats`), float64: ``sum g`` and ``sum g * (x - mean)``
     (``mean[N, W]`` per lane), written to ``out[i, 0]`` and ``out[i, 1]``
     (``out[k, 2, N, C]``); lanes summed in row order, then folded in order.
-    ``scr``: float64 scratch ``[2, >= W]``, C-contiguous (as :func:`group_stats`)."""
+    ``scr``: float64 scratch ``[2, >= W]``, C-contiguous (as `group_stats`)."""
     N, _, W = x.shape
     sg = scr[0]
     sgx = scr[1]
@@ -237,7 +237,7 @@ def group_grad_sums(g, x, mean, C, r0, r1, out, i, scr):
 def group_grad_apply(g, x, coef, dx, r0, r1):
     """``dx = p * g + q * ((x - mean_hi) - mean_lo) + s`` for packed rows
     ``[r0, r1)``; ``coef[N, 5, W]`` holds ``mean_hi``, ``mean_lo``, ``p``,
-    ``q``, ``s`` per lane (as :func:`group_apply`) in ``x``'s dtype."""
+    ``q``, ``s`` per lane (as `group_apply`) in ``x``'s dtype."""
     N, _, W = x.shape
     for n in range(N):
         hi = coef[n, 0]

@@ -29,7 +29,7 @@ from .sync import (phase2_chunks, phase_done, region_chunks, set_ready, take_tok
 
 @jit
 def group_stats_region(x, C, K, out, bounds, st):
-    """:func:`yscv.kernels.norm.group_stats` over the claimed chunks."""
+    """`yscv.kernels.norm.group_stats` over the claimed chunks."""
     scr = np.empty((3, x.shape[2]))
     for c in region_chunks(st, bounds.shape[0] - 1):
         group_stats(x, C, K, bounds[c], bounds[c + 1], out, c, scr)
@@ -37,14 +37,14 @@ def group_stats_region(x, C, K, out, bounds, st):
 
 @jit
 def group_apply_region(x, coef, y, bounds, st):
-    """:func:`yscv.kernels.norm.group_apply` over the claimed chunks."""
+    """`yscv.kernels.norm.group_apply` over the claimed chunks."""
     for c in region_chunks(st, bounds.shape[0] - 1):
         group_apply(x, coef, y, bounds[c], bounds[c + 1])
 
 
 @jit
 def group_grad_sums_region(g, x, mean, C, out, bounds, st):
-    """:func:`yscv.kernels.norm.group_grad_sums` over the claimed chunks."""
+    """`yscv.kernels.norm.group_grad_sums` over the claimed chunks."""
     scr = np.empty((2, x.shape[2]))
     for c in region_chunks(st, bounds.shape[0] - 1):
         group_grad_sums(g, x, mean, C, bounds[c], bounds[c + 1], out, c, scr)
@@ -52,7 +52,7 @@ def group_grad_sums_region(g, x, mean, C, out, bounds, st):
 
 @jit
 def layer_norm_forward_region(x, gamma, beta, eps, y, mean, var, bounds, st):
-    """:func:`yscv.kernels.layer_norm.layer_norm_forward` over the claimed chunks."""
+    """`yscv.kernels.layer_norm.layer_norm_forward` over the claimed chunks."""
     for c in region_chunks(st, bounds.shape[0] - 1):
         layer_norm_forward(x, gamma, beta, eps, y, mean, var, bounds[c], bounds[c + 1])
 
@@ -60,7 +60,7 @@ def layer_norm_forward_region(x, gamma, beta, eps, y, mean, var, bounds, st):
 @jit
 def layer_norm_backward_region(g, x, mean, inv, gamma, gamma64, dx, dgamma_out, dbeta_out,
                                need_x, need_affine, bounds, st):
-    """:func:`yscv.kernels.layer_norm.layer_norm_backward` over the claimed chunks."""
+    """`yscv.kernels.layer_norm.layer_norm_backward` over the claimed chunks."""
     for c in region_chunks(st, bounds.shape[0] - 1):
         layer_norm_backward(g, x, mean, inv, gamma, gamma64, dx, dgamma_out, dbeta_out, c,
                             bounds[c], bounds[c + 1], need_x, need_affine)
@@ -101,7 +101,7 @@ def _split_mean(coef, n, j, m):
 
 @jit
 def apply_coefficients(mean, var, eps, gamma, beta, C, K, coef):
-    """``coef[N, 4, W]`` of :func:`yscv.kernels.norm.group_apply` (lane ``j``
+    """``coef[N, 4, W]`` of `yscv.kernels.norm.group_apply` (lane ``j``
     is channel ``j % C`` of group ``(j % C) // K``): mean split, ``scale =
     gamma / sqrt(var + eps)``, ``shift = beta``; ``gamma`` / ``beta`` of
     length 0 are absent (scale 1/sqrt(var + eps), shift 0)."""
@@ -121,7 +121,7 @@ def apply_coefficients(mean, var, eps, gamma, beta, C, K, coef):
 @jit
 def group_forward_region(x, C, K, eps, gamma, beta, parts, mean, var, coef, y, b1, b2, st):
     """Batch statistics then normalisation of ``x[N, R', W]`` (packed, as
-    :func:`yscv.kernels.norm.group_stats`), one two-phase region: writes the
+    `yscv.kernels.norm.group_stats`), one two-phase region: writes the
     float64 ``mean[N, G]`` and biased ``var[N, G]`` and ``y``; ``parts[k1,
     2, N, G]`` and ``coef[N, 4, W]`` are scratch. Phase chunks: ``b1``, ``b2``."""
     n1 = b1.shape[0] - 1
@@ -142,7 +142,7 @@ def group_forward_region(x, C, K, eps, gamma, beta, parts, mean, var, coef, y, b
 
 @jit
 def grad_coefficients(sums, mean, var, eps, gamma64, K, m, coef):
-    """``coef[N, 5, W]`` of :func:`yscv.kernels.norm.group_grad_apply` from
+    """``coef[N, 5, W]`` of `yscv.kernels.norm.group_grad_apply` from
     the merged ``sums[2, N, C]`` (``sum g``, ``sum g * (x - mean)`` per
     channel): mean split, ``p = gamma / sigma``, ``q = -sum_group(h (x -
     mean)) / (sigma^3 m)``, ``s = -sum_group(h) / (sigma m)`` with ``h = g *

@@ -7,7 +7,7 @@ temporaries). The arithmetic follows PyTorch's single-tensor (foreach=False)
 order of operations in the array's dtype; every scalar is passed in already
 converted to that dtype, so no float64 leaks into float32 arithmetic.
 
-Imported lazily by :mod:`yscv.optim.optimizer` through :func:`yscv.kernels.lazy`
+Imported lazily by `yscv.optim.optimizer` through `yscv.kernels.lazy`
 (``import yscv`` must not import numba).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .simd import fma
 
 @jit
 def sgd_update(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize, first):
-    """p -= lr * d, d = grad (+ wd*p) through the momentum buffer.
+    """p -= lr * d, d = grad (+ ``wd*p``) through the momentum buffer.
 
     ``buf`` is ignored when ``momentum == 0``; ``first`` means the buffer is
     new and is set to d (PyTorch clones the first gradient).
@@ -65,10 +65,10 @@ def adam_update(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
                 bias_correction2_sqrt, eps, wd, decay, maximize):
     """Adam / AdamW for one parameter (without amsgrad).
 
-    ``decay`` is AdamW's decoupled factor 1 - lr*wd (1 for Adam); ``wd`` is
+    ``decay`` is AdamW's decoupled factor 1 - ``lr*wd`` (1 for Adam); ``wd`` is
     Adam's coupled L2 term (0 for AdamW). The amsgrad variant is
-    :func:`adam_update_amsgrad`, a kernel of its own (the shared part is the
-    inlined :func:`_adam_moments`): a loop-invariant branch on amsgrad inside
+    `adam_update_amsgrad`, a kernel of its own (the shared part is the
+    inlined `_adam_moments`): a loop-invariant branch on amsgrad inside
     one loop makes the plain loop markedly slower, and two loops in one
     kernel compiled both for every Adam user (~0.09 s of first-call compile
     time for the amsgrad loop nobody ran; docs/engine.md, "Cold start").
@@ -82,7 +82,7 @@ def adam_update(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
 @jit
 def adam_update_amsgrad(p, g, m, v, vmax, one_minus_beta1, beta2, one_minus_beta2, step_size,
                         bias_correction2_sqrt, eps, wd, decay, maximize):
-    """:func:`adam_update` with amsgrad: the denominator uses the running
+    """`adam_update` with amsgrad: the denominator uses the running
     maximum ``vmax`` of the second moment (updated here)."""
     for i in range(p.size):
         pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
@@ -114,8 +114,8 @@ def _rms_square(square_avg, i, gi, alpha, one_minus_alpha):
 @jit(inline="always")
 def _rms_centered_avg(grad_avg, i, gi, sq, w, w_small, eps):
     """Centered: ``grad_avg.lerp_(grad, 1-alpha)``, PyTorch's lerp: start +
-    w*(end - start) when ``w_small`` (|1-alpha| < 0.5; ``w`` = 1-alpha), else
-    end + w*(end - start) with ``w`` = (1-alpha) - 1, then
+    ``w*(end`` - start) when ``w_small`` (|1-alpha| < 0.5; ``w`` = 1-alpha), else
+    end + ``w*(end`` - start) with ``w`` = (1-alpha) - 1, then
     ``sqrt(square_avg.addcmul(grad_avg, grad_avg, value=-1)) + eps``, each
     multiply-add rounded once."""
     ga = grad_avg[i]
@@ -158,7 +158,7 @@ def rmsprop_update_momentum(p, g, square_avg, buf, lr, alpha, one_minus_alpha, e
 def rmsprop_update_centered(p, g, square_avg, grad_avg, lr, alpha, one_minus_alpha, eps, wd,
                             maximize, w, w_small):
     """Centered RMSprop without momentum; ``w``, ``w_small`` as
-    :func:`_rms_centered_avg` takes them."""
+    `_rms_centered_avg` takes them."""
     for i in range(p.size):
         pi = p[i]
         gi = _rms_grad(g, i, pi, wd, maximize)
@@ -183,7 +183,7 @@ def rmsprop_update_centered_momentum(p, g, square_avg, grad_avg, buf, lr, alpha,
 
 @jit
 def adagrad_update(p, g, state_sum, clr, eps, wd, maximize):
-    """Adagrad with the decayed rate clr = lr / (1 + (step-1)*lr_decay)."""
+    """Adagrad with the decayed rate clr = lr / (1 + ``(step-1)*lr_decay``)."""
     for i in range(p.size):
         gi = -g[i] if maximize else g[i]
         pi = p[i]

@@ -94,7 +94,7 @@ def max_pool_2x2(a, b, arg, bounds, st, backward):
     Forward (``backward`` False): ``a`` is x [N, H, W, C], ``b`` the max
     [N, OH, OW, C] and ``arg`` the flat position ``ih*W + iw`` of the first
     maximum in row-major order (NaN wins: the last NaN), both overwritten;
-    as :func:`max_pool_bins_forward`, with the four taps in registers: one
+    as `max_pool_bins_forward`, with the four taps in registers: one
     straight-line select chain per channel, vectorised over the channels.
 
     Backward: ``a`` is the cotangent g [N, OH, OW, C], ``arg`` the forward's

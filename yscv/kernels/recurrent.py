@@ -15,7 +15,7 @@ Row layouts (G gate blocks of H columns, in PyTorch's order):
   ``h_{t-1} w_hh`` apart (``hw``) because ``n`` multiplies its third block
   by ``r``.
 
-Transcendentals: :func:`fast_sigmoid` and :func:`fast_tanh` of
+Transcendentals: `fast_sigmoid` and `fast_tanh` of
 yscv/kernels/fastmath.py (libm for float64; branch-free forms that LLVM
 vectorises for float32; see that module for accuracy and the NaN/inf
 contract: NaN propagates, +-inf give the limits).
@@ -25,7 +25,7 @@ LLVM that arguments do not alias, and LLVM gives up vectorising a loop that
 would need many runtime overlap checks (a fused loop over five arrays stayed
 scalar and was several times slower; docs/ops/recurrent.md). Gate blocks are
 taken as slices (``gt[2*H:3*H]``) and looped from 0: an index like ``gt[j]``
-with j from 2*H keeps Numba's negative-index wraparound in the loop (LLVM
+with j from ``2*H`` keeps Numba's negative-index wraparound in the loop (LLVM
 cannot prove H >= 0), and the loop then stays scalar.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ the recurrent product ``h_{t-1} @ w_hh`` with the register-blocked GEMM tiles
 of yscv/kernels/gemm.py, then the gate math row by row
 (yscv/kernels/recurrent.py). Backward runs the same loop from ``T - 1`` down
 to 0 with ``dG_{t+1} @ w_hh^T`` (``w_hh^T`` passed transposed), then
-:func:`param_grads_rows` adds the block's share of the weight and bias
+`param_grads_rows` adds the block's share of the weight and bias
 gradients into its own partial arrays (the caller sums the blocks' partials
 in block order) and writes the block's rows of ``dx``.
 

@@ -214,7 +214,7 @@ def vfma(typingctx, x, y, z):
 def fma(typingctx, x, y, z):
     """Scalar ``x * y + z`` for float32 / float64 operands of one type,
     rounded once (``llvm.fma``), or a multiply and an add (``llvm.fmuladd``)
-    on a CPU without FMA, as :func:`vfma`. In a loop the vectoriser widens
+    on a CPU without FMA, as `vfma`. In a loop the vectoriser widens
     it to ``vfmadd``: the rounding PyTorch's vectorised CPU kernels give
     ``add(alpha=)``, ``addcmul`` and ``lerp`` (built for the same CPU)."""
     if not (isinstance(x, types.Float) and x == y == z):

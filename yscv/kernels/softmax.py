@@ -4,7 +4,7 @@ Two layouts cover every axis without a transpose copy:
 
 * ``rows``: x is [R, C], the softmax runs along C (the last axis);
 * ``strided``: x is [O, K, I] (a C-contiguous reshape of the input with the
-  softmax axis in the middle), the softmax runs along K for each of the O*I
+  softmax axis in the middle), the softmax runs along K for each of the ``O*I``
   columns; the inner loop runs over I, so memory is read contiguously.
 
 ``log`` selects log-softmax. Inputs arrive read-only and C-contiguous;

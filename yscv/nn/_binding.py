@@ -1,11 +1,11 @@
 """Binding layer state into a graph without copying, through public Graph
 methods only.
 
-- :func:`bind_buffer` binds a buffer (batch-norm running statistics) with
+- `bind_buffer` binds a buffer (batch-norm running statistics) with
   ``g.buffer``: a constant leaf whose value is a VIEW of the layer's array,
   once per graph; ``g.batch_norm(training=True)`` updates it in place, so the
   update lands in the layer's buffer.
-- :func:`bind_param` binds a Parameter: trainable ones with ``g.param``,
+- `bind_param` binds a Parameter: trainable ones with ``g.param``,
   frozen ones (``requires_grad=False``) with ``g.buffer``, so no gradient flows.
 """
 from __future__ import annotations

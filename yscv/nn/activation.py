@@ -181,7 +181,7 @@ class Flatten(Module):
         return f"start_axis={self.start_axis}"
 
 
-# ------------------------------------------------------ SPEC section 11
+# ------------------------------------------------------ more activations
 class ELU(Module):
     """``x`` where x > 0, else ``alpha (exp(x) - 1)``."""
 

@@ -28,7 +28,7 @@ class MultiHeadAttention(Module):
 
     Parameters (PyTorch's names, input-major): ``in_proj_weight`` [E, 3E]
     (q | k | v column blocks; xavier_uniform with PyTorch's fans),
-    ``in_proj_bias`` [3E] (zeros), ``out_proj`` a :class:`Linear` (E, E)
+    ``in_proj_bias`` [3E] (zeros), ``out_proj`` a `Linear` (E, E)
     (weight kaiming default, bias zeros) — PyTorch's initialisation.
 
     ``forward(g, query, key=None, value=None, mask=None, causal=False,

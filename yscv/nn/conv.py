@@ -1,12 +1,12 @@
 """Convolution layers (channel-last: NLC, NHWC, NDHWC).
 
-Weights are laid out as the ops take them (SPEC section 3):
+Weights are laid out as the ops take them (docs/ops/conv.md):
 Conv1d [K, Cin/groups, Cout], Conv2d [KH, KW, Cin/groups, Cout],
 Conv3d [KD, KH, KW, Cin/groups, Cout], ConvTranspose2d [KH, KW, Cout, Cin],
-ConvTranspose1d/3d [*K, Cout/groups, Cin],
+ConvTranspose1d/3d [``*K``, Cout/groups, Cin],
 DepthwiseConv2d [KH, KW, C, M]. Bias [Cout]. Initialisation is PyTorch's
 (kaiming_uniform with a=sqrt(5) on the weight, U(-1/sqrt(fan_in), +) on
-the bias, fan_in as in :mod:`yscv.nn.init`).
+the bias, fan_in as in `yscv.nn.init`).
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ class Conv3d(_ConvNd):
 
 
 class ConvTranspose2d(Module):
-    """Transposed 2-d convolution on NHWC: OH = (H-1)*stride - 2*padding + KH + output_padding.
+    """Transposed 2-d convolution on NHWC: OH = ``(H-1)*stride`` - ``2*padding`` + KH + output_padding.
 
     Weight [KH, KW, Cout, Cin] (the op's layout), bias [Cout]; PyTorch's
     initialisation with fan_in = Cout * KH * KW (torch computes the fan from
@@ -163,11 +163,11 @@ class ConvTranspose2d(Module):
 
 
 class DepthwiseConv2d(Module):
-    """Depthwise 2-d convolution on NHWC [N, H, W, C] -> [N, OH, OW, C*M].
+    """Depthwise 2-d convolution on NHWC [N, H, W, C] -> [N, OH, OW, ``C*M``].
 
-    Weight [KH, KW, C, M] (M = ``multiplier``), bias [C*M]; output channel
-    c*M + m. Equivalent to PyTorch's ``Conv2d(C, C*M, k, groups=C)`` and
-    initialised like it (fan_in = KH*KW).
+    Weight [KH, KW, C, M] (M = ``multiplier``), bias ``[C*M]``; output channel
+    ``c*M`` + m. Equivalent to PyTorch's ``Conv2d(C, C*M, k, groups=C)`` and
+    initialised like it (fan_in = ``KH*KW``).
     """
 
     def __init__(self, channels, kernel_size, multiplier=1, stride=1, padding=0, dilation=1,
@@ -196,8 +196,8 @@ class DepthwiseConv2d(Module):
 
 class _ConvTransposeNd(Module):
     """Transposed convolution with PyTorch's constructor arguments (only
-    ``padding_mode="zeros"``). Weight [*K, Cout/groups, Cin] (the op's
-    layout; PyTorch's is [Cin, Cout/groups, *K]), bias [Cout]; PyTorch's
+    ``padding_mode="zeros"``). Weight [``*K``, Cout/groups, Cin] (the op's
+    layout; PyTorch's is [Cin, Cout/groups, ``*K``]), bias [Cout]; PyTorch's
     initialisation with fan_in = Cout/groups * prod(K) (torch's fan of its
     weight's second axis)."""
     _nd = 0

@@ -3,14 +3,12 @@
 Fan-in / fan-out follow ``torch.nn.init._calculate_fan_in_and_fan_out`` for
 the equivalent PyTorch tensor, but our weights are input-major (channel-last):
 
-=====================  ============================  ======================
-layer                  yscv weight                   fan_in
-=====================  ============================  ======================
-Linear                 [in, out]                     in
-Conv (1/2/3-d)         [*kernel, in/groups, out]     in/groups * prod(kernel)
-ConvTranspose2d        [KH, KW, out, in]             out * KH * KW (as torch)
-DepthwiseConv2d        [KH, KW, C, M]                KH * KW
-=====================  ============================  ======================
+| layer | yscv weight | fan_in |
+|---|---|---|
+| Linear | [in, out] | in |
+| Conv (1/2/3-d) | [``*kernel``, in/groups, out] | in/groups * prod(kernel) |
+| ConvTranspose2d | [KH, KW, out, in] | out * KH * KW (as torch) |
+| DepthwiseConv2d | [KH, KW, C, M] | KH * KW |
 
 Every function fills an array (or a Parameter's ``.data``) IN PLACE and
 returns it. Draws are float64 from the library generator, then cast, so a

@@ -3,8 +3,8 @@
 A module is called with the graph first: ``y = layer(g, x)`` runs
 ``layer.forward(g, x)``, which binds its parameters into ``g`` (``g.param``:
 once per graph, no copy) and appends the ops. Attributes are registered as
-in PyTorch: assigning a :class:`Parameter` registers a parameter, assigning
-a ``Module`` registers a child, :meth:`register_buffer` registers a buffer
+in PyTorch: assigning a `Parameter` registers a parameter, assigning
+a ``Module`` registers a child, `register_buffer` registers a buffer
 (an ndarray that is state but not trained, e.g. batch-norm running stats).
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ class StateDictError(ValueError):
 
 
 def key_problems(strict: bool, missing, unexpected) -> list:
-    """The first lines of a :class:`StateDictError` message: the missing and
+    """The first lines of a `StateDictError` message: the missing and
     the unexpected keys, listed only when ``strict``."""
     problems = []
     if strict and missing:
@@ -135,7 +135,7 @@ class Module:
     ``forward(g, *inputs) -> NodeId``.
 
     ``training`` (True after construction) selects the behaviour of dropout and
-    batch norm; :meth:`train` / :meth:`eval` set it recursively.
+    batch norm; `train` / `eval` set it recursively.
     """
 
     def __init__(self):
@@ -190,7 +190,7 @@ class Module:
     def register_buffer(self, name: str, array, persistent: bool = True) -> None:
         """Register an ndarray (or None) as state that is not trained.
 
-        Persistent buffers appear in :meth:`state_dict`. The array is kept as
+        Persistent buffers appear in `state_dict`. The array is kept as
         is (no copy); layers update it in place.
         """
         if not isinstance(name, str) or not name or "." in name:
@@ -327,7 +327,7 @@ class Module:
                          remove_duplicate: bool = True):
         """(dotted name, Parameter), each parameter once (a shared one under
         its first name), as PyTorch; ``remove_duplicate=False`` yields every
-        name, like the keys of :meth:`state_dict`."""
+        name, like the keys of `state_dict`."""
         if not remove_duplicate:
             mods = self._module_paths(prefix) if recurse else [(prefix, self)]
             for mname, m in mods:
@@ -439,7 +439,7 @@ class Module:
         keys hold the same copy (PyTorch's keys; its tensors share storage).
         ``layout="torch"`` gives PyTorch's layouts instead (the state dict of
         the equivalent torch module, NumPy arrays; see
-        :mod:`yscv.nn.torch_layout`, which also explains ``flatten_from``).
+        `yscv.nn.torch_layout`, which also explains ``flatten_from``).
         """
         if layout in _STATE_LAYOUTS:
             return _STATE_LAYOUTS[layout][0](self, flatten_from)
@@ -456,7 +456,7 @@ class Module:
     def check_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
         """Validate ``state_dict`` against this module without changing anything.
 
-        Raises :class:`StateDictError` listing every problem: missing and
+        Raises `StateDictError` listing every problem: missing and
         unexpected keys (when ``strict``), shape mismatches and values that
         are not real-number arrays (always). Returns the incompatible keys.
         """
@@ -504,7 +504,7 @@ class Module:
                         flatten_from=None) -> IncompatibleKeys:
         """Copy arrays from ``state_dict`` into the parameters and buffers IN PLACE.
 
-        Everything is validated first (:meth:`check_state_dict`): on any error
+        Everything is validated first (`check_state_dict`): on any error
         nothing is modified. Values are cast to each target's dtype. With
         ``strict=False`` missing and unexpected keys are allowed and returned.
         A parameter shared by two modules has a key per path; each is copied
@@ -513,7 +513,7 @@ class Module:
         ``layout="torch"`` reads a state dict in PyTorch's names and layouts
         (the equivalent torch module's ``state_dict()``, tensors or arrays;
         e.g. loaded with ``safetensors.numpy.load_file``); see
-        :mod:`yscv.nn.torch_layout` and ``flatten_from`` there.
+        `yscv.nn.torch_layout` and ``flatten_from`` there.
         """
         if layout in _STATE_LAYOUTS:
             state_dict = _STATE_LAYOUTS[layout][1](self, state_dict, strict, flatten_from)

@@ -1,7 +1,7 @@
 """Normalisation layers (channel-last: statistics over every axis but the last).
 
 ``BatchNorm`` keeps running statistics as buffers. They enter the graph as
-constant leaves that SHARE memory with the buffers (:func:`bind_buffer`), so
+constant leaves that SHARE memory with the buffers (`bind_buffer`), so
 the in-place update ``g.batch_norm(training=True)`` performs lands in the
 layer. ``BatchNorm1d`` / ``BatchNorm2d`` / ``BatchNorm3d`` are the same class
 (the rank does not matter channel-last).
@@ -114,15 +114,15 @@ class BatchNorm(Module):
 
 
 class BatchNorm1d(BatchNorm):
-    """Alias of :class:`BatchNorm` ([N, C] or [N, L, C])."""
+    """Alias of `BatchNorm` ([N, C] or [N, L, C])."""
 
 
 class BatchNorm2d(BatchNorm):
-    """Alias of :class:`BatchNorm` (NHWC)."""
+    """Alias of `BatchNorm` (NHWC)."""
 
 
 class BatchNorm3d(BatchNorm):
-    """Alias of :class:`BatchNorm` (NDHWC)."""
+    """Alias of `BatchNorm` (NDHWC)."""
 
 
 class LayerNorm(Module):

@@ -9,9 +9,9 @@ __all__ = ["PixelShuffle"]
 
 
 class PixelShuffle(Module):
-    """[N, H, W, C*r*r] -> [N, H*r, W*r, C] (``g.pixel_shuffle``), with
+    """[N, H, W, ``C*r*r``] -> [N, ``H*r``, ``W*r``, C] (``g.pixel_shuffle``), with
     PyTorch's channel order: the NHWC form of ``torch.nn.PixelShuffle(r)``
-    on [N, C*r*r, H, W] -> [N, C, H*r, W*r]."""
+    on [N, ``C*r*r``, H, W] -> [N, C, ``H*r``, ``W*r``]."""
 
     def __init__(self, upscale_factor: int):
         super().__init__()

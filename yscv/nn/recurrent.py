@@ -7,15 +7,15 @@ Stacked layers feed each other, with dropout between layers when training.
 
 Parameters use PyTorch's names (``weight_ih_l0``, ``weight_hh_l0``,
 ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``) but are INPUT-MAJOR, the
-transpose of PyTorch's: weight_ih [I, G*H], weight_hh [H, G*H], biases
-[G*H], with G = 1 (RNN), 4 (LSTM, gates i f g o), 3 (GRU, gates r z n).
+transpose of PyTorch's: weight_ih [I, ``G*H``], weight_hh [H, ``G*H``], biases
+``[G*H]``, with G = 1 (RNN), 4 (LSTM, gates i f g o), 3 (GRU, gates r z n).
 All are initialised U(-1/sqrt(H), 1/sqrt(H)) as PyTorch. RNN and LSTM
 keep PyTorch's two biases and pass their sum to the op (which takes one).
 
 ``forward(g, x, hx=None)`` returns what PyTorch's does: RNN and GRU
-``(output, h_n)``, LSTM ``(output, (h_n, c_n))``; output is [T, B, D*H]
-(D = 2 when bidirectional), h_n and c_n are [num_layers*D, B, H] (unbatched:
-[num_layers*D, H]), the last hidden / cell state of each layer and
+``(output, h_n)``, LSTM ``(output, (h_n, c_n))``; output is [T, B, ``D*H``]
+(D = 2 when bidirectional), h_n and c_n are [``num_layers*D``, B, H] (unbatched:
+[``num_layers*D``, H]), the last hidden / cell state of each layer and
 direction, all NodeIds. ``hx`` is h0 (RNN, GRU) or the pair ``(h0, c0)``
 (LSTM) of that shape, NodeIds or arrays, zeros when None; passing the
 previous chunk's ``(h_n, c_n)`` (as values, ``g.value(...)``, to detach them
@@ -94,7 +94,7 @@ class _RNNBase(Module):
         return self._cell(g, x, w_ih, w_hh, b_ih, b_hh, h0, c0)
 
     def _check_state(self, g, state, arg, batched, batch) -> None:
-        """``state`` must be [L*D, B, H] (unbatched [L*D, H]) or None."""
+        """``state`` must be [``L*D``, B, H] (unbatched [``L*D``, H]) or None."""
         if state is None:
             return
         dirs = 2 if self.bidirectional else 1
@@ -122,7 +122,7 @@ class _RNNBase(Module):
 
     def forward(self, g, x, hx=None):
         """``x`` [T, B, I] (``batch_first``: [B, T, I]; unbatched [T, I]);
-        ``hx``: h0 [num_layers*D, B, H] (LSTM: a pair (h0, c0)), arrays or
+        ``hx``: h0 [``num_layers*D``, B, H] (LSTM: a pair (h0, c0)), arrays or
         nodes, zeros when None. Returns ``(output, h_n)`` (RNN, GRU) or
         ``(output, (h_n, c_n))`` (LSTM)."""
         xs = _shape(g, x)

@@ -30,7 +30,7 @@ class Upsample(Module):
 
 
 class Unfold(Module):
-    """``torch.nn.Unfold`` on NHWC: [N, H, W, C] -> [N, L, KH*KW*C]
+    """``torch.nn.Unfold`` on NHWC: [N, H, W, C] -> [N, L, ``KH*KW*C``]
     (blocks first, channels fastest within a block: ``g.unfold``)."""
 
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
@@ -47,7 +47,7 @@ class Unfold(Module):
 
 
 class Fold(Module):
-    """``torch.nn.Fold`` on yscv's layout: [N, L, KH*KW*C] -> [N, H, W, C]
+    """``torch.nn.Fold`` on yscv's layout: [N, L, ``KH*KW*C``] -> [N, H, W, C]
     with ``output_size = (H, W)`` (``g.fold``, the adjoint of Unfold)."""
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):

@@ -37,7 +37,7 @@ LayerNorm, GroupNorm, InstanceNorm, Embedding, PReLU, the recurrent biases
 and sum them when calling the op) and MultiHeadAttention's ``in_proj_bias``
 and ``out_proj`` (a Linear). Containers only prefix the keys (``0.weight``,
 ``encoder.1.bias``). A parameter of your own module is copied as is unless
-you register its layout with :func:`register_layout`.
+you register its layout with `register_layout`.
 
 Flatten before a Linear. PyTorch flattens an NCHW activation in (C, H, W)
 order, yscv flattens NHWC in (H, W, C) order, so the first Linear after a
@@ -103,7 +103,7 @@ _TRANSPOSE = (_transpose, _transpose)
 
 
 def _conv_layout(nd: int):
-    """yscv [*K, Cin/g, Cout] <-> PyTorch [Cout, Cin/g, *K] for nd spatial axes
+    """yscv [``*K``, Cin/g, Cout] <-> PyTorch [Cout, Cin/g, ``*K``] for nd spatial axes
     (also ConvTranspose2d: yscv [KH, KW, Cout, Cin] <-> PyTorch [Cin, Cout, KH, KW])."""
     to_t = (nd + 1, nd) + tuple(range(nd))
     from_t = tuple(range(2, nd + 2)) + (1, 0)
@@ -165,17 +165,17 @@ def _layout(module, name):
 
 # ------------------------------------------------------ flatten ordering
 def flatten_rows_from_torch(w: np.ndarray, shape) -> np.ndarray:
-    """Rows of a yscv Linear weight [S*C, out] from the rows of PyTorch's
-    transposed weight [C*S, out] (``w`` = ``torch_weight.T``), where
-    ``shape`` = (C, *spatial) is what PyTorch flattened channels-first
-    (index c*S + s) and yscv flattens channels-last (index s*C + c)."""
+    """Rows of a yscv Linear weight [``S*C``, out] from the rows of PyTorch's
+    transposed weight [``C*S``, out] (``w`` = ``torch_weight.T``), where
+    ``shape`` = (C, ``*spatial``) is what PyTorch flattened channels-first
+    (index ``c*S`` + s) and yscv flattens channels-last (index ``s*C`` + c)."""
     c, s = shape[0], int(np.prod(shape[1:], dtype=np.int64))
     return w.reshape(c, s, w.shape[-1]).transpose(1, 0, 2).reshape(c * s, w.shape[-1])
 
 
 def flatten_rows_to_torch(w: np.ndarray, shape) -> np.ndarray:
-    """The inverse of :func:`flatten_rows_from_torch`: yscv rows [S*C, out]
-    -> PyTorch's order [C*S, out] (still input-major)."""
+    """The inverse of `flatten_rows_from_torch`: yscv rows [``S*C``, out]
+    -> PyTorch's order [``C*S``, out] (still input-major)."""
     c, s = shape[0], int(np.prod(shape[1:], dtype=np.int64))
     return w.reshape(s, c, w.shape[-1]).transpose(1, 0, 2).reshape(c * s, w.shape[-1])
 
@@ -435,7 +435,7 @@ def from_torch(module, state_dict, strict: bool = True,
     layouts for ``module``; keys ``module`` does not have pass through
     unchanged (``load_state_dict`` reports them).
 
-    Raises :class:`StateDictError` naming every missing or unexpected key
+    Raises `StateDictError` naming every missing or unexpected key
     (when ``strict``) and every key whose shape is not the PyTorch shape the
     module expects (always), with both shapes; nothing is converted then.
     """

@@ -3,8 +3,8 @@ state-dict keys: TransformerEncoderLayer, TransformerDecoderLayer,
 TransformerEncoder, TransformerDecoder, and Transformer (the
 encoder-decoder made of them).
 
-Built on :class:`MultiHeadAttention`, :class:`Linear`, :class:`LayerNorm`
-and :class:`Dropout`. Their MASK ARGUMENTS KEEP PYTORCH'S MEANING, because
+Built on `MultiHeadAttention`, `Linear`, `LayerNorm`
+and `Dropout`. Their MASK ARGUMENTS KEEP PYTORCH'S MEANING, because
 ported code passes them unchanged: a boolean ``src_mask`` / ``tgt_mask`` /
 ``memory_mask`` or ``*_key_padding_mask`` is True where attention is
 BLOCKED (the opposite of ``g.scaled_dot_product_attention``'s and
@@ -62,7 +62,7 @@ def _shape(g, x):
 
 
 def _attn_mask(mask, layer: str, arg: str, batch, nhead: int, sq: int, sk: int):
-    """PyTorch's ``attn_mask`` ([Sq, Sk] or [B*nhead, Sq, Sk], [nhead, Sq, Sk]
+    """PyTorch's ``attn_mask`` ([Sq, Sk] or [``B*nhead``, Sq, Sk], [nhead, Sq, Sk]
     unbatched; bool True =
     blocked, or floating, added) as MultiHeadAttention's mask (bool True =
     attend, or the same floating array), broadcastable to [B, h, Sq, Sk]."""
@@ -213,7 +213,7 @@ class TransformerEncoderLayer(_TransformerLayer):
     ``norm2``, ``dropout1``, ``dropout2``.
 
     ``forward(g, src, src_mask=None, src_key_padding_mask=None,
-    is_causal=False)``: ``src_mask`` [S, S] or [B*nhead, S, S], boolean
+    is_causal=False)``: ``src_mask`` [S, S] or [``B*nhead``, S, S], boolean
     True = BLOCKED (PyTorch's meaning) or floating (added);
     ``src_key_padding_mask`` [B, S] (``[S]`` unbatched), True = padding
     (ignored) or floating (added). ``is_causal=True`` is PyTorch's hint
@@ -254,7 +254,7 @@ class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention, attention over ``memory`` and a feed-forward block,
     each with a residual and a LayerNorm, as
     ``torch.nn.TransformerDecoderLayer`` (the same arguments as
-    :class:`TransformerEncoderLayer`).
+    `TransformerEncoderLayer`).
 
     Sub-modules: ``self_attn``, ``multihead_attn``, ``linear1``, ``dropout``,
     ``linear2``, ``norm1``..``norm3``, ``dropout1``..``dropout3``.
@@ -262,7 +262,7 @@ class TransformerDecoderLayer(_TransformerLayer):
     ``forward(g, tgt, memory, tgt_mask=None, memory_mask=None,
     tgt_key_padding_mask=None, memory_key_padding_mask=None,
     tgt_is_causal=False, memory_is_causal=False)``: ``tgt_mask`` [T, T],
-    ``memory_mask`` [T, S] (or [B*nhead, ...]); boolean True = BLOCKED or
+    ``memory_mask`` [T, S] (or [``B*nhead``, ...]); boolean True = BLOCKED or
     floating (added); key padding masks [B, T] / [B, S], True = padding.
     ``tgt_is_causal`` / ``memory_is_causal`` are PyTorch's hints (the mask
     is still required).

@@ -3,7 +3,7 @@
 ``yscv.onnx.export(model, example_inputs, path, ...)`` writes a model as an
 ONNX file; ``yscv.onnx.load(path)`` reads one as a trainable module. The
 ``onnx`` package is needed only then (``pip install "yscv[onnx]"``). The
-export op table is :data:`yscv.onnx._optable.EXPORTS`; see docs/onnx.md.
+export op table is `yscv.onnx._optable.EXPORTS`; see docs/onnx.md.
 """
 from .export import ExportError, export
 from .load import OnnxImportError, OnnxModule, load

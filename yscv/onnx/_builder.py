@@ -1,8 +1,8 @@
 """The export context: ONNX tensor names for arena nodes, node emission,
 initializers, layout transposes and batch-aware shape tensors.
 
-One :class:`Builder` exists per export. The mapping functions of
-:mod:`yscv.onnx._optable` call its helpers; nothing here knows any Op.
+One `Builder` exists per export. The mapping functions of
+`yscv.onnx._optable` call its helpers; nothing here knows any Op.
 
 Shapes: the model is recorded once on the example inputs (trace 0) and, for
 each symbol of ``dynamic_axes``, once more with that symbol's axes doubled.
@@ -44,7 +44,7 @@ class Builder:
         int_inputs: (graph input name, int64 example array) pairs: index
             attributes equal to one of them read the graph input instead.
         leaf_names: arena index -> initializer name (parameters, buffers).
-        symbols: the :class:`Symbol` s of ``dynamic_axes``.
+        symbols: the `Symbol` s of ``dynamic_axes``.
         input_order: the graph input names in the order of the example inputs.
     """
 
@@ -274,7 +274,7 @@ class Builder:
 
     # ----------------------------------------------------------- helpers
     def reduce(self, op_type: str, x: str, axes, keepdims: bool) -> str:
-        """A Reduce* node: ``axes`` None reduces all; axes are an input from
+        """A ``Reduce*`` node: ``axes`` None reduces all; axes are an input from
         opset 18 (ReduceSum: 13), an attribute before."""
         if axes is not None and len(axes) == 0:
             return self.emit("Identity", [x])

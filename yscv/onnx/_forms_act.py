@@ -1,6 +1,6 @@
-"""ONNX forms of the activations of SPEC section 11: elu, selu, celu,
+"""ONNX forms of the further activations: elu, selu, celu,
 hardtanh, relu6, hardsigmoid, hardswish, softsign, logsigmoid, glu (one
-mapping function per Op member; see :mod:`yscv.onnx._optable`).
+mapping function per Op member; see `yscv.onnx._optable`).
 
 float32 models use ONNX's own operators (Elu, Selu, Celu, HardSigmoid,
 HardSwish, Softsign); their float attributes are float32 and ONNX Runtime

@@ -1,6 +1,6 @@
 """ONNX forms of the layer ops: convolution, pooling, normalization,
 recurrent, attention and losses (one mapping function per Op member; see
-:mod:`yscv.onnx._optable`)."""
+`yscv.onnx._optable`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +32,7 @@ def _conv3d(b, n):
 
 
 def _conv_nd(b, n, nsp):
-    """x [N, *S, Cin], w [*K, Cin/g, Cout] -> Conv on [N, Cin, *S], w [Cout, Cin/g, *K]."""
+    """x [N, ``*S``, Cin], w [``*K``, Cin/g, Cout] -> Conv on [N, Cin, ``*S``], w [Cout, Cin/g, ``*K``]."""
     a = n.attrs
     perm = [nsp + 1, nsp, *range(nsp)]
     w = b.weight(n.inputs[1], lambda v: v.transpose(perm),
@@ -241,8 +241,8 @@ def _instance_norm(b, n):
 
 # -------------------------------------------------------------- recurrent
 def _gates(b, idx, order, h, transpose, hint):
-    """yscv's [I, G*H] (or bias [G*H]) in ONNX's gate ``order`` and layout:
-    W/R [1, G*H, I] (``transpose``) or a bias piece [G*H]."""
+    """yscv's [I, ``G*H``] (or bias ``[G*H]``) in ONNX's gate ``order`` and layout:
+    W/R [1, ``G*H``, I] (``transpose``) or a bias piece ``[G*H]``."""
     def relayout(v):
         blocks = [v[..., g * h:(g + 1) * h] for g in order]
         v = np.concatenate(blocks, axis=-1)

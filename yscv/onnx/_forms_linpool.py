@@ -1,6 +1,6 @@
 """ONNX forms of the matrix functions, the 1-d and 3-d pools and the 1-d and
 3-d transposed convolutions (one mapping function per Op member; see
-:mod:`yscv.onnx._optable`)."""
+`yscv.onnx._optable`)."""
 from __future__ import annotations
 
 from ..node import Op
@@ -70,8 +70,8 @@ def _avg_pool3d(b, n):
 
 # ------------------------------------------------ transposed convolutions
 def _conv_transpose_nd(b, n, nsp):
-    """x [N, *S, Cin], w [*K, Cout/g, Cin] -> ConvTranspose on [N, Cin, *S],
-    w [Cin, Cout/g, *K]."""
+    """x [N, ``*S``, Cin], w [``*K``, Cout/g, Cin] -> ConvTranspose on [N, Cin, ``*S``],
+    w [Cin, Cout/g, ``*K``]."""
     a = n.attrs
     perm = [nsp + 1, nsp, *range(nsp)]
     w = b.weight(n.inputs[1], lambda v: v.transpose(perm),

@@ -1,5 +1,5 @@
-"""ONNX forms of the losses of SPEC section 11 (one mapping function per Op
-member; see :mod:`yscv.onnx._optable`). Each loss is spelled with
+"""ONNX forms of the functional losses beyond the core ones (one mapping function per Op
+member; see `yscv.onnx._optable`). Each loss is spelled with
 elementwise operators and reductions, the formula of its yscv forward;
 ctc_loss has none (its recursion over time has no ONNX operator)."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""ONNX forms of the elementwise math ops (SPEC section 11): trigonometric
+"""ONNX forms of the elementwise math ops: trigonometric
 and hyperbolic functions, erf/erfc, the rounding ops, reciprocal, rsqrt,
 square, log1p, expm1, log2, log10, atan2 and remainder (one mapping
-function per Op member; see :mod:`yscv.onnx._optable`).
+function per Op member; see `yscv.onnx._optable`).
 
 Where ONNX has no operator the form composes one, keeping yscv's values:
 ``trunc`` rounds toward zero by the sign; ``log1p`` and ``expm1`` use

@@ -1,6 +1,6 @@
-"""ONNX forms of the reductions and scans of SPEC section 11: prod, std,
+"""ONNX forms of the reductions and scans beyond sum/mean/max/min/var/logsumexp: prod, std,
 norm, cumsum, topk and sort (cumprod has none). One mapping function per Op
-member; see :mod:`yscv.onnx._optable`. ``topk`` and ``sort`` emit ``TopK``
+member; see `yscv.onnx._optable`. ``topk`` and ``sort`` emit ``TopK``
 (equal values lower index first, as yscv), so the exported model orders its
 own inputs rather than replaying the indices recorded on the example."""
 from __future__ import annotations

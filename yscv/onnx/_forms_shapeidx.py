@@ -1,9 +1,9 @@
-"""ONNX forms of the shape and indexing ops of SPEC section 11: tril/triu,
+"""ONNX forms of the further shape and indexing ops: tril/triu,
 roll, diagonal, outer, unfold/fold, interpolate, masked_fill, index_select
-(one mapping function per Op member; see :mod:`yscv.onnx._optable`).
+(one mapping function per Op member; see `yscv.onnx._optable`).
 
 split, chunk and take_along_axis record narrow, expand and gather nodes,
-whose forms are in :mod:`yscv.onnx._forms_tensor`. unfold, fold and
+whose forms are in `yscv.onnx._forms_tensor`. unfold, fold and
 interpolate are spelled with Slice/Pad/Gather/Mul/Add rather than Conv,
 Col2Im or Resize: the same arithmetic as yscv's forward, in float32 and
 float64 alike, with PyTorch's index rules baked into the Gather indices.

@@ -1,6 +1,6 @@
 """ONNX forms of the tensor ops: elementwise, activations, reductions,
 linear algebra, shape and indexing (one mapping function per Op member;
-see :mod:`yscv.onnx._optable`)."""
+see `yscv.onnx._optable`)."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,5 @@
 """Load-time validation of an ONNX model: what ``yscv.onnx.load`` refuses
-before it builds anything, each as an :class:`OnnxImportError` naming the
+before it builds anything, each as an `OnnxImportError` naming the
 node, tensor or value.
 
 - ``check_model``: the ONNX checker (``onnx.checker.check_model``: single

@@ -73,7 +73,7 @@ def _scatter_nd(run, node):
 
 @handler("DepthToSpace")
 def _depth_to_space(run, node):
-    """[N, C, H, W] -> [N, C/b^2, H*b, W*b]; DCR (depth-column-row, the
+    """[N, C, H, W] -> [N, C/b^2, ``H*b``, ``W*b``]; DCR (depth-column-row, the
     default) or CRD (PyTorch's pixel_shuffle order)."""
     g = run.g
     b = int(node.attrs["blocksize"])
@@ -89,7 +89,7 @@ def _depth_to_space(run, node):
 @handler("DeformConv")
 def _deform_conv(run, node):
     """ONNX DeformConv (one group, one offset group, no mask) on yscv's
-    deformable_conv2d: offsets [N, 2*KH*KW, OH, OW] taken channel-last."""
+    deformable_conv2d: offsets [N, ``2*KH*KW``, OH, OW] taken channel-last."""
     g = run.g
     at = node.attrs
     x = run.cl(node.inputs[0])

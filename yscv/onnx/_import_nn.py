@@ -1,6 +1,6 @@
 """Handlers of the NCHW layer operators: convolutions, pooling, norms,
 dropout. Each takes its input channel-last (``run.cl``), calls yscv's
-channel-last op and returns a :class:`ChannelLast` value."""
+channel-last op and returns a `ChannelLast` value."""
 from __future__ import annotations
 
 import math
@@ -63,7 +63,7 @@ def _conv(run, node):
 
 @handler("ConvTranspose")
 def _conv_transpose(run, node):
-    """ONNX W [Cin, Cout/g, *K] as yscv's [KH, KW, Cout/g, Cin]; 1-D as 2-D
+    """ONNX W [Cin, Cout/g, ``*K``] as yscv's [KH, KW, Cout/g, Cin]; 1-D as 2-D
     with a unit height; asymmetric padding (and ``output_shape``) by cropping
     the unpadded result."""
     g = run.g
@@ -191,7 +191,7 @@ def _window_means(mask, kernel, strides):
 
 @handler("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(run, node):
-    """[N, C, *S] -> [N, C, 1, ...]: a reduction over the spatial axes; the
+    """[N, C, ``*S``] -> [N, C, 1, ...]: a reduction over the spatial axes; the
     result has the same memory order in both layouts, so it is returned in
     the file's layout."""
     g = run.g

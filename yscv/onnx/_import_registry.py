@@ -1,14 +1,14 @@
 """The registry of the ONNX importer: ``HANDLERS[op_type]`` (a handler) and
 the ``handler`` decorator that fills it next to each handler, with what every
-handler and the loader share: :class:`OnnxNode` (the decoded node a handler
-receives), :class:`OnnxImportError`, :class:`ChannelLast` (a value held
-channel-last) and :func:`bn_buffer`.
+handler and the loader share: `OnnxNode` (the decoded node a handler
+receives), `OnnxImportError`, `ChannelLast` (a value held
+channel-last) and `bn_buffer`.
 
 A handler is ``handler(run, node) -> list of output values``: ``run`` is the
-call's state (:class:`yscv.onnx._import_run.Run`), ``node`` an
-:class:`OnnxNode`. The handlers themselves are in ``_import_ops``,
+call's state (`yscv.onnx._import_run.Run`), ``node`` an
+`OnnxNode`. The handlers themselves are in ``_import_ops``,
 ``_import_index``, ``_import_nn``, ``_import_rnn`` and ``_import_shape``;
-:mod:`yscv.onnx._import_table` imports them (so that they register) and
+`yscv.onnx._import_table` imports them (so that they register) and
 checks nodes against the table. This module imports none of them.
 """
 from __future__ import annotations

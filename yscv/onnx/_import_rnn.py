@@ -1,8 +1,8 @@
 """Handlers of ONNX's LSTM, GRU and RNN on yscv's recurrent ops.
 
-ONNX holds W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H] (input then recurrent
+ONNX holds W [D, ``G*H``, I], R [D, ``G*H``, H], B [D, ``2*G*H``] (input then recurrent
 bias) with gate orders LSTM (i, o, f, c) and GRU (z, r, h); yscv's ops take
-input-major weights [I, G*H] with gates (i, f, g, o) and (r, z, n). The
+input-major weights [I, ``G*H``] with gates (i, f, g, o) and (r, z, n). The
 conversion is recorded in the graph (narrow, cat, transpose of the weight
 nodes), so gradients reach the Parameters in the file's layout. A reverse
 direction runs on the time-flipped sequence; ``bidirectional`` runs both.
@@ -20,7 +20,7 @@ _ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2), "RNN": (0,)}
 
 
 def _gates(g, w, order, hidden):
-    """Rows of ``w`` [G*H, ...] regrouped into yscv's gate order."""
+    """Rows of ``w`` [``G*H``, ...] regrouped into yscv's gate order."""
     if len(order) == 1:
         return w
     return g.cat([g.narrow(w, 0, k * hidden, hidden) for k in order], axis=0)

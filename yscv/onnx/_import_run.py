@@ -5,14 +5,14 @@ Each ONNX value name maps to one of:
 - an ``np.ndarray``: a static value (constants, shapes and everything
   computed from them), evaluated with NumPy;
 - a ``NodeId``: data, in the file's layout;
-- a :class:`ChannelLast`: data whose logical layout is channel-first
-  ([N, C, *S]) held channel-last ([N, *S, C]) after an NCHW op ran on yscv's
+- a `ChannelLast`: data whose logical layout is channel-first
+  ([N, C, ``*S``]) held channel-last ([N, ``*S``, C]) after an NCHW op ran on yscv's
   channel-last ops; it is transposed back only where an op needs the file's
   layout, so chains of convolutions, norms and activations stay channel-last;
-- a :class:`Prepared`: a parameter stored in a yscv layout (conv weights).
+- a `Prepared`: a parameter stored in a yscv layout (conv weights).
 
 Each node runs through its handler in ``HANDLERS``
-(:mod:`yscv.onnx._import_registry`), which :mod:`yscv.onnx._import_table`
+(`yscv.onnx._import_registry`), which `yscv.onnx._import_table`
 filled when the model was loaded; a node that is one layer call whose
 container was replaced by a module (``m.fc = nn.Linear(...)``, see
 ``yscv.onnx._import_modules``) calls that module instead. Parameters
@@ -79,7 +79,7 @@ class Run:
         return v
 
     def cl(self, name):
-        """Channel-first data as a channel-last NodeId ([N, C, *S] -> [N, *S, C])."""
+        """Channel-first data as a channel-last NodeId ([N, C, ``*S``] -> [N, ``*S``, C])."""
         v = self.env[name]
         if isinstance(v, ChannelLast):
             return v.node

@@ -2,7 +2,7 @@
 ``onnx.ModelProto``) into a self-contained ``ModelProto``.
 
 - Bytes or a file that are not an ONNX model (truncated, random) raise
-  :class:`OnnxImportError` rather than protobuf's ``DecodeError``; an empty
+  `OnnxImportError` rather than protobuf's ``DecodeError``; an empty
   model (no graph, IR version or opsets) is refused too.
 - External data (a tensor whose bytes live in another file, ``location``
   naming it) is read only for a model loaded from a path, relative to the

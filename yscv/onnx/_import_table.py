@@ -1,10 +1,10 @@
 """The importer's operator table and its load-time checks.
 
 ``HANDLERS`` maps an ONNX operator type to its handler (the table of
-:mod:`yscv.onnx._import_registry`, filled by the handler modules this module
+`yscv.onnx._import_registry`, filled by the handler modules this module
 imports). ``check_node`` runs at load on every node:
 an operator without a handler, or an attribute value the handler does not
-implement, raises :class:`OnnxImportError` naming the operator and the node,
+implement, raises `OnnxImportError` naming the operator and the node,
 before any call. ``STATIC_SLOTS`` lists the inputs that are static arguments
 (shapes, bounds, widths): a float initializer feeding only those is a
 constant, not a Parameter.

@@ -1,11 +1,11 @@
 """yscv Op -> ONNX operators: one mapping function per Op member.
 
-``EXPORTS[op]`` is an :class:`OnnxForm`: the ONNX operators the op becomes
+``EXPORTS[op]`` is an `OnnxForm`: the ONNX operators the op becomes
 (what docs/onnx.md's table shows; a test keeps the two equal), the lowest
 opset it needs, and ``emit(b, n) -> tensor name``, which appends the ONNX
-nodes for arena node ``n`` through the :class:`~yscv.onnx._builder.Builder`
+nodes for arena node ``n`` through the `Builder`
 ``b``. ``NO_ONNX[op]`` says why an op has no ONNX form; exporting it raises
-:class:`yscv.onnx.ExportError` naming the op and the node.
+`yscv.onnx.ExportError` naming the op and the node.
 
 Float attributes (LeakyRelu's alpha, the normalizations' epsilon) are
 float32 in ONNX: float64 models spell those ops with float64 constants
@@ -14,18 +14,18 @@ instead, so that they stay exact.
 Layouts: yscv is channel-last and its weights input-major. Where ONNX wants
 NCHW (Conv, pooling, BatchNormalization, DepthToSpace) the mapping wraps the
 operator in Transposes; adjacent transposes that cancel are folded after the
-whole graph is emitted (:mod:`yscv.onnx._passes`). Weights that are leaves
+whole graph is emitted (`yscv.onnx._passes`). Weights that are leaves
 are re-laid out in NumPy (initializers already in ONNX's layout).
 
 The forms live in the ``_forms_*`` modules beside this one, one per
-category (:mod:`yscv.onnx._forms_tensor`: elementwise, activations,
-reductions, linear algebra, shape, indexing; :mod:`yscv.onnx._forms_layers`:
+category (`yscv.onnx._forms_tensor`: elementwise, activations,
+reductions, linear algebra, shape, indexing; `yscv.onnx._forms_layers`:
 convolution, pooling, normalization, recurrent, attention, losses; and one
-per group of SPEC section 11 ops). To add an op: write ``@onnx_form(Op.X,
+per group of the further ops). To add an op: write ``@onnx_form(Op.X,
 "OnnxOp, ...")`` above a function ``_x(b, n)`` returning the output's tensor
 name in the module of its category, add a row to the export test table
 (tests/onnx/test_export.py) and regenerate the docs table
-(:func:`markdown_table`; a test compares it with docs/onnx.md).
+(`markdown_table`; a test compares it with docs/onnx.md).
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The registry of ONNX forms: ``EXPORTS[op]`` (an :class:`OnnxForm`),
+"""The registry of ONNX forms: ``EXPORTS[op]`` (an `OnnxForm`),
 ``NO_ONNX[op]`` (why an op has none), the ``onnx_form`` decorator that fills
-the table next to each mapping function, and :class:`N`, the arena node a
+the table next to each mapping function, and `N`, the arena node a
 mapping function receives. The forms themselves are in ``_forms_tensor``,
-``_forms_layers`` and the ``_forms_*`` modules of SPEC section 11;
-:mod:`yscv.onnx._optable` gathers them."""
+``_forms_layers`` and the other ``_forms_*`` modules;
+`yscv.onnx._optable` gathers them."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple

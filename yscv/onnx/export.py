@@ -3,7 +3,7 @@ recorded once on example inputs and written as an ONNX file.
 
 The model runs in eval mode under ``g.no_grad()`` on a fresh graph of the
 model's dtype; every node the outputs depend on is mapped to ONNX operators
-by the table of :mod:`yscv.onnx._optable`; parameters and buffers become
+by the table of `yscv.onnx._optable`; parameters and buffers become
 initializers named by their module paths. Training flags are restored
 afterwards; running statistics and ``Parameter.grad`` are never touched
 (no backward runs, and batch norm in eval mode updates nothing).
@@ -195,7 +195,7 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
     """Write ``model`` as an ONNX file at ``path``; returns the ``onnx.ModelProto``.
 
     Args:
-        model: a :class:`yscv.nn.Module` or a function ``f(g, *nodes) -> NodeId``
+        model: a `yscv.nn.Module` or a function ``f(g, *nodes) -> NodeId``
             (or a nested tuple of NodeIds). It runs once, in eval mode and
             without gradients, on ``example_inputs``.
         example_inputs: an array or a tuple of arrays (float arrays become the
@@ -210,7 +210,7 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
 
     The file keeps yscv's layouts at its edges (channel-last) and the model's
     dtype (float32 or float64), and passes ``onnx.checker.check_model(...,
-    full_check=True)``. An op with no ONNX form raises :class:`ExportError`
+    full_check=True)``. An op with no ONNX form raises `ExportError`
     naming the op and the node; the model is left untouched either way.
     """
     onnx = _import_onnx()

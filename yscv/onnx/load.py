@@ -2,7 +2,7 @@
 
 ``m = yscv.onnx.load(path)`` reads a file (or bytes, or an ``onnx.ModelProto``)
 written by ``torch.onnx.export``, ``onnx.helper`` or ``yscv.onnx.export`` and
-returns an :class:`OnnxModule`. Calling ``m(g, *inputs)`` replays the ONNX
+returns an `OnnxModule`. Calling ``m(g, *inputs)`` replays the ONNX
 nodes in order as ordinary Graph ops, so the result is differentiable and the
 module's Parameters train with ``yscv.optim`` like any layer's.
 
@@ -17,8 +17,8 @@ module's Parameters train with ``yscv.optim`` like any layer's.
   sub-modules (``fc.weight`` is parameter ``weight`` of child ``fc``), and
   characters other than letters, digits and ``_`` become ``_``:
   ``m.onnx_names`` maps each state-dict key to its initializer name.
-- Conv weights are converted once, here, from ONNX's [O, I/groups, *K] to
-  yscv's [*K, I/groups, O] (the Parameter holds the yscv layout; an
+- Conv weights are converted once, here, from ONNX's [O, I/groups, ``*K``] to
+  yscv's [``*K``, I/groups, O] (the Parameter holds the yscv layout; an
   initializer that also feeds another op keeps the file's layout and is
   converted in the graph). Every other initializer keeps the file's layout.
   ``m.initializers()`` gives the current values in the file's layouts.
@@ -33,7 +33,7 @@ module's Parameters train with ``yscv.optim`` like any layer's.
   Squeeze, Reshape, Cast, Range ...) on shapes and constants is evaluated
   with NumPy at call time; the same operators on data record graph ops.
 - An operator (or an attribute value) the importer does not support raises
-  :class:`OnnxImportError` here, at load, naming the operator and its node;
+  `OnnxImportError` here, at load, naming the operator and its node;
   so does a model that is not valid ONNX (``_import_checks``) and external
   data that cannot be resolved safely (``_import_source``).
 - ``load(src, outputs=[name, ...])`` cuts the graph: the model returns
@@ -230,7 +230,7 @@ def _default_opset(model) -> int:
 
 
 def load(src, outputs=None) -> OnnxModule:
-    """Read an ONNX model and return it as an :class:`OnnxModule` (eval mode).
+    """Read an ONNX model and return it as an `OnnxModule` (eval mode).
 
     Args:
         src: a file path, the file's bytes, or an ``onnx.ModelProto``.

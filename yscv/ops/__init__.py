@@ -3,7 +3,7 @@ reshapes, views, joins and slicing; the padding, resampling and window ops;
 loss in three: the core losses, the other functional losses, ctc_loss).
 
 Each module defines a mixin class of Graph methods (argument validation, then
-``self._apply``) and registers pure forward functions in :mod:`yscv.registry`.
+``self._apply``) and registers pure forward functions in `yscv.registry`.
 """
 from .elementwise import ElementwiseOps
 from .activation import ActivationOps

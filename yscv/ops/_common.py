@@ -113,7 +113,7 @@ def int_tuple(v, n: int, op: str, arg: str, minimum: int = 0) -> tuple:
 
 
 def check_int_bound(e: int, op: str, arg: str, given=None) -> int:
-    """``e`` itself if it is at most :data:`MAX_INTP` in magnitude, else a
+    """``e`` itself if it is at most `MAX_INTP` in magnitude, else a
     ValueError naming the op and the argument (``given``: the argument as
     the user wrote it, when ``e`` is one entry of it)."""
     if -MAX_INTP <= e <= MAX_INTP:
@@ -129,7 +129,7 @@ def check_array_size(op: str, shape: tuple, itemsize: int, what: str = "an outpu
                      **args):
     """ValueError unless an array of ``shape`` (a tuple of Python ints) with
     ``itemsize``-byte elements can exist: every dimension and the byte count
-    at most :data:`MAX_INTP` (NumPy's own limits), and the byte count at most
+    at most `MAX_INTP` (NumPy's own limits), and the byte count at most
     this machine's physical memory (a larger allocation would only fail later
     as a MemoryError naming no op). ``args`` are the arguments that produced
     the shape, named in the message (formatted only on failure); ``what``

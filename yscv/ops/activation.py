@@ -4,7 +4,7 @@
   select the right side without a per-element branch).
 * sigmoid, tanh, silu, gelu (three forms), mish, softplus: fused one-pass
   kernels or, on tiny arrays, NumPy ufuncs -- chosen in
-  :mod:`yscv.compute.activation` (the size tiers are there).
+  `yscv.compute.activation` (the size tiers are there).
 * prelu: one branch-free select pass, alpha [C] along the last axis or [1].
 * gelu_backward(grad, x): gelu's input gradient ``grad * gelu'(x)`` as an op
   (the fused backward kernel), which gelu's recorded backward appends.
@@ -15,7 +15,7 @@
   packed to one bit per element.
 
 * elu, selu, celu: one formula, PyTorch's elu with ``scale`` and
-  ``input_scale`` (:class:`EluAttrs`); the exponential is taken of
+  ``input_scale`` (`EluAttrs`); the exponential is taken of
   ``min(x, 0)`` only, so a large positive x never overflows.
 * hardtanh, relu6, hardsigmoid, hardswish: clips (``np.clip``, NaN passes).
 * softsign ``x / (1 + |x|)``, logsigmoid ``min(x, 0) - log1p(exp(-|x|))``
@@ -269,11 +269,11 @@ class ActivationOps:
         return self._apply1(_LEAKY_RELU, x, slope)
 
     def sigmoid(self, x):
-        """``1 / (1 + exp(-x))``, stable for any x; backward g*y*(1-y)."""
+        """``1 / (1 + exp(-x))``, stable for any x; backward ``g*y*(1-y)``."""
         return self._apply1(_SIGMOID, x)
 
     def tanh(self, x):
-        """``tanh(x)``; backward g*(1-y*y)."""
+        """``tanh(x)``; backward ``g*(1-y*y)``."""
         return self._apply1(_TANH, x)
 
     def gelu(self, x, approximate="none"):
@@ -308,11 +308,11 @@ class ActivationOps:
     def sigmoid_backward(self, grad, y):
         """``grad * y * (1 - y)``: sigmoid's input gradient from its output
         ``y``, as an op of its own (PyTorch's ``sigmoid_backward``); see
-        :meth:`tanh_backward`."""
+        `tanh_backward`."""
         return self._output_backward(Op.SIGMOID_BACKWARD, "sigmoid_backward", grad, y)
 
     def gelu_backward(self, grad, x, approximate="none"):
-        """``grad * gelu'(x)``, the input gradient of :meth:`gelu` as an op of
+        """``grad * gelu'(x)``, the input gradient of `gelu` as an op of
         its own (PyTorch's ``gelu_backward``): the recorded backward of gelu
         (``create_graph=True``) appends it, and its own rules, again short,
         give gelu's derivatives of any order. ``grad`` and ``x`` have the same
@@ -375,7 +375,7 @@ class ActivationOps:
         ``training=False`` or ``p=0`` is the identity (one node, value = input);
         ``p=1`` gives zeros. The mask is ``np.random.default_rng(seed).random(
         x.shape, dtype=np.float32) >= p``; with ``seed=None`` a seed is drawn
-        from the library generator (:func:`yscv.manual_seed`) and recorded on
+        from the library generator (`yscv.manual_seed`) and recorded on
         the node, so backward and checkpoint replays reuse the same mask.
         """
         pv = _real(p, "dropout", "p")

@@ -10,7 +10,7 @@ The output has q's memory order when q is a dense permutation of a
 contiguous array (heads split by a reshape and a transpose), so merging the
 heads again is a view. Saved for backward: the attention probabilities P [..., Sq, Sk]
 (recomputing them costs a Q K^T product and the softmax again; see
-docs/ops/attention.md). The attributes are :class:`SDPAAttrs`.
+docs/ops/attention.md). The attributes are `SDPAAttrs`.
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ on views with singleton depth (and height) axes. Nothing is saved for
 backward: it recomputes the column blocks from the input values it receives
 anyway (see docs/ops/conv.md for the measurements behind that choice).
 
-Attributes: one named record per op (:class:`ConvAttrs`,
-:class:`DepthwiseConvAttrs`, :class:`ConvTransposeAttrs`,
-:class:`DeformConvAttrs`). How the values are computed (layouts, chunked
+Attributes: one named record per op (`ConvAttrs`,
+`DepthwiseConvAttrs`, `ConvTransposeAttrs`,
+`DeformConvAttrs`). How the values are computed (layouts, chunked
 im2col + GEMM, scratch) is yscv/compute/conv.py.
 
 Inputs are ``(x, w)`` or ``(x, w, bias)`` (deformable: ``(x, w, offsets[, bias])``).
@@ -42,7 +42,7 @@ class ConvAttrs(NamedTuple):
 
 class ConvGradAttrs(NamedTuple):
     """conv_grad_input / conv_grad_weight: the convolution's per-axis tuples
-    of 3 (as :class:`ConvAttrs`) and the shape of the gradient computed (the
+    of 3 (as `ConvAttrs`) and the shape of the gradient computed (the
     convolution's input x, or its weight w)."""
     stride: tuple
     padding: tuple
@@ -60,7 +60,7 @@ class DepthwiseConvAttrs(NamedTuple):
 
 
 class ConvTransposeAttrs(NamedTuple):
-    """conv_transpose1d/2d/3d: per-axis tuples of 3, as :class:`ConvAttrs`."""
+    """conv_transpose1d/2d/3d: per-axis tuples of 3, as `ConvAttrs`."""
     stride: tuple
     padding: tuple
     dilation: tuple
@@ -113,7 +113,7 @@ def _check_windows(op, sp_in, kernel, stride, padding, dilation, axes):
 @register_forward(Op.CONV2D)
 @register_forward(Op.CONV3D)
 def conv_nd_forward(attrs, x, w, b=None):
-    """y [N, *out, Cout]: grouped cross-correlation of x with w, plus bias.
+    """y [N, ``*out``, Cout]: grouped cross-correlation of x with w, plus bias.
     Saved: the zero-padded input the direct / Winograd tiles read (or
     None), for the weight gradient's pass (it would pad x again)."""
     nsp = x.ndim - 2
@@ -143,18 +143,18 @@ def conv_grad_weight_forward(attrs, x, grad):
 
 
 def _lifted(x_shape: tuple) -> tuple:
-    """An input shape [N, *sp, C] lifted to [N, D, H, W, C]."""
+    """An input shape [N, ``*sp``, C] lifted to [N, D, H, W, C]."""
     return (x_shape[0],) + (1,) * (5 - len(x_shape)) + tuple(x_shape[1:])
 
 
 def _lifted_w(w_shape: tuple) -> tuple:
-    """A weight shape [*k, Cin/g, Cout] lifted to [KD, KH, KW, Cin/g, Cout]."""
+    """A weight shape [``*k``, Cin/g, Cout] lifted to [KD, KH, KW, Cin/g, Cout]."""
     return (1,) * (5 - len(w_shape)) + tuple(w_shape)
 
 
 @register_forward(Op.DEPTHWISE_CONV2D)
 def depthwise_conv2d_forward(attrs, x, w, b=None):
-    """y [N, OH, OW, C*M], channel c*M + m = x[..., c] correlated with w[:, :, c, m]."""
+    """y [N, OH, OW, ``C*M``], channel ``c*M`` + m = x[..., c] correlated with w[:, :, c, m]."""
     y = C.depthwise_forward(x, w, attrs.stride, attrs.padding, attrs.dilation)
     return C.add_bias(y, b), None
 
@@ -163,7 +163,7 @@ def depthwise_conv2d_forward(attrs, x, w, b=None):
 @register_forward(Op.CONV_TRANSPOSE2D)
 @register_forward(Op.CONV_TRANSPOSE3D)
 def conv_transpose_nd_forward(attrs, x, w, b=None):
-    """y [N, *out, Cout], the adjoint of conv1d/2d/3d(., w) applied to x, plus bias."""
+    """y [N, ``*out``, Cout], the adjoint of conv1d/2d/3d(., w) applied to x, plus bias."""
     nsp = x.ndim - 2
     x5 = C.lift_x(x)
     w5 = C.lift_w(w)
@@ -201,7 +201,7 @@ class ConvOps:
 
     def _check_conv_output(self, op, shape, **args):
         """ValueError naming ``args`` (the arguments that set the output
-        extents) unless the output [N, *spatial, C] can exist as an array."""
+        extents) unless the output [N, ``*spatial``, C] can exist as an array."""
         check_array_size(op, shape, self.dtype.itemsize, **args)
 
     @staticmethod
@@ -241,7 +241,7 @@ class ConvOps:
 
     def conv1d(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         """1-D cross-correlation. x [N, L, Cin], w [K, Cin/groups, Cout], bias [Cout] or None
-        -> [N, Lout, Cout], Lout = (L + 2*padding - dilation*(K-1) - 1) // stride + 1."""
+        -> [N, Lout, Cout], Lout = (L + ``2*padding`` - ``dilation*(K-1)`` - 1) // stride + 1."""
         return self._conv_nd(Op.CONV1D, 1, x, w, bias, stride, padding, dilation, groups)
 
     def conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -286,10 +286,10 @@ class ConvOps:
         """The gradient of ``conv{1,2,3}d(x, w, ...)`` with respect to ``x``
         for the output gradient ``grad``, as an op of its own
         (``torch.nn.grad.conv2d_input``): ``input_shape`` is x's shape
-        [N, *sp, Cin], w is [*k, Cin/groups, Cout], grad [N, *out, Cout].
+        [N, ``*sp``, Cin], w is [``*k``, Cin/groups, Cout], grad [N, ``*out``, Cout].
         The recorded backward of a convolution (``create_graph=True``)
         appends it; its own backward is a convolution and
-        :meth:`conv_grad_weight`, so derivatives of any order stay on the
+        `conv_grad_weight`, so derivatives of any order stay on the
         fused kernels."""
         op = "conv_grad_input"
         _, gv, _ = self._operand(grad, op, "grad")
@@ -304,7 +304,7 @@ class ConvOps:
         """The gradient of ``conv{1,2,3}d(x, w, ...)`` with respect to ``w``
         (of shape ``weight_shape``) for the output gradient ``grad``, as an op
         of its own (``torch.nn.grad.conv2d_weight``); see
-        :meth:`conv_grad_input`."""
+        `conv_grad_input`."""
         op = "conv_grad_weight"
         _, xv, _ = self._operand(x, op, "x")
         _, gv, _ = self._operand(grad, op, "grad")
@@ -315,8 +315,8 @@ class ConvOps:
 
     def depthwise_conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1):
         """Depthwise 2-D cross-correlation with channel multiplier M.
-        x [N, H, W, C], w [KH, KW, C, M], bias [C*M] or None -> [N, OH, OW, C*M];
-        output channel c*M + m sees only input channel c (PyTorch groups=C)."""
+        x [N, H, W, C], w [KH, KW, C, M], bias ``[C*M]`` or None -> [N, OH, OW, ``C*M``];
+        output channel ``c*M`` + m sees only input channel c (PyTorch groups=C)."""
         op = "depthwise_conv2d"
         xv, wv, bv = self._conv_operands(op, x, w, bias, 4, 4, "NHWC")
         stride = int_tuple(stride, 2, op, "stride", minimum=1)
@@ -384,7 +384,7 @@ class ConvOps:
                          groups=1, dilation=1):
         """Transposed 1-D convolution (the adjoint of conv1d), as PyTorch's.
         x [N, L, Cin], w [K, Cout/groups, Cin], bias [Cout] or None
-        -> [N, Lout, Cout], Lout = (L-1)*stride - 2*padding + dilation*(K-1)
+        -> [N, Lout, Cout], Lout = ``(L-1)*stride`` - ``2*padding`` + ``dilation*(K-1)``
         + output_padding + 1. output_padding must be smaller than stride or dilation."""
         return self._conv_transpose_nd(Op.CONV_TRANSPOSE1D, 1, x, w, bias, stride, padding,
                                        output_padding, groups, dilation)
@@ -393,7 +393,7 @@ class ConvOps:
                          groups=1, dilation=1):
         """Transposed 2-D convolution (the adjoint of conv2d), as PyTorch's.
         x [N, H, W, Cin], w [KH, KW, Cout/groups, Cin], bias [Cout] or None
-        -> [N, OH, OW, Cout], OH = (H-1)*stride - 2*padding + dilation*(KH-1)
+        -> [N, OH, OW, Cout], OH = ``(H-1)*stride`` - ``2*padding`` + ``dilation*(KH-1)``
         + output_padding + 1. output_padding must be smaller than stride or dilation."""
         return self._conv_transpose_nd(Op.CONV_TRANSPOSE2D, 2, x, w, bias, stride, padding,
                                        output_padding, groups, dilation)
@@ -409,7 +409,7 @@ class ConvOps:
     def deformable_conv2d(self, x, w, offsets, bias=None, stride=1, padding=0, dilation=1):
         """Deformable 2-D convolution (torchvision.ops.deform_conv2d, no mask, one
         offset group). x [N, H, W, Cin], w [KH, KW, Cin, Cout], offsets
-        [N, OH, OW, 2*KH*KW] with (dy, dx) of tap k = i*KW + j at 2k, 2k+1;
+        [N, OH, OW, ``2*KH*KW``] with (dy, dx) of tap k = ``i*KW`` + j at 2k, 2k+1;
         bilinear sampling, zero outside the image. Gradients for x, w, offsets, bias."""
         op = "deformable_conv2d"
         xv, wv, bv = self._conv_operands(op, x, w, bias, 4, 4, "NHWC")
@@ -434,30 +434,30 @@ class ConvOps:
         ins = (x, w, offsets) if bias is None else (x, w, offsets, bias)
         return self._apply(Op.DEFORMABLE_CONV2D, ins, attrs)
 
-    # ---- seed aliases (same arguments, same Op as the op they name)
+    # ---- aliases named with their layout (same arguments, same Op as the op they name)
     def conv1d_nlc(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        """Seed alias of :meth:`conv1d`."""
+        """Alias of `conv1d`, named with its layout (same op, same arguments)."""
         return self.conv1d(x, w, bias, stride, padding, dilation, groups)
 
     def conv2d_nhwc(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        """Seed alias of :meth:`conv2d`."""
+        """Alias of `conv2d`, named with its layout (same op, same arguments)."""
         return self.conv2d(x, w, bias, stride, padding, dilation, groups)
 
     def conv3d_ndhwc(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        """Seed alias of :meth:`conv3d`."""
+        """Alias of `conv3d`, named with its layout (same op, same arguments)."""
         return self.conv3d(x, w, bias, stride, padding, dilation, groups)
 
     def depthwise_conv2d_nhwc(self, x, w, bias=None, stride=1, padding=0, dilation=1):
-        """Seed alias of :meth:`depthwise_conv2d`."""
+        """Alias of `depthwise_conv2d`, named with its layout (same op, same arguments)."""
         return self.depthwise_conv2d(x, w, bias, stride, padding, dilation)
 
     def conv_transpose2d_nhwc(self, x, w, bias=None, stride=1, padding=0, output_padding=0,
                               groups=1, dilation=1):
-        """Seed alias of :meth:`conv_transpose2d`."""
+        """Alias of `conv_transpose2d`, named with its layout (same op, same arguments)."""
         return self.conv_transpose2d(x, w, bias, stride, padding, output_padding, groups,
                                      dilation)
 
     def deformable_conv2d_nhwc(self, x, w, offsets, bias=None, stride=1, padding=0,
                                dilation=1):
-        """Seed alias of :meth:`deformable_conv2d`."""
+        """Alias of `deformable_conv2d`, named with its layout (same op, same arguments)."""
         return self.deformable_conv2d(x, w, offsets, bias, stride, padding, dilation)

@@ -72,7 +72,7 @@ def where_forward(cond, a, b):
     return np.where(cond, a, b), None
 
 
-# ------------------------------------------------------------ math (SPEC 11)
+# ------------------------------------------------------------ math
 # Outside a function's domain or range (asin(2), log2(0), tan's overflow,
 # sinh(1000)) the values are IEEE's nan/inf without NumPy's warning, as above.
 for _op, _ufunc in ((Op.SIN, np.sin), (Op.COS, np.cos), (Op.TAN, np.tan),
@@ -155,16 +155,16 @@ class ElementwiseOps:
         return self._apply2(_SUB, a, b)
 
     def mul(self, a, b):
-        """``a * b`` with broadcasting. Backward: (g*b, g*a)."""
+        """``a * b`` with broadcasting. Backward: (``g*b``, ``g*a``)."""
         return self._apply2(_MUL, a, b)
 
     def div(self, a, b):
-        """``a / b`` with broadcasting. Backward: (g/b, -g*out/b)."""
+        """``a / b`` with broadcasting. Backward: (g/b, ``-g*out/b``)."""
         return self._apply2(_DIV, a, b)
 
     def pow(self, base, exponent):
-        """``base ** exponent``. Backward: g*e*base**(e-1) (0 where e == 0) and
-        g*out*log(base) (0 where base == 0 and e >= 0), as PyTorch."""
+        """``base ** exponent``. Backward: ``g*e*base**(e-1)`` (0 where e == 0) and
+        ``g*out*log(base)`` (0 where base == 0 and e >= 0), as PyTorch."""
         return self._apply2(_POW, base, exponent)
 
     def neg(self, x):
@@ -176,7 +176,7 @@ class ElementwiseOps:
         return self._apply1(_ABS, x)
 
     def exp(self, x):
-        """``exp(x)``; backward g*out."""
+        """``exp(x)``; backward ``g*out``."""
         return self._apply1(_EXP, x)
 
     def log(self, x):
@@ -184,7 +184,7 @@ class ElementwiseOps:
         return self._apply1(_LOG, x)
 
     def sqrt(self, x):
-        """Square root; backward g/(2*out)."""
+        """Square root; backward ``g/(2*out)``."""
         return self._apply1(_SQRT, x)
 
     def clamp(self, x, min=None, max=None):
@@ -219,17 +219,17 @@ class ElementwiseOps:
         c.flags.writeable = False
         return self._apply2(_WHERE, a, b, c)
 
-    # -------------------------------------------------------- math (SPEC 11)
+    # -------------------------------------------------------- math
     def sin(self, x):
-        """``sin(x)``; backward g*cos(x)."""
+        """``sin(x)``; backward ``g*cos(x)``."""
         return self._apply1(_SIN, x)
 
     def cos(self, x):
-        """``cos(x)``; backward -g*sin(x)."""
+        """``cos(x)``; backward ``-g*sin(x)``."""
         return self._apply1(_COS, x)
 
     def tan(self, x):
-        """``tan(x)``; backward g*(1 + out^2)."""
+        """``tan(x)``; backward ``g*(1 + out^2)``."""
         return self._apply1(_TAN, x)
 
     def asin(self, x):
@@ -246,15 +246,15 @@ class ElementwiseOps:
 
     def atan2(self, y, x):
         """The angle of the point (x, y), in [-pi, pi], with broadcasting
-        (``torch.atan2(y, x)``). Backward: (g*x, -g*y) / (x^2 + y^2)."""
+        (``torch.atan2(y, x)``). Backward: (``g*x``, ``-g*y``) / (x^2 + y^2)."""
         return self._apply2(_ATAN2, y, x)
 
     def sinh(self, x):
-        """``sinh(x)``; backward g*cosh(x)."""
+        """``sinh(x)``; backward ``g*cosh(x)``."""
         return self._apply1(_SINH, x)
 
     def cosh(self, x):
-        """``cosh(x)``; backward g*sinh(x)."""
+        """``cosh(x)``; backward ``g*sinh(x)``."""
         return self._apply1(_COSH, x)
 
     def erf(self, x):
@@ -288,15 +288,15 @@ class ElementwiseOps:
         return self._apply1(_TRUNC, x)
 
     def reciprocal(self, x):
-        """``1 / x``; backward -g*out^2."""
+        """``1 / x``; backward ``-g*out^2``."""
         return self._apply1(_RECIPROCAL, x)
 
     def rsqrt(self, x):
-        """``1 / sqrt(x)``; backward -g*out^3/2."""
+        """``1 / sqrt(x)``; backward ``-g*out^3/2``."""
         return self._apply1(_RSQRT, x)
 
     def square(self, x):
-        """``x * x``; backward 2*g*x."""
+        """``x * x``; backward ``2*g*x``."""
         return self._apply1(_SQUARE, x)
 
     def log1p(self, x):
@@ -304,7 +304,7 @@ class ElementwiseOps:
         return self._apply1(_LOG1P, x)
 
     def expm1(self, x):
-        """``exp(x) - 1``, accurate for small x; backward g*(out + 1)."""
+        """``exp(x) - 1``, accurate for small x; backward ``g*(out + 1)``."""
         return self._apply1(_EXPM1, x)
 
     def log2(self, x):

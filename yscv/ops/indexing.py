@@ -10,10 +10,10 @@ indices are rejected, as ``torch.gather`` / ``torch.nn.functional.embedding``
 do (no wrap-around).
 
 Accumulation (gather's backward, scatter_add's forward, embedding's backward)
-runs in the Numba kernels of :mod:`yscv.kernels.indexing`, driven from
-:mod:`yscv.compute.indexing`: one pass in source order, no ``np.add.at``
+runs in the Numba kernels of `yscv.kernels.indexing`, driven from
+`yscv.compute.indexing`: one pass in source order, no ``np.add.at``
 (docs/ops/indexing.md). Nothing is saved for backward: the indices live in
-the attributes (records of :mod:`yscv.compute.indexing`).
+the attributes (records of `yscv.compute.indexing`).
 """
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ class IndexingOps:
 
     def embedding(self, weight, indices):
         """Rows of ``weight`` [V, D] at ``indices`` (int array of any shape)
-        -> [*indices.shape, D]. Indices outside [0, V) raise IndexError naming
+        -> [``*indices.shape``, D]. Indices outside [0, V) raise IndexError naming
         the bad value. Backward accumulates gradient rows into a [V, D] zero
         table with one Numba pass (repeated indices add up)."""
         weight, wshape = operand_shape(self, weight, "embedding", "weight")

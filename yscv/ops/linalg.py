@@ -7,7 +7,7 @@ added axis removed again; batch axes broadcast) and runs on NumPy's BLAS.
 transpose returns a view (values are read-only, so sharing is safe).
 einsum parses NumPy subscripts (explicit ``->`` or implicit output,
 repeated indices, ``...``) into a canonical form with one letter per axis,
-recorded in an :class:`EinsumSpec` attribute that the backward reuses.
+recorded in an `EinsumSpec` attribute that the backward reuses.
 Nothing is saved for backward by any of these: the matrix functions'
 rules read the input and output values (eigh's output packs the
 eigenvalues as row 0 and the eigenvectors as rows 1..n of one
@@ -313,7 +313,7 @@ class LinalgOps:
         return self._apply2(_MATMUL, a, b)
 
     def matmul_2d(self, a, b):
-        """Seed alias of :meth:`matmul` requiring two 2-d operands."""
+        """`matmul` of two 2-d operands (ShapeError otherwise)."""
         sa, a = self._shape_and_operand(a, "matmul_2d", "a")
         sb, b = self._shape_and_operand(b, "matmul_2d", "b")
         if len(sa) != 2 or len(sb) != 2:
@@ -353,7 +353,7 @@ class LinalgOps:
         return self._apply1(_TRANSPOSE, x, TransposeAttrs(perm, tuple(inverse)))
 
     def transpose_2d(self, x):
-        """Seed alias: the transpose of a 2-d input."""
+        """The transpose of a 2-d input."""
         shape, x = self._shape_and_operand(x, "transpose_2d", "x")
         if len(shape) != 2:
             raise shape_error("transpose_2d", f"x must be 2-d, got shape {shape}",

@@ -13,14 +13,14 @@ per-target) losses for "none".
   input as NumPy/PyTorch broadcast (``pos_weight [C]`` lines up with the last
   axis).
 * ``cross_entropy(logits[..., C], labels[...])`` is ONE fused Numba pass
-  (log-softmax + weighted NLL + label smoothing, :mod:`yscv.kernels.loss`)
+  (log-softmax + weighted NLL + label smoothing, `yscv.kernels.loss`)
   over the logits viewed as rows [R, C] (classes on the LAST axis); it saves
   only the per-row log-sum-exp [R] for backward.
 * ``nll_loss(log_probs[..., C], labels[...])``: ``-weight[y] * log_probs[..., y]``
   per target (NumPy: a pick and, in backward, a scatter).
 
-* The other losses of SPEC section 11 are in :mod:`yscv.ops.loss_more`
-  (smooth_l1_loss, kl_div, ..., poisson_nll_loss) and :mod:`yscv.ops.loss_ctc`
+* The other losses are in `yscv.ops.loss_more`
+  (smooth_l1_loss, kl_div, ..., poisson_nll_loss) and `yscv.ops.loss_ctc`
   (ctc_loss), which import the reduction and constant-array checks from
   here (this module imports nothing from them).
 
@@ -168,7 +168,7 @@ def _constant_array(a, dtype, op: str, arg: str) -> np.ndarray:
 
 
 def _broadcast_constant(a, shape: tuple, dtype, op: str, arg: str) -> np.ndarray:
-    """:func:`_constant_array`, checked to broadcast to the input's ``shape``
+    """`_constant_array`, checked to broadcast to the input's ``shape``
     without changing it (ShapeError otherwise)."""
     a = _constant_array(a, dtype, op, arg)
     try:
@@ -225,9 +225,9 @@ def _total_weight(labels: np.ndarray, ignored: bool, weight, ignore_index: int, 
 
 
 class LossOps:
-    """Graph methods of the core losses (those of SPEC section 11 are in
-    :class:`yscv.ops.loss_more.MoreLossOps` and
-    :class:`yscv.ops.loss_ctc.CtcLossOps`)."""
+    """Graph methods of the core losses (the other losses are in
+    `yscv.ops.loss_more.MoreLossOps` and
+    `yscv.ops.loss_ctc.CtcLossOps`)."""
 
     def _loss_pair(self, op: Op, pred, target, attrs):
         """Validate that pred and target have the same shape, then apply."""
@@ -249,7 +249,7 @@ class LossOps:
         return xv
 
     def _class_attrs(self, x, labels, weight, ignore_index, smoothing, reduction, op, arg):
-        """Validated :class:`ClassLossAttrs` for cross_entropy / nll_loss."""
+        """Validated `ClassLossAttrs` for cross_entropy / nll_loss."""
         reduction = check_reduction(reduction, op)
         if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
             raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}")

@@ -1,10 +1,10 @@
-"""Loss ops (forward): ctc_loss (:class:`CtcLossOps`), SPEC section 11.
+"""Loss ops (forward): ctc_loss (`CtcLossOps`).
 See yscv/registry.py for the op contract.
 
 ``ctc_loss(log_probs[T, N, C], ...)`` runs the log-space forward recursion
-on Numba kernels (:mod:`yscv.kernels.ctc`) and saves the per-sample loss
+on Numba kernels (`yscv.kernels.ctc`) and saves the per-sample loss
 [N] and the forward variables [N, T, 2 max(L) + 1]. The reduction check
-comes from :mod:`yscv.ops.loss`, the bool check from :mod:`yscv.ops.loss_more`.
+comes from `yscv.ops.loss`, the bool check from `yscv.ops.loss_more`.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _lengths(v, n: int, op: str, arg: str, batched: bool) -> np.ndarray:
 
 
 class CtcLossOps:
-    """Graph method of the CTC loss (SPEC section 11)."""
+    """Graph method of the CTC loss."""
 
     def ctc_loss(self, log_probs, targets, input_lengths, target_lengths, blank=0,
                  reduction="mean", zero_infinity=False):

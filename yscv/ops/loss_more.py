@@ -1,9 +1,8 @@
-"""Loss ops (forward): the losses of SPEC section 11 (:class:`MoreLossOps`),
-PyTorch's functional losses beyond the core ones of :mod:`yscv.ops.loss`
+"""Loss ops (forward): `MoreLossOps`, PyTorch's functional losses beyond the core ones of `yscv.ops.loss`
 (whose reduction and constant-array checks these reuse): smooth_l1_loss,
 kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
 triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss and
-poisson_nll_loss save nothing. ctc_loss is in :mod:`yscv.ops.loss_ctc`.
+poisson_nll_loss save nothing. ctc_loss is in `yscv.ops.loss_ctc`.
 See yscv/registry.py for the op contract.
 """
 from __future__ import annotations
@@ -46,7 +45,7 @@ def _norm_order(p, op: str) -> float:
 
 
 class MoreLossOps:
-    """Graph methods of the losses of SPEC section 11 but ctc_loss (their
+    """Graph methods of the functional losses beyond the core ones, ctc_loss aside (their
     shared pair check ``_loss_pair`` is LossOps's, reached through Graph)."""
 
     def _broadcast_operands(self, op: str, named, same_ndim: bool):
@@ -237,7 +236,7 @@ class MoreLossOps:
                                PoissonNllAttrs(log_input, full, eps, reduction))
 
 
-# ================================================= losses of SPEC section 11
+# ================================================= the functional losses
 # Each is one op; its backward rule is in yscv/backward/loss_more.py. "batchmean"
 # (kl_div only) divides the sum by the first axis's length.
 class SmoothL1Attrs(NamedTuple):
@@ -323,7 +322,7 @@ class PoissonNllAttrs(NamedTuple):
 
 
 def reduce_terms(terms: np.ndarray, reduction: str) -> np.ndarray:
-    """:func:`reduce_loss` plus kl_div's "batchmean" (sum over the first axis's
+    """`reduce_loss` plus kl_div's "batchmean" (sum over the first axis's
     length; the sum for a 0-d input, as PyTorch)."""
     if reduction == "batchmean":
         total = reduce_loss(terms, "sum")

@@ -13,12 +13,12 @@ kernels recompute ``x - mean`` on the fly, see docs/ops/norm.md).
 
 How the statistics and the normalisation are computed (layouts, lane
 packing, row chunks on two cores) is yscv/compute/norm.py. Attributes are
-named records: :class:`BatchNormAttrs`, :class:`GroupNormAttrs` and
-:class:`NormAttrs` (layer and instance norm).
+named records: `BatchNormAttrs`, `GroupNormAttrs` and
+`NormAttrs` (layer and instance norm).
 
 Batch norm in training mode updates its running statistics in place, but the
 registered forward stays pure (activation checkpointing replays forwards): it
-returns the batch statistics as its saved data, and :meth:`NormOps.batch_norm`
+returns the batch statistics as its saved data, and `NormOps.batch_norm`
 performs the update after the node was appended.
 """
 from __future__ import annotations
@@ -177,7 +177,7 @@ class NormOps:
         ``y = (x - mean) / sqrt(var + eps) * gamma + beta`` per channel. In
         training mode ``mean``/``var`` are the batch statistics (biased
         variance), and after the node is appended the running-statistic
-        leaves are updated in place, as PyTorch::
+        leaves are updated in place, as PyTorch:
 
             running_mean = (1 - momentum) * running_mean + momentum * mean
             running_var = (1 - momentum) * running_var + momentum * var * n / (n - 1)
@@ -241,7 +241,7 @@ class NormOps:
         self._update_leaf_inplace(i_var, momentum * (var[0] * (n / (n - 1))) + keep * old_var)
 
     def batch_norm2d_nhwc(self, x, gamma, beta, mean, var, eps=1e-5):
-        """Seed alias: eval-mode :meth:`batch_norm` of a 4-d NHWC ``x`` with
+        """Eval-mode `batch_norm` of a 4-d NHWC ``x`` with
         running statistics ``mean``/``var``."""
         _, v, _ = self._operand(x, "batch_norm2d_nhwc", "x")
         check_ndim(v.shape, 4, "batch_norm2d_nhwc", "x", "NHWC")
@@ -303,7 +303,7 @@ class NormOps:
         return self._apply(Op.INSTANCE_NORM, operands, NormAttrs(eps, has_gamma, has_beta))
 
     def instance_norm_nhwc(self, x, gamma=None, beta=None, eps=1e-5):
-        """Seed alias: :meth:`instance_norm` of a 4-d NHWC ``x``."""
+        """`instance_norm` of a 4-d NHWC ``x`` (ShapeError for another rank)."""
         _, v, _ = self._operand(x, "instance_norm_nhwc", "x")
         check_ndim(v.shape, 4, "instance_norm_nhwc", "x", "NHWC")
         return self.instance_norm(x, gamma, beta, eps)

@@ -7,11 +7,11 @@ adaptive bins (``start = floor(i*H/OH)``, ``end = ceil((i+1)*H/OH)``) both
 become such bounds, with the average-pool divisor per output position
 (yscv/compute/pool.py).
 
-Attributes: :class:`MaxPoolAttrs`, :class:`AvgPoolAttrs`,
-:class:`AdaptivePoolAttrs` (global_avg_pool2d has none). The 1-d pools
+Attributes: `MaxPoolAttrs`, `AvgPoolAttrs`,
+`AdaptivePoolAttrs` (global_avg_pool2d has none). The 1-d pools
 ([N, L, C]) are the 2-d pools of [N, 1, L, C] and record the 2-d
 attributes with a height-1 window; the 3-d pools ([N, D, H, W, C]) record
-:class:`Pool3dAttrs` and run as a 2-d pool over (H, W) of every depth slice
+`Pool3dAttrs` and run as a 2-d pool over (H, W) of every depth slice
 followed by a pool over D (max and mean are separable; the first maximum
 of a 3-d window in (d, h, w) order is the first of the depth maxima).
 
@@ -237,8 +237,8 @@ class PoolOps:
     def avg_pool2d(self, x, kernel, stride=None, padding=0, count_include_pad=True):
         """Mean over [kh, kw] windows of x [N, H, W, C] -> [N, OH, OW, C].
 
-        Shapes and arguments as :meth:`max_pool2d`; padding is zeros. The
-        divisor is kh*kw when ``count_include_pad`` (default, as PyTorch),
+        Shapes and arguments as `max_pool2d`; padding is zeros. The
+        divisor is ``kh*kw`` when ``count_include_pad`` (default, as PyTorch),
         else the number of non-padding elements in the window. Nothing saved.
         """
         op = "avg_pool2d"
@@ -263,7 +263,7 @@ class PoolOps:
         return self._apply1(Op.ADAPTIVE_AVG_POOL2D, arg, attrs)
 
     def adaptive_max_pool2d(self, x, output_size):
-        """Max over PyTorch's adaptive bins (as :meth:`adaptive_avg_pool2d`);
+        """Max over PyTorch's adaptive bins (as `adaptive_avg_pool2d`);
         ties go to the first maximum. Saved: the argmax indices only (int32)."""
         op = "adaptive_max_pool2d"
         arg, v = self._pool_input(x, op)
@@ -278,7 +278,7 @@ class PoolOps:
 
     # ------------------------------------------------------- 1-d and 3-d
     def _pool_input_nd(self, x, op: str, nsp: int):
-        """(operand, value) after checking x is [N, *spatial, C] with nsp
+        """(operand, value) after checking x is [N, ``*spatial``, C] with nsp
         non-empty spatial axes."""
         _, v, _ = self._operand(x, op, "x")
         layout = {1: "NLC [N, L, C]", 3: "NDHWC [N, D, H, W, C]"}[nsp]
@@ -334,27 +334,27 @@ class PoolOps:
         return self._apply1(opm, arg, attrs)
 
     def max_pool1d(self, x, kernel, stride=None, padding=0):
-        """Max over windows of x [N, L, C] -> [N, OL, C], OL = (L + 2*padding
-        - kernel) // stride + 1; as :meth:`max_pool2d` (stride=None means
+        """Max over windows of x [N, L, C] -> [N, OL, C], OL = (L + ``2*padding``
+        - kernel) // stride + 1; as `max_pool2d` (stride=None means
         kernel, padding <= kernel // 2 counts as -inf, the gradient goes to
         the first maximum, NaN propagates). Saved: the argmax indices."""
         return self._pool_nd(Op.MAX_POOL1D, 1, x, kernel, stride, padding, True)
 
     def avg_pool1d(self, x, kernel, stride=None, padding=0, count_include_pad=True):
         """Mean over windows of x [N, L, C] -> [N, OL, C]; arguments as
-        :meth:`avg_pool2d`. Nothing saved."""
+        `avg_pool2d`. Nothing saved."""
         return self._pool_nd(Op.AVG_POOL1D, 1, x, kernel, stride, padding, count_include_pad)
 
     def max_pool3d(self, x, kernel, stride=None, padding=0):
         """Max over [kd, kh, kw] windows of x [N, D, H, W, C] -> [N, OD, OH,
         OW, C]; kernel/stride/padding an int or (d, h, w); otherwise as
-        :meth:`max_pool2d` (first maximum in (d, h, w) order gets the
+        `max_pool2d` (first maximum in (d, h, w) order gets the
         gradient). Saved: the argmax indices ``(id*H + ih)*W + iw``."""
         return self._pool_nd(Op.MAX_POOL3D, 3, x, kernel, stride, padding, True)
 
     def avg_pool3d(self, x, kernel, stride=None, padding=0, count_include_pad=True):
         """Mean over [kd, kh, kw] windows of x [N, D, H, W, C]; arguments as
-        :meth:`avg_pool2d` (the divisor kd*kh*kw, or the count of
+        `avg_pool2d` (the divisor ``kd*kh*kw``, or the count of
         non-padding elements). Nothing saved."""
         return self._pool_nd(Op.AVG_POOL3D, 3, x, kernel, stride, padding, count_include_pad)
 
@@ -377,23 +377,23 @@ class PoolOps:
                          output_size=output_size)
         return self._apply1(Op.ADAPTIVE_AVG_POOL1D, arg, attrs)
 
-    # --------------------------------------------------------- seed aliases
+    # ------------------------------------------- aliases with the layout
     def max_pool2d_nhwc(self, x, kernel, stride=None, padding=0):
-        """Alias of :meth:`max_pool2d` (seed name)."""
+        """Alias of `max_pool2d`, named with its layout (same op, same arguments)."""
         return self.max_pool2d(x, kernel, stride, padding)
 
     def avg_pool2d_nhwc(self, x, kernel, stride=None, padding=0, count_include_pad=True):
-        """Alias of :meth:`avg_pool2d` (seed name)."""
+        """Alias of `avg_pool2d`, named with its layout (same op, same arguments)."""
         return self.avg_pool2d(x, kernel, stride, padding, count_include_pad)
 
     def adaptive_avg_pool2d_nhwc(self, x, output_size):
-        """Alias of :meth:`adaptive_avg_pool2d` (seed name)."""
+        """Alias of `adaptive_avg_pool2d`, named with its layout (same op, same arguments)."""
         return self.adaptive_avg_pool2d(x, output_size)
 
     def adaptive_max_pool2d_nhwc(self, x, output_size):
-        """Alias of :meth:`adaptive_max_pool2d` (seed name)."""
+        """Alias of `adaptive_max_pool2d`, named with its layout (same op, same arguments)."""
         return self.adaptive_max_pool2d(x, output_size)
 
     def global_avg_pool2d_nhwc(self, x):
-        """Alias of :meth:`global_avg_pool2d` (seed name)."""
+        """Alias of `global_avg_pool2d`, named with its layout (same op, same arguments)."""
         return self.global_avg_pool2d(x)

@@ -1,8 +1,8 @@
 """Recurrent ops (forward): single-layer, unidirectional RNN, LSTM and GRU.
 
 Layout is time-major: ``x`` is [T, B, I] (or unbatched [T, I]); weights are
-input-major, the transpose of PyTorch's (``w_ih`` [I, G*H], ``w_hh``
-[H, G*H], G = 1, 4, 3 gates); every op returns all hidden states [T, B, H]
+input-major, the transpose of PyTorch's (``w_ih`` [I, ``G*H``], ``w_hh``
+[H, ``G*H``], G = 1, 4, 3 gates); every op returns all hidden states [T, B, H]
 (or [T, H]). ``h0`` / ``c0`` are optional inputs ([B, H] or [H]; zeros when
 None): the node's inputs are ``(x, w_ih, w_hh, bias..., [h0], [c0])`` and
 the attributes record which of the optional ones are present. The LSTM can
@@ -13,8 +13,8 @@ Each op runs the whole sequence in the kernels of
 yscv/kernels/recurrent_seq.py (per step the input projection
 ``x_t @ w_ih``, the recurrent product ``h_{t-1} @ w_hh``, the fused gate
 math); how (blocks of batch rows, on several cores) is decided in
-yscv/compute/recurrent.py. The attributes are :class:`RNNAttrs`,
-:class:`LSTMAttrs`, :class:`GRUAttrs`.
+yscv/compute/recurrent.py. The attributes are `RNNAttrs`,
+`LSTMAttrs`, `GRUAttrs`.
 
 Saved for backward: LSTM the gate activations [T, B, 4H] and the cell
 states [T+1, B, H] (c0 first); GRU r, z, n and ``h W_hn + b_hn``
@@ -182,7 +182,8 @@ class RecurrentOps:
         Args:
             x: [T, B, I] or unbatched [T, I], time-major.
             w_ih: [I, 4H]; w_hh: [H, 4H]; bias: [4H] (PyTorch's b_ih + b_hh).
-            h0, c0: [B, H] (or [H]); zeros when None.
+            h0: [B, H] (or [H]); zeros when None.
+            c0: [B, H] (or [H]); zeros when None.
             return_cell: also return the final cell state.
         Returns all hidden states [T, B, H] (or [T, H]); with
         ``return_cell=True`` the pair ``(hs, c_n)``, c_n the final cell
@@ -223,15 +224,15 @@ class RecurrentOps:
         ins = (x, w_ih, w_hh, bias_ih, bias_hh) + ((h0,) if has_h0 else ())
         return self._apply(Op.GRU, ins, GRUAttrs(batched, has_h0))
 
-    # seed aliases (same op, same arguments)
+    # aliases (same op, same arguments)
     def rnn_forward(self, x, w_ih, w_hh, bias, h0=None, nonlinearity="tanh"):
-        """Seed alias of :meth:`rnn`."""
+        """Alias of `rnn` (same op, same arguments)."""
         return self.rnn(x, w_ih, w_hh, bias, h0, nonlinearity)
 
     def lstm_forward(self, x, w_ih, w_hh, bias, h0=None, c0=None, return_cell=False):
-        """Seed alias of :meth:`lstm`."""
+        """Alias of `lstm` (same op, same arguments)."""
         return self.lstm(x, w_ih, w_hh, bias, h0, c0, return_cell)
 
     def gru_forward(self, x, w_ih, w_hh, bias_ih, bias_hh, h0=None):
-        """Seed alias of :meth:`gru`."""
+        """Alias of `gru` (same op, same arguments)."""
         return self.gru(x, w_ih, w_hh, bias_ih, bias_hh, h0)

@@ -495,11 +495,11 @@ class ReduceOps:
             axis, keepdims = _torch_dims('logsumexp', axis, keepdims, dim, keepdim)
         return self._reduce(_LOGSUMEXP, x, _required_axis("logsumexp", axis), keepdims)
 
-    # seed aliases
+    # the same reductions under other names
     def sum_axis(self, x, axis):
-        """Seed alias: ``sum(x, axis)``."""
+        """``sum(x, axis)`` under another name."""
         return self.sum(x, axis)
 
     def mean_axis(self, x, axis):
-        """Seed alias: ``mean(x, axis)``."""
+        """``mean(x, axis)`` under another name."""
         return self.mean(x, axis)

@@ -9,11 +9,11 @@ view exposes). ``expand`` returns a read-only zero-stride broadcast view.
 
 Every attribute (the reshapes' output shape, select/narrow/getitem's
 canonical basic-slicing key, cat's split offsets) is resolved at graph-build
-time into a named record of :mod:`yscv.compute.shape`; forwards are one NumPy
+time into a named record of `yscv.compute.shape`; forwards are one NumPy
 call. Nothing is saved for backward beyond the input values.
 
 Padding, tiling, pixel shuffle, nearest upsampling, triangles, roll, diagonal,
-outer, unfold/fold and interpolate are in :mod:`yscv.ops.shape_windows`,
+outer, unfold/fold and interpolate are in `yscv.ops.shape_windows`,
 which takes its argument helpers from here.
 """
 from __future__ import annotations
@@ -386,7 +386,7 @@ class ShapeOps:
             ax = tuple(range(len(in_shape)))
         return self._apply1(Op.FLIP, x, FlipAttrs(ax))
 
-    # ------------------------------------------- SPEC section 11 shape ops
+    # ----------------------------------------------------- more shape ops
     def split(self, x, size_or_sections, axis=0) -> tuple:
         """``torch.split``: a tuple of narrows of ``x`` along ``axis``. An int
         is the size of every piece (the last may be smaller); a list or tuple

@@ -5,11 +5,11 @@ outer; unfold/fold and interpolate.
 ``diagonal`` returns a view of the input value; the others build a new array.
 Every attribute (pad widths, full tile reps, the sliding-block counts,
 interpolate's index and weight tables) is resolved at graph-build time into a
-named record of :mod:`yscv.compute.shape`; forwards are one NumPy call (or a
+named record of `yscv.compute.shape`; forwards are one NumPy call (or a
 few: unfold/fold's tap copies, interpolate's two ``np.take``). Nothing is
 saved for backward beyond the input values. The argument helpers shared with
 the reshapes (ints, shape arguments, the least ndim) come from
-:mod:`yscv.ops.shape`.
+`yscv.ops.shape`.
 """
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ class ShapeWindowOps:
         return self._apply1(Op.REPEAT, x, RepeatAttrs(reps))
 
     def pixel_shuffle(self, x, r):
-        """[N, H, W, C*r*r] -> [N, H*r, W*r, C] in PyTorch's channel order:
+        """[N, H, W, ``C*r*r``] -> [N, ``H*r``, ``W*r``, C] in PyTorch's channel order:
         input channel ``c*r*r + i*r + j`` goes to output pixel
         ``(h*r + i, w*r + j)``, channel ``c``."""
         x, in_shape = operand_shape(self, x, "pixel_shuffle")
@@ -224,7 +224,7 @@ class ShapeWindowOps:
 
     def upsample_nearest(self, x, r):
         """Nearest-neighbour upsampling by an integer factor: [N, H, W, C] ->
-        [N, H*r, W*r, C] (each pixel repeated r x r). ``r`` is an int or one
+        [N, ``H*r``, ``W*r``, C] (each pixel repeated r x r). ``r`` is an int or one
         int per spatial axis; NLC and NDHWC inputs work alike. Backward sums
         each r x r block of the gradient."""
         x, in_shape = operand_shape(self, x, "upsample_nearest")
@@ -236,7 +236,7 @@ class ShapeWindowOps:
         check_array_size("upsample_nearest", out, self.dtype.itemsize, r=r)
         return self._apply1(Op.UPSAMPLE_NEAREST, x, UpsampleAttrs(scales))
 
-    # ------------------------------------------- SPEC section 11 shape ops
+    # ----------------------------------------------------- more shape ops
     def tril(self, x, k=0):
         """The lower triangle of the last two axes (``torch.tril``): entries
         with ``col - row > k`` zeroed. Backward: ``tril(g, k)``."""
@@ -300,7 +300,7 @@ class ShapeWindowOps:
 
     def unfold(self, x, kernel, dilation=1, padding=0, stride=1):
         """``torch.nn.functional.unfold`` on NHWC: [N, H, W, C] -> [N, L,
-        KH*KW*C], block ``l = oh*OW + ow`` (row-major over the OH x OW
+        ``KH*KW*C``], block ``l = oh*OW + ow`` (row-major over the OH x OW
         sliding blocks), feature ``(i*KW + j)*C + c`` (channels fastest: the
         order of yscv's conv weights [KH, KW, C, Cout] flattened).
         ``kernel``, ``dilation``, ``padding`` (zeros), ``stride``: an int or an
@@ -314,7 +314,7 @@ class ShapeWindowOps:
         return self._apply1(Op.UNFOLD, x, attrs)
 
     def fold(self, x, output_size, kernel, dilation=1, padding=0, stride=1):
-        """``torch.nn.functional.fold`` on yscv's layout: [N, L, KH*KW*C] ->
+        """``torch.nn.functional.fold`` on yscv's layout: [N, L, ``KH*KW*C``] ->
         [N, H, W, C] with ``output_size = (H, W)``; each block's taps are
         summed into the image (overlaps add up): the adjoint of ``unfold``,
         and its inverse where blocks do not overlap. ``L`` must be the number

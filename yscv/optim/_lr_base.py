@@ -123,7 +123,7 @@ class LRScheduler:
 
     Construction sets ``group["initial_lr"]`` (if absent) and performs the
     initial step (``last_epoch`` -1 -> 0). ``step()`` advances ``last_epoch``
-    and sets every group's ``lr`` from :meth:`get_lr`, which — as PyTorch's
+    and sets every group's ``lr`` from `get_lr`, which — as PyTorch's
     chainable form — scales the CURRENT ``group["lr"]``: several schedulers
     stepping the same optimizer compose, and a manual change of the rate
     between steps carries on.

@@ -7,7 +7,7 @@ __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
-    """``torch.optim.Adagrad`` (foreach=False semantics), per parameter::
+    """``torch.optim.Adagrad`` (foreach=False semantics), per parameter:
 
         step += 1
         g = grad (+ weight_decay * p)

@@ -9,7 +9,7 @@ __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
-    """``torch.optim.Adam`` (foreach=False semantics), per parameter::
+    """``torch.optim.Adam`` (foreach=False semantics), per parameter:
 
         step += 1
         g = grad (+ weight_decay * p)             # coupled L2 (Adam)

@@ -2,7 +2,7 @@
 
 Semantics follow ``torch.optim.Optimizer``:
 
-- ``params`` is an iterable of :class:`yscv.nn.Parameter` or of dicts
+- ``params`` is an iterable of `yscv.nn.Parameter` or of dicts
   ``{"params": [...], <option>: value}`` (parameter groups with their own
   options; missing options take the optimizer's defaults).
 - ``step()`` updates every parameter whose ``grad`` is not None, IN PLACE
@@ -14,7 +14,7 @@ Semantics follow ``torch.optim.Optimizer``:
   everything before changing anything and restores exactly.
 
 The update itself is one fused Numba kernel per optimizer
-(:mod:`yscv.kernels.optim`), imported on the first ``step``.
+(`yscv.kernels.optim`), imported on the first ``step``.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ __all__ = ["RMSprop"]
 
 
 class RMSprop(Optimizer):
-    """``torch.optim.RMSprop`` (foreach=False semantics), per parameter::
+    """``torch.optim.RMSprop`` (foreach=False semantics), per parameter:
 
         g = grad (+ weight_decay * p)
         sq = alpha*sq + (1-alpha)*g*g
@@ -20,7 +20,7 @@ class RMSprop(Optimizer):
     decay, the addcmul into ``square_avg``, the centered lerp and variance,
     the momentum step) are fused multiply-adds here too on a CPU with FMA,
     so the averages equal PyTorch's bit for bit
-    (:mod:`yscv.kernels.optim`).
+    (`yscv.kernels.optim`).
 
     State: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0),
     ``grad_avg`` (centered).

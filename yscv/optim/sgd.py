@@ -18,7 +18,7 @@ def _empty(dtype) -> np.ndarray:
 
 
 class SGD(Optimizer):
-    """``torch.optim.SGD`` (foreach=False semantics), per parameter::
+    """``torch.optim.SGD`` (foreach=False semantics), per parameter:
 
         d = grad (+ weight_decay * p)           # -grad when maximize
         if momentum: buf = d (first step) else momentum*buf + (1-dampening)*d

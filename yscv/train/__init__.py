@@ -1,4 +1,4 @@
-"""The fit loop: :class:`Trainer` / :func:`fit`, callbacks and :class:`History`.
+"""The fit loop: `Trainer` / `fit`, callbacks and `History`.
 
     history = yscv.train.fit(model, "cross_entropy", opt, (X, y), epochs=10, batch_size=64,
                              val_data=(Xv, yv), checkpoint_dir="runs/a", checkpoint_every=100)

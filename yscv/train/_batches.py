@@ -3,11 +3,11 @@
 In-memory arrays: a permutation drawn per epoch from the trainer's own
 seeded generator (in a data-parallel run, this rank's share of it, as
 ``DistributedSampler`` shards: ``batch_size`` is per rank). A
-:class:`yscv.data.DataLoader`: one iteration of the loader per epoch (in a
+`yscv.data.DataLoader`: one iteration of the loader per epoch (in a
 data-parallel run the loader shards itself: its sampler must be a
 ``yscv.distributed.DistributedSampler``).
 
-:class:`BatchSource` is the part of :class:`yscv.train.Trainer` that makes
+`BatchSource` is the part of `yscv.train.Trainer` that makes
 the batches (``_epoch_batches``, the one place) and records what redraws an
 epoch's order for an exact resume (the shuffle generator's state or the
 loader's state at the epoch's start). The helpers below validate the data

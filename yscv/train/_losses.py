@@ -1,6 +1,6 @@
 """Losses and metrics by name for the fit loop, and the default forward call.
 
-``loss_fn`` and ``metrics`` of :class:`yscv.train.Trainer` accept names
+``loss_fn`` and ``metrics`` of `yscv.train.Trainer` accept names
 ("cross_entropy", "accuracy", ...) or callables; this module turns them into
 ``loss_fn(g, output, target) -> NodeId`` and ``(name, fn(output, target))``.
 """

@@ -1,7 +1,7 @@
 """Resuming the fit loop: checking that a checkpoint fits this run, and
 restoring the loop's position from it.
 
-:class:`ResumeState` is the part of :class:`yscv.train.Trainer` that reads a
+`ResumeState` is the part of `yscv.train.Trainer` that reads a
 checkpoint's fit state back (a mixin: it sets the trainer's position,
 running sums, history, callbacks and its loaders' states). Every check runs
 before anything is restored, so a refused resume changes nothing.

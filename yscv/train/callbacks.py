@@ -1,4 +1,4 @@
-"""Callbacks for :class:`yscv.train.Trainer`: periodic checkpoints, early stopping.
+"""Callbacks for `yscv.train.Trainer`: periodic checkpoints, early stopping.
 
 A callback overrides any of ``on_train_begin(trainer)``,
 ``on_epoch_begin(trainer, epoch)``, ``on_step_end(trainer, step, logs)``,
@@ -70,7 +70,7 @@ class ModelCheckpoint(Callback):
     (None: at the end of every epoch), keeping the newest ``keep_last`` files.
 
     Files are ``<directory>/<prefix>-<step:08d>.safetensors`` written by
-    :func:`yscv.checkpoint_io.save_checkpoint` (atomic). An older file is
+    `yscv.checkpoint_io.save_checkpoint` (atomic). An older file is
     deleted only after the new one is safely on disk. The trainer runs
     checkpoint callbacks after all others, so the saved state includes the
     other callbacks' updates for that step or epoch.

@@ -20,7 +20,7 @@ class History:
             validating, ``lr`` and ``time`` (seconds).
 
     ``history["val_loss"]`` lists one epoch column (Keras-style);
-    :attr:`step_losses` lists every step's loss.
+    `step_losses` lists every step's loss.
     """
 
     def __init__(self, steps=None, epochs=None):

@@ -1,4 +1,4 @@
-"""The fit loop: ``Trainer`` (and the one-call :func:`fit`).
+"""The fit loop: ``Trainer`` (and the one-call `fit`).
 
     trainer = yscv.train.Trainer(model, "cross_entropy", opt, scheduler=sched,
                                  checkpoint_dir="runs/a", checkpoint_every=100)
@@ -9,10 +9,10 @@
 One step: ``g.truncate(k)`` (one graph reused, parameters and buffers bound
 once before index ``k``), forward, loss, ``g.backward``, ``optimizer.step()``,
 ``optimizer.zero_grad()``, ``g.zero_grads()``, and ``scheduler.step()`` when
-the scheduler runs per step. Batches come from :meth:`Trainer._epoch_batches`
+the scheduler runs per step. Batches come from `Trainer._epoch_batches`
 (the one place that makes them): from in-memory arrays, a permutation drawn
 per epoch from the trainer's own seeded generator; from a
-:class:`yscv.data.DataLoader`, one iteration of the loader per epoch.
+`yscv.data.DataLoader`, one iteration of the loader per epoch.
 
 Resume is exact: a checkpoint stores, besides model / optimizer / scheduler
 and the library RNG (dropout seeds), the position (epoch, batch), the
@@ -56,7 +56,7 @@ __all__ = ["Trainer", "fit", "accuracy"]
 
 def one_blas_thread(model) -> bool:
     """Whether NumPy's products run on one OpenBLAS thread while ``model``
-    trains or is evaluated by a :class:`Trainer`: yscv's kernels use two
+    trains or is evaluated by a `Trainer`: yscv's kernels use two
     threads or more, the environment did not choose OpenBLAS's count, and the
     model has convolutions. Their direct kernels split every step over the
     cores (yscv/compute/regions.py); a product on OpenBLAS's two threads
@@ -74,7 +74,7 @@ def one_blas_thread(model) -> bool:
 
 class _BlasScope:
     """``with``: OpenBLAS at one thread inside when ``hold``
-    (:func:`yscv.runtime.hold_one_blas_thread`), restored after."""
+    (`yscv.runtime.hold_one_blas_thread`), restored after."""
 
     def __init__(self, hold: bool):
         self.hold = hold
@@ -94,10 +94,10 @@ class Trainer(BatchSource, ResumeState):
     """A PyTorch-style training loop with checkpoints and exact resume.
 
     Args:
-        model: a :class:`yscv.nn.Module` (called ``model(g, x)``).
+        model: a `yscv.nn.Module` (called ``model(g, x)``).
         loss_fn: ``loss_fn(g, output, target) -> NodeId`` or a name:
             "cross_entropy", "mse", "l1", "huber", "nll", "bce_with_logits".
-        optimizer: a :class:`yscv.optim.Optimizer` over the model's parameters.
+        optimizer: a `yscv.optim.Optimizer` over the model's parameters.
         scheduler: optional LR scheduler. Its ``interval`` attribute ("step"
             or "epoch", default "epoch") says when it is stepped; one with
             ``takes_metric = True`` (ReduceLROnPlateau) is stepped once per
@@ -105,11 +105,11 @@ class Trainer(BatchSource, ResumeState):
             validation data).
         metrics: names ("accuracy") or callables ``fn(output, target) -> float``
             (averaged over samples, training and validation).
-        callbacks: :class:`Callback` instances (e.g. :class:`EarlyStopping`).
+        callbacks: `Callback` instances (e.g. `EarlyStopping`).
         scheduler_interval: "step" or "epoch"; overrides the scheduler's
             ``interval`` (None: ``getattr(scheduler, "interval", "epoch")``).
         checkpoint_dir: folder for training checkpoints (adds a
-            :class:`ModelCheckpoint`); with ``checkpoint_every=N`` one every
+            `ModelCheckpoint`); with ``checkpoint_every=N`` one every
             N steps, else one per epoch; ``keep_last`` newest files kept.
         seed: seeds the shuffling generator (``yscv.manual_seed`` seeds
             initialisation and dropout; call it before building the model).
@@ -122,7 +122,7 @@ class Trainer(BatchSource, ResumeState):
         forward: ``forward(g, model, x_batch) -> NodeId`` for models whose
             call is not ``model(g, g.constant(x))``.
         grad_clip_norm: clip the global L2 norm of the gradients before each
-            step (:func:`yscv.nn.utils.clip_grad_norm_`).
+            step (`yscv.nn.utils.clip_grad_norm_`).
         reuse_graph: one graph reused with ``truncate`` (default) or a fresh
             graph per step.
         backward_workers: threads for each step's backward,
@@ -213,8 +213,8 @@ class Trainer(BatchSource, ResumeState):
 
     def _step(self, g, k, xb, yb):
         """Forward, backward and update on one batch: (loss, output, sums);
-        ``sums`` is None in a world of one, else the step's [n, loss*n,
-        metric*n ...] summed over ranks."""
+        ``sums`` is None in a world of one, else the step's [n, ``loss*n``,
+        ``metric*n`` ...] summed over ranks."""
         if self.reuse_graph:
             g.truncate(k)
         else:
@@ -242,11 +242,11 @@ class Trainer(BatchSource, ResumeState):
     def fit(self, train_data, epochs: int = 1, batch_size=None, val_data=None,
             resume: bool = False, shuffle=None, drop_last=None) -> History:
         """Train until ``epochs`` epochs are complete (counting epochs done
-        before a resume); returns :attr:`history`.
+        before a resume); returns `history`.
 
         Args:
             train_data: ``(inputs, targets)`` arrays (first axis = samples),
-                or a :class:`yscv.data.DataLoader` yielding ``(inputs,
+                or a `yscv.data.DataLoader` yielding ``(inputs,
                 targets)`` batches (one iteration of it per epoch; its own
                 batch size, shuffling and workers apply, and its state goes
                 into the checkpoints).
@@ -262,7 +262,7 @@ class Trainer(BatchSource, ResumeState):
         For a model with convolutions (and yscv's kernels on two threads or
         more), NumPy's products run on one OpenBLAS thread during the call,
         unless ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` chose the count
-        (:func:`one_blas_thread`; docs/training.md, "Threads").
+        (`one_blas_thread`; docs/training.md, "Threads").
         """
         with self._blas_scope():
             return self._fit(train_data, epochs, batch_size, val_data, resume, shuffle,
@@ -270,12 +270,12 @@ class Trainer(BatchSource, ResumeState):
 
     def _blas_scope(self):
         """A context holding OpenBLAS at one thread when
-        :func:`one_blas_thread` says so for this model, else doing nothing."""
+        `one_blas_thread` says so for this model, else doing nothing."""
         return _BlasScope(one_blas_thread(self.model))
 
     def _fit(self, train_data, epochs, batch_size, val_data, resume, shuffle,
              drop_last) -> History:
-        """:meth:`fit` inside its thread scope."""
+        """`fit` inside its thread scope."""
         self._set_train_data(train_data, batch_size, shuffle, drop_last)
         self._val_loader = val_data if is_loader(val_data) else None
         if resume:
@@ -450,13 +450,13 @@ class Trainer(BatchSource, ResumeState):
 
     def save_checkpoint(self, path, extra=None) -> str:
         """Write a full training checkpoint (model, optimizer, scheduler, RNG,
-        loop state; ``extra`` is returned by :meth:`load_checkpoint`)."""
+        loop state; ``extra`` is returned by `load_checkpoint`)."""
         return checkpoint_io.save_checkpoint(
             path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
             step=self.global_step, extra={"fit": self.state_dict(), "user": extra})
 
     def load_checkpoint(self, path) -> dict:
-        """Restore everything :meth:`save_checkpoint` wrote; returns the user ``extra``."""
+        """Restore everything `save_checkpoint` wrote; returns the user ``extra``."""
         meta = checkpoint_io.read_checkpoint_metadata(path)
         fit_state = (meta.get("extra") or {}).get("fit")
         if not isinstance(fit_state, dict):
@@ -486,10 +486,10 @@ def fit(model, loss_fn, optimizer, train_data, epochs: int = 1, batch_size=None,
         scheduler=None, val_data=None, metrics=("accuracy",), callbacks=(), checkpoint_dir=None,
         checkpoint_every=None, keep_last: int = 3, resume: bool = False, seed: int = 0,
         progress=None, backward_workers=1, **trainer_kwargs) -> History:
-    """One call: build a :class:`Trainer` and run :meth:`Trainer.fit`; returns the History.
+    """One call: build a `Trainer` and run `Trainer.fit`; returns the History.
 
     ``train_data`` / ``val_data``: ``(inputs, targets)`` arrays or a
-    :class:`yscv.data.DataLoader`; ``batch_size`` (default 32) is for arrays;
+    `yscv.data.DataLoader`; ``batch_size`` (default 32) is for arrays;
     ``backward_workers``: threads per backward (1, n or None: automatic).
     """
     trainer = Trainer(model, loss_fn, optimizer, scheduler, metrics=metrics, callbacks=callbacks,
