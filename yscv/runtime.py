@@ -150,15 +150,9 @@ def hold_single_threaded_kernels(hold: bool) -> None:
     the parallelism. The parallel backward does not use it: it holds
     `hold_walk_threads`, which leaves OpenBLAS's count alone, because
     the bits of a product can depend on that count."""
-    global _single_depth
     with _lock:
-        if hold:
-            _single_depth += 1
-        elif _single_depth > 0:
-            _single_depth -= 1
-        else:
-            return
-        _hold_blas(hold)
+        if _step_single_depth(hold):
+            _hold_blas(hold)
 
 
 def hold_one_blas_thread(hold: bool) -> None:
@@ -233,15 +227,22 @@ def hold_walk_threads(hold: bool) -> None:
     OpenBLAS's thread count as it is: the bits of a product can depend on
     that count (OpenBLAS's AVX2 kernels), and the walk gives the serial
     walk's bits."""
-    global _single_depth
     with _lock:
-        if hold:
-            _single_depth += 1
-        elif _single_depth > 0:
-            _single_depth -= 1
-        else:
-            return
-        GATE.open(hold)
+        if _step_single_depth(hold):
+            GATE.open(hold)
+
+
+def _step_single_depth(hold: bool) -> bool:
+    """One more (``hold``) or one less hold of the region kernels at one
+    thread; False when there is none to undo. Under ``_lock``."""
+    global _single_depth
+    if hold:
+        _single_depth += 1
+    elif _single_depth > 0:
+        _single_depth -= 1
+    else:
+        return False
+    return True
 
 
 def _hold_blas(hold: bool) -> None:
