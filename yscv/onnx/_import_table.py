@@ -12,7 +12,7 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape)  # (fill HANDLERS, in this order)
+               _import_shape, _import_norms)  # (fill HANDLERS, in this order)
 from ._import_registry import HANDLERS, _Unsupported
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
@@ -96,8 +96,12 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail(f"attribute {key!r} holds a subgraph or sparse tensor (not supported)")
     op, at = node.op, node.attrs
     outs = _used_outputs(node, used)
-    if op in ("BatchNormalization", "LayerNormalization", "Dropout", "MaxPool") and \
-            any(i > 0 for i in outs):
+    if op == "BatchNormalization" and any(i > 2 for i in outs):
+        raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is not supported")
+    if op == "BatchNormalization" and any(i > 0 for i in outs) and not at.get("training_mode"):
+        raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is given only with "
+                   "training_mode=1")
+    if op == "MaxPool" and any(i > 0 for i in outs):
         raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is not supported")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
