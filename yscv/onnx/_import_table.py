@@ -57,8 +57,6 @@ def _check_recurrent(node, fail):
         default = ["sigmoid", "tanh", "tanh"] if node.op == "LSTM" else ["sigmoid", "tanh"]
         if acts and acts != default * (len(acts) // len(default)):
             raise fail(f"activations {at['activations']} are not supported (the defaults)")
-    if node.op == "GRU" and at.get("linear_before_reset", 0) != 1:
-        raise fail("linear_before_reset=0 is not supported (PyTorch's GRU writes 1)")
 
 
 def _check_resize(node, fail):
