@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ._import_norms import batch_norm_training, dropout_with_mask, layer_norm_stats
+from ._import_pool_indices import max_pool_indices
 from ._import_registry import ChannelLast, bn_buffer, handler
 
 
@@ -156,6 +157,12 @@ def _max_pool(run, node):
         y = g.max_pool2d(x, kernel, strides, tuple(b for b, _ in pads))
     else:
         y = g.max_pool2d(_pad_channel_last(g, x, pads, -np.inf), kernel, strides, 0)
+    if len(node.outputs) > 1 and node.outputs[1]:  # Indices, by value
+        xv = np.moveaxis(np.asarray(g.value(x)), -1, 1)
+        if nsp == 1:
+            xv, kernel, strides, pads = xv[:, :, 0], kernel[1:], strides[1:], pads[1:]
+        order = int(node.attrs.get("storage_order", 0))
+        return _pool_output(run, y, nsp) + [max_pool_indices(xv, kernel, strides, pads, order)]
     return _pool_output(run, y, nsp)
 
 

@@ -99,8 +99,6 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
     if op == "BatchNormalization" and any(i > 0 for i in outs) and not at.get("training_mode"):
         raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is given only with "
                    "training_mode=1")
-    if op == "MaxPool" and any(i > 0 for i in outs):
-        raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is not supported")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
     if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2):
