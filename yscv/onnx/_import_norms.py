@@ -28,22 +28,13 @@ def _rms_norm(run, node):
 
 @handler("GroupNormalization")
 def _group_norm(run, node):
-    """yscv's channel-last group_norm on [N, C, ``*S``]. ``scale`` / ``bias`` hold
-    one value per group before opset 21 (each repeated over its group's
-    channels here) and one per channel from opset 21."""
+    """yscv's channel-last group_norm on [N, C, ``*S``] with ``scale`` / ``bias``
+    per channel (opset 21; the per-group form of opset 18 is deprecated, and
+    the ONNX checker refuses it at load)."""
     g = run.g
     x = run.cl(node.inputs[0])
-    groups = int(node.attrs["num_groups"])
-    eps = float(node.attrs.get("epsilon", 1e-5))
-    c = x.shape[-1]
-    gamma, beta = run.node(node.inputs[1]), run.node(node.inputs[2])
-    if run.m.opset < 21 and c % groups == 0 and tuple(gamma.shape) == (groups,):
-
-        def per_channel(p):
-            p = g.expand(g.reshape(p, (groups, 1)), (groups, c // groups))
-            return g.reshape(p, (c,))
-        gamma, beta = per_channel(gamma), per_channel(beta)
-    y = g.group_norm(x, gamma, beta, groups, eps=eps)
+    y = g.group_norm(x, run.node(node.inputs[1]), run.node(node.inputs[2]),
+                     int(node.attrs["num_groups"]), eps=float(node.attrs.get("epsilon", 1e-5)))
     return [ChannelLast(y) if len(x.shape) > 2 else y]
 
 
