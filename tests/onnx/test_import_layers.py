@@ -216,3 +216,12 @@ def test_attention_without_heads_for_3d_input_is_refused_at_call():
     with pytest.raises(OnnxImportError, match="'att'.*Q hidden size 16 .* 3 heads"):
         m(g, *feeds(ins))
     assert len(g) == 0
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 0, 2])
+def test_flatten_negative_axis_counts_from_the_end(axis):
+    """Flatten(axis=-1) of [2, 3, 4] is [6, 4] (LayerNormalization's function
+    body flattens with it)."""
+    ins = [("x", F, [2, 3, 4])]
+    node = helper.make_node("Flatten", ["x"], ["y"], axis=axis)
+    check(model_of([node], ins, [("y", F, None)], opset=13), feeds(ins))
