@@ -183,6 +183,19 @@ def test_batch_normalization_training_mode_running_statistics():
     check(model_of([node], ins, outs, opset=15), xs, constant=(3, 4))  # only in outputs 1, 2
 
 
+def test_batch_normalization_training_mode_with_initializer_statistics():
+    """Running statistics stored in the file (the module's buffers)."""
+    from onnx import numpy_helper
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"],
+                            ["y", "rm", "rv"], training_mode=1)
+    model = model_of([node], [("x", F, [3, 2, 2, 2])],
+                     [("y", F, None), ("rm", F, None), ("rv", F, None)], opset=15)
+    model.graph.initializer.extend(
+        numpy_helper.from_array(np.full(2, v, np.float32), n)
+        for n, v in (("s", 1.5), ("b", 0.2), ("mean", 0.3), ("var", 2.0)))
+    check(model, feeds([("x", F, [3, 2, 2, 2])]))
+
+
 def test_dropout_mask_output_eval_and_training():
     ins = [("x", F, [4, 5])]
     node = helper.make_node("Dropout", ["x"], ["y", "mask"])

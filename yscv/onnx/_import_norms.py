@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._import_registry import ChannelLast, handler
+from ._import_registry import ChannelLast, bn_buffer, handler
 
 
 @handler("RMSNormalization")
@@ -78,7 +78,8 @@ def layer_norm_stats(run, node):
 def batch_norm_training(run, node):
     """BatchNormalization with ``training_mode=1`` (opset 14+): batch
     statistics normalise (biased variance), and outputs 1 and 2 are the
-    running statistics ``input * momentum + batch * (1 - momentum)``."""
+    running statistics ``input * momentum + batch * (1 - momentum)`` (the
+    module's buffers are not updated: the new values are outputs)."""
     g = run.g
     x = run.cl(node.inputs[0])
     axes = tuple(range(len(x.shape) - 1))
@@ -90,7 +91,9 @@ def batch_norm_training(run, node):
     y = d * g.rsqrt(var + eps) * run.node(node.inputs[1]) + run.node(node.inputs[2])
     outs = [ChannelLast(y) if len(x.shape) > 2 else y]
     for slot, batch in ((3, mean), (4, var)):
-        outs.append(run.node(node.inputs[slot]) * momentum + batch * (1.0 - momentum))
+        old = bn_buffer(run, node, slot)  # an initializer: the module's buffer
+        old = run.node(node.inputs[slot]) if old is None else old
+        outs.append(old * momentum + batch * (1.0 - momentum))
     return outs
 
 
