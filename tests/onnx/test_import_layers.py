@@ -238,3 +238,20 @@ def test_flatten_negative_axis_counts_from_the_end(axis):
     ins = [("x", F, [2, 3, 4])]
     node = helper.make_node("Flatten", ["x"], ["y"], axis=axis)
     check(model_of([node], ins, [("y", F, None)], opset=13), feeds(ins))
+
+
+def test_class_weights_and_attention_mask_initializers_are_constants():
+    """Read by value, so a Parameter there would never get a gradient."""
+    from onnx import numpy_helper
+    ins = [("x", F, [3, 4]), ("t", I64, [3])]
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["y"])
+    model = model_of([node], ins, [("y", F, None)], opset=13)
+    model.graph.initializer.append(numpy_helper.from_array(np.ones(4, np.float32), "w"))
+    assert not list(yscv.onnx.load(model).parameters())
+    ins = [("q", F, [1, 1, 2, 4]), ("k", F, [1, 1, 3, 4]), ("v", F, [1, 1, 3, 4])]
+    node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y"])
+    model = model_of([node], ins, [("y", F, None)])
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros((2, 3), np.float32), "m"))
+    m = yscv.onnx.load(model)
+    assert not list(m.parameters())
+    check(model, feeds(ins))

@@ -27,6 +27,7 @@ STATIC_SLOTS = {
     "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
     "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
     "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
+    "SoftmaxCrossEntropyLoss": {2}, "NegativeLogLikelihoodLoss": {2}, "Attention": {3, 6},
 }
 
 
