@@ -100,6 +100,11 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
     if op == "BatchNormalization" and any(i > 0 for i in outs) and not at.get("training_mode"):
         raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is given only with "
                    "training_mode=1")
+    if op == "MaxPool" and 1 in outs and (
+            len(at.get("kernel_shape", ())) not in (1, 2)
+            or any(int(d) != 1 for d in at.get("dilations") or ())):
+        raise fail(f"the Indices output with kernel_shape {at.get('kernel_shape')} and "
+                   f"dilations {at.get('dilations')} is not supported (1-D or 2-D, undilated)")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
     if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2):
