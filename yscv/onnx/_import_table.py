@@ -12,7 +12,8 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape, _import_norms, _import_losses, _import_attention)  # (fill HANDLERS, in this order)
+               _import_shape,  # (fill HANDLERS, in this order)
+               _import_norms, _import_losses, _import_attention)
 from ._import_registry import HANDLERS, _Unsupported
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
