@@ -264,3 +264,42 @@ def test_max_pool_indices_of_a_dilated_pool_are_refused_at_load():
                      opset=12)
     with pytest.raises(OnnxImportError, match=r"'mp'.*Indices output.*dilations \[2, 2\]"):
         yscv.onnx.load(model)
+
+
+def _torch_grads(model, xs, torch_fn):
+    """yscv's gradient of output 0 (summed) for float input 0 and PyTorch's."""
+    torch = pytest.importorskip("torch")
+    m = yscv.onnx.load(model)
+    g = yscv.Graph(np.float64)
+    m.to(np.float64)
+    args = [g.variable(x.astype(np.float64)) if x.dtype == np.float32 else x for x in xs]
+    y = m(g, *args)
+    y = y[0] if isinstance(y, tuple) else y
+    g.backward(g.sum(y))
+    t = [torch.tensor(x.astype(np.float64) if x.dtype == np.float32 else x,
+                      requires_grad=x.dtype == np.float32) for x in xs]
+    ty = torch_fn(*t)
+    ty.sum().backward()
+    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g.grad(args[0]), t[0].grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_softmax_cross_entropy_gradient_as_pytorch():
+    torch = pytest.importorskip("torch")
+    ins = [("x", F, [3, 4, 2]), ("t", I64, [3, 2]), ("w", F, [4])]
+    labels = np.array([[0, 3], [2, 1], [1, 1]], np.int64)
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["y"], ignore_index=3)
+    xs = feeds(ins, ints={"t": labels})
+    xs[2] = np.abs(xs[2]) + 0.5
+    _torch_grads(model_of([node], ins, [("y", F, None)], opset=13), xs,
+                 lambda x, t, w: torch.nn.functional.cross_entropy(
+                     x, t, weight=w.detach(), ignore_index=3))
+
+
+def test_attention_grouped_causal_gradient_as_pytorch():
+    torch = pytest.importorskip("torch")
+    ins = [("q", F, [1, 4, 3, 8]), ("k", F, [1, 2, 3, 8]), ("v", F, [1, 2, 3, 8])]
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1)
+    _torch_grads(model_of([node], ins, [("y", F, None)]), feeds(ins),
+                 lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+                     q, k, v, is_causal=True, enable_gqa=True))
