@@ -388,12 +388,19 @@ def test_unsupported_operator_fails_at_load(node, match):
     assert isinstance(info.value, yscv.AutogradError) and isinstance(info.value, ValueError)
 
 
-def test_gru_without_linear_before_reset_fails_at_load():
-    inits = [("W", rand(1, 1, 6, 2)), ("R", rand(2, 1, 6, 2))]
-    node = helper.make_node("GRU", ["x", "W", "R"], ["y"], hidden_size=2, name="gru0")
+def test_gru_without_linear_before_reset_runs_as_onnx_runtime():
+    """ONNX's default GRU (reset gate before the recurrent product), composed
+    per step: values as ONNX Runtime, gradients by gradcheck in float64."""
+    inits = [("W", rand(1, 1, 6, 2)), ("R", rand(2, 1, 6, 2)), ("B", rand(3, 1, 12))]
+    node = helper.make_node("GRU", ["x", "W", "R", "B"], ["y"], hidden_size=2, name="gru0")
     model = build([node], [("x", [3, 1, 2])], [("y", None)], inits, opset=14)
-    with pytest.raises(OnnxImportError, match="'GRU' \\(node 'gru0'.*linear_before_reset"):
-        yscv.onnx.load(model)
+    x = rand(4, 3, 1, 2)
+    m = yscv.onnx.load(model)
+    g, _, y = forward(m, x)
+    np.testing.assert_allclose(g.value(y), ort_run(model, {"x": x})[0], **TOL)
+    m.to(np.float64)
+    assert yscv.gradcheck(lambda g, xs: g.sum(m(g, xs) * np.arange(2, dtype=float)),
+                          [x.astype(np.float64)])
 
 
 def test_missing_onnx_package_says_how_to_install(monkeypatch):

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from ._import_norms import batch_norm_training, dropout_with_mask, layer_norm_stats
+from ._import_pool_indices import max_pool_indices
 from ._import_registry import ChannelLast, bn_buffer, handler
 
 
@@ -155,6 +157,12 @@ def _max_pool(run, node):
         y = g.max_pool2d(x, kernel, strides, tuple(b for b, _ in pads))
     else:
         y = g.max_pool2d(_pad_channel_last(g, x, pads, -np.inf), kernel, strides, 0)
+    if len(node.outputs) > 1 and node.outputs[1]:  # Indices, by value
+        xv = np.moveaxis(np.asarray(g.value(x)), -1, 1)
+        if nsp == 1:
+            xv, kernel, strides, pads = xv[:, :, 0], kernel[1:], strides[1:], pads[1:]
+        order = int(node.attrs.get("storage_order", 0))
+        return _pool_output(run, y, nsp) + [max_pool_indices(xv, kernel, strides, pads, order)]
     return _pool_output(run, y, nsp)
 
 
@@ -206,7 +214,11 @@ def _global_pool(run, node):
 def _batch_norm(run, node):
     """Channel-last batch norm; eval mode uses the running statistics, train
     mode (``m.train()``) batch statistics with the running-stat update at
-    PyTorch's momentum = 1 - ONNX momentum."""
+    PyTorch's momentum = 1 - ONNX momentum. The file's ``training_mode=1``
+    normalises with batch statistics and gives the updated running mean and
+    variance as outputs 1 and 2."""
+    if node.attrs.get("training_mode", 0):
+        return batch_norm_training(run, node)
     g = run.g
     x = run.cl(node.inputs[0])
     gamma, beta = run.node(node.inputs[1]), run.node(node.inputs[2])
@@ -233,8 +245,9 @@ def _instance_norm(run, node):
 @handler("LayerNormalization")
 def _layer_norm(run, node):
     """Over the axes from ``axis`` on: the tail flattened into one axis when
-    it holds several."""
+    it holds several. Outputs 1 and 2 (Mean, InvStdDev) when the file uses them."""
     g = run.g
+    stats = layer_norm_stats(run, node) if len(node.outputs) > 1 else []
     x = run.node(node.inputs[0])
     shape = tuple(x.shape)
     axis = int(node.attrs.get("axis", -1)) % len(shape)
@@ -245,7 +258,7 @@ def _layer_norm(run, node):
             gamma = g.expand(gamma, shape[-1:])
         if beta is not None and tuple(beta.shape) != shape[-1:]:
             beta = g.expand(beta, shape[-1:])
-        return [g.layer_norm(x, gamma, beta, eps)]
+        return [g.layer_norm(x, gamma, beta, eps)] + stats
     tail = int(np.prod(shape[axis:], dtype=np.int64))
     flat = g.reshape(x, shape[:axis] + (tail,))
 
@@ -255,18 +268,22 @@ def _layer_norm(run, node):
         return g.reshape(g.expand(p, shape[axis:]) if tuple(p.shape) != shape[axis:] else p,
                          (tail,))
     y = g.layer_norm(flat, flat_affine(gamma), flat_affine(beta), eps)
-    return [g.reshape(y, shape)]
+    return [g.reshape(y, shape)] + stats
 
 
 @handler("Dropout")
 def _dropout(run, node):
     """The identity in eval mode; in train mode (``m.train()``) inverted
-    dropout with the file's ratio (a mask output is not supported)."""
+    dropout with the file's ratio; also in train mode when the file's
+    ``training_mode`` input is true. Output 1 is the boolean keep mask."""
     name = node.inputs[0]
     ratio = float(node.attrs.get("ratio", 0.5))
     if run.has(node, 1):
         ratio = float(run.arr(node.inputs[1]).reshape(()))
-    if not run.training or ratio == 0.0 or run.is_static(name):
+    training = run.training or (run.has(node, 2) and bool(run.arr(node.inputs[2]).reshape(())))
+    if len(node.outputs) > 1 and node.outputs[1]:
+        return dropout_with_mask(run, node, ratio, training)
+    if not training or ratio == 0.0 or run.is_static(name):
         return [run.raw(name)]
     v = run.raw(name)
     if isinstance(v, ChannelLast):

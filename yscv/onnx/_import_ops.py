@@ -256,10 +256,10 @@ def _reduce(run, node):
         a = run.arr(name)
         if node.op in _REDUCE_NP:
             return [np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))]
-    if node.op == "ReduceProd":
-        raise node.fail("ReduceProd on data is not supported")
     g = run.g
     x = run.node(name)
+    if node.op == "ReduceProd":
+        return [g.prod(x, axis=axes, keepdims=keep)]
     if node.op == "ReduceSumSquare":
         return [g.sum(x * x, axis=axes, keepdims=keep)]
     if node.op == "ReduceL2":

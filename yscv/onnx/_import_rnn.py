@@ -6,6 +6,7 @@ input-major weights [I, ``G*H``] with gates (i, f, g, o) and (r, z, n). The
 conversion is recorded in the graph (narrow, cat, transpose of the weight
 nodes), so gradients reach the Parameters in the file's layout. A reverse
 direction runs on the time-flipped sequence; ``bidirectional`` runs both.
+GRU with ``linear_before_reset=0`` is composed per step (``_import_gru``).
 Outputs: Y [T, D, B, H], Y_h [D, B, H], Y_c [D, B, H] (``layout=1``:
 batch-major [B, T, D, H], [B, D, H]).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._import_gru import gru_reset_first
 from ._import_registry import handler
 
 #: ONNX gate blocks in yscv's gate order
@@ -87,6 +89,8 @@ def _recurrent(run, node):
             seq, c_n = g.lstm(xs, w_ih, w_hh, b_in + b_rec, h0, _initial(run, node, 6, d),
                               return_cell=True)
             cs.append(c_n)
+        elif node.op == "GRU" and not at.get("linear_before_reset", 0):
+            seq = gru_reset_first(g, xs, w_ih, w_hh, b_in, b_rec, h0)
         elif node.op == "GRU":
             seq = g.gru(xs, w_ih, w_hh, b_in, b_rec, h0)
         else:

@@ -12,7 +12,8 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape)  # (fill HANDLERS, in this order)
+               _import_shape,  # (fill HANDLERS, in this order)
+               _import_norms, _import_losses, _import_attention)
 from ._import_registry import HANDLERS, _Unsupported
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
@@ -27,6 +28,7 @@ STATIC_SLOTS = {
     "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
     "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
     "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
+    "SoftmaxCrossEntropyLoss": {2}, "NegativeLogLikelihoodLoss": {2}, "Attention": {3, 6},
 }
 
 
@@ -57,8 +59,6 @@ def _check_recurrent(node, fail):
         default = ["sigmoid", "tanh", "tanh"] if node.op == "LSTM" else ["sigmoid", "tanh"]
         if acts and acts != default * (len(acts) // len(default)):
             raise fail(f"activations {at['activations']} are not supported (the defaults)")
-    if node.op == "GRU" and at.get("linear_before_reset", 0) != 1:
-        raise fail("linear_before_reset=0 is not supported (PyTorch's GRU writes 1)")
 
 
 def _check_resize(node, fail):
@@ -96,9 +96,16 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail(f"attribute {key!r} holds a subgraph or sparse tensor (not supported)")
     op, at = node.op, node.attrs
     outs = _used_outputs(node, used)
-    if op in ("BatchNormalization", "LayerNormalization", "Dropout", "MaxPool") and \
-            any(i > 0 for i in outs):
+    if op == "BatchNormalization" and any(i > 2 for i in outs):
         raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is not supported")
+    if op == "BatchNormalization" and any(i > 0 for i in outs) and not at.get("training_mode"):
+        raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is given only with "
+                   "training_mode=1")
+    if op == "MaxPool" and 1 in outs and (
+            len(at.get("kernel_shape", ())) not in (1, 2)
+            or any(int(d) != 1 for d in at.get("dilations") or ())):
+        raise fail(f"the Indices output with kernel_shape {at.get('kernel_shape')} and "
+                   f"dilations {at.get('dilations')} is not supported (1-D or 2-D, undilated)")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
     if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2):
