@@ -12,7 +12,7 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape)  # (fill HANDLERS, in this order)
+               _import_shape, _import_math, _import_select)  # (fill HANDLERS, in this order)
 from ._import_registry import HANDLERS, _Unsupported
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
@@ -28,6 +28,8 @@ STATIC_SLOTS = {
     "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
     "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
 }
+STATIC_SLOTS.update(_import_math.STATIC_SLOTS)
+STATIC_SLOTS.update(_import_select.STATIC_SLOTS)
 
 
 def _kernel_rank(node, inits):
@@ -125,3 +127,5 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail("the mask input (modulated deformable convolution) is not supported")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
+    for module in (_import_math, _import_select):
+        module.check(node, np_dtype_of)
