@@ -21,21 +21,31 @@ __all__ = ["STATIC_SLOTS"]
 STATIC_SLOTS = {"CumSum": {1}, "CumProd": {1}, "ReduceL1": {1}, "ReduceLogSum": {1}}
 
 
+def _odd_sign(g, x):
+    """-1 where x < 0, else 1 (a constant): odd functions computed on |x|."""
+    return np.where(np.asarray(g.value(x)) < 0, -1.0, 1.0).astype(g.dtype)
+
+
 def _asinh(g, x):
-    """log(|x| + sqrt(x^2 + 1)) with x's sign: exact for large negative x too."""
-    s = np.sign(g.value(x))
-    ax = g.abs(x)
-    return g.log(ax + g.sqrt(ax * ax + 1.0)) * s
+    """sign(x) * log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|: accurate for
+    small |x| and for large negative x."""
+    s = _odd_sign(g, x)
+    a = x * s   # |x|, with the gradient 1 at x = 0 (abs has 0 there)
+    a2 = a * a
+    return g.log1p(a + g.div(a2, g.sqrt(a2 + 1.0) + 1.0)) * s
 
 
 def _acosh(g, x):
-    """log(x + sqrt(x^2 - 1)), x >= 1."""
-    return g.log(x + g.sqrt(x * x - 1.0))
+    """log1p(t + sqrt(t * (x + 1))), t = x - 1 (x >= 1): accurate near 1."""
+    t = x - 1.0
+    return g.log1p(t + g.sqrt(t * (x + 1.0)))
 
 
 def _atanh(g, x):
-    """0.5 * log((1 + x) / (1 - x)), |x| < 1."""
-    return g.log(g.div(x + 1.0, g.neg(x) + 1.0)) * 0.5
+    """sign(x) * 0.5 * log1p(2a / (1 - a)), a = |x| < 1: accurate near 0 and +-1."""
+    s = _odd_sign(g, x)
+    a = x * s
+    return g.log1p(g.div(a * 2.0, g.neg(a) + 1.0)) * (s * 0.5)
 
 
 _MATH = {
@@ -123,7 +133,8 @@ def _mod(run, node):
         q = np.round((va - np.fmod(va, vb)) / vb)
     q = np.where(np.isfinite(q), q, 0.0).astype(g.dtype)
     out = g.sub(xa, g.mul(xb, q))
-    bad = ~np.isfinite(np.fmod(va, vb))  # b = 0 or an infinite a: nan, as fmod
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(np.fmod(va, vb))  # b = 0 or an infinite a: nan, as fmod
     return [g.where(bad, g.constant(np.full(bad.shape, np.nan, g.dtype)), out) if bad.any()
             else out]
 
