@@ -192,3 +192,46 @@ def test_load_refuses_unimplemented_attributes(op, attrs, why):
     ins = [("x", uni(1, 2, 3))] + ([("b", uni(1, 2, 3))] if op == "Mod" else [])
     with pytest.raises(OnnxImportError, match=f"'{op}' \\(node 'n0', index 0\\): {why}"):
         yscv.onnx.load(one_node(op, ins, **attrs))
+
+
+class _TorchMath:
+    """Modules whose PyTorch export writes the operators of this file."""
+
+    @staticmethod
+    def make(torch):
+        class Remainders(torch.nn.Module):
+            def forward(self, x, d):
+                return x % d + torch.fmod(x, d) * 0.5
+
+        class Cumulative(torch.nn.Module):
+            def forward(self, x):
+                return torch.cumsum(torch.atan(x) * torch.cos(x), dim=1) + torch.tan(x * 0.3)
+
+        return {"Remainders": Remainders(), "Cumulative": Cumulative()}
+
+
+@pytest.mark.parametrize("name", ["Remainders", "Cumulative"])
+def test_torch_exports_match_torch_values_and_gradients(name, tmp_path):
+    """torch.onnx.export (opset 17) of %, fmod (Mod), cumsum, atan, cos, tan:
+    the loaded model gives PyTorch's outputs and input gradients."""
+    torch = pytest.importorskip("torch")
+    module = _TorchMath.make(torch)[name].eval()
+    x = uni(-3, 3, 3, 4, seed=11)
+    d = (np.where(uni(0, 1, 4, seed=12) < 0.5, -1, 1) * uni(0.6, 2.0, 4, seed=13)).astype(
+        np.float32)
+    args = (x, d) if name == "Remainders" else (x,)
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(module, tuple(torch.from_numpy(a) for a in args), str(path), dynamo=False,
+                      opset_version=17)
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert ("Mod" in ops) if name == "Remainders" else {"CumSum", "Atan", "Cos", "Tan"} <= ops
+    ts = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in args]
+    want = module.double()(*ts)
+    want.backward(torch.ones_like(want))
+    g = yscv.Graph(np.float64)
+    xs = [g.variable(a.astype(np.float64)) for a in args]
+    y = yscv.onnx.load(str(path))(g, *xs)
+    np.testing.assert_allclose(g.value(y), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    g.backward(g.sum(y))
+    for xn, t in zip(xs, ts):
+        np.testing.assert_allclose(g.grad(xn), t.grad.numpy(), rtol=1e-6, atol=1e-6)
