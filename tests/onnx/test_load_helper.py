@@ -366,7 +366,7 @@ def test_load_from_path_bytes_and_proto(tmp_path):
 
 # ------------------------------------------------------------------ errors
 @pytest.mark.parametrize("node,match", [
-    (helper.make_node("NonZero", ["x"], ["y"], name="nz1"), "'NonZero' \\(node 'nz1'"),
+    (helper.make_node("Unique", ["x"], ["y"], name="u1"), "'Unique' \\(node 'u1'"),
     (helper.make_node("Erf", ["x"], ["y"]), "'Erf' \\(node '#0'.*GELU"),
     (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2],
                       name="mp"), "'MaxPool' \\(node 'mp'.*dilations"),

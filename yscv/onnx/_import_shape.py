@@ -225,7 +225,7 @@ def _gather(run, node):
     idx = run.arr(node.inputs[1]).astype(np.int64)
     idx = np.where(idx < 0, idx + shape[axis], idx)
     if run.is_static(name):
-        return [np.take(run.arr(name), idx, axis=axis)]
+        return [np.asarray(np.take(run.arr(name), idx, axis=axis))]  # 0-d index: an array
     g = run.g
     x = run.node(name)
     if idx.ndim == 0:

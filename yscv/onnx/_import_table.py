@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
                _import_shape,  # (fill HANDLERS, in this order)
-               _import_norms, _import_losses, _import_attention)
+               _import_norms, _import_losses, _import_attention, _import_math, _import_select)
 from ._import_registry import HANDLERS, _Unsupported
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
@@ -30,6 +30,8 @@ STATIC_SLOTS = {
     "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
     "SoftmaxCrossEntropyLoss": {2}, "NegativeLogLikelihoodLoss": {2}, "Attention": {3, 6},
 }
+STATIC_SLOTS.update(_import_math.STATIC_SLOTS)
+STATIC_SLOTS.update(_import_select.STATIC_SLOTS)
 
 
 def _kernel_rank(node, inits):
@@ -132,3 +134,5 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail("the mask input (modulated deformable convolution) is not supported")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
+    for module in (_import_math, _import_select):
+        module.check(node, np_dtype_of)
