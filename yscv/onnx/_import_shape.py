@@ -102,7 +102,8 @@ def _reshape(run, node):
 def _flatten(run, node):
     name = node.inputs[0]
     shape = run.shape(name)
-    axis = int(node.attrs.get("axis", 1)) % (len(shape) + 1) if shape else 0
+    axis = int(node.attrs.get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis  # -1 is the last axis, not the rank
     target = (int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64)))
     if run.is_static(name):
         return [run.arr(name).reshape(target)]
