@@ -70,3 +70,57 @@ def test_flatten_negative_axis_counts_from_the_end(axis):
     assert value(g, y).shape == want.shape
     np.testing.assert_allclose(value(g, y), want, rtol=1e-6)
     assert_grad_flows(g, y, xv)
+
+
+# ---------------------------------------------------------------- Clip
+@pytest.mark.parametrize("bounds", [(), (2.0, 1.0), (None, 0.5), (-0.5, None), (-0.5, 0.5)])
+def test_clip_bounds_as_onnx_defines_them(bounds):
+    """No bounds: the identity; min > max: every value is max."""
+    names, inits = [], []
+    for i, b in enumerate(bounds):
+        if b is None:
+            names.append("")
+        else:
+            names.append(f"b{i}")
+            inits.append((f"b{i}", np.array(b, np.float32)))
+    x = rand(1, 3, 4)
+    model = build([helper.make_node("Clip", ["x", *names], ["y"])],
+                  [("x", [3, 4], F)], [("y", [3, 4], F)], inits=inits)
+    g, (xv,), y = run_yscv(model, x)
+    (want,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(value(g, y), want, rtol=1e-6)
+    g.backward(g.sum(y * 3.0))
+    inside = np.ones_like(x) if not bounds else (want == x).astype(np.float32)
+    if bounds == (2.0, 1.0):
+        inside = np.zeros_like(x)
+    np.testing.assert_allclose(np.asarray(g.grad(xv)), 3.0 * inside)
+
+
+@pytest.mark.parametrize("elem,dt", [(TensorProto.INT8, np.int8), (TensorProto.UINT8, np.uint8),
+                                     (TensorProto.INT64, np.int64)])
+def test_clip_on_integers_keeps_the_dtype(elem, dt):
+    x = np.array([[-100, 0, 3], [7, 100, 1]]).astype(dt) if dt != np.uint8 else \
+        np.array([[0, 200, 3], [7, 100, 1]], dt)
+    lo, hi = np.array(1, dt), np.array(50, dt)
+    model = build([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                  [("x", [2, 3], elem), ("lo", [], elem), ("hi", [], elem)],
+                  [("y", [2, 3], elem)])
+    m = yscv.onnx.load(model)
+    y = m(yscv.Graph(), x, lo, hi)
+    (want,) = ort_run(model, {"x": x, "lo": lo, "hi": hi})
+    assert y.dtype == want.dtype == dt
+    np.testing.assert_array_equal(y, want)
+
+
+# --------------------------------------------------------------- PRelu
+def test_prelu_opset6_slope_is_per_channel():
+    """Before opset 7 a 1-D slope of C values is one slope per channel."""
+    x, slope = rand(2, 2, 3, 4, 5), np.array([0.1, -0.5, 2.0], np.float32)
+    model = build([helper.make_node("PRelu", ["x", "s"], ["y"])],
+                  [("x", [2, 3, 4, 5], F)], [("y", [2, 3, 4, 5], F)],
+                  inits=[("s", slope)], opset=6)
+    g, (xv,), y = run_yscv(model, x)
+    torch = pytest.importorskip("torch")
+    want = torch.nn.functional.prelu(torch.from_numpy(x), torch.from_numpy(slope)).numpy()
+    np.testing.assert_allclose(value(g, y), want, rtol=1e-6)
+    assert_grad_flows(g, y, xv)

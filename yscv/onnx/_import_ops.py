@@ -183,25 +183,47 @@ def _where(run, node):
     return [run.g.where(cond, run.node(a), run.node(b))]
 
 
+def _clip_bound(run, node, slot, attr):
+    """A Clip bound: input ``slot`` (opset 11+, kept in its own dtype) or
+    attribute ``attr`` (before opset 11); None when absent."""
+    if run.has(node, slot):
+        return run.arr(node.inputs[slot]).reshape(())
+    v = node.attrs.get(attr)
+    return None if v is None else np.asarray(v)
+
+
 @handler("Clip")
 def _clip(run, node):
-    lo = node.attrs.get("min")
-    hi = node.attrs.get("max")
-    if run.has(node, 1):
-        lo = float(run.arr(node.inputs[1]))
-    if run.has(node, 2):
-        hi = float(run.arr(node.inputs[2]))
-    if run.is_static(node.inputs[0]):
-        return [np.clip(run.arr(node.inputs[0]), lo, hi)]
+    """min(max(x, lo), hi) as ONNX defines it: without bounds the identity,
+    with lo > hi every value is hi. Static (integer) inputs keep their dtype."""
+    lo, hi = _clip_bound(run, node, 1, "min"), _clip_bound(run, node, 2, "max")
+    name = node.inputs[0]
+    if run.is_static(name):
+        a = run.arr(name)
+        out = a if lo is None else np.maximum(a, lo.astype(a.dtype))
+        out = out if hi is None else np.minimum(out, hi.astype(a.dtype))
+        return [np.asarray(out).astype(a.dtype, copy=False)]
+    if lo is None and hi is None:
+        return [run.raw(name)]
+    lo = None if lo is None else float(lo)
+    hi = None if hi is None else float(hi)
+    if lo is not None and hi is not None and lo > hi:
+        lo = hi
     return _unary(lambda r, n, x: r.g.clamp(x, lo, hi))(run, node)
 
 
 @handler("PRelu")
 def _prelu(run, node):
-    """max(x, 0) + slope * min(x, 0), the slope broadcast as ONNX does."""
+    """max(x, 0) + slope * min(x, 0), the slope broadcast as ONNX does: from
+    opset 7 unidirectionally (NumPy rules); before, a 1-D slope of C values
+    is one slope per channel (axis 1)."""
     g = run.g
     x = run.node(node.inputs[0])
     slope = run.node(node.inputs[1])
+    shape, sshape = tuple(x.shape), tuple(slope.shape)
+    if (run.m.opset < 7 and len(sshape) == 1 and sshape[0] > 1 and len(shape) > 2
+            and shape[1] == sshape[0]):
+        slope = g.reshape(slope, (sshape[0],) + (1,) * (len(shape) - 2))
     return [g.relu(x) - g.relu(g.neg(x)) * slope]
 
 
