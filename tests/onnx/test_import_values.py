@@ -124,3 +124,75 @@ def test_prelu_opset6_slope_is_per_channel():
     want = torch.nn.functional.prelu(torch.from_numpy(x), torch.from_numpy(slope)).numpy()
     np.testing.assert_allclose(value(g, y), want, rtol=1e-6)
     assert_grad_flows(g, y, xv)
+
+
+# ---------------------------------------------------------- reductions
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp",
+                                "ReduceSum"])
+@pytest.mark.parametrize("keep", [0, 1])
+def test_reduce_over_an_empty_axis_gives_the_identity(op, keep):
+    """Opset 18: -inf for max and logsumexp, +inf for min, 1 for prod, 0 for sum."""
+    x = np.zeros((2, 0, 4), np.float32)
+    axes = np.array([1], np.int64)
+    model = build([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keep)],
+                  [("x", [2, 0, 4], F)], [("y", None, F)], inits=[("axes", axes)], opset=18)
+    g, (xv,), y = run_yscv(model, x)
+    (want,) = ort_run(model, {"x": x})
+    np.testing.assert_array_equal(value(g, y), want)
+    if op in ("ReduceSum", "ReduceProd"):  # finite results: x stays in the graph
+        g.backward(g.sum(y))
+        assert np.asarray(g.grad(xv)).shape == (2, 0, 4)
+
+
+def test_reduce_max_over_an_empty_axis_of_booleans_is_false():
+    x = np.zeros((2, 0, 4), bool)
+    B = TensorProto.BOOL
+    model = build([helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1)],
+                  [("x", [2, 0, 4], B)], [("y", None, B)],
+                  inits=[("axes", np.array([1], np.int64))], opset=20)
+    y = yscv.onnx.load(model)(yscv.Graph(), x)
+    assert y.dtype == bool and y.shape == (2, 1, 4) and not y.any()
+
+
+def test_reduce_prod_on_data_with_its_gradient():
+    torch = pytest.importorskip("torch")
+    x = rand(3, 3, 4, 2)
+    model = build([helper.make_node("ReduceProd", ["x", "axes"], ["y"], keepdims=0)],
+                  [("x", [3, 4, 2], F)], [("y", None, F)],
+                  inits=[("axes", np.array([1], np.int64))], opset=18)
+    g, (xv,), y = run_yscv(model, x)
+    (want,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(value(g, y), want, rtol=1e-5)
+    g.backward(g.sum(y))
+    xt = torch.from_numpy(x).requires_grad_()
+    xt.prod(1).sum().backward()
+    np.testing.assert_allclose(np.asarray(g.grad(xv)), xt.grad.numpy(), rtol=1e-5)
+
+
+def test_reduce_sum_of_int32_shape_values_stays_int32():
+    x = np.array([[1, 2], [3, 4]], np.int32)
+    I32 = TensorProto.INT32
+    model = build([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+                  [("x", [2, 2], I32)], [("y", None, I32)], opset=18)
+    y = yscv.onnx.load(model)(yscv.Graph(), x)
+    (want,) = ort_run(model, {"x": x})
+    assert y.dtype == want.dtype == np.int32 and int(y) == int(want)
+
+
+# --------------------------------------------------------------- Gather
+def test_gather_with_a_scalar_index_gives_a_static_value():
+    """Range(0, Gather(Shape(x), 1), 1) (torch.arange(x.size(1))): the
+    gathered dimension is a static scalar, not data."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Range", ["zero", "n", "step"], ["r"]),
+             helper.make_node("Cast", ["r"], ["rf"], to=F),
+             helper.make_node("Mul", ["x", "rf"], ["y"])]
+    inits = [("one", np.array(2, np.int64)), ("zero", np.array(0, np.int64)),
+             ("step", np.array(1, np.int64))]
+    model = build(nodes, [("x", [2, 3, 5], F)], [("y", [2, 3, 5], F)], inits=inits)
+    x = rand(4, 2, 3, 5)
+    g, (xv,), y = run_yscv(model, x)
+    (want,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(value(g, y), want, rtol=1e-6)
+    assert_grad_flows(g, y, xv)

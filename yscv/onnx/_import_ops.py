@@ -265,30 +265,69 @@ _REDUCE_NP = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max,
               "ReduceMin": np.min, "ReduceProd": np.prod}
 
 
+def _empty_identity(op, dtype):
+    """What a reduction over an empty axis gives (ONNX opset 18): the
+    identity of the operation, in ``dtype``; None where NumPy's own result
+    stands (sum 0, mean nan)."""
+    dtype = np.dtype(dtype)
+    if op in ("ReduceMax", "ReduceLogSumExp"):
+        low = True
+    elif op == "ReduceMin":
+        low = False
+    elif op == "ReduceProd":
+        return np.array(1, dtype)
+    else:
+        return None
+    if dtype.kind == "b":
+        return np.array(not low)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.array(info.min if low else info.max, dtype)
+    return np.array(-np.inf if low else np.inf, dtype)
+
+
+def _reduced_shape(shape, axes, keep):
+    axes = range(len(shape)) if axes is None else axes
+    if keep:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
 @handler("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
          "ReduceLogSumExp", "ReduceProd", "ReduceL2")
 def _reduce(run, node):
+    """The reductions; static values keep their dtype. Over an empty axis
+    max / logsumexp give -inf, min +inf and prod 1 (ONNX's identities); for
+    data that is sum(x) + identity, so x stays in the graph."""
     name = node.inputs[0]
     keep = bool(node.attrs.get("keepdims", 1))
-    ndim = len(run.shape(name))
+    shape = tuple(run.shape(name))
+    ndim = len(shape)
     axes = _reduce_axes(run, node, ndim)
     if axes == ():
         return [run.raw(name) if run.is_static(name) else run.node(name)]
+    empty = any(shape[a] == 0 for a in (range(ndim) if axes is None else axes))
     if run.is_static(name):
         a = run.arr(name)
+        ident = _empty_identity(node.op, a.dtype) if empty else None
+        if ident is not None:
+            return [np.full(_reduced_shape(shape, axes, keep), ident, dtype=ident.dtype)]
         if node.op in _REDUCE_NP:
-            return [np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))]
-    if node.op == "ReduceProd":
-        raise node.fail("ReduceProd on data is not supported")
+            out = np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))
+            return [out if node.op == "ReduceMean" else out.astype(a.dtype, copy=False)]
     g = run.g
     x = run.node(name)
+    ident = _empty_identity(node.op, g.dtype) if empty else None
+    if ident is not None:
+        return [g.sum(x, axis=axes, keepdims=keep) + float(ident)]
     if node.op == "ReduceSumSquare":
         return [g.sum(x * x, axis=axes, keepdims=keep)]
     if node.op == "ReduceL2":
         return [g.sqrt(g.sum(x * x, axis=axes, keepdims=keep))]
     if node.op == "ReduceLogSumExp":
         return [g.logsumexp(x, axis=tuple(range(ndim)) if axes is None else axes, keepdims=keep)]
-    fn = {"ReduceSum": g.sum, "ReduceMean": g.mean, "ReduceMax": g.max, "ReduceMin": g.min}
+    fn = {"ReduceSum": g.sum, "ReduceMean": g.mean, "ReduceMax": g.max, "ReduceMin": g.min,
+          "ReduceProd": g.prod}
     return [fn[node.op](x, axis=axes, keepdims=keep)]
 
 
