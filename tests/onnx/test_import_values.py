@@ -196,3 +196,32 @@ def test_gather_with_a_scalar_index_gives_a_static_value():
     (want,) = ort_run(model, {"x": x})
     np.testing.assert_allclose(value(g, y), want, rtol=1e-6)
     assert_grad_flows(g, y, xv)
+
+
+# -------------------------------------------------------- ConvTranspose
+def reference_run(model, feeds):
+    """ONNX's reference evaluator (the backend suite's oracle)."""
+    from onnx.reference import ReferenceEvaluator
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+@pytest.mark.parametrize("attrs,oracles", [
+    (dict(auto_pad="SAME_UPPER", strides=[2, 2]), "ref ort"),
+    (dict(auto_pad="SAME_LOWER", strides=[2, 2]), "ref ort"),
+    (dict(auto_pad="SAME_UPPER", strides=[2, 3]), "ref"),      # odd totals: ORT splits them
+    (dict(output_shape=[10, 8], strides=[3, 2]), "ref ort"),   # larger: zeros at the end
+    (dict(output_shape=[5, 3], strides=[2, 1]), "ort"),        # smaller: cropped
+])
+def test_conv_transpose_auto_pad_and_output_shape(attrs, oracles):
+    """SAME_UPPER puts the larger half of the padding at the end, SAME_LOWER
+    at the start (ONNX's reference); an output_shape larger than the result
+    pads it with zeros."""
+    x, w = rand(5, 1, 2, 3, 3), rand(6, 2, 3, 3, 3)
+    model = build([helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)],
+                  [("x", [1, 2, 3, 3], F)], [("y", None, F)], inits=[("w", w)])
+    g, (xv,), y = run_yscv(model, x)
+    for oracle in oracles.split():
+        (want,) = (reference_run if oracle == "ref" else ort_run)(model, {"x": x})
+        assert value(g, y).shape == want.shape
+        np.testing.assert_allclose(value(g, y), want, rtol=1e-5, atol=1e-5, err_msg=oracle)
+    assert_grad_flows(g, y, xv)

@@ -65,7 +65,8 @@ def _conv(run, node):
 def _conv_transpose(run, node):
     """ONNX W [Cin, Cout/g, ``*K``] as yscv's [KH, KW, Cout/g, Cin]; 1-D as 2-D
     with a unit height; asymmetric padding (and ``output_shape``) by cropping
-    the unpadded result."""
+    the unpadded result, or padding it with zeros where ``output_shape`` is
+    larger."""
     g = run.g
     at = node.attrs
     x = run.cl(node.inputs[0])
@@ -76,20 +77,19 @@ def _conv_transpose(run, node):
     in_sizes = x.shape[1:-1]
     full = [(n - 1) * s + (k - 1) * d + 1 + op
             for n, s, k, d, op in zip(in_sizes, strides, kernel, dilations, out_pad)]
-    if "output_shape" in at:
-        want = [int(v) for v in at["output_shape"]][-nsp:]
+    if "output_shape" in at or at.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
+        # ONNX: total = full - output_shape (output_shape = input * stride
+        # under SAME_*), SAME_UPPER puts the larger half at the end, the
+        # others at the start; a negative total pads the result with zeros
+        if "output_shape" in at:
+            want = [int(v) for v in at["output_shape"]][-nsp:]
+        else:
+            want = [n * s for n, s in zip(in_sizes, strides)]
         pads = []
         for f, o in zip(full, want):
             total = f - o
             small = total // 2
-            pads.append((small, total - small) if at.get("auto_pad") != "SAME_LOWER"
-                        else (total - small, small))
-    elif at.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for f, n, s in zip(full, in_sizes, strides):
-            total = max(f - n * s, 0)
-            small = total // 2
-            pads.append((small, total - small) if at["auto_pad"] == "SAME_LOWER"
+            pads.append((small, total - small) if at.get("auto_pad") == "SAME_UPPER"
                         else (total - small, small))
     else:
         pads = _spatial_pads(node, in_sizes, kernel, strides, dilations)
@@ -97,7 +97,7 @@ def _conv_transpose(run, node):
     if nsp == 1:
         x = g.unsqueeze(x, 1)
         wy = g.unsqueeze(wy, 0)
-    sym = all(b == e for b, e in pads)
+    sym = all(b == e >= 0 for b, e in pads)
     p2 = [b for b, _ in pads] if sym else [0] * nsp
     lift = (lambda v, neutral: (neutral,) + tuple(v)) if nsp == 1 else (lambda v, _: tuple(v))
     y = g.conv_transpose2d(
@@ -107,6 +107,10 @@ def _conv_transpose(run, node):
     if nsp == 1:
         y = g.squeeze(y, 1)
     if not sym:
+        if any(b < 0 or e < 0 for b, e in pads):  # zeros where the result is too short
+            y = g.pad(y, [(0, 0)] + [(max(-b, 0), max(-e, 0)) for b, e in pads] + [(0, 0)], 0.0)
+            full = [f + max(-b, 0) + max(-e, 0) for (b, e), f in zip(pads, full)]
+            pads = [(max(b, 0), max(e, 0)) for b, e in pads]
         key = (slice(None),) + tuple(slice(b, f - e) for (b, e), f in zip(pads, full)) \
             + (slice(None),)
         y = g.getitem(y, key)
