@@ -225,3 +225,54 @@ def test_conv_transpose_auto_pad_and_output_shape(attrs, oracles):
         assert value(g, y).shape == want.shape
         np.testing.assert_allclose(value(g, y), want, rtol=1e-5, atol=1e-5, err_msg=oracle)
     assert_grad_flows(g, y, xv)
+
+
+# --------------------------------------------------------------- dtypes
+@pytest.mark.parametrize("elem,dt", [(TensorProto.UINT8, np.uint8), (TensorProto.INT8, np.int8)])
+def test_max_pool_on_small_integers_keeps_the_dtype(elem, dt):
+    info = np.iinfo(dt)
+    x = np.random.default_rng(7).integers(info.min, info.max, (1, 2, 5, 5), endpoint=True).astype(dt)
+    model = build([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 0, 0])],
+                  [("x", [1, 2, 5, 5], elem)], [("y", None, elem)], opset=12)
+    y = yscv.onnx.load(model)(yscv.Graph(), x)
+    (want,) = ort_run(model, {"x": x})
+    assert y.dtype == want.dtype == dt
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("elem,dt", [(TensorProto.INT32, np.int32), (TensorProto.INT64, np.int64)])
+def test_pow_of_an_integer_base_has_the_base_type(elem, dt):
+    """Pow(int, float) is an integer (ONNX: the type of the base), also when
+    the exponent is float data."""
+    x, e = np.array([1, 2, 3, 5], dt), np.array([2.0, 0.5, 3.0, 1.5], np.float32)
+    model = build([helper.make_node("Pow", ["x", "e"], ["y"])],
+                  [("x", [4], elem), ("e", [4], F)], [("y", [4], elem)], opset=15)
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    y = m(g, x, g.variable(e))
+    (want,) = ort_run(model, {"x": x, "e": e})
+    assert isinstance(y, np.ndarray) and y.dtype == want.dtype == dt
+    np.testing.assert_array_equal(y, want)
+
+
+def test_backend_does_not_cast_integer_outputs():
+    """yscv.onnx.backend converts float outputs to the declared float type
+    only: an integer output is the importer's own array."""
+    from yscv.onnx import backend
+    model = build([helper.make_node("Shape", ["x"], ["s"]),
+                   helper.make_node("Cast", ["s"], ["y"], to=TensorProto.INT32)],
+                  [("x", [2, 3], F)], [("y", [2], TensorProto.INT32)])
+    (y,) = backend.prepare(model).run([rand(8, 2, 3)])
+    assert y.dtype == np.int32 and y.tolist() == [2, 3]
+
+    class Int64Out:  # an importer result of the wrong integer type stays visible
+        input_names = []
+
+        def __call__(self, g):
+            return np.array([2, 3], np.int64)
+    (y,) = backend.YscvRep(Int64Out(), np.float32, [np.dtype(np.int32)]).run([])
+    assert y.dtype == np.int64
+    half = build([helper.make_node("Relu", ["x"], ["y"])],
+                 [("x", [3], TensorProto.FLOAT16)], [("y", [3], TensorProto.FLOAT16)])
+    (y,) = backend.prepare(half).run([np.array([-1, 0.5, 2], np.float16)])
+    assert y.dtype == np.float16 and y.tolist() == [0, 0.5, 2]

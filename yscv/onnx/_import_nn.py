@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ._import_dtypes import integer_through_float
 from ._import_registry import ChannelLast, bn_buffer, handler
 
 
@@ -152,6 +153,7 @@ def _pool_output(run, y, nsp):
 
 
 @handler("MaxPool")
+@integer_through_float
 def _max_pool(run, node):
     g = run.g
     x, nsp, kernel, strides, pads, _ = _pool_setup(run, node)

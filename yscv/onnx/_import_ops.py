@@ -108,6 +108,11 @@ def _operand(run, name):
 def _binary(run, node):
     np_fn, graph_fn = _BINARY[node.op]
     names = [n for n in node.inputs if n]
+    if node.op == "Pow" and run.is_static(names[0]) and run.arr(names[0]).dtype.kind in "iu":
+        # ONNX: the result has the base's type (an integer power has no gradient)
+        base = run.arr(names[0])
+        out = np.power(base.astype(np.float64), run.arr(names[1]).astype(np.float64))
+        return [np.asarray(out).astype(base.dtype)]
     if all(run.is_static(n) for n in names):
         out = run.arr(names[0])
         for n in names[1:]:
