@@ -276,3 +276,56 @@ def test_backend_does_not_cast_integer_outputs():
                  [("x", [3], TensorProto.FLOAT16)], [("y", [3], TensorProto.FLOAT16)])
     (y,) = backend.prepare(half).run([np.array([-1, 0.5, 2], np.float16)])
     assert y.dtype == np.float16 and y.tolist() == [0, 0.5, 2]
+
+
+# ----------------------------------------------------------- Cast types
+_NARROW = ["BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+           "FLOAT8E8M0", "FLOAT4E2M1", "INT4", "UINT4", "INT2", "UINT2"]
+
+
+@pytest.mark.parametrize("saturate", [1, 0])
+@pytest.mark.parametrize("to", _NARROW)
+def test_cast_to_a_narrow_type_as_onnx_reference(to, saturate):
+    """Cast to bfloat16 / float8 / 4-bit / 2-bit types: a static value in
+    ml_dtypes' form, saturated as ONNX defines (out-of-range values, inf)."""
+    from onnx.reference import ReferenceEvaluator
+    if not hasattr(TensorProto, to):
+        pytest.skip(f"{to} unknown to this onnx")
+    elem = getattr(TensorProto, to)
+    x = np.array([0.0, -0.3, 1.7, 3.5, -7.0, 300.0, 1e6, -np.inf, np.inf, np.nan], np.float32)
+    if to.endswith(("INT4", "INT2")):
+        x = np.array([0.0, 1.0, -1.0, 2.0, 3.0, 7.0, -8.0], np.float32)
+    attrs = dict(to=elem) if to.endswith(("INT4", "INT2", "BFLOAT16")) else \
+        dict(to=elem, saturate=saturate)
+    model = build([helper.make_node("Cast", ["x"], ["y"], **attrs)],
+                  [("x", [x.size], F)], [("y", [x.size], elem)], opset=25)
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    y = m(g, g.variable(x))
+    with np.errstate(invalid="ignore", over="ignore"):
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert isinstance(y, np.ndarray) and y.dtype == want.dtype
+    np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
+
+
+def test_cast_to_float8_and_back_is_quantisation():
+    """The quantisation graph Cast(FLOAT8E4M3FN) -> Cast(FLOAT) rounds the
+    values to the float8 grid (ONNX Runtime agrees)."""
+    x = np.array([0.1, 1.3, -2.6, 500.0, 0.001], np.float32)
+    model = build([helper.make_node("Cast", ["x"], ["q"], to=TensorProto.FLOAT8E4M3FN),
+                   helper.make_node("Cast", ["q"], ["y"], to=F)],
+                  [("x", [5], F)], [("y", [5], F)], opset=21)
+    g = yscv.Graph()
+    y = yscv.onnx.load(model)(g, g.variable(x))
+    (want,) = ort_run(model, {"x": x})
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, want)
+
+
+def test_graph_inputs_of_narrow_types_stay_refused():
+    for to in ("BFLOAT16", "FLOAT8E4M3FN", "INT4"):
+        elem = getattr(TensorProto, to)
+        model = build([helper.make_node("Cast", ["x"], ["y"], to=F)],
+                      [("x", [3], elem)], [("y", [3], F)], opset=21)
+        with pytest.raises(yscv.onnx.OnnxImportError, match=f"graph input 'x' has type {to}"):
+            yscv.onnx.load(model)

@@ -30,6 +30,7 @@ import re
 
 import numpy as np
 
+from ._import_dtypes import NARROW_TYPES
 from ._import_registry import OnnxImportError
 
 __all__ = ["MAX_ELEMENTS", "check_model", "check_nodes", "decode_tensor", "check_elements"]
@@ -226,9 +227,9 @@ def _check_cast(node, consts) -> None:
     to = node.attrs.get("to")
     if to is None:
         raise node.fail("the 'to' attribute is missing")
-    if int(to) not in _HELD_TYPES:
-        raise node.fail(f"to={_type_name(to)} is not supported (booleans, integers "
-                        "and floats only)")
+    if int(to) not in _HELD_TYPES and int(to) not in NARROW_TYPES:
+        raise node.fail(f"to={_type_name(to)} is not supported (booleans, integers, "
+                        "floats, bfloat16 and the float8 / 4-bit / 2-bit types only)")
 
 
 def _check_reshape(node, consts) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._import_checks import check_reshape_target, constant_of_shape_size, range_size
+from ._import_dtypes import NARROW_TYPES, narrow_cast
 from ._import_layout import channel_first_perm, channel_last_perm
 from ._import_registry import ChannelLast, handler
 
@@ -69,6 +70,10 @@ def _cast(run, node):
             else run.g.dtype
     else:
         dt = node.attrs["_np_to"]
+        to = int(node.attrs["to"])
+        if to in NARROW_TYPES:  # a static value, whatever the input (no gradient)
+            return [narrow_cast(run.arr(name), to, dt, bool(node.attrs.get("saturate", 1)),
+                                node.attrs.get("round_mode", "up"))]
     if run.is_static(name):
         return [run.arr(name).astype(dt)]
     if dt.kind == "f":
