@@ -169,14 +169,18 @@ def test_reduce_prod_on_data_with_its_gradient():
     np.testing.assert_allclose(np.asarray(g.grad(xv)), xt.grad.numpy(), rtol=1e-5)
 
 
-def test_reduce_sum_of_int32_shape_values_stays_int32():
-    x = np.array([[1, 2], [3, 4]], np.int32)
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceMax",
+                                "ReduceProd"])
+def test_reductions_of_int32_values_stay_int32(op):
+    x = np.array([[1, -2, 4], [3, 4, -7]], np.int32)
     I32 = TensorProto.INT32
-    model = build([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
-                  [("x", [2, 2], I32)], [("y", None, I32)], opset=18)
+    model = build([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)],
+                  [("x", [2, 3], I32)], [("y", None, I32)],
+                  inits=[("axes", np.array([1], np.int64))], opset=18)
     y = yscv.onnx.load(model)(yscv.Graph(), x)
     (want,) = ort_run(model, {"x": x})
-    assert y.dtype == want.dtype == np.int32 and int(y) == int(want)
+    assert isinstance(y, np.ndarray) and y.dtype == want.dtype == np.int32
+    np.testing.assert_array_equal(y, want)
 
 
 # --------------------------------------------------------------- Gather

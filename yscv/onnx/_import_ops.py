@@ -266,8 +266,15 @@ def _reduce_axes(run, node, ndim):
     return tuple(sorted(int(a) % ndim for a in axes))
 
 
-_REDUCE_NP = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max,
-              "ReduceMin": np.min, "ReduceProd": np.prod}
+_REDUCE_NP = {
+    "ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,
+    "ReduceProd": np.prod,
+    "ReduceSumSquare": lambda a, axis, keepdims: np.sum(a * a, axis=axis, keepdims=keepdims),
+    "ReduceL2": lambda a, axis, keepdims: np.sqrt(
+        np.sum(np.square(a, dtype=np.float64), axis=axis, keepdims=keepdims)),
+    "ReduceLogSumExp": lambda a, axis, keepdims: np.log(
+        np.sum(np.exp(a, dtype=np.float64), axis=axis, keepdims=keepdims)),
+}
 
 
 def _empty_identity(op, dtype):
@@ -317,9 +324,8 @@ def _reduce(run, node):
         ident = _empty_identity(node.op, a.dtype) if empty else None
         if ident is not None:
             return [np.full(_reduced_shape(shape, axes, keep), ident, dtype=ident.dtype)]
-        if node.op in _REDUCE_NP:
-            out = np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))
-            return [out if node.op == "ReduceMean" else out.astype(a.dtype, copy=False)]
+        out = np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))
+        return [out.astype(a.dtype, copy=False)]  # ONNX: the input's type (ints truncate)
     g = run.g
     x = run.node(name)
     ident = _empty_identity(node.op, g.dtype) if empty else None
