@@ -333,3 +333,17 @@ def test_graph_inputs_of_narrow_types_stay_refused():
                       [("x", [3], elem)], [("y", [3], F)], opset=21)
         with pytest.raises(yscv.onnx.OnnxImportError, match=f"graph input 'x' has type {to}"):
             yscv.onnx.load(model)
+
+
+def test_cast_like_a_float8_value_saturates():
+    """CastLike to the type of a float8 value saturates as Cast does."""
+    x = np.array([1.0, 1000.0, -1e6], np.float32)
+    model = build([helper.make_node("Cast", ["x"], ["q"], to=TensorProto.FLOAT8E4M3FN),
+                   helper.make_node("CastLike", ["x", "q"], ["y"]),
+                   helper.make_node("Cast", ["y"], ["z"], to=F)],
+                  [("x", [3], F)], [("z", [3], F)], opset=21)
+    g = yscv.Graph()
+    z = yscv.onnx.load(model)(g, g.variable(x))
+    (want,) = ort_run(model, {"x": x})
+    np.testing.assert_array_equal(z, want)
+    assert z.tolist() == [1.0, 448.0, -448.0]
