@@ -347,3 +347,37 @@ def test_cast_like_a_float8_value_saturates():
     (want,) = ort_run(model, {"x": x})
     np.testing.assert_array_equal(z, want)
     assert z.tolist() == [1.0, 448.0, -448.0]
+
+
+@pytest.mark.parametrize("attrs", [dict(strides=[2, 1, 2], pads=[1, 0, 1, 1, 0, 1]),
+                                   dict(pads=[1, 0, 0, 0, 1, 2], output_padding=[0, 0, 0]),
+                                   dict(auto_pad="SAME_UPPER", strides=[2, 2, 2])])
+def test_conv_transpose_3d(attrs):
+    """3-D ConvTranspose on g.conv_transpose3d; input and weight gradients as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    x, w, b = rand(10, 1, 2, 3, 4, 3), rand(11, 2, 3, 2, 3, 2), rand(12, 3)
+    model = build([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)],
+                  [("x", [1, 2, 3, 4, 3], F)], [("y", None, F)], inits=[("w", w), ("b", b)])
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y = m(g, xv)
+    (want,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(value(g, y), want, rtol=1e-4, atol=1e-5)
+    ct = rand(13, *want.shape)
+    g.backward(y, ct)
+    # PyTorch: the unpadded transposed convolution, then ONNX's crop
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    full = torch.nn.functional.conv_transpose3d(xt, wt, torch.tensor(b),
+                                                stride=attrs.get("strides", 1))
+    pads = attrs.get("pads")
+    if pads is None:  # SAME_UPPER, stride 2: total = full - 2 * input, larger half at the end
+        pads = []
+        tot = [f - 2 * n for f, n in zip(full.shape[2:], x.shape[2:])]
+        pads = [t // 2 for t in tot] + [t - t // 2 for t in tot]
+    key = (slice(None), slice(None)) + tuple(
+        slice(pads[i], full.shape[2 + i] - pads[i + 3]) for i in range(3))
+    full[key].backward(torch.tensor(ct))
+    np.testing.assert_allclose(np.asarray(g.grad(xv)), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m.file_layout("w", m.parameter("w").grad), wt.grad.numpy(),
+                               rtol=1e-4, atol=1e-5)

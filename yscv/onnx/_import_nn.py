@@ -64,8 +64,8 @@ def _conv(run, node):
 
 @handler("ConvTranspose")
 def _conv_transpose(run, node):
-    """ONNX W [Cin, Cout/g, ``*K``] as yscv's [KH, KW, Cout/g, Cin]; 1-D as 2-D
-    with a unit height; asymmetric padding (and ``output_shape``) by cropping
+    """ONNX W [Cin, Cout/g, ``*K``] as yscv's [``*K``, Cout/g, Cin]; 1-D as 2-D
+    with a unit height, 3-D on g.conv_transpose3d; asymmetric padding (and ``output_shape``) by cropping
     the unpadded result, or padding it with zeros where ``output_shape`` is
     larger."""
     g = run.g
@@ -101,7 +101,9 @@ def _conv_transpose(run, node):
     sym = all(b == e >= 0 for b, e in pads)
     p2 = [b for b, _ in pads] if sym else [0] * nsp
     lift = (lambda v, neutral: (neutral,) + tuple(v)) if nsp == 1 else (lambda v, _: tuple(v))
-    y = g.conv_transpose2d(
+    if nsp > 3:
+        raise node.fail(f"{nsp}-D transposed convolution is not supported")
+    y = (g.conv_transpose3d if nsp == 3 else g.conv_transpose2d)(
         x, wy, run.opt_node(node, 2), stride=lift(strides, 1), padding=lift(p2, 0),
         output_padding=lift(out_pad, 0), groups=int(at.get("group", 1)),
         dilation=lift(dilations, 1))
