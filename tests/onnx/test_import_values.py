@@ -259,6 +259,18 @@ def test_pow_of_an_integer_base_has_the_base_type(elem, dt):
     np.testing.assert_array_equal(y, want)
 
 
+def test_pow_of_int64_with_an_integer_exponent_is_exact():
+    x, e = np.array([3, -2, 7], np.int64), np.array([39, 3, 0], np.int64)
+    I64 = TensorProto.INT64
+    model = build([helper.make_node("Pow", ["x", "e"], ["y"])],
+                  [("x", [3], I64), ("e", [3], I64)], [("y", [3], I64)], opset=15)
+    y = yscv.onnx.load(model)(yscv.Graph(), x, e)
+    (want,) = ort_run(model, {"x": x, "e": e})
+    assert y.dtype == want.dtype == np.int64
+    assert y.tolist() == [3 ** 39, -8, 1]           # Python's exact integers
+    assert y[1:].tolist() == want[1:].tolist()     # ORT (through double) agrees below 2**53
+
+
 def test_backend_does_not_cast_integer_outputs():
     """yscv.onnx.backend converts float outputs to the declared float type
     only: an integer output is the importer's own array."""

@@ -110,8 +110,10 @@ def _binary(run, node):
     names = [n for n in node.inputs if n]
     if node.op == "Pow" and run.is_static(names[0]) and run.arr(names[0]).dtype.kind in "iu":
         # ONNX: the result has the base's type (an integer power has no gradient)
-        base = run.arr(names[0])
-        out = np.power(base.astype(np.float64), run.arr(names[1]).astype(np.float64))
+        base, exp = run.arr(names[0]), run.arr(names[1])
+        if exp.dtype.kind in "iu" and np.all(exp >= 0):  # exact in integers
+            return [np.asarray(np.power(base, exp.astype(base.dtype)))]
+        out = np.power(base.astype(np.float64), exp.astype(np.float64))
         return [np.asarray(out).astype(base.dtype)]
     if all(run.is_static(n) for n in names):
         out = run.arr(names[0])
