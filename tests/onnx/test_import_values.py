@@ -393,3 +393,28 @@ def test_conv_transpose_3d(attrs):
     np.testing.assert_allclose(np.asarray(g.grad(xv)), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m.file_layout("w", m.parameter("w").grad), wt.grad.numpy(),
                                rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------ refusals
+def test_load_refuses_string_constants_and_non_tensor_outputs():
+    """At load, naming the node or the output: a Constant of strings, a
+    graph output that is a sequence or of a type yscv cannot hold."""
+    x = [("x", [2], F)]
+    strings = build([helper.make_node("Constant", [], ["c"], value_strings=["a", "b"]),
+                     helper.make_node("Shape", ["c"], ["y"])],
+                    x, [("y", [1], TensorProto.INT64)])
+    with pytest.raises(yscv.onnx.OnnxImportError,
+                       match=r"operator 'Constant' \(node '#0', index 0\): no supported value "
+                             r"attribute among \['value_strings'\]"):
+        yscv.onnx.load(strings)
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", F, [2])],
+                              [helper.make_tensor_sequence_value_info("y", F, [2])])
+    seq = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(yscv.onnx.OnnxImportError, match="graph output 'y' is not a tensor"):
+        yscv.onnx.load(seq)
+    cplx = build([helper.make_node("Identity", ["x"], ["y"])], x,
+                 [("y", [2], TensorProto.COMPLEX64)])
+    with pytest.raises(yscv.onnx.OnnxImportError,
+                       match="graph output 'y' has type COMPLEX64, which yscv cannot hold"):
+        yscv.onnx.load(cplx)
