@@ -215,6 +215,7 @@ def reference_run(model, feeds):
     (dict(auto_pad="SAME_UPPER", strides=[2, 3]), "ref"),      # odd totals: ORT splits them
     (dict(output_shape=[10, 8], strides=[3, 2]), "ref ort"),   # larger: zeros at the end
     (dict(output_shape=[5, 3], strides=[2, 1]), "ort"),        # smaller: cropped
+    (dict(output_shape=[6, 6], strides=[2, 2]), "ort"),        # odd: the larger crop first
 ])
 def test_conv_transpose_auto_pad_and_output_shape(attrs, oracles):
     """SAME_UPPER puts the larger half of the padding at the end, SAME_LOWER
