@@ -7,7 +7,8 @@ node, tensor or value.
   input and output counts and attribute types against its schema, IR
   version), then what the checker lets through: a default-domain opset
   outside 1 .. the newest the onnx package knows, graph inputs of a type
-  yscv cannot hold, two graph outputs of one name.
+  yscv cannot hold, graph outputs that are not tensors or of a type no
+  operator gives, two graph outputs of one name.
 - ``decode_tensor``: an initializer or tensor attribute as a NumPy array of
   a type yscv holds (booleans, integers, floats; not complex or strings).
 - ``check_nodes``: attribute values and static inputs the schema allows in
@@ -15,8 +16,8 @@ node, tensor or value.
   / ``strides`` / ``dilations`` / ``pads``, a ``kernel_shape`` that
   disagrees with the weight, pooling pads that reach the kernel (a window
   of padding only), ``Cast`` to a type yscv cannot hold, ``Reshape`` shapes
-  with several -1, and ``ConstantOfShape`` / ``Range`` that would
-  materialise more than ``MAX_ELEMENTS`` elements.
+  with several -1, a ``Constant`` of strings, and ``ConstantOfShape`` /
+  ``Range`` that would materialise more than ``MAX_ELEMENTS`` elements.
 
 The checker runs without ``full_check`` (strict shape inference): that needs
 every weight serialised once more (a second copy of the model, and a 2 GiB
@@ -30,6 +31,7 @@ import re
 
 import numpy as np
 
+from ._import_dtypes import NARROW_TYPES
 from ._import_registry import OnnxImportError
 
 __all__ = ["MAX_ELEMENTS", "check_model", "check_nodes", "decode_tensor", "check_elements"]
@@ -132,6 +134,15 @@ def _check_values(onnx, graph) -> None:
         if tt.elem_type and tt.elem_type not in _HELD_TYPES:
             raise OnnxImportError(f"onnx.load: graph input {vi.name!r} has type "
                                   f"{_type_name(tt.elem_type)}, which yscv cannot hold")
+    for vi in graph.output:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None and vi.type.WhichOneof("value") is not None:
+            raise OnnxImportError(f"onnx.load: graph output {vi.name!r} is not a tensor "
+                                  "(sequences, maps and optionals are not supported)")
+        if tt is not None and tt.elem_type and tt.elem_type not in _HELD_TYPES \
+                and tt.elem_type not in NARROW_TYPES:
+            raise OnnxImportError(f"onnx.load: graph output {vi.name!r} has type "
+                                  f"{_type_name(tt.elem_type)}, which yscv cannot hold")
     names = [o.name for o in graph.output]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -226,9 +237,18 @@ def _check_cast(node, consts) -> None:
     to = node.attrs.get("to")
     if to is None:
         raise node.fail("the 'to' attribute is missing")
-    if int(to) not in _HELD_TYPES:
-        raise node.fail(f"to={_type_name(to)} is not supported (booleans, integers "
-                        "and floats only)")
+    if int(to) not in _HELD_TYPES and int(to) not in NARROW_TYPES:
+        raise node.fail(f"to={_type_name(to)} is not supported (booleans, integers, "
+                        "floats, bfloat16 and the float8 / 4-bit / 2-bit types only)")
+
+
+_CONSTANT_KEYS = ("value", "value_float", "value_int", "value_floats", "value_ints")
+
+
+def _check_constant(node, consts) -> None:
+    if not any(k in node.attrs for k in _CONSTANT_KEYS):
+        raise node.fail(f"no supported value attribute among {sorted(node.attrs)} "
+                        f"(strings are not supported; one of {', '.join(_CONSTANT_KEYS)})")
 
 
 def _check_reshape(node, consts) -> None:
@@ -317,6 +337,7 @@ _NODE_CHECKS = {
     "MaxPool": _check_window, "AveragePool": _check_window, "Cast": _check_cast,
     "Reshape": _check_reshape, "ConstantOfShape": _check_constant_of_shape,
     "Range": _check_range, "Pad": _check_pad, "Resize": _check_resize,
+    "Constant": _check_constant,
 }
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ._import_norms import batch_norm_training, dropout_with_mask, layer_norm_stats
 from ._import_pool_indices import max_pool_indices
+from ._import_dtypes import integer_through_float
 from ._import_registry import ChannelLast, bn_buffer, handler
 
 
@@ -65,9 +66,10 @@ def _conv(run, node):
 
 @handler("ConvTranspose")
 def _conv_transpose(run, node):
-    """ONNX W [Cin, Cout/g, ``*K``] as yscv's [KH, KW, Cout/g, Cin]; 1-D as 2-D
-    with a unit height; asymmetric padding (and ``output_shape``) by cropping
-    the unpadded result."""
+    """ONNX W [Cin, Cout/g, ``*K``] as yscv's [``*K``, Cout/g, Cin]; 1-D as 2-D
+    with a unit height, 3-D on g.conv_transpose3d; asymmetric padding (and ``output_shape``) by cropping
+    the unpadded result, or padding it with zeros where ``output_shape`` is
+    larger."""
     g = run.g
     at = node.attrs
     x = run.cl(node.inputs[0])
@@ -78,20 +80,19 @@ def _conv_transpose(run, node):
     in_sizes = x.shape[1:-1]
     full = [(n - 1) * s + (k - 1) * d + 1 + op
             for n, s, k, d, op in zip(in_sizes, strides, kernel, dilations, out_pad)]
-    if "output_shape" in at:
-        want = [int(v) for v in at["output_shape"]][-nsp:]
+    if "output_shape" in at or at.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
+        # ONNX: total = full - output_shape (output_shape = input * stride
+        # under SAME_*), SAME_UPPER puts the larger half at the end, the
+        # others at the start; a negative total pads the result with zeros
+        if "output_shape" in at:
+            want = [int(v) for v in at["output_shape"]][-nsp:]
+        else:
+            want = [n * s for n, s in zip(in_sizes, strides)]
         pads = []
         for f, o in zip(full, want):
             total = f - o
             small = total // 2
-            pads.append((small, total - small) if at.get("auto_pad") != "SAME_LOWER"
-                        else (total - small, small))
-    elif at.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for f, n, s in zip(full, in_sizes, strides):
-            total = max(f - n * s, 0)
-            small = total // 2
-            pads.append((small, total - small) if at["auto_pad"] == "SAME_LOWER"
+            pads.append((small, total - small) if at.get("auto_pad") == "SAME_UPPER"
                         else (total - small, small))
     else:
         pads = _spatial_pads(node, in_sizes, kernel, strides, dilations)
@@ -99,16 +100,22 @@ def _conv_transpose(run, node):
     if nsp == 1:
         x = g.unsqueeze(x, 1)
         wy = g.unsqueeze(wy, 0)
-    sym = all(b == e for b, e in pads)
+    sym = all(b == e >= 0 for b, e in pads)
     p2 = [b for b, _ in pads] if sym else [0] * nsp
     lift = (lambda v, neutral: (neutral,) + tuple(v)) if nsp == 1 else (lambda v, _: tuple(v))
-    y = g.conv_transpose2d(
+    if nsp > 3:
+        raise node.fail(f"{nsp}-D transposed convolution is not supported")
+    y = (g.conv_transpose3d if nsp == 3 else g.conv_transpose2d)(
         x, wy, run.opt_node(node, 2), stride=lift(strides, 1), padding=lift(p2, 0),
         output_padding=lift(out_pad, 0), groups=int(at.get("group", 1)),
         dilation=lift(dilations, 1))
     if nsp == 1:
         y = g.squeeze(y, 1)
     if not sym:
+        if any(b < 0 or e < 0 for b, e in pads):  # zeros where the result is too short
+            y = g.pad(y, [(0, 0)] + [(max(-b, 0), max(-e, 0)) for b, e in pads] + [(0, 0)], 0.0)
+            full = [f + max(-b, 0) + max(-e, 0) for (b, e), f in zip(pads, full)]
+            pads = [(max(b, 0), max(e, 0)) for b, e in pads]
         key = (slice(None),) + tuple(slice(b, f - e) for (b, e), f in zip(pads, full)) \
             + (slice(None),)
         y = g.getitem(y, key)
@@ -150,6 +157,7 @@ def _pool_output(run, y, nsp):
 
 
 @handler("MaxPool")
+@integer_through_float
 def _max_pool(run, node):
     g = run.g
     x, nsp, kernel, strides, pads, _ = _pool_setup(run, node)

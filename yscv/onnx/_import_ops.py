@@ -108,6 +108,13 @@ def _operand(run, name):
 def _binary(run, node):
     np_fn, graph_fn = _BINARY[node.op]
     names = [n for n in node.inputs if n]
+    if node.op == "Pow" and run.is_static(names[0]) and run.arr(names[0]).dtype.kind in "iu":
+        # ONNX: the result has the base's type (an integer power has no gradient)
+        base, exp = run.arr(names[0]), run.arr(names[1])
+        if exp.dtype.kind in "iu" and np.all(exp >= 0):  # exact in integers
+            return [np.asarray(np.power(base, exp.astype(base.dtype)))]
+        out = np.power(base.astype(np.float64), exp.astype(np.float64))
+        return [np.asarray(out).astype(base.dtype)]
     if all(run.is_static(n) for n in names):
         out = run.arr(names[0])
         for n in names[1:]:
@@ -183,25 +190,47 @@ def _where(run, node):
     return [run.g.where(cond, run.node(a), run.node(b))]
 
 
+def _clip_bound(run, node, slot, attr):
+    """A Clip bound: input ``slot`` (opset 11+, kept in its own dtype) or
+    attribute ``attr`` (before opset 11); None when absent."""
+    if run.has(node, slot):
+        return run.arr(node.inputs[slot]).reshape(())
+    v = node.attrs.get(attr)
+    return None if v is None else np.asarray(v)
+
+
 @handler("Clip")
 def _clip(run, node):
-    lo = node.attrs.get("min")
-    hi = node.attrs.get("max")
-    if run.has(node, 1):
-        lo = float(run.arr(node.inputs[1]))
-    if run.has(node, 2):
-        hi = float(run.arr(node.inputs[2]))
-    if run.is_static(node.inputs[0]):
-        return [np.clip(run.arr(node.inputs[0]), lo, hi)]
+    """min(max(x, lo), hi) as ONNX defines it: without bounds the identity,
+    with lo > hi every value is hi. Static (integer) inputs keep their dtype."""
+    lo, hi = _clip_bound(run, node, 1, "min"), _clip_bound(run, node, 2, "max")
+    name = node.inputs[0]
+    if run.is_static(name):
+        a = run.arr(name)
+        out = a if lo is None else np.maximum(a, lo.astype(a.dtype))
+        out = out if hi is None else np.minimum(out, hi.astype(a.dtype))
+        return [np.asarray(out).astype(a.dtype, copy=False)]
+    if lo is None and hi is None:
+        return [run.raw(name)]
+    lo = None if lo is None else float(lo)
+    hi = None if hi is None else float(hi)
+    if lo is not None and hi is not None and lo > hi:
+        lo = hi
     return _unary(lambda r, n, x: r.g.clamp(x, lo, hi))(run, node)
 
 
 @handler("PRelu")
 def _prelu(run, node):
-    """max(x, 0) + slope * min(x, 0), the slope broadcast as ONNX does."""
+    """max(x, 0) + slope * min(x, 0), the slope broadcast as ONNX does: from
+    opset 7 unidirectionally (NumPy rules); before, a 1-D slope of C values
+    is one slope per channel (axis 1)."""
     g = run.g
     x = run.node(node.inputs[0])
     slope = run.node(node.inputs[1])
+    shape, sshape = tuple(x.shape), tuple(slope.shape)
+    if (run.m.opset < 7 and len(sshape) == 1 and sshape[0] > 1 and len(shape) > 2
+            and shape[1] == sshape[0]):
+        slope = g.reshape(slope, (sshape[0],) + (1,) * (len(shape) - 2))
     return [g.relu(x) - g.relu(g.neg(x)) * slope]
 
 
@@ -239,34 +268,79 @@ def _reduce_axes(run, node, ndim):
     return tuple(sorted(int(a) % ndim for a in axes))
 
 
-_REDUCE_NP = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max,
-              "ReduceMin": np.min, "ReduceProd": np.prod}
+_REDUCE_NP = {
+    "ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,
+    "ReduceProd": np.prod,
+    "ReduceSumSquare": lambda a, axis, keepdims: np.sum(a * a, axis=axis, keepdims=keepdims),
+    "ReduceL2": lambda a, axis, keepdims: np.sqrt(
+        np.sum(np.square(a, dtype=np.float64), axis=axis, keepdims=keepdims)),
+    "ReduceLogSumExp": lambda a, axis, keepdims: np.log(
+        np.sum(np.exp(a, dtype=np.float64), axis=axis, keepdims=keepdims)),
+}
+
+
+def _empty_identity(op, dtype):
+    """What a reduction over an empty axis gives (ONNX opset 18): the
+    identity of the operation, in ``dtype``; None where NumPy's own result
+    stands (sum 0, mean nan)."""
+    dtype = np.dtype(dtype)
+    if op in ("ReduceMax", "ReduceLogSumExp"):
+        low = True
+    elif op == "ReduceMin":
+        low = False
+    elif op == "ReduceProd":
+        return np.array(1, dtype)
+    else:
+        return None
+    if dtype.kind == "b":
+        return np.array(not low)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.array(info.min if low else info.max, dtype)
+    return np.array(-np.inf if low else np.inf, dtype)
+
+
+def _reduced_shape(shape, axes, keep):
+    axes = range(len(shape)) if axes is None else axes
+    if keep:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
 @handler("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
          "ReduceLogSumExp", "ReduceProd", "ReduceL2")
 def _reduce(run, node):
+    """The reductions; static values keep their dtype. Over an empty axis
+    max / logsumexp give -inf, min +inf and prod 1 (ONNX's identities); for
+    data that is sum(x) + identity, so x stays in the graph."""
     name = node.inputs[0]
     keep = bool(node.attrs.get("keepdims", 1))
-    ndim = len(run.shape(name))
+    shape = tuple(run.shape(name))
+    ndim = len(shape)
     axes = _reduce_axes(run, node, ndim)
     if axes == ():
         return [run.raw(name) if run.is_static(name) else run.node(name)]
+    empty = any(shape[a] == 0 for a in (range(ndim) if axes is None else axes))
     if run.is_static(name):
         a = run.arr(name)
-        if node.op in _REDUCE_NP:
-            return [np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))]
+        ident = _empty_identity(node.op, a.dtype) if empty else None
+        if ident is not None:
+            return [np.full(_reduced_shape(shape, axes, keep), ident, dtype=ident.dtype)]
+        out = np.asarray(_REDUCE_NP[node.op](a, axis=axes, keepdims=keep))
+        return [out.astype(a.dtype, copy=False)]  # ONNX: the input's type (ints truncate)
     g = run.g
     x = run.node(name)
-    if node.op == "ReduceProd":
-        return [g.prod(x, axis=axes, keepdims=keep)]
+    ident = _empty_identity(node.op, g.dtype) if empty else None
+    if ident is not None:
+        return [g.sum(x, axis=axes, keepdims=keep) + float(ident)]
     if node.op == "ReduceSumSquare":
         return [g.sum(x * x, axis=axes, keepdims=keep)]
     if node.op == "ReduceL2":
         return [g.sqrt(g.sum(x * x, axis=axes, keepdims=keep))]
     if node.op == "ReduceLogSumExp":
         return [g.logsumexp(x, axis=tuple(range(ndim)) if axes is None else axes, keepdims=keep)]
-    fn = {"ReduceSum": g.sum, "ReduceMean": g.mean, "ReduceMax": g.max, "ReduceMin": g.min}
+    fn = {"ReduceSum": g.sum, "ReduceMean": g.mean, "ReduceMax": g.max, "ReduceMin": g.min,
+          "ReduceProd": g.prod}
     return [fn[node.op](x, axis=axes, keepdims=keep)]
 
 

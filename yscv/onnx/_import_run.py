@@ -177,7 +177,8 @@ def run_graph(m, g, inputs):
                 raise
             for name, v in zip(node.outputs, outs):
                 if name:
-                    run.env[name] = v
+                    # a NumPy scalar (np.take with a 0-d index, a 0-d ufunc) is a static value
+                    run.env[name] = np.asarray(v) if isinstance(v, np.generic) else v
         results = []
         for name in m.output_names:
             v = run.env[name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._import_checks import check_reshape_target, constant_of_shape_size, range_size
+from ._import_dtypes import NARROW_TYPES, narrow_cast
 from ._import_layout import channel_first_perm, channel_last_perm
 from ._import_registry import ChannelLast, handler
 
@@ -63,12 +64,22 @@ def _range(run, node):
 
 @handler("Cast", "CastLike")
 def _cast(run, node):
+    """Cast (``to``) and CastLike (the type of input 1). Float data stays a
+    graph node in the graph's float dtype; integer, bool and the narrow
+    types (`yscv.onnx._import_dtypes.NARROW_TYPES`) give static arrays."""
+    from onnx.helper import np_dtype_to_tensor_dtype
+
     name = node.inputs[0]
     if node.op == "CastLike":
         dt = np.dtype(run.arr(node.inputs[1]).dtype) if run.is_static(node.inputs[1]) \
             else run.g.dtype
+        to = int(np_dtype_to_tensor_dtype(dt))
     else:
         dt = node.attrs["_np_to"]
+        to = int(node.attrs["to"])
+    if to in NARROW_TYPES:  # a static value, whatever the input (no gradient)
+        return [narrow_cast(run.arr(name), to, dt, bool(node.attrs.get("saturate", 1)),
+                            node.attrs.get("round_mode", "up"))]
     if run.is_static(name):
         return [run.arr(name).astype(dt)]
     if dt.kind == "f":

@@ -110,7 +110,7 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
                    f"dilations {at.get('dilations')} is not supported (1-D or 2-D, undilated)")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
-    if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2):
+    if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D transposed convolution is not supported")
     if op in ("MaxPool", "AveragePool"):
         if len(at.get("kernel_shape", ())) not in (1, 2):

@@ -11,8 +11,10 @@ graph per call without gradients.
 Data types, at the edges: the graph computes in float64 when the model
 holds a double tensor (an input, an output, an initializer or a Cast to
 DOUBLE) and in float32 otherwise; float16 inputs are computed in float32
-and every output is returned in the element type the model declares for it
-(float16 outputs as float16, integer and bool outputs in their own type).
+and float outputs are returned in the float type the model declares for
+them (float16 outputs as float16). Integer and bool outputs are returned as
+the importer computes them, never cast here: their dtype is the importer's
+own (the type ONNX defines for each operator).
 
     import onnx, yscv.onnx.backend as backend
     rep = backend.prepare(onnx.load("model.onnx"))
@@ -105,8 +107,8 @@ def _classes():
             result = []
             for out, want in zip(outs, self._out_dtypes):
                 v = np.array(g.value(out)) if isinstance(out, yscv.NodeId) else np.array(out)
-                if want is not None and v.dtype != want:
-                    v = v.astype(want)
+                if want is not None and v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
+                    v = v.astype(want)  # the graph's float dtype -> the declared one
                 result.append(v)
             return tuple(result)
 
