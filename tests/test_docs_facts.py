@@ -55,7 +55,7 @@ def test_test_extra_is_listed_as_pyproject_has_it():
 def test_install_commands_are_from_the_checkout():
     """yscv is not a published package: ``pip install "yscv[...]"`` would
     fetch nothing (or something else); the pages say ``pip install -e``."""
-    pages = [README, *sorted(DOCS.rglob("*.md"))]
+    pages = [README, *sorted(DOCS.rglob("*.md")), *sorted((ROOT / "yscv").rglob("*.py"))]
     bad = [f"{p.relative_to(ROOT)}:{i}" for p in pages
            for i, line in enumerate(read(p).splitlines(), 1)
            if re.search(r"""pip install ["']?yscv\b""", line)]

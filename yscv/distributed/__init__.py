@@ -8,7 +8,7 @@
     g.backward(loss)                              # p.grad = mean over ranks
 
 Launch: ``mpiexec -n N python -m mpi4py script.py`` (install: ``pip install
-"yscv[mpi]"``). Without ``mpiexec`` the same script runs as one process and
+mpi4py mpich``, or ``pip install -e ".[mpi]"`` from the checkout). Without ``mpiexec`` the same script runs as one process and
 ``mpi4py`` is not imported. See docs/scaling_out.md.
 """
 from ._comm import (

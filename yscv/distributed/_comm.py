@@ -29,7 +29,8 @@ from . import _wait
 __all__ = ["init", "timeout", "is_initialized", "rank", "world_size", "local_world_size", "barrier",
            "all_reduce", "broadcast", "all_gather", "launched_world_size", "threads_per_rank"]
 
-_INSTALL_HINT = ('pip install "yscv[mpi]"  (mpi4py and the mpich wheel, which brings mpiexec; '
+_INSTALL_HINT = ('pip install mpi4py mpich, or pip install -e ".[mpi]" from yscv\'s checkout (the mpich '
+                 'wheel brings mpiexec; '
                  'no system MPI needed)')
 
 _comm = None          # mpi4py's COMM_WORLD, or None in a world of one without mpi4py

@@ -35,7 +35,8 @@ def _import_onnx():
         import onnx
     except ImportError as exc:
         raise ImportError(
-            "yscv.onnx.export needs the onnx package: pip install \"yscv[onnx]\"") from exc
+            "yscv.onnx.export needs the onnx package: pip install onnx (from yscv's checkout: "
+            "pip install -e \".[onnx]\")") from exc
     return onnx
 
 

@@ -65,7 +65,8 @@ def _import_onnx():
         from onnx import numpy_helper
     except ImportError as exc:  # pragma: no cover - exercised only without onnx
         raise ImportError(
-            'yscv.onnx.load needs the onnx package: pip install "yscv[onnx]"') from exc
+            'yscv.onnx.load needs the onnx package: pip install onnx (from yscv\'s checkout: '
+            'pip install -e ".[onnx]")') from exc
     return onnx, numpy_helper
 
 
@@ -240,7 +241,7 @@ def load(src, outputs=None) -> OnnxModule:
             The inputs stay the file's.
 
     Raises:
-        ImportError: the ``onnx`` package is missing (``pip install "yscv[onnx]"``).
+        ImportError: the ``onnx`` package is missing (``pip install onnx``).
         OnnxImportError: an operator, attribute value or graph feature the
             importer does not support; names the operator and its node. Also
             a model that is not valid ONNX (data that does not decode, a model
