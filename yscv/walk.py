@@ -108,8 +108,9 @@ class WalkMixin:
         _walk_parallel.check_workers(workers)
         t = self._index(target)
         if create_graph:
-            seed = _walk_recorded.seed_node(self, t, grad, "backward")
-            with np.errstate(invalid="ignore", over="ignore"):
+            with _walk_recorded.dropped_on_error(self), np.errstate(invalid="ignore",
+                                                                   over="ignore"):
+                seed = _walk_recorded.seed_node(self, t, grad, "backward")
                 _walk_recorded.recorded_walk(self, t, seed)
             if self._end_hooks:
                 for fn in list(self._end_hooks):
@@ -158,10 +159,11 @@ class WalkMixin:
                 raise TypeError(f"gradients: inputs[{k}] must be a NodeId, got {type(n).__name__}")
         idx = [self._index(n) for n in nodes]
         if create_graph:
-            seed = _walk_recorded.seed_node(self, t, grad, "gradients")
             capture = {i: None for i in idx if i <= t}
-            if capture:
-                with np.errstate(invalid="ignore", over="ignore"):
+            with _walk_recorded.dropped_on_error(self), np.errstate(invalid="ignore",
+                                                                   over="ignore"):
+                seed = _walk_recorded.seed_node(self, t, grad, "gradients")
+                if capture:
                     _walk_recorded.recorded_walk(self, t, seed, capture)
             return tuple(capture.get(i) if capture.get(i) is not None
                          else self.constant(np.zeros(self._shape(i), dtype=self.dtype))

@@ -16,6 +16,8 @@ gradients need).
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from . import registry
@@ -27,6 +29,22 @@ _RECORDED = registry.RECORDED
 
 def _name(op: int) -> str:
     return Op(op).name.lower()
+
+
+@contextlib.contextmanager
+def dropped_on_error(graph):
+    """A recorded walk that raises (a rule's BackwardError, an anomaly, a
+    hook's error) leaves no node of its own behind: the nodes appended
+    inside the block are dropped again (``truncate``) before the error
+    propagates. Leaf gradients already accumulated stay, as after a failed
+    plain backward."""
+    n0 = len(graph._uids)
+    try:
+        yield
+    except BaseException:
+        if len(graph._uids) > n0:
+            graph.truncate(n0)
+        raise
 
 
 def seed_node(graph, t: int, grad, fname: str) -> NodeId:
