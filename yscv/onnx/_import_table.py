@@ -12,8 +12,9 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape)  # (fill HANDLERS, in this order)
+               _import_shape, _import_resize)  # (fill HANDLERS, in this order)
 from ._import_registry import HANDLERS, _Unsupported
+from ._import_resize import check_resize
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
 
@@ -61,27 +62,6 @@ def _check_recurrent(node, fail):
         raise fail("linear_before_reset=0 is not supported (PyTorch's GRU writes 1)")
 
 
-def _check_resize(node, fail):
-    """Nearest-neighbour modes whose integer-factor upsampling reads input
-    index floor(i / r): asymmetric coordinates with floor rounding, or
-    half-pixel coordinates with either rounding (no ties arise)."""
-    at = node.attrs
-    mode = at.get("mode", "nearest")
-    if mode != "nearest":
-        raise fail(f"mode {mode!r} is not supported (nearest only)")
-    if node.op == "Upsample":
-        return
-    coord = at.get("coordinate_transformation_mode", "half_pixel")
-    rounding = at.get("nearest_mode", "round_prefer_floor")
-    if not ((coord == "asymmetric" and rounding == "floor")
-            or (coord in ("half_pixel", "pytorch_half_pixel")
-                and rounding in ("round_prefer_floor", "round_prefer_ceil"))):
-        raise fail(f"coordinate_transformation_mode={coord!r} with nearest_mode={rounding!r} "
-                   "is not supported")
-    if at.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise fail("keep_aspect_ratio_policy other than 'stretch' is not supported")
-
-
 def check_node(node, opset, used, inits, np_dtype_of) -> None:
     """Raise ``OnnxImportError`` if ``node`` cannot be imported; decode the
     attributes the handlers read in NumPy form (Cast's ``to``)."""
@@ -115,7 +95,7 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
     if op == "Gelu" and at.get("approximate", "none") not in ("none", "tanh"):
         raise fail(f"approximate={at['approximate']!r} is not supported")
     if op in ("Resize", "Upsample"):
-        _check_resize(node, fail)
+        check_resize(node, opset, fail)
     if op in ("ScatterElements", "ScatterND") and at.get("reduction", "none") not in ("none", "add"):
         raise fail(f"reduction={at['reduction']!r} is not supported (none or add)")
     if op == "DeformConv":
