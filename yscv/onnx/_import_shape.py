@@ -260,26 +260,3 @@ def _tile(run, node):
     if run.is_static(name):
         return [np.tile(run.arr(name), reps)]
     return [run.g.repeat(run.node(name), reps)]
-
-
-@handler("Pad")
-def _pad(run, node):
-    name = node.inputs[0]
-    ndim = len(run.shape(name))
-    pads = _ints(run, node, 1, "pads")
-    value = float(node.attrs.get("value", 0.0))
-    if run.has(node, 2):
-        value = float(run.arr(node.inputs[2]).reshape(()))
-    axes = _ints(run, node, 3)
-    axes = list(range(ndim)) if axes is None else [a % ndim for a in axes]
-    k = len(axes)
-    if len(pads) != 2 * k:
-        raise node.fail(f"pads {pads} have {len(pads)} values; the {k} padded axes need {2 * k}")
-    widths = [(0, 0)] * ndim
-    for j, a in enumerate(axes):
-        widths[a] = (pads[j], pads[j + k])
-    if any(b < 0 or e < 0 for b, e in widths):
-        raise ValueError(f"onnx Pad (node {node.name!r}): negative pads {pads} are not supported")
-    if run.is_static(name):
-        return [np.pad(run.arr(name), widths, constant_values=value)]
-    return [run.g.pad(run.node(name), widths, value)]

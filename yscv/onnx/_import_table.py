@@ -12,8 +12,9 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape, _import_resize)  # (fill HANDLERS, in this order)
+               _import_shape, _import_resize, _import_pad)  # (fill HANDLERS, in this order)
 from ._import_registry import HANDLERS, _Unsupported
+from ._import_pad import PAD_MODES
 from ._import_resize import check_resize
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
@@ -88,8 +89,8 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail(f"kernel_shape {at.get('kernel_shape')} is not supported (1-D or 2-D)")
         if any(int(d) != 1 for d in at.get("dilations") or ()):
             raise fail(f"dilations {at['dilations']} are not supported")
-    if op == "Pad" and at.get("mode", "constant") != "constant":
-        raise fail(f"mode {at['mode']!r} is not supported (constant only)")
+    if op == "Pad" and at.get("mode", "constant") not in PAD_MODES:
+        raise fail(f"mode {at['mode']!r} is not supported ({', '.join(PAD_MODES)})")
     if op in ("LSTM", "GRU", "RNN"):
         _check_recurrent(node, fail)
     if op == "Gelu" and at.get("approximate", "none") not in ("none", "tanh"):
