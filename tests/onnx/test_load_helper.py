@@ -368,8 +368,8 @@ def test_load_from_path_bytes_and_proto(tmp_path):
 @pytest.mark.parametrize("node,match", [
     (helper.make_node("NonZero", ["x"], ["y"], name="nz1"), "'NonZero' \\(node 'nz1'"),
     (helper.make_node("Erf", ["x"], ["y"]), "'Erf' \\(node '#0'.*GELU"),
-    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2],
-                      name="mp"), "'MaxPool' \\(node 'mp'.*dilations"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2, 2], name="mp"),
+     "'MaxPool' \\(node 'mp'.*kernel_shape \\[2, 2, 2, 2\\] is not supported"),
     (helper.make_node("Pad", ["x", "p"], ["y"], mode="symmetric", name="pad"),
      "'Pad' \\(node 'pad'.*symmetric"),
     (helper.make_node("Custom", ["x"], ["y"], domain="com.example", name="c"),

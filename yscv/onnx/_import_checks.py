@@ -314,7 +314,8 @@ def _check_resize(node, consts) -> None:
 
 _NODE_CHECKS = {
     "Conv": _check_window, "ConvTranspose": _check_window, "DeformConv": _check_window,
-    "MaxPool": _check_window, "AveragePool": _check_window, "Cast": _check_cast,
+    "MaxPool": _check_window, "AveragePool": _check_window, "LpPool": _check_window,
+    "Cast": _check_cast,
     "Reshape": _check_reshape, "ConstantOfShape": _check_constant_of_shape,
     "Range": _check_range, "Pad": _check_pad, "Resize": _check_resize,
 }

@@ -147,7 +147,6 @@ def _pool_output(run, y, nsp):
     return [ChannelLast(run.g.squeeze(y, 1) if nsp == 1 else y)]
 
 
-@handler("MaxPool")
 def _max_pool(run, node):
     g = run.g
     x, nsp, kernel, strides, pads, _ = _pool_setup(run, node)
@@ -158,7 +157,6 @@ def _max_pool(run, node):
     return _pool_output(run, y, nsp)
 
 
-@handler("AveragePool")
 def _avg_pool(run, node):
     """The padded-input average divided by the fraction of each window that
     counts: count_include_pad counts the explicit pads, never the ceil_mode

@@ -12,7 +12,8 @@ constant, not a Parameter.
 from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
-               _import_shape, _import_resize, _import_pad)  # (fill HANDLERS, in this order)
+               _import_shape, _import_resize, _import_pad,
+               _import_pool)  # (fill HANDLERS, in this order)
 from ._import_registry import HANDLERS, _Unsupported
 from ._import_pad import PAD_MODES
 from ._import_resize import check_resize
@@ -84,11 +85,9 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
     if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2):
         raise fail(f"{_kernel_rank(node, inits)}-D transposed convolution is not supported")
-    if op in ("MaxPool", "AveragePool"):
-        if len(at.get("kernel_shape", ())) not in (1, 2):
-            raise fail(f"kernel_shape {at.get('kernel_shape')} is not supported (1-D or 2-D)")
-        if any(int(d) != 1 for d in at.get("dilations") or ()):
-            raise fail(f"dilations {at['dilations']} are not supported")
+    if op in ("MaxPool", "AveragePool", "LpPool") and \
+            len(at.get("kernel_shape", ())) not in (1, 2, 3):
+        raise fail(f"kernel_shape {at.get('kernel_shape')} is not supported (1-D, 2-D or 3-D)")
     if op == "Pad" and at.get("mode", "constant") not in PAD_MODES:
         raise fail(f"mode {at['mode']!r} is not supported ({', '.join(PAD_MODES)})")
     if op in ("LSTM", "GRU", "RNN"):
