@@ -175,3 +175,18 @@ def test_resize_refuses_unimplemented_attributes_at_load(attrs, op, match):
                           opset=9 if op == "Upsample" else 19)
     with pytest.raises(OnnxImportError, match=match):
         yscv.onnx.load(model)
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 2, 3], [1, 1, 0.5, 1.5]])
+def test_resize_opset10_scales_input_matches_onnxruntime(scales):
+    x = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "s"], ["y"], name="rs", mode="nearest")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(scales, np.float32), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    model.ir_version = 8
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    np.testing.assert_allclose(g.value(m(g, g.variable(x))), _ort(model, x), **TOL)

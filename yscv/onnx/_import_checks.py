@@ -307,8 +307,10 @@ def _check_pad(node, consts) -> None:
 
 
 def _check_resize(node, consts) -> None:
-    if node.op == "Resize" and not any(
-            len(node.inputs) > s and node.inputs[s] for s in (2, 3)) and "scales" not in node.attrs:
+    """Scales or sizes given: inputs 2 or 3 (opset 11 on), input 1 (opset 10's two inputs)."""
+    given = [s for s in range(1, 4) if len(node.inputs) > s and node.inputs[s]]
+    if node.op == "Resize" and not (set(given) & {2, 3} or given == [1] == [len(node.inputs) - 1]) \
+            and "scales" not in node.attrs:
         raise node.fail("neither scales nor sizes is given")
 
 
