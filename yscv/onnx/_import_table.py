@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
                _import_shape, _import_resize, _import_pad,
-               _import_pool)  # (fill HANDLERS, in this order)
+               _import_pool, _import_gridsample)  # (fill HANDLERS, in this order)
 from ._import_registry import HANDLERS, _Unsupported
+from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
 from ._import_resize import check_resize
 
@@ -92,6 +93,10 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail(f"mode {at['mode']!r} is not supported ({', '.join(PAD_MODES)})")
     if op in ("LSTM", "GRU", "RNN"):
         _check_recurrent(node, fail)
+    if op == "GridSample" and (at.get("mode", "linear") not in GRID_MODES
+                               or at.get("padding_mode", "zeros") not in GRID_PADDING):
+        raise fail(f"mode {at.get('mode')!r} / padding_mode {at.get('padding_mode')!r} is not "
+                   "supported")
     if op == "Gelu" and at.get("approximate", "none") not in ("none", "tanh"):
         raise fail(f"approximate={at['approximate']!r} is not supported")
     if op in ("Resize", "Upsample"):

@@ -1,0 +1,96 @@
+"""GridSample import: every mode, padding and align_corners against
+PyTorch's grid_sample (outputs and the gradients of the input and the
+grid) and ONNX Runtime; 3-D (volumetric) grids; load-time refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+from onnx import TensorProto, helper  # noqa: E402
+
+import yscv  # noqa: E402
+import yscv.onnx  # noqa: E402
+from yscv.gradcheck import gradcheck  # noqa: E402
+from yscv.onnx import OnnxImportError  # noqa: E402
+
+TOL = dict(rtol=2e-4, atol=3e-5)
+
+
+def _model(xshape, gshape, opset=20, **attrs):
+    graph = helper.make_graph(
+        [helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, xshape),
+         helper.make_tensor_value_info("grid", TensorProto.FLOAT, gshape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _inputs(xshape, gshape, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(xshape).astype(np.float32),
+            rng.uniform(-1.3, 1.3, gshape).astype(np.float32))
+
+
+def _run(m, x, grid, ct=None):
+    g = yscv.Graph()
+    xv, gv = g.variable(x), g.variable(grid)
+    y = m(g, xv, gv)
+    g.backward(y, ct if ct is not None else np.ones(g.value(y).shape, np.float32))
+    gg = g.grad(gv)  # None: no path from the grid (nearest)
+    return g.value(y), g.grad(xv), np.zeros_like(grid) if gg is None else gg
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("corners", [0, 1])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_gridsample_matches_torch_with_input_and_grid_gradients(mode, corners, padding):
+    x, grid = _inputs((2, 3, 5, 6), (2, 4, 7, 2))
+    m = yscv.onnx.load(_model(list(x.shape), list(grid.shape), opset=16, mode=mode,
+                              padding_mode=padding, align_corners=corners))
+    tx, tg = torch.tensor(x, requires_grad=True), torch.tensor(grid, requires_grad=True)
+    ty = torch.nn.functional.grid_sample(tx, tg, mode=mode, padding_mode=padding,
+                                         align_corners=bool(corners))
+    ct = np.random.default_rng(1).standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(ct))
+    y, gx, gg = _run(m, x, grid, ct)
+    np.testing.assert_allclose(y, ty.detach().numpy(), **TOL)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), **TOL)
+    np.testing.assert_allclose(gg, tg.grad.numpy(), **TOL)
+
+
+@pytest.mark.parametrize("mode, padding, corners, xshape, gshape", [
+    ("cubic", "zeros", 0, (1, 2, 5, 6), (1, 4, 3, 2)),
+    ("cubic", "border", 1, (1, 2, 5, 6), (1, 4, 3, 2)),
+    ("cubic", "reflection", 0, (1, 2, 5, 6), (1, 4, 3, 2)),
+    ("linear", "reflection", 1, (1, 2, 3, 4, 5), (1, 2, 3, 4, 3)),
+    ("nearest", "border", 0, (1, 2, 3, 4, 5), (1, 2, 3, 4, 3)),
+])
+def test_gridsample_matches_onnxruntime(mode, padding, corners, xshape, gshape):
+    x, grid = _inputs(xshape, gshape, seed=2)
+    model = _model(list(xshape), list(gshape), mode=mode, padding_mode=padding,
+                   align_corners=corners)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y, gx, gg = _run(yscv.onnx.load(model), x, grid)
+    np.testing.assert_allclose(y, sess.run(None, {"x": x, "grid": grid})[0], **TOL)
+    assert np.abs(gx).sum() > 0 and np.all(np.isfinite(gg))
+    if mode != "nearest":
+        assert np.abs(gg).sum() > 0
+
+
+def test_gridsample_cubic_gradcheck_float64():
+    x, grid = _inputs((1, 1, 4, 5), (1, 2, 3, 2), seed=3)
+    m = yscv.onnx.load(_model([1, 1, 4, 5], [1, 2, 3, 2], mode="cubic",
+                              padding_mode="reflection"))
+    assert gradcheck(lambda g, a, b: m(g, a, b), [x.astype(np.float64), grid.astype(np.float64)])
+
+
+def test_gridsample_refuses_unknown_modes():
+    with pytest.raises(OnnxImportError, match=r"'GridSample' \(node 'gs'.*'area'"):
+        yscv.onnx.load(_model([1, 1, 4, 4], [1, 2, 2, 2], mode="area"))
+    with pytest.raises(OnnxImportError, match=r"padding_mode 'wrap'"):
+        yscv.onnx.load(_model([1, 1, 4, 4], [1, 2, 2, 2], padding_mode="wrap"))

@@ -1,0 +1,145 @@
+"""Handler of ONNX GridSample (opsets 16, 20, 22): modes nearest, linear /
+bilinear, cubic / bicubic; padding zeros, border, reflection;
+align_corners; any number of spatial axes.
+
+The sampling follows ONNX's reference: grid values are denormalised to
+pixel coordinates, coordinates outside the borders are clamped or
+reflected, and each output reads its 2 (linear) or 4 (cubic) taps per axis,
+a tap outside the input reading 0 (zeros), the edge (border) or its
+reflection. The integer parts (tap indices, which branch of a clamp or a
+reflection applies) are computed with NumPy from the grid's value at the
+call; the fractional parts and the weights are graph ops on the grid, and
+the taps are gathered from the channel-last input with ``embedding``, so
+gradients flow to both the input and the grid. Cubic sampling with border
+padding clamps only the taps, not the coordinate, as PyTorch and ONNX
+Runtime do (ONNX's reference clamps both).
+"""
+from __future__ import annotations
+
+from itertools import product
+
+import numpy as np
+
+from ._import_registry import ChannelLast, handler
+
+__all__ = ["GRID_MODES", "GRID_PADDING"]
+
+GRID_MODES = {"nearest": "nearest", "linear": "linear", "bilinear": "linear",
+              "cubic": "cubic", "bicubic": "cubic"}
+GRID_PADDING = ("zeros", "border", "reflection")
+_A = -0.75
+
+
+def _reflect(x, lo, hi):
+    """ONNX's reflection of x into [lo, hi], and its slope (+1 or -1, 1 inside)."""
+    rng = hi - lo
+    out, slope = x.copy(), np.ones_like(x)
+    for side in (x < lo, x > hi):
+        dx = np.where(x < lo, lo - x, x - hi)
+        n = np.floor(dx / rng) if rng else np.zeros_like(dx)
+        r = dx - n * rng
+        even = n % 2 == 0
+        val = np.where(x < lo, np.where(even, lo + r, hi - r), np.where(even, hi - r, lo + r))
+        out = np.where(side, val, out)
+        slope = np.where(side, np.where(even, -1.0, 1.0), slope)
+    return out, slope
+
+
+def _tap_index(i, d, lo, hi, padding):
+    """Index actually read for integer taps i on an axis of size d, and the
+    mask of taps that read a value (zeros padding reads 0 outside)."""
+    if padding == "zeros":
+        ok = (i >= 0) & (i < d)
+        return np.clip(i, 0, d - 1), ok.astype(np.float64)
+    if padding == "border":
+        return np.clip(i, 0, d - 1), np.ones(i.shape)
+    r, _ = _reflect(i.astype(np.float64), lo, hi)
+    return np.clip(np.trunc(r).astype(np.int64), 0, d - 1), np.ones(i.shape)
+
+
+def _weights(g, t, mode):
+    """Graph weights of the taps (left tap first) at fractional offsets t."""
+    if mode == "linear":
+        return [1.0 - t, t]
+    s, u = t + 1.0, 2.0 - t
+    v = 1.0 - t
+    return [((s * _A - 5 * _A) * s + 8 * _A) * s - 4 * _A,
+            ((t * (_A + 2)) - (_A + 3)) * t * t + 1.0,
+            ((v * (_A + 2)) - (_A + 3)) * v * v + 1.0,
+            ((u * _A - 5 * _A) * u + 8 * _A) * u - 4 * _A]
+
+
+@handler("GridSample")
+def _grid_sample(run, node):
+    g = run.g
+    at = node.attrs
+    mode = GRID_MODES[at.get("mode", "linear" if run.m.opset >= 20 else "bilinear")]
+    padding = at.get("padding_mode", "zeros")
+    corners = bool(at.get("align_corners", 0))
+    x = run.cl(node.inputs[0])  # [N, *S, C]
+    grid = run.node(node.inputs[1])  # [N, *O, r]
+    dims = tuple(x.shape[1:-1])
+    n, ch, r = x.shape[0], x.shape[-1], len(dims)
+    out = tuple(grid.shape[1:-1])
+    if grid.shape[-1] != r or grid.shape[0] != n:
+        raise node.fail(f"grid of shape {tuple(grid.shape)} does not match the input's "
+                        f"{r} spatial axes and batch {n}")
+    p = int(np.prod(out, dtype=np.int64))
+    gval = np.asarray(g.value(grid), np.float64).reshape(n, p, r)
+    per_axis = []  # per spatial axis: (indices [taps] of [N, P], masks, weights)
+    for i, d in enumerate(dims):
+        c = g.reshape(g.select(grid, -1, r - 1 - i), (n, p))
+        cv = gval[..., r - 1 - i]
+        if corners:
+            lo, hi = 0.0, d - 1.0
+            xs, xv = c * ((d - 1) / 2) + (d - 1) / 2, (cv + 1) / 2 * (d - 1)
+        else:
+            lo, hi = -0.5, d - 0.5
+            xs, xv = c * (d / 2) + (d - 1) / 2, ((cv + 1) * d - 1) / 2
+        if mode == "nearest":
+            xv = np.rint(xv)
+        outside = (xv < lo) | (xv > hi)
+        if padding == "border" and mode == "cubic":  # taps clamped only (PyTorch, ORT)
+            fv, slope = xv, np.ones_like(xv)
+        elif padding == "border":
+            fv, slope = np.where(outside, np.clip(xv, 0, d - 1), xv), np.where(outside, 0.0, 1.0)
+        elif padding == "reflection":
+            fv, slope = _reflect(xv, lo, hi)
+        else:
+            fv, slope = xv, np.ones_like(xv)
+        if mode == "nearest":
+            idx, ok = _tap_index(fv.astype(np.int64), d, lo, hi, padding)
+            per_axis.append(([idx], [ok], [None]))
+            continue
+        if padding != "zeros":
+            xs = xs * slope.astype(g.dtype) + (fv - slope * xv).astype(g.dtype)
+        base = np.floor(fv)
+        t = xs - base.astype(g.dtype)
+        taps = 2 if mode == "linear" else 4
+        first = base.astype(np.int64) - (0 if taps == 2 else 1)
+        idxs, oks = zip(*(_tap_index(first + k, d, lo, hi, padding) for k in range(taps)))
+        per_axis.append((list(idxs), list(oks), _weights(g, t, mode)))
+    strides = [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(r)]
+    flat = g.reshape(x, (n * int(np.prod(dims, dtype=np.int64)), ch))
+    offset = (np.arange(n) * int(np.prod(dims, dtype=np.int64)))[:, None]
+    y = None
+    for combo in product(*(range(len(a[0])) for a in per_axis)):
+        index = offset + sum(per_axis[i][0][k] * strides[i] for i, k in enumerate(combo))
+        mask = np.prod([per_axis[i][1][k] for i, k in enumerate(combo)], axis=0)
+        if not mask.any():
+            continue
+        term = g.embedding(flat, index.astype(np.int64))  # [N, P, C]
+        w = None
+        for i, k in enumerate(combo):
+            wk = per_axis[i][2][k]
+            if wk is not None:
+                w = wk if w is None else w * wk
+        if w is None:
+            w = g.constant(mask.astype(g.dtype))
+        elif not mask.all():
+            w = w * mask.astype(g.dtype)
+        term = term * g.reshape(w, (n, p, 1))
+        y = term if y is None else y + term
+    if y is None:
+        y = g.constant(np.zeros((n, p, ch), g.dtype))
+    return [ChannelLast(g.reshape(y, (n,) + out + (ch,)))]
