@@ -148,6 +148,7 @@ def _pool_output(run, y, nsp):
 
 
 def _max_pool(run, node):
+    """1-D / 2-D MaxPool without dilation (`_import_pool` dispatches here)."""
     g = run.g
     x, nsp, kernel, strides, pads, _ = _pool_setup(run, node)
     if all(b == e and 2 * b <= k for (b, e), k in zip(pads, kernel)):
