@@ -101,3 +101,30 @@ def test_pool_gradcheck_float64(i):
     x = np.random.default_rng(3).standard_normal(shape)
     m = yscv.onnx.load(_pool_model(op, list(shape), **attrs))
     assert gradcheck(lambda g, a: m(g, a), [x])
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 3, 5, 6), dict(kernel_shape=[2, 3], strides=[2, 2], pads=[1, 1, 1, 0])),
+    ((2, 3, 5, 6), dict(kernel_shape=[3, 2], storage_order=1, ceil_mode=1, strides=[2, 2])),
+    ((1, 2, 5, 6, 4), dict(kernel_shape=[2, 2, 2], dilations=[2, 1, 1], pads=[1, 0, 1, 0, 1, 0])),
+], ids=["2d_pads", "2d_column_major_ceil", "3d_dilated"])
+def test_maxpool_indices_output_matches_onnxruntime(shape, attrs):
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="pl", **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 8
+    want_y, want_i = ort.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y, i = m(g, xv)
+    np.testing.assert_allclose(g.value(y), want_y, **TOL)
+    np.testing.assert_array_equal(np.asarray(i), want_i)
+    assert np.asarray(i).dtype == np.int64
+    g.backward(g.sum(y))
+    assert np.abs(g.grad(xv)).sum() > 0

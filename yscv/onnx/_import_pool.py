@@ -88,12 +88,50 @@ def _plain(run, node):
 
 @handler("MaxPool")
 def _max_pool_nd(run, node):
+    """The pooled values; output 1, when used, the indices of the maxima
+    (NumPy, from the input's value: an integer output has no gradient)."""
     if _plain(run, node):
-        return _max_pool(run, node)
-    g = run.g
-    x, kernel, strides, dilations, pads, _ = _setup(run, node)
-    xp = _pad_cl(g, x, pads, -np.inf)
-    return [ChannelLast(_reduce_windows(g, xp, "max", kernel, strides, dilations, pads))]
+        y = _max_pool(run, node)
+    else:
+        g = run.g
+        x, kernel, strides, dilations, pads, _ = _setup(run, node)
+        xp = _pad_cl(g, x, pads, -np.inf)
+        y = [ChannelLast(_reduce_windows(g, xp, "max", kernel, strides, dilations, pads))]
+    if len(node.outputs) > 1 and node.outputs[1]:
+        y.append(_argmax_indices(run, node))
+    return y
+
+
+def _argmax_indices(run, node):
+    """MaxPool's Indices [N, C, ``*O``]: the flat NCHW (storage_order 0) or
+    spatially column-major (1) index of each window's first maximum,
+    padding not counted."""
+    x = run.cl(node.inputs[0])
+    kernel, strides, dilations = _geometry(node)
+    sizes = tuple(x.shape[1:-1])
+    pads, _ = _pads(node, sizes, kernel, strides, dilations)
+    v = np.asarray(run.g.value(x), np.float64)
+    v = np.pad(v, [(0, 0)] + list(pads) + [(0, 0)], constant_values=-np.inf)
+    outs, keys = _window_keys(v.shape[1:-1], kernel, strides, dilations)
+    best = np.full((v.shape[0], *outs, v.shape[-1]), -np.inf)
+    where = np.zeros(best.shape + (len(sizes),), np.int64)
+    grids = np.meshgrid(*(np.arange(o) for o in outs), indexing="ij")
+    for offs, key in zip(product(*(range(k) for k in kernel)), keys):
+        part = v[(slice(None),) + key + (slice(None),)]
+        better = part > best
+        best = np.where(better, part, best)
+        for a, (j, s, d, (b, _)) in enumerate(zip(offs, strides, dilations, pads)):
+            coord = (grids[a] * s + j * d - b)[None, ..., None]
+            where[..., a] = np.where(better, coord, where[..., a])
+    order = range(len(sizes)) if not int(node.attrs.get("storage_order", 0)) \
+        else reversed(range(len(sizes)))
+    flat = np.zeros(best.shape, np.int64)
+    for a in order:
+        flat = flat * sizes[a] + where[..., a]
+    n, c, plane = v.shape[0], v.shape[-1], int(np.prod(sizes, dtype=np.int64))
+    flat = flat + (np.arange(n)[:, None] * c + np.arange(c)[None, :]).reshape(
+        (n,) + (1,) * len(outs) + (c,)) * plane
+    return np.moveaxis(flat, -1, 1)
 
 
 @handler("AveragePool")

@@ -79,7 +79,7 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail(f"attribute {key!r} holds a subgraph or sparse tensor (not supported)")
     op, at = node.op, node.attrs
     outs = _used_outputs(node, used)
-    if op in ("BatchNormalization", "LayerNormalization", "Dropout", "MaxPool") and \
+    if op in ("BatchNormalization", "LayerNormalization", "Dropout") and \
             any(i > 0 for i in outs):
         raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is not supported")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
