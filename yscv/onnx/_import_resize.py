@@ -6,8 +6,8 @@ input, separable over the axes: output index i of an axis reads
 computed here with NumPy (as ONNX's reference does: every mode, coordinate
 transformation, nearest rounding, cubic ``A``, ``exclude_outside``,
 ``antialias``), and the map is recorded with ordinary graph ops: an
-``index_select`` for nearest modes, a matmul with the [out, in] weight
-matrix otherwise, so gradients are exact. ``tf_crop_and_resize`` positions
+``index_select`` for nearest modes, a weighted sum of one ``index_select``
+per tap otherwise, so gradients are exact. ``tf_crop_and_resize`` positions
 outside the input add ``extrapolation_value`` as a constant.
 """
 from __future__ import annotations
@@ -119,9 +119,11 @@ def _cubic_kernel(t, a):
 
 def axis_weights(n_in, n_out, scale, mode, coord, rounding, roi=(0.0, 1.0), a=-0.75,
                  exclude_outside=False, antialias=False):
-    """The [n_out, n_in] float64 matrix of one resized axis and the boolean
-    [n_out] mask of extrapolated outputs (None unless tf_crop_and_resize):
-    output i = W[i] @ input, neighbours past the ends read the edge value."""
+    """The taps of one resized axis: input indices [n_out, taps] (neighbours
+    past the ends read the edge), their float64 weights (0 on extrapolated
+    rows) and the boolean [n_out] mask of extrapolated outputs (None unless
+    tf_crop_and_resize puts some outside): output i = sum_k w[i, k] *
+    input[idx[i, k]]."""
     x, outside = _source_coords(coord, n_in, scale, n_out, roi)
     base = np.floor(x)
     ratio = np.where(x == base, 1.0, x - base)
@@ -140,14 +142,19 @@ def axis_weights(n_in, n_out, scale, mode, coord, rounding, roi=(0.0, 1.0), a=-0
         w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
         total = w.sum(axis=1, keepdims=True)
         w = w / np.where(total == 0, 1.0, total)
-    mat = np.zeros((n_out, n_in))
-    rows = np.repeat(np.arange(n_out), n)
-    np.add.at(mat, (rows, np.clip(idx, 0, n_in - 1).reshape(-1)), w.reshape(-1))
     if outside is not None:
-        mat[outside] = 0.0
+        w = np.where(outside[:, None], 0.0, w)
         if not outside.any():
             outside = None
-    return mat, outside
+    return np.clip(idx, 0, n_in - 1), w, outside
+
+
+def _matrix(idx, w, n_in):
+    """The dense [n_out, n_in] matrix of an axis's taps."""
+    mat = np.zeros((idx.shape[0], n_in))
+    np.add.at(mat, (np.repeat(np.arange(idx.shape[0]), idx.shape[1]), idx.reshape(-1)),
+              w.reshape(-1))
+    return mat
 
 
 # ------------------------------------------------------------ the handlers
@@ -200,22 +207,22 @@ def _plan(run, node, shape):
     return out, scale, full_roi, axes
 
 
-def _nearest_repeat(mat):
+def _nearest_repeat(idx, w, n_in):
     """The integer factor f if the map is out[i] = in[i // f], else None."""
-    n_out, n_in = mat.shape
-    if n_out % n_in:
+    n_out = idx.shape[0]
+    if n_out % n_in or w.shape[1] != 2:
         return None
     f = n_out // n_in
-    want = np.zeros_like(mat)
-    want[np.arange(n_out), np.arange(n_out) // f] = 1.0
-    return f if np.array_equal(mat, want) else None
+    pick = idx[np.arange(n_out), np.argmax(w, axis=1)]
+    one_hot = np.all(np.sort(w, axis=1) == [0.0, 1.0])
+    return f if one_hot and np.array_equal(pick, np.arange(n_out) // f) else None
 
 
 @handler("Resize", "Upsample")
 def _resize(run, node):
-    """Separable resampling: each resized axis multiplied by its weight
-    matrix (or index-selected, for nearest modes; integer-factor nearest
-    repeats as a reshape and an expand); a channel-last input stays
+    """Separable resampling: each resized axis through its taps (a weighted
+    sum of index_selects; one index_select for nearest modes; integer-factor
+    nearest repeats as a reshape and an expand); a channel-last input stays
     channel-last. Extrapolated outputs get ``extrapolation_value``."""
     name = node.inputs[0]
     shape = tuple(run.shape(name))
@@ -228,9 +235,9 @@ def _resize(run, node):
     for d in sorted(set(axes)):
         if out[d] == shape[d] and scale[d] == 1.0 and roi[d] == (0.0, 1.0):
             continue
-        mat, outside = axis_weights(shape[d], out[d], scale[d], mode, coord, rounding,
-                                    roi[d], a, excl, anti)
-        maps.append((d, mat, outside))
+        idx, w, outside = axis_weights(shape[d], out[d], scale[d], mode, coord, rounding,
+                                       roi[d], a, excl, anti)
+        maps.append((d, (idx, w), outside))
     if run.is_static(name):
         return [_static_resize(run.arr(name), maps, at)]
     v = run.raw(name)
@@ -239,11 +246,11 @@ def _resize(run, node):
     where = (lambda d: channel_last_perm(len(shape)).index(d)) if cl else (lambda d: d)
     g = run.g
     if maps and all(o is None for _, _, o in maps) and \
-            all(_nearest_repeat(m) for _, m, _ in maps):
-        x = _repeat(g, x, [(where(d), _nearest_repeat(m)) for d, m, _ in maps])
+            all(_nearest_repeat(*m, shape[d]) for d, m, _ in maps):
+        x = _repeat(g, x, [(where(d), _nearest_repeat(*m, shape[d])) for d, m, _ in maps])
     else:
-        for d, mat, _ in maps:
-            x = _apply_axis(g, x, where(d), mat, mode == "nearest")
+        for d, (idx, w), outside in maps:
+            x = _apply_axis(g, x, where(d), idx, w, mode == "nearest", outside)
     extra = _extrapolated(maps, len(shape), float(at.get("extrapolation_value", 0.0)))
     if extra is not None:
         if cl:
@@ -264,18 +271,26 @@ def _repeat(g, x, factors):
     return g.reshape(y, tuple(s * fac.get(i, 1) for i, s in enumerate(shape)))
 
 
-def _apply_axis(g, x, axis, mat, nearest):
-    """One axis through its [out, in] map: an index_select when every row
-    picks one input (nearest), else a matmul on that axis moved last."""
-    if nearest:
-        return g.index_select(x, axis, np.argmax(mat, axis=1).astype(np.int64))
+def _apply_axis(g, x, axis, idx, w, nearest, outside):
+    """One axis through its taps: an index_select of the picked inputs
+    (nearest; extrapolated rows zeroed), else the sum over taps of an
+    index_select times that tap's weights (cost linear in the output)."""
     nd = len(x.shape)
-    if axis == nd - 1:
-        return g.matmul(x, np.ascontiguousarray(mat.T))
-    perm = list(range(nd))
-    perm[axis], perm[-1] = perm[-1], perm[axis]
-    y = g.matmul(g.transpose(x, tuple(perm)), np.ascontiguousarray(mat.T))
-    return g.transpose(y, tuple(perm))
+    bshape = [1] * nd
+    bshape[axis] = idx.shape[0]
+    if nearest:
+        y = g.index_select(x, axis, idx[np.arange(idx.shape[0]), np.argmax(w, axis=1)])
+        if outside is not None:
+            y = g.mul(y, (~outside).reshape(bshape).astype(g.dtype))
+        return y
+    y = None
+    for k in range(idx.shape[1]):
+        if not np.any(w[:, k]):
+            continue
+        term = g.mul(g.index_select(x, axis, idx[:, k].astype(np.int64)),
+                     w[:, k].reshape(bshape).astype(g.dtype))
+        y = term if y is None else g.add(y, term)
+    return y if y is not None else g.mul(g.index_select(x, axis, idx[:, 0]), 0.0)
 
 
 def _extrapolated(maps, ndim, value):
@@ -295,7 +310,8 @@ def _extrapolated(maps, ndim, value):
 def _static_resize(arr, maps, at):
     """The same map on a static array (NumPy, float64, cast back)."""
     y = arr.astype(np.float64)
-    for d, mat, _ in maps:
+    for d, (idx, w), _ in maps:
+        mat = _matrix(idx, w, arr.shape[d])
         y = np.moveaxis(np.tensordot(mat, y, axes=([1], [d])), 0, d)
     extra = _extrapolated(maps, arr.ndim, float(at.get("extrapolation_value", 0.0)))
     if extra is not None:
