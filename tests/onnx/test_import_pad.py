@@ -88,3 +88,26 @@ def test_pad_refusals():
     g = yscv.Graph()
     with pytest.raises(OnnxImportError, match=r"reflect pads \(3, 0\) must be smaller"):
         m(g, g.variable(np.zeros((1, 1, 3, 3), np.float32)))
+
+
+@pytest.mark.parametrize("target, axes", [([3, 7], [2, 3]), ([1, 6, 2], None),
+                                          ([8, 1], [-1, -2])])
+def test_center_crop_pad_matches_onnxruntime_with_gradients(target, axes):
+    x = np.random.default_rng(6).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    shape = [1] + target if axes is None else target
+    attrs = {} if axes is None else {"axes": axes}
+    graph = helper.make_graph(
+        [helper.make_node("CenterCropPad", ["x", "s"], ["y"], name="cc", **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(shape, np.int64), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y = m(g, xv)
+    np.testing.assert_allclose(g.value(y), sess.run(None, {"x": x})[0], **TOL)
+    g.backward(g.sum(g.mul(y, y)))
+    assert np.all(np.isfinite(g.grad(xv))) and np.abs(g.grad(xv)).sum() > 0

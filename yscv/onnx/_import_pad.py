@@ -1,5 +1,6 @@
-"""Handler of ONNX Pad (opsets 2-21): modes constant, edge, reflect, wrap;
-pads from the attribute or the input, the ``axes`` input.
+"""Handlers of ONNX Pad (opsets 2-21: modes constant, edge, reflect, wrap;
+pads from the attribute or the input, the ``axes`` input) and
+CenterCropPad (a centred slice and a zero pad).
 
 Constant padding is ``g.pad``. The other modes read, along each padded
 axis, input indices computed with NumPy (``np.pad`` of ``arange``), applied
@@ -92,3 +93,35 @@ def _crop_then_pad(run, name, shape, widths, value):
     x = run.g.getitem(run.node(name), key)
     pos = [(max(b, 0), max(e, 0)) for b, e in widths]
     return run.g.pad(x, pos, value) if any(b or e for b, e in pos) else x
+
+
+@handler("CenterCropPad")
+def _center_crop_pad(run, node):
+    """Each listed axis cropped to, or zero-padded to, its target size,
+    centred: a crop starts at (size - target) // 2, a pad puts
+    (target - size) // 2 before (a slice, then ``g.pad``)."""
+    name = node.inputs[0]
+    shape = tuple(run.shape(name))
+    nd = len(shape)
+    target = [int(v) for v in run.arr(node.inputs[1]).reshape(-1)]
+    axes = node.attrs.get("axes")
+    axes = list(range(nd)) if axes is None else [int(a) % nd for a in axes]
+    if len(target) != len(axes):
+        raise node.fail(f"shape {target} has {len(target)} values for {len(axes)} axes")
+    key, widths = [slice(None)] * nd, [(0, 0)] * nd
+    for a, t in zip(axes, target):
+        if t < 0:
+            raise node.fail(f"target size {t} of axis {a} is negative")
+        if t < shape[a]:
+            start = (shape[a] - t) // 2
+            key[a] = slice(start, start + t)
+        elif t > shape[a]:
+            widths[a] = ((t - shape[a]) // 2, t - shape[a] - (t - shape[a]) // 2)
+    if run.is_static(name):
+        return [np.pad(run.arr(name)[tuple(key)], widths)]
+    x = run.node(name)
+    if any(k != slice(None) for k in key):
+        x = run.g.getitem(x, tuple(key))
+    if any(b or e for b, e in widths):
+        x = run.g.pad(x, widths, 0.0)
+    return [x]
