@@ -128,3 +128,27 @@ def test_maxpool_indices_output_matches_onnxruntime(shape, attrs):
     assert np.asarray(i).dtype == np.int64
     g.backward(g.sum(y))
     assert np.abs(g.grad(xv)).sum() > 0
+
+
+def test_maxpool_then_maxunpool_matches_torch_with_gradients():
+    x = np.random.default_rng(5).standard_normal((2, 3, 6, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("MaxUnpool", ["p", "i"], ["y"], name="un", kernel_shape=[2, 2],
+                          strides=[2, 2])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 8
+    tx = torch.tensor(x, requires_grad=True)
+    tp, ti = torch.nn.functional.max_pool2d(tx, 2, 2, return_indices=True)
+    ty = torch.nn.functional.max_unpool2d(tp, ti, 2, 2)
+    ct = np.random.default_rng(6).standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(ct))
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y = m(g, xv)
+    g.backward(y, ct)
+    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
+    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)

@@ -1,5 +1,6 @@
 """Handlers of the pooling variants: MaxPool and AveragePool with 3-D
-kernels or dilations, LpPool and GlobalLpPool (any rank).
+kernels or dilations (and MaxPool's indices output), LpPool and
+GlobalLpPool (any rank), MaxUnpool.
 
 1-D and 2-D pools without dilation run as before (`_import_nn`). Otherwise
 the channel-last input is padded explicitly (``-inf`` for max, 0 else,
@@ -191,3 +192,38 @@ def _global_lp_pool(run, node):
     nsp = len(x.shape) - 2
     y = _root(g, g.sum(_power(g, x, p), axis=tuple(range(1, 1 + nsp))), p)
     return [g.reshape(y, (x.shape[0], x.shape[-1]) + (1,) * nsp)]
+
+
+@handler("MaxUnpool")
+def _max_unpool(run, node):
+    """Zeros of the unpooled shape with X's values put at the flat indices
+    I (MaxPool's output 1): a ``scatter_add`` onto a constant, so X gets
+    the gradient read back at I. I indexes the unpooled shape, (size - 1)
+    * stride - pads + kernel per spatial axis; a larger ``output_shape``
+    (input 2) zero-pads it at the end, as ONNX's reference does."""
+    g = run.g
+    at = node.attrs
+    x = run.node(node.inputs[0])
+    shape = tuple(x.shape)
+    idx = run.arr(node.inputs[1]).astype(np.int64)
+    kernel = [int(k) for k in at["kernel_shape"]]
+    k = len(kernel)
+    strides = [int(s) for s in at.get("strides") or [1] * k]
+    pads = [int(p) for p in at.get("pads") or [0] * (2 * k)]
+    out = shape[:2] + tuple((n - 1) * s - pads[i] - pads[i + k] + kk for i, (n, s, kk)
+                            in enumerate(zip(shape[2:], strides, kernel)))
+    full = out
+    if run.has(node, 2):
+        full = tuple(int(v) for v in run.arr(node.inputs[2]).reshape(-1))
+        if len(full) != len(out) or any(f < o for f, o in zip(full, out)):
+            raise node.fail(f"output_shape {list(full)} is smaller than the unpooled {list(out)}")
+    if tuple(idx.shape) != shape:
+        raise node.fail(f"indices of shape {tuple(idx.shape)} do not match X {shape}")
+    total = int(np.prod(out, dtype=np.int64))
+    if idx.size and (idx.min() < 0 or idx.max() >= total):
+        raise node.fail(f"indices reach {int(idx.max())}, outside the output of {total} elements")
+    base = np.zeros(total, g.dtype)
+    y = g.reshape(g.scatter_add(base, 0, idx.reshape(-1), g.reshape(x, (-1,))), out)
+    if full != out:  # ONNX's reference: the unpooled block at the origin, zeros after
+        y = g.pad(y, [(0, f - o) for f, o in zip(full, out)], 0.0)
+    return [y]
