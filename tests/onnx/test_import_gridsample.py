@@ -94,3 +94,35 @@ def test_gridsample_refuses_unknown_modes():
         yscv.onnx.load(_model([1, 1, 4, 4], [1, 2, 2, 2], mode="area"))
     with pytest.raises(OnnxImportError, match=r"padding_mode 'wrap'"):
         yscv.onnx.load(_model([1, 1, 4, 4], [1, 2, 2, 2], padding_mode="wrap"))
+
+
+@pytest.mark.parametrize("size, corners", [((2, 3, 5, 6), 0), ((2, 3, 5, 6), 1),
+                                           ((1, 2, 3, 4, 5), 0)])
+def test_affine_grid_then_gridsample_matches_torch_with_theta_gradient(size, corners):
+    r = len(size) - 2
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(size).astype(np.float32)
+    theta = (np.eye(r, r + 1) + 0.3 * rng.standard_normal((size[0], r, r + 1))).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="ag",
+                          align_corners=corners),
+         helper.make_node("GridSample", ["x", "grid"], ["y"], align_corners=corners)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(size)),
+         helper.make_tensor_value_info("theta", TensorProto.FLOAT, list(theta.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.asarray(size, np.int64), "size")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 8
+    tx, tt = torch.tensor(x, requires_grad=True), torch.tensor(theta, requires_grad=True)
+    tgrid = torch.nn.functional.affine_grid(tt, list(size), align_corners=bool(corners))
+    ty = torch.nn.functional.grid_sample(tx, tgrid, align_corners=bool(corners))
+    ct = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(ct))
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv, tv = g.variable(x), g.variable(theta)
+    y = m(g, xv, tv)
+    g.backward(y, ct)
+    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
+    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)
+    np.testing.assert_allclose(g.grad(tv), tt.grad.numpy(), rtol=1e-3, atol=1e-4)

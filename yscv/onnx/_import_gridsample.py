@@ -1,6 +1,6 @@
-"""Handler of ONNX GridSample (opsets 16, 20, 22): modes nearest, linear /
+"""Handlers of ONNX GridSample (opsets 16, 20, 22: modes nearest, linear /
 bilinear, cubic / bicubic; padding zeros, border, reflection;
-align_corners; any number of spatial axes.
+align_corners; any number of spatial axes) and AffineGrid (opset 20).
 
 The sampling follows ONNX's reference: grid values are denormalised to
 pixel coordinates, coordinates outside the borders are clamped or
@@ -143,3 +143,31 @@ def _grid_sample(run, node):
     if y is None:
         y = g.constant(np.zeros((n, p, ch), g.dtype))
     return [ChannelLast(g.reshape(y, (n,) + out + (ch,)))]
+
+
+def _base_coords(n, corners):
+    """Normalised pixel-centre coordinates of an axis of size n in [-1, 1]."""
+    if corners:
+        return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+    return (2 * np.arange(n) + 1) / n - 1
+
+
+@handler("AffineGrid")
+def _affine_grid(run, node):
+    """theta [N, 2, 3] (or [N, 3, 4]) and size [N, C, H, W] (or [N, C, D,
+    H, W]) -> grid [N, H, W, 2] ([N, D, H, W, 3]): the homogeneous base
+    coordinates (x, y[, z], 1) times theta transposed, a matmul that
+    theta's gradient flows through."""
+    g = run.g
+    theta = run.node(node.inputs[0])
+    size = [int(v) for v in run.arr(node.inputs[1]).reshape(-1)]
+    corners = bool(node.attrs.get("align_corners", 0))
+    spatial = size[2:]
+    r = len(spatial)
+    if r not in (2, 3) or tuple(theta.shape[1:]) != (r, r + 1):
+        raise node.fail(f"theta of shape {tuple(theta.shape)} does not fit size {size}")
+    axes = [_base_coords(n, corners) for n in spatial]  # D, H, W order
+    mesh = np.meshgrid(*axes, indexing="ij")
+    base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(mesh[0].size)], axis=1)
+    y = g.matmul(base.astype(g.dtype), g.transpose(theta, (0, 2, 1)))  # [N, P, r]
+    return [g.reshape(y, (size[0], *spatial, r))]
