@@ -126,3 +126,35 @@ def test_affine_grid_then_gridsample_matches_torch_with_theta_gradient(size, cor
     np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
     np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)
     np.testing.assert_allclose(g.grad(tv), tt.grad.numpy(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(output_height=3, output_width=2, sampling_ratio=2, spatial_scale=0.5),
+    dict(output_height=2, output_width=3, coordinate_transformation_mode="output_half_pixel"),
+    dict(output_height=2, output_width=2, mode="max", sampling_ratio=2),
+], ids=["avg_half_pixel", "avg_output_half_pixel_adaptive", "max"])
+def test_roialign_matches_onnxruntime_with_gradients(attrs):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    rois = np.array([[0.5, 1.0, 6.0, 5.5], [-1.5, 2.0, 9.0, 7.5], [2.0, 2.0, 3.0, 2.5]],
+                    np.float32)
+    if attrs.get("spatial_scale"):
+        rois = rois * 2
+    graph = helper.make_graph(
+        [helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="ra", **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(rois, "rois"),
+         onnx.numpy_helper.from_array(np.array([1, 0, 1], np.int64), "bi")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y = m(g, xv)
+    np.testing.assert_allclose(g.value(y), sess.run(None, {"x": x})[0], **TOL)
+    g.backward(g.sum(g.mul(y, y)))
+    assert np.all(np.isfinite(g.grad(xv))) and np.abs(g.grad(xv)).sum() > 0
+    if attrs.get("mode", "avg") == "avg":
+        assert gradcheck(lambda gg, a: m(gg, a), [x.astype(np.float64)])

@@ -1,6 +1,7 @@
 """Handlers of ONNX GridSample (opsets 16, 20, 22: modes nearest, linear /
 bilinear, cubic / bicubic; padding zeros, border, reflection;
-align_corners; any number of spatial axes) and AffineGrid (opset 20).
+align_corners; any number of spatial axes), AffineGrid (opset 20) and
+RoiAlign (opsets 10, 16, 22).
 
 The sampling follows ONNX's reference: grid values are denormalised to
 pixel coordinates, coordinates outside the borders are clamped or
@@ -171,3 +172,75 @@ def _affine_grid(run, node):
     base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(mesh[0].size)], axis=1)
     y = g.matmul(base.astype(g.dtype), g.transpose(theta, (0, 2, 1)))  # [N, P, r]
     return [g.reshape(y, (size[0], *spatial, r))]
+
+
+def _roi_taps(roi, h, w, oh, ow, scale, ratio, half):
+    """Flat positions [oh, ow, S, 4] in an H x W plane and bilinear weights
+    of one RoI's sample points (ONNX's reference: S = grid_h * grid_w samples
+    per bin; points beyond one pixel outside read nothing)."""
+    off = 0.5 if half else 0.0
+    x0, y0, x1, y1 = (float(v) * scale - off for v in roi)
+    rw, rh = x1 - x0, y1 - y0
+    if not half:
+        rw, rh = max(rw, 1.0), max(rh, 1.0)
+    bh, bw = rh / oh, rw / ow
+    gh = int(ratio) if ratio > 0 else int(np.ceil(rh / oh))
+    gw = int(ratio) if ratio > 0 else int(np.ceil(rw / ow))
+    ys = y0 + np.arange(oh)[:, None] * bh + (np.arange(gh)[None, :] + 0.5) * bh / max(gh, 1)
+    xs = x0 + np.arange(ow)[:, None] * bw + (np.arange(gw)[None, :] + 0.5) * bw / max(gw, 1)
+    y = np.broadcast_to(ys[:, None, :, None], (oh, ow, gh, gw)).reshape(oh, ow, -1)
+    x = np.broadcast_to(xs[None, :, None, :], (oh, ow, gh, gw)).reshape(oh, ow, -1)
+    valid = ~((y < -1.0) | (y > h) | (x < -1.0) | (x > w))
+    y, x = np.maximum(y, 0.0), np.maximum(x, 0.0)
+    yl, xl = y.astype(np.int64), x.astype(np.int64)
+    ytop, xtop = yl >= h - 1, xl >= w - 1
+    yl, xl = np.where(ytop, h - 1, yl), np.where(xtop, w - 1, xl)
+    yh, xh = np.where(ytop, h - 1, yl + 1), np.where(xtop, w - 1, xl + 1)
+    y, x = np.where(ytop, yl, y), np.where(xtop, xl, x)
+    ly, lx = y - yl, x - xl
+    hy, hx = 1.0 - ly, 1.0 - lx
+    pos = np.stack([yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh], axis=-1)
+    wts = np.stack([hy * hx, hy * lx, ly * hx, ly * lx], axis=-1) * valid[..., None]
+    return pos, wts, max(gh * gw, 1)
+
+
+@handler("RoiAlign")
+def _roi_align(run, node):
+    """Each RoI's bins sampled bilinearly and averaged (or maxed) as ONNX's
+    reference does: tap positions and weights from NumPy (the RoIs and
+    batch indices are read as values), the taps gathered from the
+    channel-last input with ``embedding``, so X gets the gradient."""
+    g = run.g
+    at = node.attrs
+    x = run.cl(node.inputs[0])  # [N, H, W, C]
+    n, h, w, ch = x.shape
+    rois = run.arr(node.inputs[1]).astype(np.float64).reshape(-1, 4)
+    batch = run.arr(node.inputs[2]).astype(np.int64).reshape(-1)
+    oh, ow = int(at.get("output_height", 1)), int(at.get("output_width", 1))
+    half = at.get("coordinate_transformation_mode",
+                  "half_pixel" if run.m.opset >= 16 else "output_half_pixel") == "half_pixel"
+    mode = at.get("mode", "avg")
+    taps = [_roi_taps(r, h, w, oh, ow, float(at.get("spatial_scale", 1.0)),
+                      int(at.get("sampling_ratio", 0)), half) for r in rois]
+    if batch.size != len(taps) or (batch.size and (batch.min() < 0 or batch.max() >= n)):
+        raise node.fail(f"batch_indices {batch.tolist()} do not index the {n} images for "
+                        f"{len(taps)} RoIs")
+    s = max(p.shape[2] for p, _, _ in taps) if taps else 1
+    m = len(taps) * oh * ow
+    pos = np.zeros((len(taps), oh, ow, s, 4), np.int64)
+    wts = np.zeros((len(taps), oh, ow, s, 4))
+    pad = np.full((len(taps), oh, ow, s, 1), -np.inf)
+    for i, (p, wt, count) in enumerate(taps):
+        k = p.shape[2]
+        pos[i, :, :, :k] = p + batch[i] * h * w
+        wts[i, :, :, :k] = wt / count if mode == "avg" else wt
+        pad[i, :, :, :k] = 0.0
+    flat = g.reshape(x, (n * h * w, ch))
+    vals = g.embedding(flat, pos.reshape(m, s * 4))  # [M, S*4, C]
+    vals = g.mul(vals, wts.reshape(m, s * 4, 1).astype(g.dtype))
+    if mode == "avg":
+        y = g.sum(vals, axis=1)
+    else:
+        per = g.max(g.reshape(vals, (m, s, 4, ch)), axis=2)
+        y = g.max(g.add(per, pad.reshape(m, s, 1).astype(g.dtype)), axis=1)
+    return [ChannelLast(g.reshape(y, (len(taps), oh, ow, ch)))]

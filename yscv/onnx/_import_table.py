@@ -30,7 +30,7 @@ STATIC_SLOTS = {
     "ReduceSumSquare": {1}, "ReduceLogSumExp": {1}, "ReduceProd": {1}, "ReduceL2": {1},
     "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
     "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
-    "CenterCropPad": {1}, "MaxUnpool": {1, 2}, "AffineGrid": {1},
+    "CenterCropPad": {1}, "MaxUnpool": {1, 2}, "AffineGrid": {1}, "RoiAlign": {1, 2},
     "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
 }
 
