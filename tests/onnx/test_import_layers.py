@@ -257,15 +257,6 @@ def test_class_weights_and_attention_mask_initializers_are_constants():
     check(model, feeds(ins))
 
 
-def test_max_pool_indices_of_a_dilated_pool_are_refused_at_load():
-    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], name="mp",
-                            dilations=[2, 2])
-    model = model_of([node], [("x", F, [1, 1, 5, 5])], [("y", F, None), ("i", I64, None)],
-                     opset=12)
-    with pytest.raises(OnnxImportError, match=r"'mp'.*Indices output.*dilations \[2, 2\]"):
-        yscv.onnx.load(model)
-
-
 def _torch_grads(model, xs, torch_fn):
     """yscv's gradient of output 0 (summed) for float input 0 and PyTorch's."""
     torch = pytest.importorskip("torch")

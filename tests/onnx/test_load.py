@@ -411,9 +411,3 @@ def test_torch_modules_outputs_and_input_gradients(name):
     np.testing.assert_allclose(y, ty, **TOL)
     for a, b in zip(gx, tgx):
         np.testing.assert_allclose(a, b, **TOL)
-
-
-def test_bilinear_resize_fails_at_load():
-    data = export(torch.nn.Upsample(scale_factor=2, mode="bilinear"), (torch.zeros(1, 1, 2, 2),))
-    with pytest.raises(yscv.onnx.OnnxImportError, match="'Resize'.*'linear'"):
-        yscv.onnx.load(data)

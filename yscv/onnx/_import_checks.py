@@ -327,14 +327,17 @@ def _check_pad(node, consts) -> None:
 
 
 def _check_resize(node, consts) -> None:
-    if node.op == "Resize" and not any(
-            len(node.inputs) > s and node.inputs[s] for s in (2, 3)) and "scales" not in node.attrs:
+    """Scales or sizes given: inputs 2 or 3 (opset 11 on), input 1 (opset 10's two inputs)."""
+    given = [s for s in range(1, 4) if len(node.inputs) > s and node.inputs[s]]
+    if node.op == "Resize" and not (set(given) & {2, 3} or given == [1] == [len(node.inputs) - 1]) \
+            and "scales" not in node.attrs:
         raise node.fail("neither scales nor sizes is given")
 
 
 _NODE_CHECKS = {
     "Conv": _check_window, "ConvTranspose": _check_window, "DeformConv": _check_window,
-    "MaxPool": _check_window, "AveragePool": _check_window, "Cast": _check_cast,
+    "MaxPool": _check_window, "AveragePool": _check_window, "LpPool": _check_window,
+    "Cast": _check_cast,
     "Reshape": _check_reshape, "ConstantOfShape": _check_constant_of_shape,
     "Range": _check_range, "Pad": _check_pad, "Resize": _check_resize,
     "Constant": _check_constant,

@@ -8,8 +8,6 @@ import math
 import numpy as np
 
 from ._import_norms import batch_norm_training, dropout_with_mask, layer_norm_stats
-from ._import_pool_indices import max_pool_indices
-from ._import_dtypes import integer_through_float
 from ._import_registry import ChannelLast, bn_buffer, handler
 
 
@@ -156,25 +154,17 @@ def _pool_output(run, y, nsp):
     return [ChannelLast(run.g.squeeze(y, 1) if nsp == 1 else y)]
 
 
-@handler("MaxPool")
-@integer_through_float
 def _max_pool(run, node):
+    """1-D / 2-D MaxPool without dilation (`_import_pool` dispatches here)."""
     g = run.g
     x, nsp, kernel, strides, pads, _ = _pool_setup(run, node)
     if all(b == e and 2 * b <= k for (b, e), k in zip(pads, kernel)):
         y = g.max_pool2d(x, kernel, strides, tuple(b for b, _ in pads))
     else:
         y = g.max_pool2d(_pad_channel_last(g, x, pads, -np.inf), kernel, strides, 0)
-    if len(node.outputs) > 1 and node.outputs[1]:  # Indices, by value
-        xv = np.moveaxis(np.asarray(g.value(x)), -1, 1)
-        if nsp == 1:
-            xv, kernel, strides, pads = xv[:, :, 0], kernel[1:], strides[1:], pads[1:]
-        order = int(node.attrs.get("storage_order", 0))
-        return _pool_output(run, y, nsp) + [max_pool_indices(xv, kernel, strides, pads, order)]
     return _pool_output(run, y, nsp)
 
 
-@handler("AveragePool")
 def _avg_pool(run, node):
     """The padded-input average divided by the fraction of each window that
     counts: count_include_pad counts the explicit pads, never the ceil_mode

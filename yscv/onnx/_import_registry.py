@@ -7,7 +7,9 @@ channel-last) and `bn_buffer`.
 A handler is ``handler(run, node) -> list of output values``: ``run`` is the
 call's state (`yscv.onnx._import_run.Run`), ``node`` an
 `OnnxNode`. The handlers themselves are in ``_import_ops``,
-``_import_index``, ``_import_nn``, ``_import_rnn`` and ``_import_shape``;
+``_import_index``, ``_import_nn``, ``_import_rnn``, ``_import_shape``,
+``_import_resize``, ``_import_pad``, ``_import_pool`` and
+``_import_gridsample``;
 `yscv.onnx._import_table` imports them (so that they register) and
 checks nodes against the table. This module imports none of them.
 """

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
                _import_shape,  # (fill HANDLERS, in this order)
-               _import_norms, _import_losses, _import_attention, _import_math, _import_select)
+               _import_norms, _import_losses, _import_attention, _import_math, _import_select,
+               _import_resize, _import_pad, _import_pool, _import_gridsample)
 from ._import_registry import HANDLERS, _Unsupported
+from ._import_gridsample import GRID_MODES, GRID_PADDING
+from ._import_pad import PAD_MODES
+from ._import_resize import check_resize
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
 
@@ -27,6 +31,7 @@ STATIC_SLOTS = {
     "ReduceSumSquare": {1}, "ReduceLogSumExp": {1}, "ReduceProd": {1}, "ReduceL2": {1},
     "Where": {0}, "Shape": {0}, "Size": {0}, "CastLike": {1},
     "Resize": {1, 2, 3}, "Upsample": {1}, "GatherElements": {1}, "ScatterElements": {1},
+    "CenterCropPad": {1}, "MaxUnpool": {1, 2}, "AffineGrid": {1}, "RoiAlign": {1, 2},
     "Scatter": {1}, "ScatterND": {1}, "IsInf": {0}, "IsNaN": {0},
     "SoftmaxCrossEntropyLoss": {2}, "NegativeLogLikelihoodLoss": {2}, "Attention": {3, 6},
 }
@@ -63,27 +68,6 @@ def _check_recurrent(node, fail):
             raise fail(f"activations {at['activations']} are not supported (the defaults)")
 
 
-def _check_resize(node, fail):
-    """Nearest-neighbour modes whose integer-factor upsampling reads input
-    index floor(i / r): asymmetric coordinates with floor rounding, or
-    half-pixel coordinates with either rounding (no ties arise)."""
-    at = node.attrs
-    mode = at.get("mode", "nearest")
-    if mode != "nearest":
-        raise fail(f"mode {mode!r} is not supported (nearest only)")
-    if node.op == "Upsample":
-        return
-    coord = at.get("coordinate_transformation_mode", "half_pixel")
-    rounding = at.get("nearest_mode", "round_prefer_floor")
-    if not ((coord == "asymmetric" and rounding == "floor")
-            or (coord in ("half_pixel", "pytorch_half_pixel")
-                and rounding in ("round_prefer_floor", "round_prefer_ceil"))):
-        raise fail(f"coordinate_transformation_mode={coord!r} with nearest_mode={rounding!r} "
-                   "is not supported")
-    if at.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise fail("keep_aspect_ratio_policy other than 'stretch' is not supported")
-
-
 def check_node(node, opset, used, inits, np_dtype_of) -> None:
     """Raise ``OnnxImportError`` if ``node`` cannot be imported; decode the
     attributes the handlers read in NumPy form (Cast's ``to``)."""
@@ -103,28 +87,25 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
     if op == "BatchNormalization" and any(i > 0 for i in outs) and not at.get("training_mode"):
         raise fail(f"output {max(outs)} ({node.outputs[max(outs)]!r}) is given only with "
                    "training_mode=1")
-    if op == "MaxPool" and 1 in outs and (
-            len(at.get("kernel_shape", ())) not in (1, 2)
-            or any(int(d) != 1 for d in at.get("dilations") or ())):
-        raise fail(f"the Indices output with kernel_shape {at.get('kernel_shape')} and "
-                   f"dilations {at.get('dilations')} is not supported (1-D or 2-D, undilated)")
     if op == "Conv" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D convolution is not supported")
     if op == "ConvTranspose" and _kernel_rank(node, inits) not in (None, 1, 2, 3):
         raise fail(f"{_kernel_rank(node, inits)}-D transposed convolution is not supported")
-    if op in ("MaxPool", "AveragePool"):
-        if len(at.get("kernel_shape", ())) not in (1, 2):
-            raise fail(f"kernel_shape {at.get('kernel_shape')} is not supported (1-D or 2-D)")
-        if any(int(d) != 1 for d in at.get("dilations") or ()):
-            raise fail(f"dilations {at['dilations']} are not supported")
-    if op == "Pad" and at.get("mode", "constant") != "constant":
-        raise fail(f"mode {at['mode']!r} is not supported (constant only)")
+    if op in ("MaxPool", "AveragePool", "LpPool") and \
+            len(at.get("kernel_shape", ())) not in (1, 2, 3):
+        raise fail(f"kernel_shape {at.get('kernel_shape')} is not supported (1-D, 2-D or 3-D)")
+    if op == "Pad" and at.get("mode", "constant") not in PAD_MODES:
+        raise fail(f"mode {at['mode']!r} is not supported ({', '.join(PAD_MODES)})")
     if op in ("LSTM", "GRU", "RNN"):
         _check_recurrent(node, fail)
+    if op == "GridSample" and (at.get("mode", "linear") not in GRID_MODES
+                               or at.get("padding_mode", "zeros") not in GRID_PADDING):
+        raise fail(f"mode {at.get('mode')!r} / padding_mode {at.get('padding_mode')!r} is not "
+                   "supported")
     if op == "Gelu" and at.get("approximate", "none") not in ("none", "tanh"):
         raise fail(f"approximate={at['approximate']!r} is not supported")
     if op in ("Resize", "Upsample"):
-        _check_resize(node, fail)
+        check_resize(node, opset, fail)
     if op in ("ScatterElements", "ScatterND") and at.get("reduction", "none") not in ("none", "add"):
         raise fail(f"reduction={at['reduction']!r} is not supported (none or add)")
     if op == "DeformConv":
