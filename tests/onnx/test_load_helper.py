@@ -405,7 +405,7 @@ def test_gru_without_linear_before_reset_runs_as_onnx_runtime():
 
 def test_missing_onnx_package_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(ImportError, match=r'pip install "yscv\[onnx\]"'):
+    with pytest.raises(ImportError, match=r'pip install onnx \(from yscv.s checkout: pip install -e "\.\[onnx\]"\)'):
         yscv.onnx.load(b"")
 
 
