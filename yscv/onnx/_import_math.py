@@ -10,6 +10,8 @@ their dtype. Unary elementwise ops keep a channel-last value channel-last.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._import_ops import _reduce_axes, _static_unary, _unary
@@ -48,7 +50,10 @@ def _atanh(g, x):
     return g.log1p(g.div(a * 2.0, g.neg(a) + 1.0)) * (s * 0.5)
 
 
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
 _MATH = {
+    "Erf": (lambda a: _ERF(a).astype(a.dtype), lambda r, n, x: r.g.erf(x)),
     "Sin": (np.sin, lambda r, n, x: r.g.sin(x)),
     "Cos": (np.cos, lambda r, n, x: r.g.cos(x)),
     "Tan": (np.tan, lambda r, n, x: r.g.tan(x)),

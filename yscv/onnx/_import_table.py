@@ -72,9 +72,6 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
     """Raise ``OnnxImportError`` if ``node`` cannot be imported; decode the
     attributes the handlers read in NumPy form (Cast's ``to``)."""
     fail = node.fail
-    if node.op == "Erf":
-        raise fail("Erf is supported only inside the GELU pattern "
-                   "x * 0.5 * (1 + erf(x / sqrt(2))) that exporters write")
     if node.op not in HANDLERS or (node.op.startswith("_") and not node.attrs.get("_fused")):
         raise fail("this operator is not supported by yscv.onnx.load")
     for key, v in node.attrs.items():
