@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
                _import_shape,  # (fill HANDLERS, in this order)
                _import_norms, _import_losses, _import_attention, _import_math, _import_select,
-               _import_resize, _import_pad, _import_pool, _import_gridsample)
+               _import_resize, _import_pad, _import_pool, _import_gridsample, _import_quant)
 from ._import_registry import HANDLERS, _Unsupported
 from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
@@ -112,5 +112,5 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
             raise fail("the mask input (modulated deformable convolution) is not supported")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
-    for module in (_import_math, _import_select):
+    for module in (_import_math, _import_select, _import_quant):
         module.check(node, np_dtype_of)
