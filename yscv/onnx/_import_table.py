@@ -54,8 +54,6 @@ def _used_outputs(node, used):
 
 def _check_recurrent(node, fail):
     at = node.attrs
-    if len(node.inputs) > 7 and node.inputs[7]:
-        raise fail("peephole weights (input P) are not supported")
     if at.get("clip") is not None:
         raise fail("the clip attribute is not supported")
     if at.get("input_forget", 0):
