@@ -18,7 +18,7 @@ import yscv  # noqa: E402
 import yscv.onnx  # noqa: E402
 from yscv.onnx import OnnxImportError  # noqa: E402
 
-from _onenode import check_forward, check_grad, one_node, yscv_run  # noqa: E402
+from _onenode import check_forward, check_grad, one_node, ort_run, yscv_run  # noqa: E402
 
 
 def _x(*shape, seed=0, scale=3.0):
@@ -147,3 +147,26 @@ def test_bad_variants_are_refused_naming_the_node():
            ("z", np.zeros((), np.uint8))]
     with pytest.raises(OnnxImportError, match=r"'DequantizeLinear'.*uint8.*int8"):
         yscv_run(one_node("DequantizeLinear", ins, out=[np.float32], opset=13), ins)
+
+
+@pytest.mark.parametrize("to", [onnx.TensorProto.INT4, onnx.TensorProto.UINT4,
+                                onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E5M2])
+def test_narrow_quantize_dequantize_chain_matches_ort(to):
+    """QuantizeLinear to a 4-bit / float8 type (a static ml_dtypes array, the
+    4-bit ones with their zero point) read back by DequantizeLinear."""
+    x = _x(2, 6)
+    zp = {onnx.TensorProto.INT4: 1, onnx.TensorProto.UINT4: 7}.get(to, 0)
+    # the zero point is cast from a float constant: narrow-typed initializers
+    # and constants are refused at load, a Cast to them gives a static array
+    nodes = [helper.make_node("Constant", [], ["z0"], value_float=float(zp)),
+             helper.make_node("Cast", ["z0"], ["z"], to=to),
+             helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, x.shape)],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [numpy_helper.from_array(np.array(0.4, np.float32), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    (want,) = ort_run(model, [("x", x)])
+    (y,), *_ = yscv_run(model, [("x", x)])
+    np.testing.assert_array_equal(y, want)

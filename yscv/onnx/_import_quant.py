@@ -27,7 +27,9 @@ _INT_RANGES = {2: ("uint8", 0, 255), 3: ("int8", -128, 127), 4: ("uint16", 0, 65
                5: ("int16", -32768, 32767), 21: (None, 0, 15), 22: (None, -8, 7),
                25: (None, 0, 3), 26: (None, -2, 1)}
 _FLOAT8 = (17, 18, 19, 20)
-_NP_TO_ONNX = {"uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6}
+_NP_TO_ONNX = {"uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "uint4": 21, "int4": 22,
+               "uint2": 25, "int2": 26, "float8_e4m3fn": 17, "float8_e4m3fnuz": 18,
+               "float8_e5m2": 19, "float8_e5m2fnuz": 20}
 _PRECISIONS = {1: np.float32, 10: np.float16, 11: np.float64}
 
 
@@ -124,9 +126,11 @@ def _quantize_linear(run, node):
     zp = run.arr(node.inputs[2]) if run.has(node, 2) else None
     if zp is not None:
         onnx_type, np_dtype = _NP_TO_ONNX.get(zp.dtype.name), zp.dtype
-        if onnx_type is None or onnx_type == 6:
-            raise node.fail(f"zero point of dtype {zp.dtype} is not supported "
-                            "(int8, uint8, int16 or uint16)")
+        if onnx_type is None:
+            raise node.fail(f"zero point of dtype {zp.dtype} is not supported (an 8-, 16-, "
+                            "4- or 2-bit integer or a float8 type)")
+        if onnx_type in _FLOAT8:
+            zp = None   # float8 zero points are 0 (ONNX)
     elif "_np_out" in at:
         onnx_type, np_dtype = int(at["output_dtype"]), np.dtype(at["_np_out"])
     else:
@@ -150,7 +154,7 @@ def _dequantize_linear(run, node):
     x = run.arr(node.inputs[0])
     how, arg, axis = _spread_index(node, shape, run.shape(node.inputs[1]), axis, block)
     dx = x.astype(np.float64 if x.dtype.kind in "iu" and x.itemsize >= 4 else np.float32)
-    if run.has(node, 2) and x.dtype.kind in "iu":
+    if run.has(node, 2) and not x.dtype.name.startswith(("float8", "float4")):
         zp = run.arr(node.inputs[2])
         if zp.dtype != x.dtype:
             raise node.fail(f"zero point dtype {zp.dtype} differs from the input's {x.dtype}")
