@@ -22,10 +22,10 @@ from ._import_registry import handler
 
 __all__ = ["check"]
 
-#: Integer output types: ONNX type -> (NumPy dtype name, min, max).
-_INT_RANGES = {2: ("uint8", 0, 255), 3: ("int8", -128, 127), 4: ("uint16", 0, 65535),
-               5: ("int16", -32768, 32767), 21: (None, 0, 15), 22: (None, -8, 7),
-               25: (None, 0, 3), 26: (None, -2, 1)}
+#: Integer output types: ONNX type -> (min, max) (uint8, int8, uint16, int16,
+#: uint4, int4, uint2, int2).
+_INT_RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767),
+               21: (0, 15), 22: (-8, 7), 25: (0, 3), 26: (-2, 1)}
 _FLOAT8 = (17, 18, 19, 20)
 _NP_TO_ONNX = {"uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "uint4": 21, "int4": 22,
                "uint2": 25, "int2": 26, "float8_e4m3fn": 17, "float8_e4m3fnuz": 18,
@@ -54,9 +54,10 @@ def check(node, np_dtype_of) -> None:
 
 def _spread_index(node, shape, vshape, axis, block):
     """How a scale / zero point of shape ``vshape`` reaches every element of
-    an input of ``shape``: None (per tensor: broadcasts as it is), ``dims``
-    (per axis: reshape to ``dims``) or an index array (blocked: entries
-    repeated along ``axis``), with ``axis`` made non-negative."""
+    an input of ``shape``: ``(how, arg, axis)`` with ``how`` "scalar" (per
+    tensor: a scalar broadcasts), "axis" (per axis: reshaped to the dims
+    ``arg``) or "block" (blocked: entries repeated along ``axis`` by the
+    index array ``arg``); ``axis`` made non-negative."""
     if len(vshape) == 0 or int(np.prod(vshape)) == 1 and not block:
         return "scalar", None, axis
     if not -len(shape) <= axis < len(shape):
@@ -106,7 +107,7 @@ def quantize(x, scale, zp, onnx_type, np_dtype, saturate=True):
         q = x / scale
     if onnx_type in _FLOAT8:
         return narrow_cast(q, onnx_type, np_dtype, saturate)
-    _, lo, hi = _INT_RANGES[onnx_type]
+    lo, hi = _INT_RANGES[onnx_type]
     q = np.rint(q.astype(np.float64))
     if zp is not None:
         q = q + zp.astype(np.float64)
