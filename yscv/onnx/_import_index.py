@@ -1,11 +1,11 @@
 """Handlers of the indexing ONNX operators (GatherElements, ScatterElements,
-ScatterND, DepthToSpace), value tests (IsInf, IsNaN) and DeformConv.
+ScatterND, DepthToSpace) and value tests (IsInf, IsNaN).
 Indices are static (NumPy integer arrays); data gives graph ops."""
 from __future__ import annotations
 
 import numpy as np
 
-from ._import_registry import ChannelLast, handler
+from ._import_registry import handler
 
 
 def _indices(run, name, size):
@@ -84,23 +84,3 @@ def _depth_to_space(run, node):
     else:
         y = g.transpose(g.reshape(x, (n, b, b, c // (b * b), h, w)), (0, 3, 4, 1, 5, 2))
     return [g.reshape(y, (n, c // (b * b), h * b, w * b))]
-
-
-@handler("DeformConv")
-def _deform_conv(run, node):
-    """ONNX DeformConv (one group, one offset group, no mask) on yscv's
-    deformable_conv2d: offsets [N, ``2*KH*KW``, OH, OW] taken channel-last."""
-    g = run.g
-    at = node.attrs
-    x = run.cl(node.inputs[0])
-    w = run.conv_weight(node.inputs[1])
-    offsets = run.cl(node.inputs[2])
-    pads = [int(p) for p in at.get("pads") or [0, 0, 0, 0]]
-    if pads[:2] != pads[2:]:
-        x = g.pad(x, [(0, 0), (pads[0], pads[2]), (pads[1], pads[3]), (0, 0)])
-        pads = [0, 0, 0, 0]
-    y = g.deformable_conv2d(x, w, offsets, run.opt_node(node, 3),
-                            stride=tuple(int(s) for s in at.get("strides") or [1, 1]),
-                            padding=tuple(pads[:2]),
-                            dilation=tuple(int(d) for d in at.get("dilations") or [1, 1]))
-    return [ChannelLast(y)]

@@ -6,7 +6,8 @@ input-major weights [I, ``G*H``] with gates (i, f, g, o) and (r, z, n). The
 conversion is recorded in the graph (narrow, cat, transpose of the weight
 nodes), so gradients reach the Parameters in the file's layout. A reverse
 direction runs on the time-flipped sequence; ``bidirectional`` runs both.
-GRU with ``linear_before_reset=0`` is composed per step (``_import_gru``).
+GRU with ``linear_before_reset=0`` (``_import_gru``) and LSTM with peepholes
+(``_import_lstm``) are composed per step.
 Outputs: Y [T, D, B, H], Y_h [D, B, H], Y_c [D, B, H] (``layout=1``:
 batch-major [B, T, D, H], [B, D, H]).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._import_gru import gru_reset_first
+from ._import_lstm import lstm_peephole
 from ._import_registry import handler
 
 #: ONNX gate blocks in yscv's gate order
@@ -85,7 +87,12 @@ def _recurrent(run, node):
         xs = g.flip(x, 0) if reverse else x
         w_ih, w_hh, b_in, b_rec = _direction_weights(run, node, d, hidden)
         h0 = _initial(run, node, 5, d)
-        if node.op == "LSTM":
+        if node.op == "LSTM" and run.has(node, 7):
+            p = g.select(run.node(node.inputs[7]), 0, d)
+            seq, c_n = lstm_peephole(g, xs, w_ih, w_hh, b_in + b_rec, h0,
+                                     _initial(run, node, 6, d), p)
+            cs.append(c_n)
+        elif node.op == "LSTM":
             seq, c_n = g.lstm(xs, w_ih, w_hh, b_in + b_rec, h0, _initial(run, node, 6, d),
                               return_cell=True)
             cs.append(c_n)

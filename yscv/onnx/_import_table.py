@@ -14,11 +14,13 @@ from __future__ import annotations
 from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F401
                _import_shape,  # (fill HANDLERS, in this order)
                _import_norms, _import_losses, _import_attention, _import_math, _import_select,
-               _import_resize, _import_pad, _import_pool, _import_gridsample)
+               _import_resize, _import_pad, _import_pool, _import_gridsample, _import_quant,
+               _import_scatter, _import_deform)
 from ._import_registry import HANDLERS, _Unsupported
 from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
 from ._import_resize import check_resize
+from ._import_scatter import REDUCTIONS
 
 __all__ = ["HANDLERS", "STATIC_SLOTS", "check_node"]
 
@@ -52,8 +54,6 @@ def _used_outputs(node, used):
 
 def _check_recurrent(node, fail):
     at = node.attrs
-    if len(node.inputs) > 7 and node.inputs[7]:
-        raise fail("peephole weights (input P) are not supported")
     if at.get("clip") is not None:
         raise fail("the clip attribute is not supported")
     if at.get("input_forget", 0):
@@ -103,14 +103,9 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail(f"approximate={at['approximate']!r} is not supported")
     if op in ("Resize", "Upsample"):
         check_resize(node, opset, fail)
-    if op in ("ScatterElements", "ScatterND") and at.get("reduction", "none") not in ("none", "add"):
-        raise fail(f"reduction={at['reduction']!r} is not supported (none or add)")
-    if op == "DeformConv":
-        if int(at.get("group", 1)) != 1 or int(at.get("offset_group", 1)) != 1:
-            raise fail("group and offset_group other than 1 are not supported")
-        if len(node.inputs) > 4 and node.inputs[4]:
-            raise fail("the mask input (modulated deformable convolution) is not supported")
+    if op in ("ScatterElements", "ScatterND") and at.get("reduction", "none") not in REDUCTIONS:
+        raise fail(f"reduction={at['reduction']!r} is not supported ({', '.join(REDUCTIONS)})")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
-    for module in (_import_math, _import_select):
+    for module in (_import_math, _import_select, _import_quant):
         module.check(node, np_dtype_of)
