@@ -285,10 +285,24 @@ KNOWN = {
         "refused at load on purpose: graph input 'X' has type BFLOAT16, which yscv cannot hold",
     'test_compress_bfloat16':
         "refused at load on purpose: graph input 'input' has type BFLOAT16, which yscv cannot hold",
-    'test_deform_conv_with_mask_bias':
-        "fails today: OnnxImportError: onnx.load: operator 'DeformConv' (node '#0', index 0): the mask input (modulated deformable convolution) is not supported",
-    'test_deform_conv_with_multiple_offset_groups':
-        "fails today: OnnxImportError: onnx.load: operator 'DeformConv' (node '#0', index 0): group and offset_group other than 1 are not supported",
+    'test_dequantizelinear_e4m3fn':
+        "refused at load on purpose: graph input 'x' has type FLOAT8E4M3FN, which yscv cannot hold",
+    'test_dequantizelinear_e4m3fn_float16':
+        "refused at load on purpose: graph input 'x' has type FLOAT8E4M3FN, which yscv cannot hold",
+    'test_dequantizelinear_e4m3fn_zero_point':
+        "refused at load on purpose: graph input 'x' has type FLOAT8E4M3FN, which yscv cannot hold",
+    'test_dequantizelinear_e5m2':
+        "refused at load on purpose: graph input 'x' has type FLOAT8E5M2, which yscv cannot hold",
+    'test_dequantizelinear_float4e2m1':
+        "refused at load on purpose: graph input 'x' has type FLOAT4E2M1, which yscv cannot hold",
+    'test_dequantizelinear_int2':
+        "refused at load on purpose: graph input 'x' has type INT2, which yscv cannot hold",
+    'test_dequantizelinear_int4':
+        "refused at load on purpose: graph input 'x' has type INT4, which yscv cannot hold",
+    'test_dequantizelinear_uint2':
+        "refused at load on purpose: graph input 'x' has type UINT2, which yscv cannot hold",
+    'test_dequantizelinear_uint4':
+        "refused at load on purpose: graph input 'x' has type UINT4, which yscv cannot hold",
     'test_einsum_batch_matmul_bfloat16':
         "refused at load on purpose: graph input 'x' has type BFLOAT16, which yscv cannot hold",
     'test_einsum_sum_bfloat16':
@@ -303,28 +317,24 @@ KNOWN = {
         "refused at load on purpose: graph input 'opt_in' is not a tensor (sequences, maps and optionals are not supported)",
     'test_identity_sequence':
         "refused at load on purpose: graph input 'x' is not a tensor (sequences, maps and optionals are not supported)",
-    'test_lstm_with_peepholes':
-        "fails today: OnnxImportError: onnx.load: operator 'LSTM' (node '#0', index 0): peephole weights (input P) are not supported",
     'test_onehot_with_bfloat16_values':
         "refused at load on purpose: graph input 'values' has type BFLOAT16, which yscv cannot hold",
+    'test_quantizelinear_e4m3fn':
+        "refused at load on purpose: graph input 'y_zero_point' has type FLOAT8E4M3FN, which yscv cannot hold",
+    'test_quantizelinear_e5m2':
+        "refused at load on purpose: graph input 'y_zero_point' has type FLOAT8E5M2, which yscv cannot hold",
+    'test_quantizelinear_float4e2m1':
+        "refused at load on purpose: graph input 'y_zero_point' has type FLOAT4E2M1, which yscv cannot hold",
+    'test_quantizelinear_int2':
+        "refused at load on purpose: graph input 'y_zero_point' has type INT2, which yscv cannot hold",
+    'test_quantizelinear_int4':
+        "refused at load on purpose: graph input 'y_zero_point' has type INT4, which yscv cannot hold",
+    'test_quantizelinear_uint2':
+        "refused at load on purpose: graph input 'y_zero_point' has type UINT2, which yscv cannot hold",
+    'test_quantizelinear_uint4':
+        "refused at load on purpose: graph input 'y_zero_point' has type UINT4, which yscv cannot hold",
     'test_range_bfloat16_type_positive_delta':
         "refused at load on purpose: graph input 'start' has type BFLOAT16, which yscv cannot hold",
-    'test_scatter_elements_with_reduction_max':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterElements' (node '#0', index 0): reduction='max' is not supported (none or add)",
-    'test_scatter_elements_with_reduction_min':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterElements' (node '#0', index 0): reduction='min' is not supported (none or add)",
-    'test_scatter_elements_with_reduction_mul':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterElements' (node '#0', index 0): reduction='mul' is not supported (none or add)",
-    'test_scatternd_max':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterND' (node '#0', index 0): reduction='max' is not supported (none or add)",
-    'test_scatternd_max_with_element_indices':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterND' (node '#0', index 0): reduction='max' is not supported (none or add)",
-    'test_scatternd_min':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterND' (node '#0', index 0): reduction='min' is not supported (none or add)",
-    'test_scatternd_min_with_element_indices':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterND' (node '#0', index 0): reduction='min' is not supported (none or add)",
-    'test_scatternd_multiply':
-        "fails today: OnnxImportError: onnx.load: operator 'ScatterND' (node '#0', index 0): reduction='mul' is not supported (none or add)",
     'test_training_dropout':
         "not comparable: the expected output holds the reference implementation's own random dropout mask (yscv draws from its generator)",
     'test_training_dropout_default':

@@ -6,11 +6,10 @@ channel-last) and `bn_buffer`.
 
 A handler is ``handler(run, node) -> list of output values``: ``run`` is the
 call's state (`yscv.onnx._import_run.Run`), ``node`` an
-`OnnxNode`. The handlers themselves are in ``_import_ops``,
-``_import_index``, ``_import_nn``, ``_import_rnn``, ``_import_shape``,
-``_import_resize``, ``_import_pad``, ``_import_pool`` and
-``_import_gridsample``;
-`yscv.onnx._import_table` imports them (so that they register) and
+`OnnxNode`. The handlers themselves are in the ``_import_<topic>``
+modules that `yscv.onnx._import_table` imports (ops, index, nn, rnn,
+shape, norms, losses, attention, math, select, resize, pad, pool,
+gridsample, quant, scatter, lstm, gru, deform); the table imports them (so that they register) and
 checks nodes against the table. This module imports none of them.
 """
 from __future__ import annotations
