@@ -20,7 +20,9 @@ MobileNetV3-small twins exported by ``torch.onnx.export`` and imported by
 from __future__ import annotations
 
 import io
+import pathlib
 import sys
+import tempfile
 
 import numpy as np
 
@@ -91,41 +93,72 @@ def _first_losses_agree(name, ours, theirs, torch, x, labels, nchw=False):
         raise AssertionError(f"bench_models {name}: first losses differ: yscv {ly}, torch {lt}")
 
 
-def _onnx_import(torch, theirs, x):
+def _onnx_file(name: str) -> pathlib.Path:
+    """Where the torch twin's export is kept for the processes that time
+    yscv alone (they never import PyTorch): the system's temporary folder."""
+    return pathlib.Path(tempfile.gettempdir()) / f"yscv-bench-{name}.onnx"
+
+
+def _onnx_import(torch, name, x):
     """The torch twin exported by torch.onnx (in eval mode, as torch.onnx
-    exports) and loaded by yscv.onnx.load; the step trains it in training
-    mode as any module."""
+    exports; written to `_onnx_file` when PyTorch is here) and loaded by
+    yscv.onnx.load; the step trains it in training mode as any module.
+    None without PyTorch and without an earlier export (``torch`` None: the
+    file written before)."""
     import yscv.onnx
 
-    theirs.eval()
-    buf = io.BytesIO()
-    torch.onnx.export(theirs, (torch.tensor(x.transpose(0, 3, 1, 2)),), buf, dynamo=False,
-                      input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "n"}, "logits": {0: "n"}})
-    return yscv.onnx.load(buf.getvalue())
+    path = _onnx_file(name)
+    if torch is not None:
+        theirs = build(name, torch)[1].eval()
+        buf = io.BytesIO()
+        torch.onnx.export(theirs, (torch.tensor(x.transpose(0, 3, 1, 2)),), buf, dynamo=False,
+                          input_names=["x"], output_names=["logits"],
+                          dynamic_axes={"x": {0: "n"}, "logits": {0: "n"}})
+        path.write_bytes(buf.getvalue())
+    return yscv.onnx.load(path) if path.exists() else None
+
+
+class _Lazy:
+    """A step built on its first call: a process that times one row builds
+    only that row's model (``benches(torch)[k]`` lists them all)."""
+
+    def __init__(self, make):
+        self._make, self._step = make, None
+
+    def __call__(self):
+        if self._step is None:
+            self._step = self._make()
+        return self._step()
 
 
 def _rows(torch, name, label, batch, size, cl_only=False, onnx=False):
     x, labels = _data(batch, size)
-    ours, theirs = build(name, torch)
-    if theirs is not None:
-        _first_losses_agree(name, ours, theirs, torch, x, labels)
-    ys = _yscv_step(ours, x, labels)
+
+    def ours():
+        model, theirs = build(name, torch)
+        if theirs is not None:
+            _first_losses_agree(name, model, theirs, torch, x, labels)
+        return _yscv_step(model, x, labels)
+
+    def theirs(channels_last):
+        if torch is None:
+            return None
+        return _Lazy(lambda: _torch_step(torch, build(name, torch)[1], x, labels,
+                                         channels_last))
+
+    ys = _Lazy(ours)
     title = f"{label} train step, batch {batch}, {size}x{size}"
     rows = []
     if not cl_only:
-        ref = None if torch is None else _torch_step(torch, build(name, torch)[1], x, labels,
-                                                     False)
-        rows.append(Bench(f"{title} (vs NCHW)", ys, ref, target=1.0))
-    ref = None if torch is None else _torch_step(torch, build(name, torch)[1], x, labels, True)
-    rows.append(Bench(f"{title} (vs channels_last)", ys, ref,
+        rows.append(Bench(f"{title} (vs NCHW)", ys, theirs(False), target=1.0))
+    rows.append(Bench(f"{title} (vs channels_last)", ys, theirs(True),
                       reference_name="PyTorch channels_last", target=1.0))
-    if onnx and torch is not None:
-        imported = _onnx_import(torch, build(name, torch)[1], x)
-        ys_onnx = _yscv_step(imported, x, labels, nchw=True)
-        ref = _torch_step(torch, build(name, torch)[1], x, labels, True)
-        rows.append(Bench(f"{title}, imported from ONNX (vs channels_last)", ys_onnx, ref,
-                          reference_name="PyTorch channels_last", target=1.0))
+    if onnx and (torch is not None or _onnx_file(name).exists()):
+        if torch is not None:
+            _onnx_import(torch, name, x)      # the file the PyTorch-free processes read
+        ys_onnx = _Lazy(lambda: _yscv_step(_onnx_import(None, name, x), x, labels, nchw=True))
+        rows.append(Bench(f"{title}, imported from ONNX (vs channels_last)", ys_onnx,
+                          theirs(True), reference_name="PyTorch channels_last", target=1.0))
     return rows
 
 
