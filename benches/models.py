@@ -168,7 +168,7 @@ class ViT(nn.Module):
 # ------------------------------------------------------------------ torch twins
 
 
-def _torch_classes(torch):
+def torch_classes(torch):
     tnn = torch.nn
 
     class TBasicBlock(tnn.Module):
@@ -292,7 +292,7 @@ def build(name: str, torch=None, seed: int = 0):
     if torch is None:
         return ours, None
     torch.manual_seed(seed)
-    classes = dict(zip(("resnet18", "mobilenet_v3_small", "vit_tiny"), _torch_classes(torch)))
+    classes = dict(zip(("resnet18", "mobilenet_v3_small", "vit_tiny"), torch_classes(torch)))
     theirs = classes[name]()
     if name == "vit_tiny":
         with torch.no_grad():
