@@ -84,3 +84,18 @@ def check_grad(model, inputs, wrt=(0,), out=0):
     for n in nodes:
         grad = np.asarray(g.grad(n))
         assert np.all(np.isfinite(grad)) and np.any(grad != 0)
+
+
+def matches_onnxruntime_with_gradients(model, x, tol):
+    """``model`` (one float input ``x``) loaded by yscv gives ONNX Runtime's
+    output to ``tol``, and a loss of it has a finite, nonzero gradient with
+    respect to ``x``. Returns the loaded module."""
+    (want,) = ort_run(model, [("x", x)])[:1]
+    m = yscv.onnx.load(model)
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y = m(g, xv)
+    np.testing.assert_allclose(g.value(y), want, **tol)
+    g.backward(g.sum(g.mul(y, y)))
+    assert np.all(np.isfinite(g.grad(xv))) and np.abs(g.grad(xv)).sum() > 0
+    return m

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import yscv  # noqa: E402
 import yscv.onnx  # noqa: E402
+from _onenode import matches_onnxruntime_with_gradients  # noqa: E402  (tests/onnx is on sys.path)
 from yscv.gradcheck import gradcheck  # noqa: E402
 
 TOL = dict(rtol=2e-4, atol=2e-5)
@@ -56,14 +57,7 @@ CASES = [
 def test_pool_matches_onnxruntime_with_gradients(op, shape, attrs):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     model = _pool_model(op, list(shape), **attrs)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    m = yscv.onnx.load(model)
-    g = yscv.Graph()
-    xv = g.variable(x)
-    y = m(g, xv)
-    np.testing.assert_allclose(g.value(y), sess.run(None, {"x": x})[0], **TOL)
-    g.backward(g.sum(g.mul(y, y)))
-    assert np.all(np.isfinite(g.grad(xv))) and np.abs(g.grad(xv)).sum() > 0
+    m = matches_onnxruntime_with_gradients(model, x, TOL)
 
 
 @pytest.mark.parametrize("make, shape", [
