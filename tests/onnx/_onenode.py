@@ -99,3 +99,19 @@ def matches_onnxruntime_with_gradients(model, x, tol):
     g.backward(g.sum(g.mul(y, y)))
     assert np.all(np.isfinite(g.grad(xv))) and np.abs(g.grad(xv)).sum() > 0
     return m
+
+
+def matches_torch_under_a_cotangent(m, x, tx, ty, seed, tol):
+    """The loaded module ``m`` on ``x`` gives PyTorch's output ``ty`` (of
+    ``tx``, a leaf requiring grad) and, under one random cotangent, PyTorch's
+    gradient with respect to the input."""
+    import torch
+
+    ct = np.random.default_rng(seed).standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(ct))
+    g = yscv.Graph()
+    xv = g.variable(x)
+    y = m(g, xv)
+    g.backward(y, ct)
+    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **tol)
+    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **tol)

@@ -12,7 +12,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import yscv  # noqa: E402
 import yscv.onnx  # noqa: E402
-from _onenode import matches_onnxruntime_with_gradients  # noqa: E402  (tests/onnx is on sys.path)
+from _onenode import (matches_onnxruntime_with_gradients,  # noqa: E402  (on sys.path)
+                      matches_torch_under_a_cotangent)
 from yscv.gradcheck import gradcheck  # noqa: E402
 from yscv.onnx import OnnxImportError  # noqa: E402
 
@@ -59,14 +60,7 @@ def test_pad_gradients_match_torch(mode, tmode):
     m = yscv.onnx.load(_pad_model(list(x.shape), mode, [0, 0, 2, 3, 0, 0, 1, 2]))
     tx = torch.tensor(x, requires_grad=True)
     ty = torch.nn.functional.pad(tx, (3, 2, 2, 1), mode=tmode)
-    ct = np.random.default_rng(2).standard_normal(tuple(ty.shape)).astype(np.float32)
-    ty.backward(torch.tensor(ct))
-    g = yscv.Graph()
-    xv = g.variable(x)
-    y = m(g, xv)
-    g.backward(y, ct)
-    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
-    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)
+    matches_torch_under_a_cotangent(m, x, tx, ty, 2, TOL)
 
 
 def test_reflect_pad_gradcheck_float64():

@@ -16,7 +16,8 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import yscv  # noqa: E402
 import yscv.onnx  # noqa: E402
-from _onenode import matches_onnxruntime_with_gradients  # noqa: E402  (tests/onnx is on sys.path)
+from _onenode import (matches_onnxruntime_with_gradients,  # noqa: E402  (on sys.path)
+                      matches_torch_under_a_cotangent)
 from yscv.gradcheck import gradcheck  # noqa: E402
 
 TOL = dict(rtol=2e-4, atol=2e-5)
@@ -79,14 +80,7 @@ def test_exported_pool_matches_torch(make, shape):
     m = yscv.onnx.load(f.getvalue())
     tx = torch.tensor(x, requires_grad=True)
     ty = tm(tx)
-    ct = np.random.default_rng(2).standard_normal(tuple(ty.shape)).astype(np.float32)
-    ty.backward(torch.tensor(ct))
-    g = yscv.Graph()
-    xv = g.variable(x)
-    y = m(g, xv)
-    g.backward(y, ct)
-    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
-    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)
+    matches_torch_under_a_cotangent(m, x, tx, ty, 2, TOL)
 
 
 @pytest.mark.parametrize("i", [1, 2, 5])
@@ -137,12 +131,5 @@ def test_maxpool_then_maxunpool_matches_torch_with_gradients():
     tx = torch.tensor(x, requires_grad=True)
     tp, ti = torch.nn.functional.max_pool2d(tx, 2, 2, return_indices=True)
     ty = torch.nn.functional.max_unpool2d(tp, ti, 2, 2)
-    ct = np.random.default_rng(6).standard_normal(tuple(ty.shape)).astype(np.float32)
-    ty.backward(torch.tensor(ct))
     m = yscv.onnx.load(model)
-    g = yscv.Graph()
-    xv = g.variable(x)
-    y = m(g, xv)
-    g.backward(y, ct)
-    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
-    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)
+    matches_torch_under_a_cotangent(m, x, tx, ty, 6, TOL)

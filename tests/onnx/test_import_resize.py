@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import yscv  # noqa: E402
 import yscv.onnx  # noqa: E402
+from _onenode import matches_torch_under_a_cotangent  # noqa: E402  (tests/onnx is on sys.path)
 from yscv.gradcheck import gradcheck  # noqa: E402
 from yscv.onnx import OnnxImportError  # noqa: E402
 
@@ -157,14 +158,7 @@ def test_exported_interpolate_matches_torch(kw):
     m = yscv.onnx.load(_export(tm, (torch.tensor(x),)))
     tx = torch.tensor(x, requires_grad=True)
     ty = tm(tx)
-    ct = np.random.default_rng(4).standard_normal(tuple(ty.shape)).astype(np.float32)
-    ty.backward(torch.tensor(ct))
-    g = yscv.Graph()
-    xv = g.variable(x)
-    y = m(g, xv)
-    g.backward(y, ct)
-    np.testing.assert_allclose(g.value(y), ty.detach().numpy(), **TOL)
-    np.testing.assert_allclose(g.grad(xv), tx.grad.numpy(), **TOL)
+    matches_torch_under_a_cotangent(m, x, tx, ty, 4, TOL)
 
 
 @pytest.mark.parametrize("attrs, op, match", [
