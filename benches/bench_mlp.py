@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 import yscv
-from common import Bench
+from common import Bench, profile_step
 
 BATCH = 128
 SIZES = (784, 512, 512, 10)
@@ -97,19 +97,8 @@ def benches(torch):
 
 def _profile(steps: int = 300) -> None:
     """cProfile of the yscv step: total time per function, top rows."""
-    import cProfile
-    import pstats
-
     x, labels, params = _data()
-    step = _yscv_step(x, labels, params)
-    for _ in range(20):
-        step()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(steps):
-        step()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    profile_step(_yscv_step(x, labels, params), steps, warmup=20)
 
 
 def _op_times(steps: int = 200) -> None:

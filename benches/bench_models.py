@@ -27,7 +27,7 @@ import tempfile
 import numpy as np
 
 import yscv
-from common import Bench
+from common import Bench, profile_step
 from models import build
 
 LR, MOMENTUM = 0.01, 0.9
@@ -173,18 +173,9 @@ def benches(torch):
 
 
 def _profile(name, steps=5):
-    import cProfile
-    import pstats
-
+    """cProfile of the yscv step of model ``name`` (batch 8, 64x64)."""
     x, labels = _data(8, 64)
-    step = _yscv_step(build(name)[0], x, labels)
-    step()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(steps):
-        step()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+    profile_step(_yscv_step(build(name)[0], x, labels), steps, rows=30)
 
 
 if __name__ == "__main__":

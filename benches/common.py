@@ -64,3 +64,19 @@ def with_torch_threads(torch, step, threads):
             torch.set_num_threads(prev)
 
     return step_with_threads
+
+
+def profile_step(step, steps: int, warmup: int = 1, rows: int = 25) -> None:
+    """cProfile of ``steps`` calls of ``step`` after ``warmup`` calls: total
+    time per function, the top ``rows``."""
+    import cProfile
+    import pstats
+
+    for _ in range(warmup):
+        step()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(rows)
