@@ -21,6 +21,7 @@ from .errors import (
     WorkerError,
 )
 from .checkpoint import CheckpointConfig, CheckpointSegment
+from .custom_op import CustomOp, custom_op
 from .gradcheck import gradcheck, gradgradcheck
 from .graph import Graph
 from .grad_mode import is_grad_enabled, no_grad
@@ -51,6 +52,8 @@ __all__ = [
     "Op",
     "gradcheck",
     "gradgradcheck",
+    "custom_op",
+    "CustomOp",
     "CheckpointConfig",
     "CheckpointSegment",
     "manual_seed",

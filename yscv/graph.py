@@ -52,7 +52,8 @@ from .node import _NodeIdBuilder, _next_uid, with_saved
 from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from .walk import WalkMixin
-from . import backward as _backward_rules  # noqa: F401  (fills registry.BACKWARD)
+from . import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
+from . import custom_op as _custom_op  # noqa: F401  (Op.CUSTOM)
 
 # Every Op member must have a forward and a backward, or importing fails.
 registry.check_complete()

@@ -202,6 +202,10 @@ class Op(enum.IntEnum):
     POISSON_NLL_LOSS = 278
     CTC_LOSS = 279
 
+    # the engine's own
+    VJP = 400       # one input's gradient of a fused op, as a node (create_graph=True)
+    CUSTOM = 401    # an op a user defines (yscv.custom_op): its functions are its attributes
+
 
 #: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain,
 #: shape)``, a tuple built once at the append (only checkpointing replaces

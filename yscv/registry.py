@@ -42,12 +42,23 @@ _TABLE_SIZE = max(int(op) for op in Op) + 1
 
 #: int(op) -> forward(attrs, *input_values) -> (value, saved)
 FORWARD: list = [None] * _TABLE_SIZE
-#: int(op) -> backward(grad, input_values, value, attrs, saved, needs) -> tuple of grads
+#: int(op) -> the op's one backward rule, ``rule(ns, grad, inputs, out,
+#: attrs, saved, needs) -> tuple``: one gradient (or None) per input, written
+#: against the namespace ``ns`` (yscv/namespace/__init__.py) that two interpreters
+#: implement -- arrays (``inputs`` and ``out`` are values) and the graph
+#: (``create_graph=True``: NodeIds, the gradients recorded as nodes)
+RULES: list = [None] * _TABLE_SIZE
+#: int(op) -> what the array walks call, with the same signature: the rule
+#: itself, or a written-out array copy of it on the per-node hot path
+#: (`register_rule` ``array=``), held bit for bit to the rule by
+#: tests/test_rule_flags.py
 BACKWARD: list = [None] * _TABLE_SIZE
-#: int(op) -> recorded(G, grad, inputs, out, attrs, saved, needs) -> tuple of NodeIds
-#: (or None): the same backward said in graph ops of ``G``, appended to the
-#: graph by the walk when ``create_graph=True`` (docs/higher_order.md)
-RECORDED: list = [None] * _TABLE_SIZE
+#: int(op) -> ``build(G, *inputs, attrs) -> NodeId``: a fused op's forward
+#: restated with primitive graph ops. Its recorded backward is then not the
+#: rule under the graph interpreter: each input gradient is one `Op.VJP`
+#: node whose value is the array rule's (the same bits as a first-order
+#: walk) and whose own derivative is the composite's
+COMPOSITES: list = [None] * _TABLE_SIZE
 #: int(op) -> the NumPy ufunc that is op's whole forward for operands of one
 #: ndim (no attributes, nothing saved), or None. The one- and two-input hot
 #: paths (``Graph._apply1`` / ``_apply2``) call it directly, without the
@@ -72,16 +83,28 @@ def register_forward(op: Op):
     return deco
 
 
-def register_backward(op: Op):
-    """Decorator: register ``fn`` as the backward of ``op``."""
+def register_rule(op: Op, array=None):
+    """Decorator: register ``rule(ns, grad, inputs, out, attrs, saved, needs)``
+    as the one backward rule of ``op`` (see `RULES`). ``array``: a
+    written-out copy of the rule for arrays only (the hottest ops), which the
+    array walks call instead; it must give the rule's bits."""
 
-    def deco(fn):
-        if BACKWARD[int(op)] is not None:
-            raise RuntimeError(f"backward for {op!r} registered twice")
-        BACKWARD[int(op)] = fn
-        return fn
+    def deco(rule):
+        if RULES[int(op)] is not None:
+            raise RuntimeError(f"backward rule for {op!r} registered twice")
+        RULES[int(op)] = rule
+        BACKWARD[int(op)] = rule if array is None else array
+        return rule
 
     return deco
+
+
+def register_composite(op: Op, build) -> None:
+    """Declare ``build(G, *inputs, attrs) -> NodeId`` the composite of fused
+    ``op`` (see `COMPOSITES`)."""
+    if COMPOSITES[int(op)] is not None:
+        raise RuntimeError(f"composite for {op!r} registered twice")
+    COMPOSITES[int(op)] = build
 
 
 def register_ufunc(op: Op, ufunc) -> None:
@@ -95,25 +118,9 @@ def register_ufunc(op: Op, ufunc) -> None:
     UFUNC[int(op)] = ufunc
 
 
-def register_recorded(op: Op):
-    """Decorator: register ``fn`` as the recorded backward of ``op``:
-    ``fn(G, grad, inputs, out, attrs, saved, needs)`` gets the graph ``G``,
-    the gradient ``grad`` of the output and the NodeIds ``inputs`` and
-    ``out``, and returns one NodeId (or None) per input, built with ``G``'s
-    public ops so that it is differentiable again."""
-
-    def deco(fn):
-        if RECORDED[int(op)] is not None:
-            raise RuntimeError(f"recorded backward for {op!r} registered twice")
-        RECORDED[int(op)] = fn
-        return fn
-
-    return deco
-
-
-def missing_recorded() -> list:
-    """Op members (other than LEAF) lacking a recorded backward."""
-    return [op for op in Op if op is not Op.LEAF and RECORDED[int(op)] is None]
+def written_out() -> list:
+    """Op members whose array walks call a written-out copy of the rule."""
+    return [op for op in Op if RULES[int(op)] is not None and BACKWARD[int(op)] is not RULES[int(op)]]
 
 
 def missing_ops() -> list:
@@ -121,7 +128,7 @@ def missing_ops() -> list:
     return [
         op
         for op in Op
-        if op is not Op.LEAF and (FORWARD[int(op)] is None or BACKWARD[int(op)] is None)
+        if op is not Op.LEAF and (FORWARD[int(op)] is None or RULES[int(op)] is None)
     ]
 
 
@@ -131,3 +138,26 @@ def check_complete() -> None:
     if missing:
         names = ", ".join(op.name for op in missing)
         raise ImportError(f"yscv: ops without a registered forward/backward: {names}")
+
+
+# ----------------------------------------------------------- transitional
+# Rules not yet written against the namespace: an array-only backward
+# ``fn(grad, inputs, out, attrs, saved, needs)`` and its recorded twin.
+LEGACY_RECORDED: list = [None] * _TABLE_SIZE
+
+
+def register_backward(op: Op):
+    def deco(fn):
+        def rule(ns, g, inputs, out, attrs, saved, needs):
+            return fn(g, inputs, out, attrs, saved, needs)
+        rule.__name__ = rule.__qualname__ = fn.__name__
+        register_rule(op)(rule)
+        return fn
+    return deco
+
+
+def register_recorded(op: Op):
+    def deco(fn):
+        LEGACY_RECORDED[int(op)] = fn
+        return fn
+    return deco

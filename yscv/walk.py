@@ -22,8 +22,9 @@ from . import registry
 from . import walk_parallel as _walk_parallel
 from . import walk_recorded as _walk_recorded
 from .errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
+from .namespace import ARRAY as _ARRAY
 from .node import N_OP, N_RG, N_SAVED, NodeId, Op
-from .compute.arrays import sum_rows
+from .compute.arrays import broadcasts_to, sum_to_shape
 from .ops._common import as_graph_array
 
 _BACKWARD = registry.BACKWARD
@@ -108,7 +109,7 @@ class WalkMixin:
         _walk_parallel.check_workers(workers)
         t = self._index(target)
         if create_graph:
-            with _walk_recorded.dropped_on_error(self), np.errstate(invalid="ignore",
+            with _walk_recorded.dropped_on_error(self), np.errstate(divide="ignore", invalid="ignore",
                                                                    over="ignore"):
                 seed = _walk_recorded.seed_node(self, t, grad, "backward")
                 _walk_recorded.recorded_walk(self, t, seed)
@@ -121,7 +122,7 @@ class WalkMixin:
             workers = _walk_parallel.choose_workers(self, t)
         # inf + -inf = nan where two paths' gradients meet (after a log at 0,
         # say) comes without NumPy's RuntimeWarning, as in PyTorch
-        with np.errstate(invalid="ignore", over="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if workers > 1 and self._nodes[t][1]:  # N_INPUTS
                 _walk_parallel.parallel_walk(self, t, seed, retain_graph, borrowed, int(workers))
             else:
@@ -160,7 +161,7 @@ class WalkMixin:
         idx = [self._index(n) for n in nodes]
         if create_graph:
             capture = {i: None for i in idx if i <= t}
-            with _walk_recorded.dropped_on_error(self), np.errstate(invalid="ignore",
+            with _walk_recorded.dropped_on_error(self), np.errstate(divide="ignore", invalid="ignore",
                                                                    over="ignore"):
                 seed = _walk_recorded.seed_node(self, t, grad, "gradients")
                 if capture:
@@ -290,6 +291,7 @@ class WalkMixin:
         seg_starts = self._segment_starts
         released = self._has_released
         backward = _BACKWARD
+        ns = _ARRAY
         ndarray = _ndarray
         plain_leaves = not (param_of or post_hooks)
         # One flag for the features a plain backward does not use, so a node
@@ -348,7 +350,7 @@ class WalkMixin:
             if n_in == 1:
                 j = ins[0]
                 vj = values[j]
-                gj = backward[op](gi, (vj,), values[i], attrs_i, saved_i, needs_i)[0]
+                gj = backward[op](ns, gi, (vj,), values[i], attrs_i, saved_i, needs_i)[0]
                 if gj is not None and needs_i[0]:
                     if not pl and (type(gj) is not ndarray
                                          or (gj.dtype is not dtype and gj.dtype != dtype)
@@ -360,7 +362,7 @@ class WalkMixin:
                 j, k = ins
                 vj = values[j]
                 vk = values[k]
-                gj, gk = backward[op](gi, (vj, vk), values[i], attrs_i, saved_i, needs_i)
+                gj, gk = backward[op](ns, gi, (vj, vk), values[i], attrs_i, saved_i, needs_i)
                 rj, rk = needs_i
                 if gj is not None and rj:
                     if not pl and (type(gj) is not ndarray
@@ -378,7 +380,7 @@ class WalkMixin:
                     pending[k] = gk if cur is None else cur + gk
             else:
                 in_vals = tuple([values[j] for j in ins])
-                grads = backward[op](gi, in_vals, values[i], attrs_i, saved_i, needs_i)
+                grads = backward[op](ns, gi, in_vals, values[i], attrs_i, saved_i, needs_i)
                 for j, gj, vj, r in zip(ins, grads, in_vals, needs_i):
                     if gj is None or not r:
                         continue
@@ -507,20 +509,10 @@ def _add_param_grad(p, gi: np.ndarray) -> None:
 
 def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -> np.ndarray:
     """Sum ``grad`` over broadcast axes so it has ``shape``; ShapeError if impossible."""
-    extra = grad.ndim - len(shape)
-    gshape = grad.shape
-    if extra == 1 and gshape[1:] == shape:  # a bias [C] added to rows [N, C]
-        return sum_rows(grad)
-    ok = extra >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[extra:]))
-    if not ok:
+    if not broadcasts_to(grad.shape, shape):
         name = Op(op).name.lower()
         raise ShapeError(
-            f"backward of {name} (node {node}) returned a gradient of shape {gshape} "
+            f"backward of {name} (node {node}) returned a gradient of shape {grad.shape} "
             f"for input node {inp} of shape {shape}",
-            op=name, node=node, expected=shape, got=gshape)
-    axes = tuple(range(extra)) + tuple(
-        extra + k for k, s in enumerate(shape) if s == 1 and gshape[extra + k] != 1)
-    if axes:
-        grad = np.add.reduce(grad, axis=axes)
-    return grad.reshape(shape)
-
+            op=name, node=node, expected=shape, got=grad.shape)
+    return sum_to_shape(grad, shape)

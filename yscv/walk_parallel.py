@@ -49,6 +49,7 @@ import weakref
 import numpy as np
 
 from . import registry, runtime
+from .namespace import ARRAY as _ARRAY
 from .node import N_INPUTS, N_NEEDS, N_OP, N_RG, Op
 
 _LEAF = int(Op.LEAF)
@@ -321,7 +322,7 @@ class _Walk:
 
     def _helper(self) -> None:
         try:
-            with np.errstate(invalid="ignore", over="ignore"):   # as the caller's walk (walk.py)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):   # as the caller's walk (walk.py)
                 self._work()
         except BaseException as exc:  # never lose an error of a helper's own code
             with self.cond:
@@ -422,7 +423,7 @@ class _Walk:
         values = g._values
         in_vals = tuple([values[j] for j in ins])
         op, _, attrs, saved, _, needs, _, _ = g._nodes[i]  # after any recompute
-        grads = registry.BACKWARD[op](gi, in_vals, values[i], attrs, saved, needs)
+        grads = registry.BACKWARD[op](_ARRAY, gi, in_vals, values[i], attrs, saved, needs)
         out = []
         for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):
             if not needs[s]:

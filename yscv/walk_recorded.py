@@ -22,9 +22,13 @@ import numpy as np
 
 from . import registry
 from .errors import AnomalyError, BackwardError, ShapeError
+from .namespace import GraphNS, VjpAttrs
 from .node import N_INPUTS, N_RG, NodeId, Op
 
-_RECORDED = registry.RECORDED
+_RULES = registry.RULES
+_COMPOSITES = registry.COMPOSITES
+_LEGACY = registry.LEGACY_RECORDED
+_VJP = Op.VJP
 
 
 def _name(op: int) -> str:
@@ -102,6 +106,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
     hooks = graph._hooks if run_hooks else {}
     retained = graph._retained if capture is None else ()
     node_id = graph._node_id
+    ns = GraphNS(graph)
     for i in range(t, stop, -1):
         gi = pending[i]
         if gi is None:
@@ -124,14 +129,15 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
         if graph._has_released:
             graph._prepare_node_for_backward(i)
         op, _, attrs, saved, _, needs, _, _ = nodes[i]  # after any recompute
-        rule = _RECORDED[op]
-        if rule is None:
-            raise BackwardError(
-                f"backward of {_name(op)} (node {i}) cannot be recorded: "
-                f"create_graph=True does not support {_name(op)} yet",
-                op=_name(op), node=i)
         in_nodes = tuple(node_id(j) for j in ins)
-        grads = rule(graph, gi, in_nodes, node_id(i), attrs, saved, needs)
+        if _COMPOSITES[op] is not None:
+            y = node_id(i)
+            grads = tuple(graph._apply(_VJP, (gi, y) + in_nodes, VjpAttrs(op, k, attrs, saved, needs))
+                          if need else None for k, need in enumerate(needs))
+        elif _LEGACY[op] is not None:
+            grads = _LEGACY[op](graph, gi, in_nodes, node_id(i), attrs, saved, needs)
+        else:
+            grads = _RULES[op](ns, gi, in_nodes, node_id(i), attrs, saved, needs)
         if len(grads) != len(ins):
             raise BackwardError(
                 f"recorded backward of {_name(op)} (node {i}) returned {len(grads)} "

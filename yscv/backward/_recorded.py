@@ -17,7 +17,7 @@ differentiation (a kink's mask, pooling's argmax, dropout's mask) enter as
 """
 from __future__ import annotations
 
-from ..registry import register_recorded
+from ..registry import register_composite, register_recorded
 
 __all__ = ["recorded_unary", "recorded_binary", "recorded_linear", "composite"]
 
@@ -59,10 +59,7 @@ def recorded_linear(op, *signs):
 
 
 def composite(op, build):
-    """Register the recorded backward of fused ``op`` through ``build(G,
-    *xs, attrs) -> NodeId``, the same forward written with primitive ops."""
-
-    def rule(G, gy, xs, y, attrs, saved, needs):
-        return G._recorded_vjp(lambda G2, *zs: build(G2, *zs, attrs), xs, gy, needs)
-
-    return _register(op, rule)
+    """Declare ``build(G, *xs, attrs) -> NodeId`` fused ``op``'s forward
+    written with primitive ops (registry.COMPOSITES)."""
+    register_composite(op, build)
+    return build

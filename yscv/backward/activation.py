@@ -39,7 +39,7 @@ from ..compute.activation import (
 from ..node import Op
 from ..registry import register_backward, register_recorded
 from ._recorded import recorded_unary
-from ._rules import unary
+from ._legacy_rules import unary
 
 unary(Op.LEAKY_RELU, lambda g, x, y, slope: piecewise(g, x, np.full(1, slope, dtype=g.dtype)))
 unary(Op.GELU, gelu_grad)   # erf form: Phi(x) = y / x from the output

@@ -1,5 +1,8 @@
-"""Elementwise ops (backward). Gradients are returned at the broadcast shape;
-the walk in graph.py reduces them to each input's shape."""
+"""Elementwise ops (backward): one rule per op against the namespace ``ns``
+(yscv/namespace/__init__.py), run on arrays by the first-order walks and on the
+graph by ``create_graph=True``. Gradients are returned at the broadcast
+shape; the walk reduces them to each input's shape. Masks (kinks, ties,
+where's condition) enter as constants, as in PyTorch's double backward."""
 from __future__ import annotations
 
 import math
@@ -7,64 +10,58 @@ import math
 import numpy as np
 
 from ..node import Op
-from ..registry import register_backward, register_recorded
-from ._recorded import recorded_binary, recorded_linear, recorded_unary
+from ..registry import register_rule
 from ._rules import binary, linear, unary
 
 
 linear(Op.ADD, 1, 1)
 linear(Op.SUB, 1, -1)
+linear(Op.NEG, -1)
 
 
-@register_backward(Op.MUL)
-def mul_backward(g, inputs, out, attrs, saved, needs):
-    """(``g*b``, ``g*a``). Written out rather than through ``binary``: mul is on the
-    per-node hot path and the helper's extra call per rule measured ~2%
-    on the scalar chain (docs/engine.md)."""
+def mul_array(ns, g, inputs, out, attrs, saved, needs):
+    """`mul_rule` written out for arrays: mul is on the per-node hot path,
+    where the namespace's attribute reads measured ~2% of the scalar chain
+    (docs/engine.md); tests/test_rule_flags.py holds it to the rule's bits."""
     a, b = inputs
     return (g * b if needs[0] else None), (g * a if needs[1] else None)
 
 
-def _quiet(fn):
-    """``fn`` with NumPy's divide/invalid/overflow warnings off: the
-    derivatives at a domain edge (``1/x`` at 0, ``1/(2 sqrt x)`` at 0) are
-    inf or nan silently, as in PyTorch and as the forwards
-    (yscv/ops/_common.py ``ufunc_forward(..., quiet=True)``)."""
-
-    def quiet(*args):
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return fn(*args)
-
-    return quiet
+@register_rule(Op.MUL, array=mul_array)
+def mul_rule(ns, g, inputs, out, attrs, saved, needs):
+    """(``g*b``, ``g*a``)."""
+    a, b = inputs
+    return (ns.mul(g, b) if needs[0] else None), (ns.mul(g, a) if needs[1] else None)
 
 
-binary(Op.DIV, _quiet(lambda g, a, b, y, at: g / b),
-       _quiet(lambda g, a, b, y, at: np.negative(g) * y / b))
+# d(a/b)/db = -g * y / b: the quotient y is reused (PyTorch's
+# div_tensor_other_backward); it stays finite where b*b would overflow
+binary(Op.DIV, lambda ns, g, a, b, y, at: ns.div(g, b),
+       lambda ns, g, a, b, y, at: ns.div(ns.mul(ns.neg(g), y), b))
 
 
-@register_backward(Op.POW)
-def pow_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.POW)
+def pow_rule(ns, g, inputs, out, attrs, saved, needs):
+    """``g*e*base^(e-1)`` (0 where e == 0) and ``g*y*log(base)`` (0 where
+    base == 0 and e >= 0), as PyTorch's pow_backward."""
     base, e = inputs
+    vb, ve = ns.value(base), ns.value(e)
+    shape = ns.value(out).shape
     gbase = gexp = None
     if needs[0]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            d = e * np.power(base, e - 1)
-        d = np.where(e == 0, 0, d).astype(out.dtype, copy=False)
-        gbase = g * d
+        d = ns.mul(e, ns.pow(base, ns.sub(e, 1.0)))
+        gbase = ns.mul(g, ns.where(np.broadcast_to(ve == 0, shape), 0.0, d))
     if needs[1]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            d = out * np.log(base)
-        d = np.where((base == 0) & (e >= 0), 0, d).astype(out.dtype, copy=False)
-        gexp = g * d
+        d = ns.mul(out, ns.log(base))
+        gexp = ns.mul(g, ns.where(np.broadcast_to((vb == 0) & (ve >= 0), shape), 0.0, d))
     return gbase, gexp
 
 
-linear(Op.NEG, -1)
-unary(Op.ABS, lambda g, x, y, a: g * np.sign(x))
-unary(Op.EXP, lambda g, x, y, a: g * y)
-unary(Op.LOG, _quiet(lambda g, x, y, a: g / x))
-unary(Op.SQRT, _quiet(lambda g, x, y, a: g / (y + y)))
-unary(Op.CLAMP, lambda g, x, y, a: g * _inside(x, a.lo, a.hi))
+unary(Op.ABS, lambda ns, g, x, y, a: ns.mul(g, ns.const(np.sign(ns.value(x)))))
+unary(Op.EXP, lambda ns, g, x, y, a: ns.mul(g, y))
+unary(Op.LOG, lambda ns, g, x, y, a: ns.div(g, x))
+unary(Op.SQRT, lambda ns, g, x, y, a: ns.div(g, ns.add(y, y)))
+unary(Op.CLAMP, lambda ns, g, x, y, a: ns.where(_inside(ns.value(x), a.lo, a.hi), g, 0.0))
 
 
 def _inside(x, lo, hi):
@@ -77,34 +74,37 @@ def _inside(x, lo, hi):
     return mask
 
 
-def _minmax_backward(g, a, b, a_loses, b_loses, needs):
+def _minmax_rule(ns, g, a, b, a_loses, b_loses, needs):
     """PyTorch's rule: a tie splits g in halves; otherwise each operand gets
     g unless it strictly loses. A NaN operand makes both comparisons false,
     so BOTH operands get the whole g there (as torch.maximum/minimum)."""
-    tie = a == b
-    half = g * np.asarray(0.5, dtype=g.dtype)
+    shape = ns.value(g).shape
+    tie = np.broadcast_to(ns.value(a) == ns.value(b), shape)
+    half = ns.mul(g, 0.5)
     ga = gb = None
     if needs[0]:
-        ga = np.where(tie, half, np.where(a_loses, 0, g)).astype(g.dtype, copy=False)
+        ga = ns.where(tie, half, ns.where(np.broadcast_to(a_loses, shape), 0.0, g))
     if needs[1]:
-        gb = np.where(tie, half, np.where(b_loses, 0, g)).astype(g.dtype, copy=False)
+        gb = ns.where(tie, half, ns.where(np.broadcast_to(b_loses, shape), 0.0, g))
     return ga, gb
 
 
-@register_backward(Op.MAXIMUM)
-def maximum_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.MAXIMUM)
+def maximum_rule(ns, g, inputs, out, attrs, saved, needs):
     a, b = inputs
-    return _minmax_backward(g, a, b, a < b, a > b, needs)
+    va, vb = ns.value(a), ns.value(b)
+    return _minmax_rule(ns, g, a, b, va < vb, va > vb, needs)
 
 
-@register_backward(Op.MINIMUM)
-def minimum_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.MINIMUM)
+def minimum_rule(ns, g, inputs, out, attrs, saved, needs):
     a, b = inputs
-    return _minmax_backward(g, a, b, a > b, a < b, needs)
+    va, vb = ns.value(a), ns.value(b)
+    return _minmax_rule(ns, g, a, b, va > vb, va < vb, needs)
 
 
-binary(Op.WHERE, lambda g, a, b, y, cond: np.where(cond, g, g.dtype.type(0)),
-       lambda g, a, b, y, cond: np.where(cond, g.dtype.type(0), g))
+binary(Op.WHERE, lambda ns, g, a, b, y, cond: ns.where(cond, g, 0.0),
+       lambda ns, g, a, b, y, cond: ns.where(cond, 0.0, g))
 
 
 # ------------------------------------------------------------ math
@@ -114,153 +114,47 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
-unary(Op.SIN, lambda g, x, y, a: g * np.cos(x))
-unary(Op.COS, lambda g, x, y, a: np.negative(g) * np.sin(x))
-unary(Op.TAN, _quiet(lambda g, x, y, a: g * (y * y + 1.0)))
-unary(Op.ASIN, _quiet(lambda g, x, y, a: g / np.sqrt(1.0 - x * x)))
-unary(Op.ACOS, _quiet(lambda g, x, y, a: np.negative(g) / np.sqrt(1.0 - x * x)))
-unary(Op.ATAN, _quiet(lambda g, x, y, a: g / (x * x + 1.0)))
-unary(Op.SINH, _quiet(lambda g, x, y, a: g * np.cosh(x)))
-unary(Op.COSH, _quiet(lambda g, x, y, a: g * np.sinh(x)))
-unary(Op.ERF, lambda g, x, y, a: g * (np.exp(-(x * x)) * _TWO_OVER_SQRT_PI))
-unary(Op.ERFC, lambda g, x, y, a: g * (np.exp(-(x * x)) * -_TWO_OVER_SQRT_PI))
+unary(Op.SIN, lambda ns, g, x, y, a: ns.mul(g, ns.cos(x)))
+unary(Op.COS, lambda ns, g, x, y, a: ns.mul(ns.neg(g), ns.sin(x)))
+unary(Op.TAN, lambda ns, g, x, y, a: ns.mul(g, ns.add(ns.mul(y, y), 1.0)))
+unary(Op.ASIN, lambda ns, g, x, y, a: ns.div(g, ns.sqrt(ns.sub(1.0, ns.mul(x, x)))))
+unary(Op.ACOS, lambda ns, g, x, y, a: ns.div(ns.neg(g), ns.sqrt(ns.sub(1.0, ns.mul(x, x)))))
+unary(Op.ATAN, lambda ns, g, x, y, a: ns.div(g, ns.add(ns.mul(x, x), 1.0)))
+unary(Op.SINH, lambda ns, g, x, y, a: ns.mul(g, ns.cosh(x)))
+unary(Op.COSH, lambda ns, g, x, y, a: ns.mul(g, ns.sinh(x)))
+unary(Op.ERF, lambda ns, g, x, y, a: ns.mul(
+    g, ns.mul(ns.exp(ns.neg(ns.mul(x, x))), _TWO_OVER_SQRT_PI)))
+unary(Op.ERFC, lambda ns, g, x, y, a: ns.mul(
+    g, ns.mul(ns.exp(ns.neg(ns.mul(x, x))), -_TWO_OVER_SQRT_PI)))
 for _op in (Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC):
-    unary(_op, lambda g, x, y, a: np.zeros_like(g))     # PyTorch: zeros, not None
-unary(Op.RECIPROCAL, _quiet(lambda g, x, y, a: np.negative(g) * (y * y)))
-unary(Op.RSQRT, _quiet(lambda g, x, y, a: g * (y * y * y * -0.5)))
-unary(Op.SQUARE, _quiet(lambda g, x, y, a: g * (x + x)))
-unary(Op.LOG1P, _quiet(lambda g, x, y, a: g / (x + 1.0)))
-unary(Op.EXPM1, _quiet(lambda g, x, y, a: g * (y + 1.0)))
-unary(Op.LOG2, _quiet(lambda g, x, y, a: g / (x * _LN2)))
-unary(Op.LOG10, _quiet(lambda g, x, y, a: g / (x * _LN10)))
+    unary(_op, lambda ns, g, x, y, a: ns.zeros_like(g))     # PyTorch: zeros, not None
+unary(Op.RECIPROCAL, lambda ns, g, x, y, a: ns.mul(ns.neg(g), ns.mul(y, y)))
+unary(Op.RSQRT, lambda ns, g, x, y, a: ns.mul(g, ns.mul(ns.mul(ns.mul(y, y), y), -0.5)))
+unary(Op.SQUARE, lambda ns, g, x, y, a: ns.mul(g, ns.add(x, x)))
+unary(Op.LOG1P, lambda ns, g, x, y, a: ns.div(g, ns.add(x, 1.0)))
+unary(Op.EXPM1, lambda ns, g, x, y, a: ns.mul(g, ns.add(y, 1.0)))
+unary(Op.LOG2, lambda ns, g, x, y, a: ns.div(g, ns.mul(x, _LN2)))
+unary(Op.LOG10, lambda ns, g, x, y, a: ns.div(g, ns.mul(x, _LN10)))
 
 
-@register_backward(Op.ATAN2)
-def atan2_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.ATAN2)
+def atan2_rule(ns, g, inputs, out, attrs, saved, needs):
     """(``g*x``, ``-g*y``) / (x^2 + y^2) for atan2(y, x); where 1/(x^2 + y^2) is inf
     (at (0, 0), or x^2 + y^2 underflowing) PyTorch uses 0 instead: zero
     gradients there."""
     y, x = inputs
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        recip = np.reciprocal(y * y + x * x)
-        recip[np.isinf(recip)] = 0
-        gy = g * x * recip if needs[0] else None
-        gx = np.negative(g) * y * recip if needs[1] else None
+    recip = ns.reciprocal(ns.add(ns.mul(y, y), ns.mul(x, x)))
+    recip = ns.where(np.isinf(ns.value(recip)), 0.0, recip)
+    gy = ns.mul(ns.mul(g, x), recip) if needs[0] else None
+    gx = ns.mul(ns.mul(ns.neg(g), y), recip) if needs[1] else None
     return gy, gx
 
 
-binary(Op.REMAINDER, lambda g, a, b, y, at: g,
-       _quiet(lambda g, a, b, y, at: np.negative(g) * np.floor_divide(a, b)))
+binary(Op.REMAINDER, lambda ns, g, a, b, y, at: g,
+       lambda ns, g, a, b, y, at: ns.mul(ns.neg(g), ns.const(_floor_divide(ns.value(a),
+                                                                           ns.value(b)))))
 
 
-# --------------------------------------------------------------- recorded
-# The same rules in graph ops, for create_graph=True (docs/higher_order.md). Masks
-# (kinks, ties, where's condition) are constants, as in PyTorch's double
-# backward; each mask is the one the array rule above uses.
-
-recorded_linear(Op.ADD, 1, 1)
-recorded_linear(Op.SUB, 1, -1)
-recorded_linear(Op.NEG, -1)
-recorded_binary(Op.MUL, lambda G, gy, a, b, y, at: G.mul(gy, b),
-                lambda G, gy, a, b, y, at: G.mul(gy, a))
-recorded_binary(Op.DIV, lambda G, gy, a, b, y, at: G.div(gy, b),
-                lambda G, gy, a, b, y, at: G.neg(G.div(G.mul(gy, a), G.mul(b, b))))
-
-
-@register_recorded(Op.POW)
-def pow_recorded(G, gy, xs, y, attrs, saved, needs):
-    """grad * e * base^(e-1) (0 where e == 0) and grad * y * log(base) (0
-    where base == 0 and e >= 0), as PyTorch's pow_backward."""
-    base, e = xs
-    vb, ve = G.value(base), G.value(e)
-    gbase = gexp = None
-    if needs[0]:
-        d = G.mul(e, G.pow(base, G.sub(e, 1.0)))
-        gbase = G.mul(gy, G.where(np.broadcast_to(ve == 0, G.value(y).shape), 0.0, d))
-    if needs[1]:
-        d = G.mul(y, G.log(base))
-        gexp = G.mul(gy, G.where((vb == 0) & (ve >= 0), 0.0, d))
-    return gbase, gexp
-
-
-recorded_unary(Op.ABS, lambda G, gy, x, y, a: G.mul(gy, G.constant(np.sign(G.value(x)))))
-recorded_unary(Op.EXP, lambda G, gy, x, y, a: G.mul(gy, y))
-recorded_unary(Op.LOG, lambda G, gy, x, y, a: G.div(gy, x))
-recorded_unary(Op.SQRT, lambda G, gy, x, y, a: G.div(gy, G.add(y, y)))
-recorded_unary(Op.CLAMP, lambda G, gy, x, y, a: G.where(
-    _inside(G.value(x), a.lo, a.hi), gy, 0.0))
-
-
-def _minmax_recorded(G, gy, a, b, a_loses, b_loses, needs):
-    """The array rule's split, with its masks as constants."""
-    tie = G.value(a) == G.value(b)
-    half = G.mul(gy, 0.5)
-    ga = gb = None
-    if needs[0]:
-        ga = G.where(tie, half, G.where(a_loses, 0.0, gy))
-    if needs[1]:
-        gb = G.where(tie, half, G.where(b_loses, 0.0, gy))
-    return ga, gb
-
-
-@register_recorded(Op.MAXIMUM)
-def maximum_recorded(G, gy, xs, y, attrs, saved, needs):
-    a, b = xs
-    va, vb = G.value(a), G.value(b)
-    return _minmax_recorded(G, gy, a, b, va < vb, va > vb, needs)
-
-
-@register_recorded(Op.MINIMUM)
-def minimum_recorded(G, gy, xs, y, attrs, saved, needs):
-    a, b = xs
-    va, vb = G.value(a), G.value(b)
-    return _minmax_recorded(G, gy, a, b, va > vb, va < vb, needs)
-
-
-recorded_binary(Op.WHERE, lambda G, gy, a, b, y, cond: G.where(cond, gy, 0.0),
-                lambda G, gy, a, b, y, cond: G.where(cond, 0.0, gy))
-
-
-# ------------------------------------------------------------ math
-def _zero_gradient(G, gy, x, y, a):
-    """sign, floor, ceil, round, trunc: a constant zero (PyTorch's zeros_like)."""
-    return G.constant(np.zeros(G.value(gy).shape, dtype=G.dtype))
-
-
-recorded_unary(Op.SIN, lambda G, gy, x, y, a: G.mul(gy, G.cos(x)))
-recorded_unary(Op.COS, lambda G, gy, x, y, a: G.mul(G.neg(gy), G.sin(x)))
-recorded_unary(Op.TAN, lambda G, gy, x, y, a: G.mul(gy, G.add(G.mul(y, y), 1.0)))
-recorded_unary(Op.ASIN, lambda G, gy, x, y, a: G.mul(gy, G.rsqrt(G.sub(1.0, G.mul(x, x)))))
-recorded_unary(Op.ACOS, lambda G, gy, x, y, a: G.mul(G.neg(gy),
-                                                     G.rsqrt(G.sub(1.0, G.mul(x, x)))))
-recorded_unary(Op.ATAN, lambda G, gy, x, y, a: G.div(gy, G.add(G.mul(x, x), 1.0)))
-recorded_unary(Op.SINH, lambda G, gy, x, y, a: G.mul(gy, G.cosh(x)))
-recorded_unary(Op.COSH, lambda G, gy, x, y, a: G.mul(gy, G.sinh(x)))
-recorded_unary(Op.ERF, lambda G, gy, x, y, a: G.mul(
-    gy, G.mul(G.exp(G.neg(G.square(x))), _TWO_OVER_SQRT_PI)))
-recorded_unary(Op.ERFC, lambda G, gy, x, y, a: G.mul(
-    gy, G.mul(G.exp(G.neg(G.square(x))), -_TWO_OVER_SQRT_PI)))
-for _op in (Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC):
-    recorded_unary(_op, _zero_gradient)
-recorded_unary(Op.RECIPROCAL, lambda G, gy, x, y, a: G.mul(G.neg(gy), G.square(y)))
-recorded_unary(Op.RSQRT, lambda G, gy, x, y, a: G.mul(gy, G.mul(G.mul(G.square(y), y), -0.5)))
-recorded_unary(Op.SQUARE, lambda G, gy, x, y, a: G.mul(gy, G.mul(x, 2.0)))
-recorded_unary(Op.LOG1P, lambda G, gy, x, y, a: G.div(gy, G.add(x, 1.0)))
-recorded_unary(Op.EXPM1, lambda G, gy, x, y, a: G.mul(gy, G.add(y, 1.0)))
-recorded_unary(Op.LOG2, lambda G, gy, x, y, a: G.div(gy, G.mul(x, _LN2)))
-recorded_unary(Op.LOG10, lambda G, gy, x, y, a: G.div(gy, G.mul(x, _LN10)))
-
-
-@register_recorded(Op.ATAN2)
-def atan2_recorded(G, gy, xs, out, attrs, saved, needs):
-    y, x = xs
-    recip = G.reciprocal(G.add(G.square(y), G.square(x)))
-    recip = G.where(np.isinf(G.value(recip)), 0.0, recip)   # as the array rule
-    gyn = G.mul(G.mul(gy, x), recip) if needs[0] else None
-    gxn = G.mul(G.mul(G.neg(gy), y), recip) if needs[1] else None
-    return gyn, gxn
-
-
-recorded_binary(Op.REMAINDER, lambda G, gy, a, b, y, at: gy,
-                lambda G, gy, a, b, y, at: G.mul(G.neg(gy), G.constant(
-                    _quiet(np.floor_divide)(G.value(a), G.value(b)))))
+def _floor_divide(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(a, b)

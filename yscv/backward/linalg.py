@@ -15,7 +15,7 @@ from ..errors import BackwardError
 from ..node import Op
 from ..registry import register_backward, register_recorded
 from ._recorded import recorded_unary
-from ._rules import unary
+from ._legacy_rules import unary
 
 
 @register_backward(Op.MATMUL)

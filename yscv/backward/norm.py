@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..compute import norm as N
 from ..node import Op
-from ..registry import register_backward, register_recorded
+from ..registry import register_backward, register_composite
 
 
 def _affine_grads(grads_x, dgamma, dbeta, has_gamma, has_beta, dtype, extra=0) -> tuple:
@@ -102,18 +102,6 @@ def _affine_nodes(G, y, rest, attrs):
     return y
 
 
-def _norm_recorded(build, n_affine_inputs):
-    """A recorded rule through the composite ``build(G, x, *rest, attrs)``;
-    inputs past ``1 + has_gamma + has_beta`` (running statistics) need none."""
-
-    def rule(G, gy, xs, y, attrs, saved, needs):
-        k = 1 + attrs.has_gamma + attrs.has_beta
-        need = tuple(needs[:k]) + (False,) * (len(needs) - k)
-        return G._recorded_vjp(lambda G2, *zs: build(G2, *zs, attrs), xs, gy, need)
-
-    return rule
-
-
 def _batch_norm_composite(G, x, *rest):
     *rest, attrs = rest
     nd = len(x.shape)
@@ -146,7 +134,7 @@ def _group_norm_composite(G, x, *rest):
     return _affine_nodes(G, xhat, rest, attrs)
 
 
-register_recorded(Op.BATCH_NORM)(_norm_recorded(_batch_norm_composite, 0))
-register_recorded(Op.INSTANCE_NORM)(_norm_recorded(_instance_norm_composite, 0))
-register_recorded(Op.LAYER_NORM)(_norm_recorded(_layer_norm_composite, 0))
-register_recorded(Op.GROUP_NORM)(_norm_recorded(_group_norm_composite, 0))
+register_composite(Op.BATCH_NORM, _batch_norm_composite)
+register_composite(Op.INSTANCE_NORM, _instance_norm_composite)
+register_composite(Op.LAYER_NORM, _layer_norm_composite)
+register_composite(Op.GROUP_NORM, _group_norm_composite)

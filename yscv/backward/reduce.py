@@ -13,7 +13,7 @@ import numpy as np
 from ..node import Op
 from ..registry import register_backward, register_recorded
 from ._recorded import recorded_unary
-from ._rules import unary
+from ._legacy_rules import unary
 
 
 def _broadcast_back(gk: np.ndarray, shape: tuple) -> np.ndarray:

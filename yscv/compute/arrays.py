@@ -42,3 +42,29 @@ def sum_rows(grad: np.ndarray) -> np.ndarray:
             _ones[key] = ones
         return np.dot(ones, grad)
     return np.add.reduce(grad, axis=0)
+
+
+def broadcasts_to(gshape: tuple, shape: tuple) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``gshape`` (so a gradient
+    of ``gshape`` sums back to ``shape``)."""
+    extra = len(gshape) - len(shape)
+    return extra >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[extra:]))
+
+
+def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """``grad`` summed over the axes along which ``shape`` was broadcast to
+    ``grad.shape`` (leading axes, and size-1 axes of ``shape``), as an array
+    of ``shape``: a broadcast operand's gradient. The caller checks
+    `broadcasts_to` first. Every walk (array and recorded, through the
+    ``sum_to`` op whose forward this is) sums with this one function."""
+    gshape = grad.shape
+    if gshape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra == 1 and gshape[1:] == shape:  # a bias [C] added to rows [N, C]
+        return sum_rows(grad)
+    axes = tuple(range(extra)) + tuple(
+        extra + k for k, s in enumerate(shape) if s == 1 and gshape[extra + k] != 1)
+    if axes:
+        grad = np.add.reduce(grad, axis=axes)
+    return grad.reshape(shape)

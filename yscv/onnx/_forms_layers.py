@@ -82,6 +82,10 @@ def _conv_transpose2d(b, n):
 
 # the convolution's gradients as ops: appended only by a recorded backward
 # (create_graph=True), never by a model's inference
+NO_ONNX[Op.VJP] = ("a fused op's gradient, recorded only by create_graph=True; "
+                   "export the model's forward instead")
+NO_ONNX[Op.CUSTOM] = ("an op defined with yscv.custom_op: ONNX knows only its own "
+                      "operators; export a model built from yscv's ops")
 for _op in (Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT):
     NO_ONNX[_op] = ("a backward op, recorded only by create_graph=True; "
                     "export the model's forward instead")

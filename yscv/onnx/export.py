@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from ..errors import AutogradError
-from ..node import NodeId, Op
+from ..node import N_ATTRS, NodeId, Op
 
 __all__ = ["export", "ExportError"]
 
@@ -286,8 +286,11 @@ def export(model, example_inputs, path, input_names=None, output_names=None,
         form = EXPORTS.get(n.op)
         if form is None:
             why = NO_ONNX.get(n.op, "no mapping")
-            raise ExportError(f"export: {n.name} (node {i}) has no ONNX form ({why})",
-                              op=n.name, node=i)
+            name = n.name
+            if n.op == Op.CUSTOM:   # a user's op: name it
+                name = f"custom op {g._nodes[i][N_ATTRS].op.name!r}"
+            raise ExportError(f"export: {name} (node {i}) has no ONNX form ({why})",
+                              op=name, node=i)
         if opset < form.min_opset:
             raise ExportError(
                 f"export: {n.name} (node {i}) needs opset >= {form.min_opset} "

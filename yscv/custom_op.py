@@ -1,0 +1,140 @@
+"""Ops that users define: one forward on arrays and one backward rule.
+
+``yscv.custom_op`` is yscv's ``torch.autograd.Function`` / ``jax.custom_vjp``
+(docs/adding_an_op.md, "An op of your own")::
+
+    def swish_forward(x, beta):                 # arrays in, an array out
+        return x / (1 + np.exp(-beta * x))
+
+    def swish_rule(ns, g, xs, y, attrs, saved, needs):
+        x, beta = xs                            # one gradient per input
+        s = ns.sigmoid(ns.mul(beta, x))
+        ...
+    swish = yscv.custom_op("swish", swish_forward, swish_rule)
+    y = swish(g, x, beta)                       # one node, Op.CUSTOM
+
+The rule is written against the namespace ``ns`` of the built-in rules
+(yscv/namespace/__init__.py): the first-order walks run it on arrays, and
+``create_graph=True`` runs it on the graph, so the op is differentiable to
+any order, on the parallel walk, under checkpointing and in
+`gradcheck`/`gradgradcheck`, with no second rule. The node records
+``Op.CUSTOM``; its attributes (`CustomAttrs`) carry the op and the keyword
+attributes of the call. ONNX export refuses it, naming it.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from . import registry
+from .node import NodeId, Op
+
+__all__ = ["custom_op", "CustomOp"]
+
+
+class CustomOp:
+    """A user-defined op (`custom_op` makes one); call it as
+    ``op(g, *inputs, **attrs) -> NodeId``."""
+
+    __slots__ = ("name", "forward", "rule", "saves", "__weakref__")
+
+    def __init__(self, name: str, forward, rule, saves: bool = False):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"custom_op: name must be an identifier, got {name!r}")
+        if not callable(forward):
+            raise TypeError(f"custom_op {name}: forward must be callable, got "
+                            f"{type(forward).__name__}")
+        if not callable(rule):
+            raise TypeError(f"custom_op {name}: rule must be callable, got "
+                            f"{type(rule).__name__}")
+        self.name = name
+        self.forward = forward
+        self.rule = rule
+        self.saves = bool(saves)
+
+    def __repr__(self) -> str:
+        return f"yscv.custom_op({self.name!r})"
+
+    def __call__(self, g, *inputs, **attrs) -> NodeId:
+        """Apply the op to ``inputs`` (NodeIds of ``g`` or arrays, which become
+        constants) with keyword attributes ``attrs`` (static: numbers,
+        strings, tuples), appending one node."""
+        from .graph import Graph
+
+        if not isinstance(g, Graph):
+            raise TypeError(f"{self.name}: the first argument must be the Graph, got "
+                            f"{type(g).__name__}")
+        if not inputs:
+            raise TypeError(f"{self.name}: needs at least one input")
+        for key, v in attrs.items():
+            if not _static(v):
+                raise TypeError(f"{self.name}: attribute {key}={v!r} must be a number, "
+                                "string, bool, None or a tuple of them (inputs that "
+                                "carry gradients are positional)")
+        return g._apply(Op.CUSTOM, inputs, CustomAttrs(self, tuple(sorted(attrs.items()))))
+
+
+def _static(v) -> bool:
+    if v is None or isinstance(v, (numbers.Number, str, bool)):
+        return True
+    return isinstance(v, tuple) and all(_static(e) for e in v)
+
+
+class CustomAttrs(NamedTuple):
+    """The attributes of an ``Op.CUSTOM`` node: the op and the call's keyword
+    attributes (sorted ``(name, value)`` pairs)."""
+
+    op: CustomOp
+    items: tuple
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.items)
+
+
+def custom_op(name: str, forward, rule, *, saves: bool = False) -> CustomOp:
+    """An op of your own, with its derivative (module docstring).
+
+    Args:
+        name: the op's name, in errors and in ``g.summary()``.
+        forward: ``forward(*arrays, **attrs) -> array`` (with ``saves=True``:
+            ``-> (array, saved)``), a pure function of the input values (it is
+            replayed by checkpointing). It must return the inputs' dtype.
+        rule: ``rule(ns, g, xs, y, attrs, saved, needs) -> tuple``, one
+            gradient (or None) per input, built from ``ns`` (yscv/namespace/__init__.py:
+            ``ns.mul``, ``ns.sigmoid``, ``ns.const``, ...); ``attrs`` is the dict
+            of keyword attributes; ``needs[k]`` is False when input k needs no
+            gradient. Gradients may be at the broadcast shape: the walk sums
+            them back to each input's shape.
+        saves: whether ``forward`` returns ``(value, saved)``.
+    """
+    return CustomOp(name, forward, rule, saves)
+
+
+@registry.register_forward(Op.CUSTOM)
+def custom_forward(attrs: CustomAttrs, *xs):
+    op = attrs.op
+    out = op.forward(*xs, **attrs.kwargs)
+    saved = None
+    if op.saves:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"{op.name}: forward must return (value, saved) when saves=True")
+        out, saved = out
+    if not isinstance(out, np.ndarray):
+        out = np.asarray(out)
+    want = xs[0].dtype
+    if out.dtype != want:
+        raise TypeError(f"{op.name}: forward returned a {out.dtype} array for {want} inputs; "
+                        "return the inputs' dtype (no silent promotion)")
+    return out, saved
+
+
+@registry.register_rule(Op.CUSTOM)
+def custom_rule(ns, g, xs, y, attrs: CustomAttrs, saved, needs):
+    grads = attrs.op.rule(ns, g, xs, y, attrs.kwargs, saved, needs)
+    if not isinstance(grads, (tuple, list)) or len(grads) != len(xs):
+        raise TypeError(f"{attrs.op.name}: rule must return a tuple of {len(xs)} gradients "
+                        f"(one per input, or None), got {grads!r:.80}")
+    return tuple(grads)

@@ -1,0 +1,14 @@
+"""The norm names of the array interpreter (yscv/namespace/__init__.py):
+each computes on arrays exactly what the Graph op of that name computes (the
+same forward or compute driver), without a node."""
+from __future__ import annotations
+
+import numpy as np  # noqa: F401
+
+
+class ArrayNorm:
+    """Norm ops on arrays, for the rules of backward/."""
+
+    __slots__ = ()
+
+    pass
