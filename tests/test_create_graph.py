@@ -207,27 +207,32 @@ def test_retain_graph_false_releases_nothing_with_create_graph():
     np.testing.assert_allclose(h, t2.numpy(), rtol=1e-13)
 
 
-def test_an_op_without_a_recorded_rule_raises_backward_error_naming_it(monkeypatch):
-    table = list(registry.RECORDED)
-    monkeypatch.setattr(registry, "RECORDED", table)
+def _swap_rule(monkeypatch, op, rule):
+    """Replace op's rule (what create_graph=True runs) for one test; the
+    table is a list (dispatch by index), so a copy is patched in."""
     import yscv.walk_recorded as wr
-    monkeypatch.setattr(wr, "_RECORDED", table)
-    table[int(Op.EXP)] = None
+
+    table = list(registry.RULES)
+    table[int(op)] = rule
+    monkeypatch.setattr(wr, "_RULES", table)
+
+
+def test_a_rule_returning_the_wrong_number_of_gradients_raises_naming_the_op(monkeypatch):
+    """Under the graph interpreter (create_graph=True) a rule is checked as
+    on arrays; the first-order walk (registry.BACKWARD) is untouched."""
+    _swap_rule(monkeypatch, Op.EXP, lambda ns, g, xs, y, attrs, saved, needs: (g, g))
     g = yscv.Graph(np.float64)
     x = g.variable(np.ones(2))
     y = g.sum(g.exp(x))
-    with pytest.raises(yscv.BackwardError, match="exp"):
+    n = len(g)
+    with pytest.raises(yscv.BackwardError, match=r"backward of exp \(node 1\) returned 2 "):
         g.gradients(y, [x], create_graph=True)
-    # the first-order path is untouched
+    assert len(g) == n   # the failed recorded walk left no node behind
     np.testing.assert_allclose(g.gradients(y, [x])[0], np.exp(np.ones(2)))
 
 
 def test_a_rule_returning_an_array_is_refused_not_detached(monkeypatch):
-    table = list(registry.RECORDED)
-    monkeypatch.setattr(registry, "RECORDED", table)
-    import yscv.walk_recorded as wr
-    monkeypatch.setattr(wr, "_RECORDED", table)
-    table[int(Op.EXP)] = lambda G, gy, xs, y, attrs, saved, needs: (G.value(y),)
+    _swap_rule(monkeypatch, Op.EXP, lambda ns, g, xs, y, attrs, saved, needs: (ns.value(y),))
     g = yscv.Graph(np.float64)
     x = g.variable(np.ones(2))
     with pytest.raises(yscv.BackwardError, match="detached"):
@@ -243,17 +248,13 @@ def test_first_order_gradients_are_bit_identical_with_and_without_create_graph()
     plain = g.gradients(loss, [w])[0]
     (rec,) = g.gradients(loss, [w], create_graph=True)
     assert g.value(rec).dtype == np.float32
-    np.testing.assert_allclose(g.value(rec), plain, rtol=1e-6, atol=1e-7)
+    assert g.value(rec).tobytes() == plain.tobytes()   # one rule, two interpreters
 
 
 def test_gradgradcheck_catches_a_wrong_second_derivative(monkeypatch):
     assert yscv.gradgradcheck(lambda g, x: g.sum(g.tanh(x) * x), [np.array([0.3, -0.5])])
-    table = list(registry.RECORDED)
-    monkeypatch.setattr(registry, "RECORDED", table)
-    import yscv.walk_recorded as wr
-    monkeypatch.setattr(wr, "_RECORDED", table)
-    # a rule whose first derivative is right but detached from x (constant)
-    table[int(Op.TANH)] = lambda G, gy, xs, y, attrs, saved, needs: (
-        G.mul(gy, G.constant(1.0 - G.value(y) ** 2)),)
+    # a rule whose first derivative is right but detached from x (a constant)
+    _swap_rule(monkeypatch, Op.TANH, lambda ns, g, xs, y, attrs, saved, needs: (
+        ns.mul(g, ns.const(1.0 - ns.value(y) ** 2)),))
     with pytest.raises(yscv.GradcheckError, match="tanh"):
         yscv.gradgradcheck(lambda g, x: g.sum(g.tanh(x) * x), [np.array([0.3, -0.5])])

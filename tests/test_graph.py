@@ -937,6 +937,8 @@ def test_rules_of_ufunc_ops_return_conformed_gradients(dtype, shape):
     """The walk does not conform a plain node's gradients: the backward rule
     of every op with a ufunc form must return, for inputs of the output's
     shape, ndarrays of that shape and the graph dtype (or None)."""
+    from yscv.namespace import ARRAY
+
     rng = np.random.default_rng(31)
     for op in _ufunc_ops():
         uf = yscv.registry.UFUNC[int(op)]
@@ -945,7 +947,7 @@ def test_rules_of_ufunc_ops_return_conformed_gradients(dtype, shape):
             xs[1][0] = xs[0][0]  # a tie (maximum/minimum split g there)
         out = uf(*xs)
         gy = rng.standard_normal(shape).astype(dtype)
-        grads = yscv.registry.BACKWARD[int(op)](gy, xs, out, None, None, (True,) * uf.nin)
+        grads = yscv.registry.BACKWARD[int(op)](ARRAY, gy, xs, out, None, None, (True,) * uf.nin)
         assert len(grads) == uf.nin, op
         for gx in grads:
             assert type(gx) is np.ndarray and gx.shape == shape and gx.dtype == dtype, op

@@ -207,6 +207,11 @@ class Op(enum.IntEnum):
     CUSTOM = 401    # an op a user defines (yscv.custom_op): its functions are its attributes
 
 
+#: the members that are not operations of the catalogue: a leaf, a fused
+#: op's recorded gradient (create_graph=True) and a user-defined op
+ENGINE_OPS = frozenset({Op.LEAF, Op.VJP, Op.CUSTOM})
+
+
 #: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain,
 #: shape)``, a tuple built once at the append (only checkpointing replaces
 #: one, to drop or restore its ``saved``):
