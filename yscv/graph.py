@@ -54,6 +54,7 @@ from .ops._common import as_graph_array
 from .walk import WalkMixin
 from . import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
 from . import custom_op as _custom_op  # noqa: F401  (Op.CUSTOM)
+from . import namespace as _namespace
 
 # Every Op member must have a forward and a backward, or importing fails.
 registry.check_complete()
@@ -611,3 +612,6 @@ def _unary_ufunc_method(op: Op, plain):
 for _name in ("neg", "abs", "tanh"):
     setattr(Graph, _name, _unary_ufunc_method(Op[_name.upper()], getattr(Graph, _name)))
 del _name
+
+# the interpreters' scratch graphs are Graphs (yscv/namespace/__init__.py)
+_namespace.GRAPH_CLASS = Graph

@@ -84,12 +84,9 @@ class ArrayNS(ArrayElementwise, ArrayActivation, ArrayReduce, ArrayLinalg, Array
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        from ..graph import Graph
-
         def through_graph(*args, **kwargs):
             FALLBACK_NAMES[name] += 1
-            dtype = _float_dtype(args, kwargs, name)
-            G = Graph(dtype=dtype)
+            G = scratch_graph(_float_dtype(args, kwargs, name))
             out = getattr(G, name)(*args, **kwargs)
             if isinstance(out, tuple):
                 return tuple(G._values[o.index] for o in out)
@@ -97,6 +94,17 @@ class ArrayNS(ArrayElementwise, ArrayActivation, ArrayReduce, ArrayLinalg, Array
 
         through_graph.__name__ = name
         return through_graph
+
+
+#: the Graph class: set by yscv/graph.py where it is defined (the graph
+#: imports this package, never the reverse), for `scratch_graph`
+GRAPH_CLASS = None
+
+
+def scratch_graph(dtype):
+    """A new, empty Graph of ``dtype``: the array interpreter's fallback and
+    the VJP rule's array branch evaluate graph ops on one."""
+    return GRAPH_CLASS(dtype=dtype)
 
 
 def _float_dtype(args, kwargs, name):

@@ -68,9 +68,9 @@ def vjp_rule(ns, c, ins, out, at, saved, needs):
     if ns.is_graph:
         grads = _double_vjp(ns.G, c, g, xs, at, need)
         return (grads[0], None) + tuple(grads[1:])
-    from ..graph import Graph
+    from . import scratch_graph
 
-    G = Graph(dtype=c.dtype)
+    G = scratch_graph(c.dtype)
     nodes = [G.variable(a) if r else G.constant(a) for a, r in zip((g,) + tuple(xs), need)]
     grads = _double_vjp(G, G.constant(c), nodes[0], nodes[1:], at, need)
     vals = tuple(None if n is None else np.array(G._values[n.index]) for n in grads)
