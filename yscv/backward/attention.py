@@ -11,6 +11,13 @@ yscv/ops/attention.py).
 Gradients are returned at the broadcast leading shape; the walk sums them
 back to each input's own shape. Each is laid out in memory as its input
 (heads split by a transpose get gradients that merge back without a copy).
+
+The attention is a fused op with a composite (its forward in primitive ops,
+at the bottom): its rule runs on arrays only (``ns`` is always the array
+interpreter and goes unused) and calls the fused kernels; under
+``create_graph=True`` each input gradient is one ``Op.VJP`` node whose value
+is this rule's and whose derivative is the composite's
+(yscv/namespace/vjp.py).
 """
 from __future__ import annotations
 
@@ -18,12 +25,11 @@ import numpy as np
 
 from ..compute import attention as C
 from ..node import Op
-from ..registry import register_backward
-from ._recorded import composite
+from ..registry import register_composite, register_rule
 
 
-@register_backward(Op.SCALED_DOT_PRODUCT_ATTENTION)
-def sdpa_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.SCALED_DOT_PRODUCT_ATTENTION)
+def sdpa_rule(ns, g, inputs, out, attrs, saved, needs):
     q, k, v = inputs
     p = saved
     dq = dk = dv = None
@@ -39,7 +45,7 @@ def sdpa_backward(g, inputs, out, attrs, saved, needs):
     return dq, dk, dv
 
 
-# --------------------------------------------------------------- recorded
+# -------------------------------------------------------------- composite
 def _sdpa_composite(G, q, k, v, attrs):
     """The attention with primitive ops, finite everywhere: blocked scores
     are replaced by a constant (their probability is a constant 0), the
@@ -72,4 +78,4 @@ def _sdpa_composite(G, q, k, v, attrs):
     return G.matmul(G.div(e, denom), v)
 
 
-composite(Op.SCALED_DOT_PRODUCT_ATTENTION, _sdpa_composite)
+register_composite(Op.SCALED_DOT_PRODUCT_ATTENTION, _sdpa_composite)

@@ -14,12 +14,19 @@ Running statistics (the last two batch-norm inputs, when tracked) never
 receive a gradient. The sums and the input gradient are computed in
 yscv/compute/norm.py (row chunks on two threads, partial sums added in
 chunk order). Attributes are the named records of yscv/ops/norm.py.
+
+Each norm is a fused op with a composite (its forward in primitive ops, at
+the bottom): its rule runs on arrays only (``ns`` is always the array
+interpreter and goes unused) and calls the fused kernels; under
+``create_graph=True`` each input gradient is one ``Op.VJP`` node whose value
+is this rule's and whose derivative is the composite's
+(yscv/namespace/vjp.py).
 """
 from __future__ import annotations
 
 from ..compute import norm as N
 from ..node import Op
-from ..registry import register_backward, register_composite
+from ..registry import register_composite, register_rule
 
 
 def _affine_grads(grads_x, dgamma, dbeta, has_gamma, has_beta, dtype, extra=0) -> tuple:
@@ -50,26 +57,26 @@ def _grouped(g, inputs, attrs, saved, needs, per_sample, k, batch_stats, extra=0
                          extra=extra)
 
 
-@register_backward(Op.BATCH_NORM)
-def batch_norm_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.BATCH_NORM)
+def batch_norm_rule(ns, g, inputs, out, attrs, saved, needs):
     """Statistics over the batch; fixed (running) ones in eval mode."""
     stats = len(inputs) - 1 - attrs.has_gamma - attrs.has_beta  # running statistics: no gradient
     return _grouped(g, inputs, attrs, saved, needs, False, 1, attrs.training, extra=stats)
 
 
-@register_backward(Op.INSTANCE_NORM)
-def instance_norm_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.INSTANCE_NORM)
+def instance_norm_rule(ns, g, inputs, out, attrs, saved, needs):
     return _grouped(g, inputs, attrs, saved, needs, True, 1, True)
 
 
-@register_backward(Op.GROUP_NORM)
-def group_norm_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.GROUP_NORM)
+def group_norm_rule(ns, g, inputs, out, attrs, saved, needs):
     return _grouped(g, inputs, attrs, saved, needs, True, inputs[0].shape[-1] // attrs.num_groups,
                     True)
 
 
-@register_backward(Op.LAYER_NORM)
-def layer_norm_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.LAYER_NORM)
+def layer_norm_rule(ns, g, inputs, out, attrs, saved, needs):
     x = inputs[0]
     gamma = inputs[1] if attrs.has_gamma else None
     mean, var = saved
@@ -81,9 +88,9 @@ def layer_norm_backward(g, inputs, out, attrs, saved, needs):
     return _affine_grads(dx, dgamma, dbeta, attrs.has_gamma, attrs.has_beta, x.dtype)
 
 
-# --------------------------------------------------------------- recorded
-# Each norm said with primitive ops (the composite of backward/_recorded.py):
-# its recorded backward is that composite's recorded walk, exact to any
+# -------------------------------------------------------------- composite
+# Each norm said with primitive ops (registry.COMPOSITES): the derivative
+# of its recorded gradients (Op.VJP) is that composite's, exact to any
 # order. Running statistics are constants: they get no gradient.
 def _normalized(G, x, axes, eps):
     mean = G.mean(x, axis=axes, keepdims=True)

@@ -16,6 +16,13 @@ Attributes (by name): ``batched``, ``has_h0`` (RNN ``relu``; LSTM
 ``has_c0``, ``with_cell``), see yscv/ops/recurrent.py. The whole loop runs
 in the kernels of yscv/kernels/recurrent_seq.py, driven by
 yscv/compute/recurrent.py (row blocks, threads, scratch buffers).
+
+Each recurrence is a fused op with a composite (its steps in primitive ops,
+at the bottom): its rule runs on arrays only (``ns`` is always the array
+interpreter and goes unused) and calls that loop; under
+``create_graph=True`` each input gradient is one ``Op.VJP`` node whose value
+is this rule's and whose derivative is the composite's
+(yscv/namespace/vjp.py).
 """
 from __future__ import annotations
 
@@ -23,12 +30,11 @@ import numpy as np
 
 from ..compute import recurrent as C
 from ..node import Op
-from ..registry import register_backward
-from ._recorded import composite
+from ..registry import register_composite, register_rule
 
 
-@register_backward(Op.RNN)
-def rnn_op_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.RNN)
+def rnn_rule(ns, g, inputs, out, attrs, saved, needs):
     x, w_ih, w_hh, bias = inputs[:4]
     (h0,) = C.optional_states((attrs.has_h0,), inputs[4:])
     need_h0 = attrs.has_h0 and needs[4]
@@ -40,8 +46,8 @@ def rnn_op_backward(g, inputs, out, attrs, saved, needs):
     return result
 
 
-@register_backward(Op.LSTM)
-def lstm_op_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.LSTM)
+def lstm_rule(ns, g, inputs, out, attrs, saved, needs):
     x, w_ih, w_hh, bias = inputs[:4]
     h0, c0 = C.optional_states((attrs.has_h0, attrs.has_c0), inputs[4:])
     gates, cells = saved
@@ -63,8 +69,8 @@ def lstm_op_backward(g, inputs, out, attrs, saved, needs):
     return result
 
 
-@register_backward(Op.GRU)
-def gru_op_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.GRU)
+def gru_rule(ns, g, inputs, out, attrs, saved, needs):
     x, w_ih, w_hh, bias_ih, bias_hh = inputs[:5]
     (h0,) = C.optional_states((attrs.has_h0,), inputs[5:])
     need_h0 = attrs.has_h0 and needs[5]
@@ -76,9 +82,10 @@ def gru_op_backward(g, inputs, out, attrs, saved, needs):
     return result
 
 
-# --------------------------------------------------------------- recorded
-# The recurrences said step by step with primitive ops (composites): the
-# recorded backward is their recorded walk, exact to any order.
+# -------------------------------------------------------------- composite
+# The recurrences said step by step with primitive ops (registry.COMPOSITES):
+# the derivative of their recorded gradients (Op.VJP) is the composite's,
+# exact to any order.
 def _sequence(G, x, batched):
     """x as [T, B, I] (an unbatched [T, I] gets B = 1)."""
     return x if batched else G.unsqueeze(x, 1)
@@ -161,6 +168,6 @@ def _gru_composite(G, x, w_ih, w_hh, b_ih, b_hh, *rest):
     return _finish(G, hs, attrs.batched)
 
 
-composite(Op.RNN, _rnn_composite)
-composite(Op.LSTM, _lstm_composite)
-composite(Op.GRU, _gru_composite)
+register_composite(Op.RNN, _rnn_composite)
+register_composite(Op.LSTM, _lstm_composite)
+register_composite(Op.GRU, _gru_composite)

@@ -7,8 +7,8 @@ import numpy as np  # noqa: F401
 
 
 class ArrayAttention:
-    """Attention ops on arrays, for the rules of backward/."""
+    """Attention ops on arrays, for the rules of backward/. No names:
+    the rule of scaled_dot_product_attention is the array rule of a composite op
+    (yscv/backward/attention.py) and calls the fused kernels, not ``ns``."""
 
     __slots__ = ()
-
-    pass

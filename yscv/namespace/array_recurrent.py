@@ -7,8 +7,8 @@ import numpy as np  # noqa: F401
 
 
 class ArrayRecurrent:
-    """Recurrent ops on arrays, for the rules of backward/."""
+    """Recurrent ops on arrays, for the rules of backward/. No names:
+    the rules of RNN, LSTM and GRU are array rules of composite ops
+    (yscv/backward/recurrent.py) and call the fused kernels, not ``ns``."""
 
     __slots__ = ()
-
-    pass
