@@ -1768,14 +1768,15 @@ LOSS_OP_METHODS = {
 
 
 def test_loss_backward_rules_live_in_the_module_named_like_the_forward():
-    """Each loss op's backward rule and recorded composite are module-level
-    functions of the backward loss module named like the ops/ module that
-    defines its Graph method (and its forward); the backward loss modules
-    import one way only (loss_more -> loss, loss_ctc from neither)."""
+    """Each loss op's one backward rule (what the array walks call, no
+    written-out copy) and its composite are module-level functions of the
+    backward loss module named like the ops/ module that defines its Graph
+    method (and its forward); the backward loss modules import one way only
+    (loss_more -> loss, loss_ctc from neither)."""
     import ast
     import importlib
     import inspect
-    from yscv.registry import BACKWARD, FORWARD, RECORDED
+    from yscv.registry import BACKWARD, COMPOSITES, FORWARD, RULES
     ops = list(Op)
     assert set(LOSS_OP_METHODS) == set(ops[ops.index(Op.MSE_LOSS):ops.index(Op.CTC_LOSS) + 1])
     for op, name in LOSS_OP_METHODS.items():
@@ -1783,12 +1784,12 @@ def test_loss_backward_rules_live_in_the_module_named_like_the_forward():
         assert forward_module.startswith("yscv.ops.loss"), (op, forward_module)
         assert FORWARD[int(op)].__module__ == forward_module, op
         module = importlib.import_module(forward_module.replace(".ops.", ".backward."))
-        backward = BACKWARD[int(op)]
-        assert vars(module).get(backward.__name__) is backward, (op, backward.__module__)
-        # composite(op, build) stores a closure over build, named <op>_recorded
-        recorded = RECORDED[int(op)]
-        assert recorded.__name__ == f"{op.name.lower()}_recorded", op
-        build = inspect.getclosurevars(recorded).nonlocals["build"]
+        rule = RULES[int(op)]
+        assert BACKWARD[int(op)] is rule, op
+        assert rule.__name__ == f"{op.name.lower()}_rule", op
+        assert vars(module).get(rule.__name__) is rule, (op, rule.__module__)
+        build = COMPOSITES[int(op)]
+        assert build is not None, op
         assert vars(module).get(build.__name__) is build, (op, build.__module__)
     from yscv.backward import loss, loss_ctc, loss_more
 

@@ -3,6 +3,15 @@ cross_entropy, nll_loss) and the helpers every loss module shares. The
 other losses are in `yscv.backward.loss_more`, ctc_loss in
 `yscv.backward.loss_ctc`. See yscv/registry.py for the op contract.
 
+Every loss is a fused op with one rule and one composite: the rule
+(``register_rule``) is the array backward the first-order walks call (fused
+NumPy and the compute drivers, e.g. cross_entropy's one pass over the rows);
+the composite (``register_composite``) restates the forward with primitive
+graph ops. With ``create_graph=True`` each input gradient is one ``Op.VJP``
+node (yscv/namespace/vjp.py) whose value is this rule's and whose
+derivative is the composite's, so the rule never runs on the graph and reads
+its operands as arrays (``ns`` is always the array interpreter here).
+
 ``g`` is the upstream gradient: 0-d for the "mean" and "sum" reductions
 (turned into one scalar of the graph dtype, divided by the mean's
 denominator), the output's shape for "none" (multiplied elementwise).
@@ -14,8 +23,7 @@ import numpy as np
 from ..compute.loss import cross_entropy_backward as ce_rows_grad
 from ..compute.loss import label_rows, sigmoid, softplus_exact
 from ..node import Op
-from ..registry import register_backward
-from ._recorded import composite
+from ..registry import register_composite, register_rule
 
 
 
@@ -38,28 +46,28 @@ def _pair(gp, needs):
     return (gp if needs[0] else None), (np.negative(gp) if needs[1] else None)
 
 
-@register_backward(Op.MSE_LOSS)
-def mse_loss_backward(g, inputs, out, reduction, saved, needs):
+@register_rule(Op.MSE_LOSS)
+def mse_loss_rule(ns, g, inputs, out, reduction, saved, needs):
     pred, target = inputs
     return _pair((pred - target) * upstream(g, reduction, pred.size, 2.0), needs)
 
 
-@register_backward(Op.L1_LOSS)
-def l1_loss_backward(g, inputs, out, reduction, saved, needs):
+@register_rule(Op.L1_LOSS)
+def l1_loss_rule(ns, g, inputs, out, reduction, saved, needs):
     pred, target = inputs
     return _pair(np.sign(pred - target) * upstream(g, reduction, pred.size), needs)
 
 
-@register_backward(Op.HUBER_LOSS)
-def huber_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.HUBER_LOSS)
+def huber_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     delta = attrs.delta
     pred, target = inputs
     d = np.clip(pred - target, -delta, delta).astype(pred.dtype, copy=False)
     return _pair(d * upstream(g, attrs.reduction, pred.size), needs)
 
 
-@register_backward(Op.BCE_WITH_LOGITS)
-def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.BCE_WITH_LOGITS)
+def bce_with_logits_rule(ns, g, inputs, out, attrs, saved, needs):
     weight, pos_weight = attrs.weight, attrs.pos_weight
     x, t = inputs
     s = upstream(g, attrs.reduction, x.size)
@@ -86,8 +94,8 @@ def bce_with_logits_backward(g, inputs, out, attrs, saved, needs):
     return gx, gt
 
 
-@register_backward(Op.CROSS_ENTROPY)
-def cross_entropy_backward(g, inputs, out, attrs, lse, needs):
+@register_rule(Op.CROSS_ENTROPY)
+def cross_entropy_rule(ns, g, inputs, out, attrs, lse, needs):
     x = inputs[0]
     if attrs.reduction == "none":
         up = g.reshape(-1)
@@ -97,8 +105,8 @@ def cross_entropy_backward(g, inputs, out, attrs, lse, needs):
                          attrs.label_smoothing, up),)
 
 
-@register_backward(Op.NLL_LOSS)
-def nll_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.NLL_LOSS)
+def nll_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     lp = inputs[0]
     c = lp.shape[-1]
     gx = np.zeros((lp.size // c, c), dtype=lp.dtype)
@@ -113,8 +121,8 @@ def nll_loss_backward(g, inputs, out, attrs, saved, needs):
     return (gx.reshape(lp.shape),)
 
 
-# --------------------------------------------------------------- recorded
-# Each loss said with primitive ops (composites): exact to any order, with
+# ------------------------------------------------------------- composites
+# Each loss said with primitive ops: exact to any order, with
 # PyTorch's choices at the kinks (abs's sign; huber's branch as a constant mask).
 def _reduce_nodes(G, terms, reduction, denominator=None):
     if reduction == "none":
@@ -198,12 +206,12 @@ def _nll_composite(G, log_probs, attrs):
     return _class_loss_composite(G, G.reshape(log_probs, (-1, c)), attrs)
 
 
-composite(Op.MSE_LOSS, _mse_composite)
-composite(Op.L1_LOSS, _l1_composite)
-composite(Op.HUBER_LOSS, _huber_composite)
-composite(Op.BCE_WITH_LOGITS, _bce_composite)
-composite(Op.CROSS_ENTROPY, _cross_entropy_composite)
-composite(Op.NLL_LOSS, _nll_composite)
+register_composite(Op.MSE_LOSS, _mse_composite)
+register_composite(Op.L1_LOSS, _l1_composite)
+register_composite(Op.HUBER_LOSS, _huber_composite)
+register_composite(Op.BCE_WITH_LOGITS, _bce_composite)
+register_composite(Op.CROSS_ENTROPY, _cross_entropy_composite)
+register_composite(Op.NLL_LOSS, _nll_composite)
 
 
 # ------------------------------------- shared with the other losses

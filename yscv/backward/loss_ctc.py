@@ -1,6 +1,7 @@
 """Loss ops (backward): ctc_loss, forward in `yscv.ops.loss_ctc`: its
-backward rule on the Numba kernels (`yscv.kernels.ctc`) and its
-recorded composite, the alpha recursion said with primitive ops.
+backward rule on the Numba kernels (`yscv.kernels.ctc`; an array rule,
+as every loss's) and its composite, the alpha recursion said with primitive
+ops, which ``create_graph=True`` differentiates through ``Op.VJP``.
 See yscv/registry.py for the op contract.
 """
 from __future__ import annotations
@@ -9,12 +10,11 @@ import numpy as np
 
 from ..compute.ctc import ctc_backward as ctc_rows_grad
 from ..node import Op
-from ..registry import register_backward
-from ._recorded import composite
+from ..registry import register_composite, register_rule
 
 
-@register_backward(Op.CTC_LOSS)
-def ctc_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.CTC_LOSS)
+def ctc_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     lp = inputs[0] if attrs.batched else inputs[0][:, None, :]
     nll, log_alpha = saved
     n = nll.shape[0]
@@ -88,4 +88,4 @@ def _ctc_composite(G, log_probs, attrs):
     return G.mean(per)
 
 
-composite(Op.CTC_LOSS, _ctc_composite)
+register_composite(Op.CTC_LOSS, _ctc_composite)

@@ -2,8 +2,10 @@
 kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
 triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss,
 poisson_nll_loss), forward in `yscv.ops.loss_more`: their backward
-rules and recorded composites. The upstream factor and the reductions come
-from `yscv.backward.loss`. See yscv/registry.py for the op contract.
+rules (array rules of fused ops, as in `yscv.backward.loss`) and their
+composites, which ``create_graph=True`` differentiates through ``Op.VJP``.
+The upstream factor and the reductions come from `yscv.backward.loss`. See
+yscv/registry.py for the op contract.
 """
 from __future__ import annotations
 
@@ -11,13 +13,12 @@ import numpy as np
 
 from ..compute.loss import p_norm, p_norm_grad
 from ..node import Op
-from ..registry import register_backward
-from ._recorded import composite
+from ..registry import register_composite, register_rule
 from .loss import _pair, _reduce11, _scale
 
 
-@register_backward(Op.SMOOTH_L1_LOSS)
-def smooth_l1_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.SMOOTH_L1_LOSS)
+def smooth_l1_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     pred, target = inputs
     d = pred - target
     beta = attrs.beta
@@ -28,8 +29,8 @@ def smooth_l1_loss_backward(g, inputs, out, attrs, saved, needs):
     return _pair(gd * _scale(g, attrs.reduction, d.shape), needs)
 
 
-@register_backward(Op.KL_DIV)
-def kl_div_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.KL_DIV)
+def kl_div_rule(ns, g, inputs, out, attrs, saved, needs):
     x, t = inputs
     s = _scale(g, attrs.reduction, x.shape)
     gx = gt = None
@@ -51,8 +52,8 @@ def kl_div_backward(g, inputs, out, attrs, saved, needs):
 _BCE_FLOOR = float(np.float32(1e-12))
 
 
-@register_backward(Op.BINARY_CROSS_ENTROPY)
-def binary_cross_entropy_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.BINARY_CROSS_ENTROPY)
+def binary_cross_entropy_rule(ns, g, inputs, out, attrs, saved, needs):
     p, t = inputs
     s = _scale(g, attrs.reduction, p.shape)
     if attrs.weight is not None:
@@ -66,8 +67,8 @@ def binary_cross_entropy_backward(g, inputs, out, attrs, saved, needs):
     return gp, gt
 
 
-@register_backward(Op.COSINE_SIMILARITY)
-def cosine_similarity_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.COSINE_SIMILARITY)
+def cosine_similarity_rule(ns, g, inputs, out, attrs, saved, needs):
     a, b = np.broadcast_arrays(*inputs)   # the walk sums the gradients back
     ax, eps = attrs.axis, attrs.eps
     na, nb = (np.sqrt(np.sum(x * x, axis=ax, keepdims=True)) for x in (a, b))
@@ -88,8 +89,8 @@ def cosine_similarity_backward(g, inputs, out, attrs, saved, needs):
             (side(b, nb, cb, ca, a) if needs[1] else None))
 
 
-@register_backward(Op.PAIRWISE_DISTANCE)
-def pairwise_distance_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.PAIRWISE_DISTANCE)
+def pairwise_distance_rule(ns, g, inputs, out, attrs, saved, needs):
     a, b = inputs
     d = a - b + attrs.eps
     if attrs.reduction == "none":
@@ -101,8 +102,8 @@ def pairwise_distance_backward(g, inputs, out, attrs, saved, needs):
     return _pair(p_norm_grad(d, norm, attrs.p) * gk, needs)
 
 
-@register_backward(Op.TRIPLET_MARGIN_LOSS)
-def triplet_margin_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.TRIPLET_MARGIN_LOSS)
+def triplet_margin_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     anchor, positive, negative = inputs
     p, e = attrs.p, attrs.eps
     d_ap = anchor - positive + e
@@ -127,8 +128,8 @@ def triplet_margin_loss_backward(g, inputs, out, attrs, saved, needs):
     return tuple(x if need else None for x, need in zip((ga, gpos, gneg), needs))
 
 
-@register_backward(Op.MARGIN_RANKING_LOSS)
-def margin_ranking_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.MARGIN_RANKING_LOSS)
+def margin_ranking_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     x1, x2, y = inputs
     z = -y * (x1 - x2) + attrs.margin
     c = ((z >= 0) * _scale(g, attrs.reduction, z.shape)).astype(x1.dtype, copy=False)
@@ -137,8 +138,8 @@ def margin_ranking_loss_backward(g, inputs, out, attrs, saved, needs):
             ((x2 - x1) * c if needs[2] else None))
 
 
-@register_backward(Op.GAUSSIAN_NLL_LOSS)
-def gaussian_nll_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.GAUSSIAN_NLL_LOSS)
+def gaussian_nll_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     x, t, var = inputs
     v = np.maximum(var.reshape(attrs.var_shape), attrs.eps).astype(x.dtype, copy=False)
     d = x - t
@@ -153,8 +154,8 @@ def gaussian_nll_loss_backward(g, inputs, out, attrs, saved, needs):
     return (gx if needs[0] else None), (-gx if needs[1] else None), gv
 
 
-@register_backward(Op.POISSON_NLL_LOSS)
-def poisson_nll_loss_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.POISSON_NLL_LOSS)
+def poisson_nll_loss_rule(ns, g, inputs, out, attrs, saved, needs):
     x, t = inputs
     s = _scale(g, attrs.reduction, x.shape)
     gx = gt = None
@@ -171,8 +172,8 @@ def poisson_nll_loss_backward(g, inputs, out, attrs, saved, needs):
 
 
 
-# ------------------------------------------------ section 11: recorded
-# Composites again: each loss said with primitive ops, so create_graph=True
+# ------------------------------------------------------------- composites
+# Each loss said with primitive ops, so create_graph=True
 # differentiates it to any order. Kinks take PyTorch's branch through a
 # constant mask (where) or clamp's inclusive bounds; floors PyTorch leaves
 # undifferentiated (cosine's eps, gaussian's var) add a constant.
@@ -291,12 +292,12 @@ def _poisson_nll_composite(G, x, t, attrs):
     return _reduce11(G, terms, attrs.reduction)
 
 
-composite(Op.SMOOTH_L1_LOSS, _smooth_l1_composite)
-composite(Op.KL_DIV, _kl_div_composite)
-composite(Op.BINARY_CROSS_ENTROPY, _bce_composite11)
-composite(Op.COSINE_SIMILARITY, _cosine_composite)
-composite(Op.PAIRWISE_DISTANCE, _pairwise_composite)
-composite(Op.TRIPLET_MARGIN_LOSS, _triplet_composite)
-composite(Op.MARGIN_RANKING_LOSS, _margin_ranking_composite)
-composite(Op.GAUSSIAN_NLL_LOSS, _gaussian_nll_composite)
-composite(Op.POISSON_NLL_LOSS, _poisson_nll_composite)
+register_composite(Op.SMOOTH_L1_LOSS, _smooth_l1_composite)
+register_composite(Op.KL_DIV, _kl_div_composite)
+register_composite(Op.BINARY_CROSS_ENTROPY, _bce_composite11)
+register_composite(Op.COSINE_SIMILARITY, _cosine_composite)
+register_composite(Op.PAIRWISE_DISTANCE, _pairwise_composite)
+register_composite(Op.TRIPLET_MARGIN_LOSS, _triplet_composite)
+register_composite(Op.MARGIN_RANKING_LOSS, _margin_ranking_composite)
+register_composite(Op.GAUSSIAN_NLL_LOSS, _gaussian_nll_composite)
+register_composite(Op.POISSON_NLL_LOSS, _poisson_nll_composite)

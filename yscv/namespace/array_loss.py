@@ -1,14 +1,15 @@
-"""The loss names of the array interpreter (yscv/namespace/__init__.py):
-each computes on arrays exactly what the Graph op of that name computes (the
-same forward or compute driver), without a node."""
-from __future__ import annotations
+"""The loss names of the array interpreter (yscv/namespace/__init__.py).
 
-import numpy as np  # noqa: F401
+None are needed by the built-in rules: every loss is a fused op whose rule
+(yscv/backward/loss*.py) computes its gradient with NumPy and the loss
+compute drivers directly, and whose ``create_graph=True`` gradients are
+``Op.VJP`` nodes differentiated through its composite, so no loss rule runs
+a loss op through ``ns``. A user rule that calls ``ns.<loss>`` takes the
+scratch-graph way (the same forward, so the same bits)."""
+from __future__ import annotations
 
 
 class ArrayLoss:
-    """Loss ops on arrays, for the rules of backward/."""
+    """Loss ops on arrays, for the rules of backward/ (none yet)."""
 
     __slots__ = ()
-
-    pass
