@@ -70,10 +70,16 @@ class CustomOp:
             raise TypeError(f"{self.name}: needs at least one input")
         for key, v in attrs.items():
             if not _static(v):
-                raise TypeError(f"{self.name}: attribute {key}={v!r} must be a number, "
+                raise TypeError(f"{self.name}: attribute {key}={v!r:.60} must be a number, "
                                 "string, bool, None or a tuple of them (inputs that "
                                 "carry gradients are positional)")
-        return g._apply(Op.CUSTOM, inputs, CustomAttrs(self, tuple(sorted(attrs.items()))))
+        # each input checked (and an array-like converted) here, so that an error
+        # names this op rather than "custom"; nothing is appended before the forward
+        operands = []
+        for k, x in enumerate(inputs):
+            i, v, _ = g._operand(x, self.name, f"input {k}")
+            operands.append(x if i >= 0 else v)
+        return g._apply(Op.CUSTOM, operands, CustomAttrs(self, tuple(sorted(attrs.items()))))
 
 
 def _static(v) -> bool:
@@ -133,8 +139,18 @@ def custom_forward(attrs: CustomAttrs, *xs):
 
 @registry.register_rule(Op.CUSTOM)
 def custom_rule(ns, g, xs, y, attrs: CustomAttrs, saved, needs):
-    grads = attrs.op.rule(ns, g, xs, y, attrs.kwargs, saved, needs)
+    op = attrs.op
+    grads = op.rule(ns, g, xs, y, attrs.kwargs, saved, needs)
     if not isinstance(grads, (tuple, list)) or len(grads) != len(xs):
-        raise TypeError(f"{attrs.op.name}: rule must return a tuple of {len(xs)} gradients "
-                        f"(one per input, or None), got {grads!r:.80}")
+        got = (f"{len(grads)} of them" if isinstance(grads, (tuple, list))
+               else f"a {type(grads).__name__}")
+        raise TypeError(f"{op.name}: rule must return a tuple of {len(xs)} gradients "
+                        f"(one per input, or None), got {got}")
+    if ns.is_graph:
+        for k, gk in enumerate(grads):
+            if gk is not None and type(gk) is not NodeId:
+                raise TypeError(
+                    f"{op.name}: rule returned a {type(gk).__name__} for input {k} under "
+                    "create_graph=True; build every gradient with ns.<op>(...) (NumPy on "
+                    "ns.value(x) gives a constant the second derivative cannot see)")
     return tuple(grads)
