@@ -253,3 +253,14 @@ def test_a_user_rule_takes_the_fast_way_when_it_uses_array_namespace_names():
     x, b = g.variable(X), g.variable(BETA)
     g.gradients(swish(g, x, b), [x, b], grad=U)
     assert dict(FALLBACK_NAMES) == before
+
+
+def test_the_api_reference_and_the_guide_list_custom_op():
+    import pathlib
+    import re
+
+    docs = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    api = (docs / "api.md").read_text(encoding="utf-8")
+    block = re.search(r"^::: yscv\.custom_op\n(?:    .*\n)*", api, re.MULTILINE)
+    assert block and "- custom_op" in block.group(0) and "- CustomOp" in block.group(0)
+    assert "## An op of your own" in (docs / "adding_an_op.md").read_text(encoding="utf-8")

@@ -1,17 +1,19 @@
 """Ops that users define: one forward on arrays and one backward rule.
 
 ``yscv.custom_op`` is yscv's ``torch.autograd.Function`` / ``jax.custom_vjp``
-(docs/adding_an_op.md, "An op of your own")::
+(docs/adding_an_op.md, "An op of your own"):
 
-    def swish_forward(x, beta):                 # arrays in, an array out
-        return x / (1 + np.exp(-beta * x))
+```python
+def swish_forward(x, beta):                 # arrays in, an array out
+    return x / (1 + np.exp(-beta * x))
 
-    def swish_rule(ns, g, xs, y, attrs, saved, needs):
-        x, beta = xs                            # one gradient per input
-        s = ns.sigmoid(ns.mul(beta, x))
-        ...
-    swish = yscv.custom_op("swish", swish_forward, swish_rule)
-    y = swish(g, x, beta)                       # one node, Op.CUSTOM
+def swish_rule(ns, g, xs, y, attrs, saved, needs):
+    x, beta = xs                            # one gradient per input
+    s = ns.sigmoid(ns.mul(beta, x))
+    ...
+swish = yscv.custom_op("swish", swish_forward, swish_rule)
+y = swish(g, x, beta)                       # one node, Op.CUSTOM
+```
 
 The rule is written against the namespace ``ns`` of the built-in rules
 (yscv/namespace/__init__.py): the first-order walks run it on arrays, and
