@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import registry
+from .errors import ShapeError
 from .node import NodeId, Op
 
 __all__ = ["custom_op", "CustomOp"]
@@ -148,11 +149,27 @@ def custom_rule(ns, g, xs, y, attrs: CustomAttrs, saved, needs):
                else f"a {type(grads).__name__}")
         raise TypeError(f"{op.name}: rule must return a tuple of {len(xs)} gradients "
                         f"(one per input, or None), got {got}")
-    if ns.is_graph:
-        for k, gk in enumerate(grads):
-            if gk is not None and type(gk) is not NodeId:
-                raise TypeError(
-                    f"{op.name}: rule returned a {type(gk).__name__} for input {k} under "
-                    "create_graph=True; build every gradient with ns.<op>(...) (NumPy on "
-                    "ns.value(x) gives a constant the second derivative cannot see)")
+    graph = ns.is_graph
+    for k, gk in enumerate(grads):
+        if gk is None:
+            continue
+        if graph and type(gk) is not NodeId:
+            raise TypeError(
+                f"{op.name}: rule returned a {type(gk).__name__} for input {k} under "
+                "create_graph=True; build every gradient with ns.<op>(...) (NumPy on "
+                "ns.value(x) gives a constant the second derivative cannot see)")
+        shape = ns.G._shape(gk.index) if graph else np.shape(gk)
+        want = ns.G._shape(xs[k].index) if graph else xs[k].shape
+        if shape != want and not _sums_to(shape, want):
+            raise ShapeError(
+                f"{op.name}: rule returned a gradient of shape {shape} for input {k} of "
+                f"shape {want} (the input's shape, or one that broadcasts from it)",
+                op=op.name, expected=want, got=shape)
     return tuple(grads)
+
+
+def _sums_to(shape: tuple, want: tuple) -> bool:
+    """Whether a gradient of ``shape`` sums back to an input of shape ``want``
+    (``want`` broadcasts to ``shape``)."""
+    extra = len(shape) - len(want)
+    return extra >= 0 and all(w == 1 or w == s for w, s in zip(want, shape[extra:]))

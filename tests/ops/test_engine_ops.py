@@ -124,6 +124,9 @@ _PROMOTES = yscv.custom_op("promotes", lambda x: x.astype(np.float64),
 _NUMPY_RULE = yscv.custom_op("numpy_rule", lambda x: 2.0 * x,
                              lambda ns, g, xs, y, a, s, n: (2.0 * ns.value(g),))
 
+_WRONG_SHAPE = yscv.custom_op("wrong_shape", lambda x: 2.0 * x,
+                              lambda ns, g, xs, y, a, s, n: (ns.const(np.ones(7)),))
+
 
 def _wrong_count(g):
     (x,) = _x(g)
@@ -133,6 +136,11 @@ def _wrong_count(g):
 def _numpy_rule(g):
     (x,) = _x(g)
     return x, _NUMPY_RULE(g, x)
+
+
+def _wrong_shape(g):
+    (x,) = _x(g)
+    return x, _WRONG_SHAPE(g, x)
 
 
 def _ln(g):
@@ -168,6 +176,12 @@ BAD = [
     BadCase(Op.CUSTOM, "custom_rule_numpy_under_create_graph", _numpy_rule,
             lambda g, x, y: g.gradients(y, [x], grad=np.ones((2, 3)), create_graph=True),
             TypeError, "numpy_rule: rule returned a ndarray for input 0"),
+    BadCase(Op.CUSTOM, "custom_rule_gradient_shape", _wrong_shape,
+            lambda g, x, y: g.gradients(y, [x], grad=np.ones((2, 3))), yscv.ShapeError,
+            r"wrong_shape: rule returned a gradient of shape \(7,\) for input 0"),
+    BadCase(Op.CUSTOM, "custom_rule_gradient_shape_recorded", _wrong_shape,
+            lambda g, x, y: g.gradients(y, [x], grad=np.ones((2, 3)), create_graph=True),
+            yscv.ShapeError, r"wrong_shape: rule returned a gradient of shape \(7,\)"),
     BadCase(Op.VJP, "vjp_cotangent_shape", _ln,
             lambda g, x, y: g.gradients(y, [x], grad=np.ones((3,)), create_graph=True),
             yscv.ShapeError, "gradients"),
