@@ -264,3 +264,21 @@ def test_the_api_reference_and_the_guide_list_custom_op():
     block = re.search(r"^::: yscv\.custom_op\n(?:    .*\n)*", api, re.MULTILINE)
     assert block and "- custom_op" in block.group(0) and "- CustomOp" in block.group(0)
     assert "## An op of your own" in (docs / "adding_an_op.md").read_text(encoding="utf-8")
+
+
+def test_function_transforms_hessian_and_jvp_equal_torch_func():
+    """`yscv.func` reaches a custom op through its recorded rule: the Hessian
+    of sum(swish(x, beta)) in x and a forward-mode JVP equal torch.func's on
+    the `torch.autograd.Function` twin."""
+    torch, tswish = _torch_swish()
+    x0 = X[0]
+    f = lambda g, x: g.sum(swish(g, x, BETA))   # noqa: E731
+    mine = yscv.func.hessian(f)(x0)
+    theirs = torch.autograd.functional.hessian(
+        lambda x: tswish(x, torch.tensor(BETA)).sum(), torch.tensor(x0))
+    np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(mine, np.diag(np.diag(mine)), atol=0)   # elementwise in x
+    out, tangent = yscv.func.jvp(lambda g, x, b: swish(g, x, b), (X, BETA), (V, W))
+    _, ttangent = torch.autograd.functional.jvp(
+        tswish, (torch.tensor(X), torch.tensor(BETA)), (torch.tensor(V), torch.tensor(W)))
+    np.testing.assert_allclose(tangent, ttangent.numpy(), rtol=1e-12, atol=1e-13)
