@@ -117,7 +117,17 @@ def custom_op(name: str, forward, rule, *, saves: bool = False) -> CustomOp:
             of keyword attributes; ``needs[k]`` is False when input k needs no
             gradient. Gradients may be at the broadcast shape: the walk sums
             them back to each input's shape.
-        saves: whether ``forward`` returns ``(value, saved)``.
+        saves: whether ``forward`` returns ``(value, saved)``; ``saved`` is a
+            constant for differentiation (a mask, an index), so values the
+            second derivative must see are recomputed from ``xs`` in the rule.
+
+    Raises (each message starts with the op's name; a failing call appends
+    nothing): ValueError for a name that is not an identifier; TypeError for a
+    non-callable forward or rule, an attribute that is not static, an input
+    that is not numeric, a forward returning another dtype than its inputs', a
+    rule returning the wrong number of gradients (or, under
+    ``create_graph=True``, a NumPy array instead of a node); ShapeError for a
+    gradient of a shape that does not sum back to its input's.
     """
     return CustomOp(name, forward, rule, saves)
 
