@@ -1,17 +1,19 @@
 """Ops that users define: one forward on arrays and one backward rule.
 
 ``yscv.custom_op`` is yscv's ``torch.autograd.Function`` / ``jax.custom_vjp``
-(docs/adding_an_op.md, "An op of your own")::
+(docs/adding_an_op.md, "An op of your own"):
 
-    def swish_forward(x, beta):                 # arrays in, an array out
-        return x / (1 + np.exp(-beta * x))
+```python
+def swish_forward(x, beta):                 # arrays in, an array out
+    return x / (1 + np.exp(-beta * x))
 
-    def swish_rule(ns, g, xs, y, attrs, saved, needs):
-        x, beta = xs                            # one gradient per input
-        s = ns.sigmoid(ns.mul(beta, x))
-        ...
-    swish = yscv.custom_op("swish", swish_forward, swish_rule)
-    y = swish(g, x, beta)                       # one node, Op.CUSTOM
+def swish_rule(ns, g, xs, y, attrs, saved, needs):
+    x, beta = xs                            # one gradient per input
+    s = ns.sigmoid(ns.mul(beta, x))
+    ...
+swish = yscv.custom_op("swish", swish_forward, swish_rule)
+y = swish(g, x, beta)                       # one node, Op.CUSTOM
+```
 
 The rule is written against the namespace ``ns`` of the built-in rules
 (yscv/namespace/__init__.py): the first-order walks run it on arrays, and
@@ -29,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import registry
+from .errors import ShapeError
 from .node import NodeId, Op
 
 __all__ = ["custom_op", "CustomOp"]
@@ -70,10 +73,16 @@ class CustomOp:
             raise TypeError(f"{self.name}: needs at least one input")
         for key, v in attrs.items():
             if not _static(v):
-                raise TypeError(f"{self.name}: attribute {key}={v!r} must be a number, "
+                raise TypeError(f"{self.name}: attribute {key}={v!r:.60} must be a number, "
                                 "string, bool, None or a tuple of them (inputs that "
                                 "carry gradients are positional)")
-        return g._apply(Op.CUSTOM, inputs, CustomAttrs(self, tuple(sorted(attrs.items()))))
+        # each input checked (and an array-like converted) here, so that an error
+        # names this op rather than "custom"; nothing is appended before the forward
+        operands = []
+        for k, x in enumerate(inputs):
+            i, v, _ = g._operand(x, self.name, f"input {k}")
+            operands.append(x if i >= 0 else v)
+        return g._apply(Op.CUSTOM, operands, CustomAttrs(self, tuple(sorted(attrs.items()))))
 
 
 def _static(v) -> bool:
@@ -108,7 +117,17 @@ def custom_op(name: str, forward, rule, *, saves: bool = False) -> CustomOp:
             of keyword attributes; ``needs[k]`` is False when input k needs no
             gradient. Gradients may be at the broadcast shape: the walk sums
             them back to each input's shape.
-        saves: whether ``forward`` returns ``(value, saved)``.
+        saves: whether ``forward`` returns ``(value, saved)``; ``saved`` is a
+            constant for differentiation (a mask, an index), so values the
+            second derivative must see are recomputed from ``xs`` in the rule.
+
+    Raises (each message starts with the op's name; a failing call appends
+    nothing): ValueError for a name that is not an identifier; TypeError for a
+    non-callable forward or rule, an attribute that is not static, an input
+    that is not numeric, a forward returning another dtype than its inputs', a
+    rule returning the wrong number of gradients (or, under
+    ``create_graph=True``, a NumPy array instead of a node); ShapeError for a
+    gradient of a shape that does not sum back to its input's.
     """
     return CustomOp(name, forward, rule, saves)
 
@@ -133,8 +152,34 @@ def custom_forward(attrs: CustomAttrs, *xs):
 
 @registry.register_rule(Op.CUSTOM)
 def custom_rule(ns, g, xs, y, attrs: CustomAttrs, saved, needs):
-    grads = attrs.op.rule(ns, g, xs, y, attrs.kwargs, saved, needs)
+    op = attrs.op
+    grads = op.rule(ns, g, xs, y, attrs.kwargs, saved, needs)
     if not isinstance(grads, (tuple, list)) or len(grads) != len(xs):
-        raise TypeError(f"{attrs.op.name}: rule must return a tuple of {len(xs)} gradients "
-                        f"(one per input, or None), got {grads!r:.80}")
+        got = (f"{len(grads)} of them" if isinstance(grads, (tuple, list))
+               else f"a {type(grads).__name__}")
+        raise TypeError(f"{op.name}: rule must return a tuple of {len(xs)} gradients "
+                        f"(one per input, or None), got {got}")
+    graph = ns.is_graph
+    for k, gk in enumerate(grads):
+        if gk is None:
+            continue
+        if graph and type(gk) is not NodeId:
+            raise TypeError(
+                f"{op.name}: rule returned a {type(gk).__name__} for input {k} under "
+                "create_graph=True; build every gradient with ns.<op>(...) (NumPy on "
+                "ns.value(x) gives a constant the second derivative cannot see)")
+        shape = ns.G._shape(gk.index) if graph else np.shape(gk)
+        want = ns.G._shape(xs[k].index) if graph else xs[k].shape
+        if shape != want and not _sums_to(shape, want):
+            raise ShapeError(
+                f"{op.name}: rule returned a gradient of shape {shape} for input {k} of "
+                f"shape {want} (the input's shape, or one that broadcasts from it)",
+                op=op.name, expected=want, got=shape)
     return tuple(grads)
+
+
+def _sums_to(shape: tuple, want: tuple) -> bool:
+    """Whether a gradient of ``shape`` sums back to an input of shape ``want``
+    (``want`` broadcasts to ``shape``)."""
+    extra = len(shape) - len(want)
+    return extra >= 0 and all(w == 1 or w == s for w, s in zip(want, shape[extra:]))

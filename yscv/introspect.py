@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .node import N_INPUTS, N_OP, N_RG, N_SAVED, Op
+from .node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, Op
 
 
 def nbytes_of(obj) -> int:
@@ -30,6 +30,8 @@ class IntrospectionMixin:
         op = Op(rec[N_OP])
         if op is Op.LEAF:
             return "variable" if rec[N_RG] else "constant"
+        if op is Op.CUSTOM:   # a yscv.custom_op: its own name
+            return f"{rec[N_ATTRS].op.name} (custom)"
         return op.name.lower()
 
     def _value_shape_str(self, i: int) -> str:
