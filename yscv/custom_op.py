@@ -26,13 +26,10 @@ attributes of the call. ONNX export refuses it, naming it.
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
 
-import numpy as np
-
-from . import registry
-from .errors import ShapeError
+from .graph import Graph
 from .node import NodeId, Op
+from .ops.custom import CustomAttrs
 
 __all__ = ["custom_op", "CustomOp"]
 
@@ -64,8 +61,6 @@ class CustomOp:
         """Apply the op to ``inputs`` (NodeIds of ``g`` or arrays, which become
         constants) with keyword attributes ``attrs`` (static: numbers,
         strings, tuples), appending one node."""
-        from .graph import Graph
-
         if not isinstance(g, Graph):
             raise TypeError(f"{self.name}: the first argument must be the Graph, got "
                             f"{type(g).__name__}")
@@ -89,18 +84,6 @@ def _static(v) -> bool:
     if v is None or isinstance(v, (numbers.Number, str, bool)):
         return True
     return isinstance(v, tuple) and all(_static(e) for e in v)
-
-
-class CustomAttrs(NamedTuple):
-    """The attributes of an ``Op.CUSTOM`` node: the op and the call's keyword
-    attributes (sorted ``(name, value)`` pairs)."""
-
-    op: CustomOp
-    items: tuple
-
-    @property
-    def kwargs(self) -> dict:
-        return dict(self.items)
 
 
 def custom_op(name: str, forward, rule, *, saves: bool = False) -> CustomOp:
@@ -130,56 +113,3 @@ def custom_op(name: str, forward, rule, *, saves: bool = False) -> CustomOp:
     gradient of a shape that does not sum back to its input's.
     """
     return CustomOp(name, forward, rule, saves)
-
-
-@registry.register_forward(Op.CUSTOM)
-def custom_forward(attrs: CustomAttrs, *xs):
-    op = attrs.op
-    out = op.forward(*xs, **attrs.kwargs)
-    saved = None
-    if op.saves:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"{op.name}: forward must return (value, saved) when saves=True")
-        out, saved = out
-    if not isinstance(out, np.ndarray):
-        out = np.asarray(out)
-    want = xs[0].dtype
-    if out.dtype != want:
-        raise TypeError(f"{op.name}: forward returned a {out.dtype} array for {want} inputs; "
-                        "return the inputs' dtype (no silent promotion)")
-    return out, saved
-
-
-@registry.register_rule(Op.CUSTOM)
-def custom_rule(ns, g, xs, y, attrs: CustomAttrs, saved, needs):
-    op = attrs.op
-    grads = op.rule(ns, g, xs, y, attrs.kwargs, saved, needs)
-    if not isinstance(grads, (tuple, list)) or len(grads) != len(xs):
-        got = (f"{len(grads)} of them" if isinstance(grads, (tuple, list))
-               else f"a {type(grads).__name__}")
-        raise TypeError(f"{op.name}: rule must return a tuple of {len(xs)} gradients "
-                        f"(one per input, or None), got {got}")
-    graph = ns.is_graph
-    for k, gk in enumerate(grads):
-        if gk is None:
-            continue
-        if graph and type(gk) is not NodeId:
-            raise TypeError(
-                f"{op.name}: rule returned a {type(gk).__name__} for input {k} under "
-                "create_graph=True; build every gradient with ns.<op>(...) (NumPy on "
-                "ns.value(x) gives a constant the second derivative cannot see)")
-        shape = ns.G._shape(gk.index) if graph else np.shape(gk)
-        want = ns.G._shape(xs[k].index) if graph else xs[k].shape
-        if shape != want and not _sums_to(shape, want):
-            raise ShapeError(
-                f"{op.name}: rule returned a gradient of shape {shape} for input {k} of "
-                f"shape {want} (the input's shape, or one that broadcasts from it)",
-                op=op.name, expected=want, got=shape)
-    return tuple(grads)
-
-
-def _sums_to(shape: tuple, want: tuple) -> bool:
-    """Whether a gradient of ``shape`` sums back to an input of shape ``want``
-    (``want`` broadcasts to ``shape``)."""
-    extra = len(shape) - len(want)
-    return extra >= 0 and all(w == 1 or w == s for w, s in zip(want, shape[extra:]))

@@ -53,7 +53,6 @@ from .ops import OP_MIXINS
 from .ops._common import as_graph_array
 from .walk import WalkMixin
 from . import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
-from . import custom_op as _custom_op  # noqa: F401  (Op.CUSTOM)
 from . import namespace as _namespace
 
 # Every Op member must have a forward and a backward, or importing fails.

@@ -20,4 +20,5 @@ from . import (  # noqa: F401
     loss,
     loss_more,
     loss_ctc,
+    custom,
 )

@@ -20,6 +20,7 @@ from .attention import AttentionOps
 from .loss import LossOps
 from .loss_more import MoreLossOps
 from .loss_ctc import CtcLossOps
+from . import custom as _custom  # noqa: F401  (Op.CUSTOM's forward)
 
 OP_MIXINS = (
     ElementwiseOps,
