@@ -86,8 +86,9 @@ def embedding_rule(ns, g, inputs, out, idx, saved, needs):
 @register_rule(Op.MASKED_FILL)
 def masked_fill_rule(ns, g, inputs, out, attrs: MaskedFillAttrs, saved, needs):
     """g with the filled positions zeroed, at the broadcast shape (the walk
-    sums it back to x's shape); the mask is a constant."""
-    return (ns.where(np.broadcast_to(attrs.mask, g.shape), 0.0, g),)
+    sums it back to x's shape); the mask is a constant (it broadcasts to
+    g's shape, the output's)."""
+    return (ns.where(attrs.mask, 0.0, g),)
 
 
 def index_select_array(ns, g, inputs, out, attrs: IndexSelectAttrs, saved, needs):
