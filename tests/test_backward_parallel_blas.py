@@ -1,7 +1,7 @@
 """Parallel backward and OpenBLAS's thread count: the bits of a product can
 depend on the count (OpenBLAS's AVX2 kernels), so the walk keeps the serial
 walk's count, and a one-thread hold inside a rule runs alone
-(yscv/blas_gate.py)."""
+(yscv/runtime/blas_gate.py)."""
 import os
 import subprocess
 import sys
@@ -13,7 +13,7 @@ import pytest
 
 import yscv
 from yscv import runtime
-from yscv.blas_gate import BlasGate
+from yscv.runtime.blas_gate import BlasGate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -32,7 +32,7 @@ from .runtime import get_gemm, get_num_threads, set_flush_denormal, set_gemm, se
 
 # Training-side modules load on first use so that ``import yscv`` stays cheap.
 _LAZY_MODULES = {"nn", "optim", "train", "testing", "kernels", "data", "distributed", "onnx", "func"}
-_LAZY_NAMES = {"save_checkpoint": "checkpoint_io", "load_checkpoint": "checkpoint_io"}
+_LAZY_NAMES = {"save_checkpoint": "state", "load_checkpoint": "state"}
 
 
 def __getattr__(name):

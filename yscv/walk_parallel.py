@@ -33,7 +33,7 @@ the serial walk's (``Graph._walk`` in yscv/walk.py) to the bit, in float32 and f
   (OpenBLAS's AVX2 kernels split the result into other blocks on another
   count). Where the serial walk lowers it too (the one-thread products of
   yscv/compute/gemm.py), the change runs alone: each rule is a node of
-  yscv/blas_gate.py's gate, so no product of another branch starts meanwhile.
+  yscv/runtime/blas_gate.py's gate, so no product of another branch starts meanwhile.
 
 No thread outlives the call: helpers are joined before it returns or raises.
 """
@@ -438,7 +438,7 @@ class _Walk:
     def _recompute(self, i: int) -> None:
         """Rebuild node i's released values under the graph's lock. A node
         waiting for the lock leaves the BLAS gate meanwhile: the thread
-        holding it may need to run alone (yscv/blas_gate.py)."""
+        holding it may need to run alone (yscv/runtime/blas_gate.py)."""
         if not self.threads:
             with self.recompute_lock:
                 self.g._prepare_node_for_backward(i)

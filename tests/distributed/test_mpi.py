@@ -203,7 +203,7 @@ def test_elastic_resume_by_the_plain_api(tmp_path):
     import numpy as np
 
     import yscv.distributed as dist
-    from yscv.checkpoint_io import read_checkpoint_metadata
+    from yscv.state import read_checkpoint_metadata
     from yscv.distributed._checkpoint import derived_rng_state
 
     for mode in ("full", "first", "resume"):

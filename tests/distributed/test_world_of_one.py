@@ -380,7 +380,7 @@ def test_sampler_corrupted_state_raises_value_error_naming_the_key(what, state, 
 
 
 def test_single_process_checkpoint_keeps_the_format(tmp_path):
-    from yscv.checkpoint_io import read_checkpoint_metadata
+    from yscv.state import read_checkpoint_metadata
 
     path = yscv.save_checkpoint(tmp_path / "c.safetensors", model=_mlp())
     assert "rng_states" not in read_checkpoint_metadata(path)

@@ -43,7 +43,7 @@ def test_one_participant_claims_every_chunk_in_order(n):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_each_chunk_once_on_every_thread_count(threads, monkeypatch):
-    monkeypatch.setattr(runtime, "_num_threads", threads)
+    monkeypatch.setattr(runtime.threads, "_num_threads", threads)
     for n in (2, 3, 64, 257):
         hits = np.zeros(n, dtype=np.int64)
         par.run_region(lambda st: _count_chunks(hits, st), n)
@@ -52,7 +52,7 @@ def test_each_chunk_once_on_every_thread_count(threads, monkeypatch):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_second_phase_sees_the_whole_first_phase(threads, monkeypatch):
-    monkeypatch.setattr(runtime, "_num_threads", threads)
+    monkeypatch.setattr(runtime.threads, "_num_threads", threads)
     for _ in range(10):
         first = np.zeros(9, dtype=np.int64)
         second = np.zeros(4, dtype=np.int64)

@@ -474,7 +474,7 @@ from yscv.compute import gemm as _gemm  # noqa: E402
 
 @pytest.fixture
 def tiles(monkeypatch):
-    monkeypatch.setattr(runtime, "_gemm", "tiles")
+    monkeypatch.setattr(runtime.gemm, "_gemm", "tiles")
     monkeypatch.setattr(_gemm, "MIN_WORK", 1)
 
 
@@ -500,9 +500,9 @@ def test_tile_products_match_float64_in_every_layout(tiles, shape):
 
 def test_tile_products_are_the_same_bits_on_one_thread_or_two(tiles, monkeypatch):
     a, b, forms = _layouts(np.random.default_rng(5), 200, 96, 150)
-    monkeypatch.setattr(runtime, "_num_threads", 0 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 0 + 1)
     one = {k: _gemm.dot(*v) for k, v in forms.items()}
-    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 1 + 1)
     for _ in range(3):
         for k, v in forms.items():
             assert np.array_equal(_gemm.dot(*v), one[k]), k
@@ -543,9 +543,9 @@ def test_tiles_off_or_other_dtypes_use_numpy_dot(monkeypatch):
     rng = np.random.default_rng(7)
     a = rng.standard_normal((256, 256)).astype(np.float32)
     b = rng.standard_normal((256, 256)).astype(np.float32)
-    monkeypatch.setattr(runtime, "_gemm", "blas")
+    monkeypatch.setattr(runtime.gemm, "_gemm", "blas")
     assert np.array_equal(_gemm.dot(a, b), np.dot(a, b))
-    monkeypatch.setattr(runtime, "_gemm", "tiles")
+    monkeypatch.setattr(runtime.gemm, "_gemm", "tiles")
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     assert np.array_equal(_gemm.dot(a64, b64), np.dot(a64, b64))   # float64: BLAS
     small = a[:8, :8], b[:8, :8]

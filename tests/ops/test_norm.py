@@ -848,7 +848,7 @@ def test_split_path_is_deterministic_and_thread_count_independent(name, small_gr
     case = _big_case(name, np.float32)
     first = _run_big(name, np.float32, *case)
     again = _run_big(name, np.float32, *case)
-    monkeypatch.setattr(runtime, "_num_threads", 0 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 0 + 1)
     serial = _run_big(name, np.float32, *case)
     for a, b, c in zip(first, again, serial):
         assert a.tobytes() == b.tobytes() == c.tobytes()
@@ -948,7 +948,7 @@ def _python_region(n, seen, delay=0.0, fail_at=None):
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_region_runs_each_chunk_once_and_raises_errors(workers, monkeypatch):
-    monkeypatch.setattr(runtime, "_num_threads", workers + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", workers + 1)
     for _ in range(20):
         seen = []
         par.run_region(_python_region(7, seen), 7)
@@ -963,7 +963,7 @@ def test_region_runs_each_chunk_once_and_raises_errors(workers, monkeypatch):
 def test_region_helper_joins_and_a_busy_pool_runs_on_the_caller(monkeypatch):
     import threading
 
-    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 1 + 1)
     seen = []
     par.run_region(_python_region(4, seen, delay=0.02), 4)
     assert sorted(c for c, _ in seen) == [0, 1, 2, 3]
@@ -1026,7 +1026,7 @@ def test_yscv_num_threads_one_runs_chunks_on_the_caller():
 def test_region_pool_closes_its_helpers(monkeypatch):
     """The atexit hook stops the helpers (none may run compiled code while
     the interpreter tears Numba down)."""
-    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 1 + 1)
     pool = par._Pool(1)
     seen = []
     monkeypatch.setattr(par, "_pool", pool)

@@ -557,9 +557,9 @@ def test_blocks_give_the_same_bits_on_one_thread_or_two(op, dtype, monkeypatch):
 
     monkeypatch.setattr(_rec, "BLOCK_WORK", 1)
     assert len(_rec.row_blocks(20, 10**6)) == 2
-    monkeypatch.setattr(runtime, "_num_threads", 0 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 0 + 1)
     one = run()
-    monkeypatch.setattr(runtime, "_num_threads", 1 + 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 1 + 1)
     for _ in range(3):
         for a, b in zip(one, run()):
             np.testing.assert_array_equal(a, b)

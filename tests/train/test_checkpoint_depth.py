@@ -10,8 +10,8 @@ import struct
 import numpy as np
 import pytest
 
-from yscv._checkpoint_encoding import MAX_DEPTH, _checksum
-from yscv.checkpoint_io import load_checkpoint, save_checkpoint
+from yscv.state.encoding import MAX_DEPTH, _checksum
+from yscv.state import load_checkpoint, save_checkpoint
 from yscv.errors import CheckpointError
 
 

@@ -14,7 +14,7 @@ import yscv
 import yscv.nn as nn
 import yscv.optim as optim
 from yscv import random as yrandom
-from yscv.checkpoint_io import load_checkpoint, read_checkpoint_metadata, save_checkpoint
+from yscv.state import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from yscv.errors import CheckpointError
 
 X = np.random.default_rng(0).standard_normal((64, 6)).astype(np.float32)
@@ -351,7 +351,7 @@ def test_extra_arrays_are_tensors_not_json_and_checksummed(tmp_path):
     inner["extra"]["w"] = {"__yscv_tensor__": "extra.9"}
     header["yscv.meta"] = json.dumps(inner)
     del tensors["extra.0"]
-    from yscv.checkpoint_io import _checksum
+    from yscv.state.encoding import _checksum
     header["yscv.sha256"] = _checksum(header["yscv.meta"], tensors)
     bad.write_bytes(save(tensors, metadata=header))
     with pytest.raises(CheckpointError, match="refers to a tensor 'extra.9'"):
@@ -491,7 +491,7 @@ def test_data_bad_arguments(tmp_path):
 _SAVER = """
 import os, sys, time
 import numpy as np
-from yscv.checkpoint_io import save_checkpoint
+from yscv.state import save_checkpoint
 
 path, step, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 real, calls = os.fsync, []
@@ -578,7 +578,7 @@ def test_a_live_save_is_not_disturbed_by_another(tmp_path):
 def test_a_stale_temporary_file_is_replaced(tmp_path, monkeypatch, flock):
     """A killed save's temporary file (here: junk, read-only) is removed by
     the next save to that target, with flock and without it (Windows)."""
-    import yscv._checkpoint_atomic as cio
+    import yscv.state.atomic as cio
 
     if not flock:
         monkeypatch.setattr(cio, "_fcntl", None)

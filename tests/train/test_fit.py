@@ -344,7 +344,7 @@ def test_loader_checkpoint_extra_is_json_and_arrays_round_trip(tmp_path):
     tr = Trainer(model, "cross_entropy", opt, progress=False, callbacks=[StopAt(2)],
                  checkpoint_dir=tmp_path, checkpoint_every=1)
     tr.fit(loader, epochs=1)
-    meta = yscv.checkpoint_io.read_checkpoint_metadata(list_checkpoints(tmp_path)[-1][1])
+    meta = yscv.state.read_checkpoint_metadata(list_checkpoints(tmp_path)[-1][1])
     saved = meta["extra"]["fit"]["loader"]
     assert saved["batches_consumed"] == 2 and saved["sampler"]["order"]["__ndarray__"] == "<i8"
     json.dumps(meta["extra"])

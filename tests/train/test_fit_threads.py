@@ -28,9 +28,10 @@ def fake_blas(monkeypatch):
         state["n"] = n
         return True
 
-    monkeypatch.setattr(runtime, "blas_threads", lambda: state["n"])
-    monkeypatch.setattr(runtime, "set_blas_threads", set_blas)
-    monkeypatch.setattr(runtime, "_num_threads", 2)
+    for where in (runtime, runtime.threads):   # the API and the holds' own calls
+        monkeypatch.setattr(where, "blas_threads", lambda: state["n"])
+        monkeypatch.setattr(where, "set_blas_threads", set_blas)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 2)
     monkeypatch.setattr(runtime, "blas_threads_set_by_user", lambda: False)
     return state
 
@@ -83,7 +84,7 @@ def test_other_models_and_settings_keep_blas_threads(fake_blas, monkeypatch):
     monkeypatch.setattr(runtime, "blas_threads_set_by_user", lambda: True)
     assert not one_blas_thread(_cnn())            # the environment chose OpenBLAS's count
     monkeypatch.setattr(runtime, "blas_threads_set_by_user", lambda: False)
-    monkeypatch.setattr(runtime, "_num_threads", 1)
+    monkeypatch.setattr(runtime.threads, "_num_threads", 1)
     assert not one_blas_thread(_cnn())            # yscv's kernels on one thread: no helper
 
 

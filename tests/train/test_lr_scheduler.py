@@ -596,7 +596,7 @@ def test_load_state_dict_checks_nested_scheduler_settings():
 def test_checkpoint_round_trip_of_new_schedulers(tmp_path, case, at):
     """save_checkpoint / load_checkpoint carry the new schedulers' states
     (nested dicts, +-inf best) and the run continues identically."""
-    from yscv.checkpoint_io import load_checkpoint, save_checkpoint
+    from yscv.state import load_checkpoint, save_checkpoint
 
     build = RESUME_CASES[case]
     a = _opt("SGD", lr=0.1, groups=2, momentum=0.9)

@@ -492,7 +492,7 @@ def _craft(src, dst, edit):
 
     from safetensors.numpy import load_file, save
 
-    from yscv.checkpoint_io import _checksum
+    from yscv.state.encoding import _checksum
 
     with open(src, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -573,7 +573,7 @@ def test_crafted_checkpoint_setting_raises_checkpoint_error_and_loads_nothing(
         tmp_path, name, sched, edit, match):
     import yscv
     from yscv import random as yrandom
-    from yscv.checkpoint_io import load_checkpoint, save_checkpoint
+    from yscv.state import load_checkpoint, save_checkpoint
 
     model, opt, s = _objects(name, sched)
     good = save_checkpoint(tmp_path / "good.safetensors", model, opt, s, step=3)

@@ -70,7 +70,7 @@ class ModelCheckpoint(Callback):
     (None: at the end of every epoch), keeping the newest ``keep_last`` files.
 
     Files are ``<directory>/<prefix>-<step:08d>.safetensors`` written by
-    `yscv.checkpoint_io.save_checkpoint` (atomic). An older file is
+    `yscv.state.save_checkpoint` (atomic). An older file is
     deleted only after the new one is safely on disk. The trainer runs
     checkpoint callbacks after all others, so the saved state includes the
     other callbacks' updates for that step or epoch.

@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from .. import checkpoint_io, runtime
+from .. import runtime, state
 from ..graph import Graph
 from ..nn.utils import clip_grad_norm_
 from ._batches import BatchSource, is_loader, is_sharded, pair, split, to_json
@@ -451,20 +451,20 @@ class Trainer(BatchSource, ResumeState):
     def save_checkpoint(self, path, extra=None) -> str:
         """Write a full training checkpoint (model, optimizer, scheduler, RNG,
         loop state; ``extra`` is returned by `load_checkpoint`)."""
-        return checkpoint_io.save_checkpoint(
+        return state.save_checkpoint(
             path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
             step=self.global_step, extra={"fit": self.state_dict(), "user": extra})
 
     def load_checkpoint(self, path) -> dict:
         """Restore everything `save_checkpoint` wrote; returns the user ``extra``."""
-        meta = checkpoint_io.read_checkpoint_metadata(path)
+        meta = state.read_checkpoint_metadata(path)
         fit_state = (meta.get("extra") or {}).get("fit")
         if not isinstance(fit_state, dict):
             from ..errors import CheckpointError
             raise CheckpointError(f"checkpoint {path!r} was not written by a Trainer "
                                   "(no fit state in its extra)")
         self._check_resume(fit_state, path)
-        info = checkpoint_io.load_checkpoint(path, self.model, self.optimizer, self.scheduler)
+        info = state.load_checkpoint(path, self.model, self.optimizer, self.scheduler)
         self._apply_state(info["extra"]["fit"])
         return info["extra"].get("user")
 

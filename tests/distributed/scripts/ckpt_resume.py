@@ -12,7 +12,7 @@ import yscv
 import yscv.distributed as dist
 import yscv.nn as nn
 import yscv.optim as optim
-from yscv.checkpoint_io import read_checkpoint_metadata
+from yscv.state import read_checkpoint_metadata
 from yscv.errors import CheckpointError
 
 mode, folder = sys.argv[1], sys.argv[2]

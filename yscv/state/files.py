@@ -15,10 +15,10 @@ docs/checkpoint_format.md.
 
 Saving writes the temporary file ``.<name>.yscv.tmp`` in the target folder,
 fsyncs it and renames it over the target: a crash at any point leaves
-either the previous file or the new one, never a mix (yscv/_checkpoint_atomic.py).
+either the previous file or the new one, never a mix (yscv/state/atomic.py).
 New files get the permissions ``open()`` would give them (``0o666`` less
 the umask; an existing target's mode is kept). The encoding of values with
-arrays and the checksum are in yscv/_checkpoint_encoding.py.
+arrays and the checksum are in yscv/state/encoding.py.
 
 Loading validates EVERYTHING (header, checksum, format version, keys,
 shapes, optimizer and scheduler structure, RNG state) before touching any
@@ -33,11 +33,11 @@ import struct
 
 import numpy as np
 
-from . import random as _random
-from . import runtime
-from ._checkpoint_atomic import _atomic_write
-from ._checkpoint_encoding import _checksum, _contig, _decode, _dumps, _encode
-from .errors import CheckpointError
+from .. import random as _random
+from .. import runtime
+from .atomic import _atomic_write
+from .encoding import _checksum, _contig, _decode, _dumps, _encode
+from ..errors import CheckpointError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "read_checkpoint_metadata", "FORMAT",
            "FORMAT_VERSION"]
@@ -114,7 +114,7 @@ def save_checkpoint(path, model=None, optimizer=None, scheduler=None, step=None,
     """
     # [distributed] every rank calls; rank 0 writes, the others wait (yscv/distributed/_checkpoint.py)
     if _data_parallel():
-        from .distributed import _checkpoint as _dist_ckpt
+        from ..distributed import _checkpoint as _dist_ckpt
 
         if data is not None and callable(getattr(data, "state_dict", None)):
             # on every rank: a DistributedSampler's state_dict (in a loader's) is a collective
@@ -142,7 +142,7 @@ def _data_parallel() -> bool:
 
     if "yscv.distributed" not in sys.modules and runtime.launcher_world_size() <= 1:
         return False
-    from .distributed import _checkpoint as _dist_ckpt
+    from ..distributed import _checkpoint as _dist_ckpt
 
     return _dist_ckpt.active()
 
@@ -312,7 +312,7 @@ def _data_state(meta, arrays, data, where):
 def _rank_rng_state(meta: dict):
     """This rank's saved RNG state (one per rank in a data-parallel checkpoint)."""
     if "rng_states" in meta and _data_parallel():
-        from .distributed import _checkpoint as _dist_ckpt
+        from ..distributed import _checkpoint as _dist_ckpt
 
         return _dist_ckpt.rank_rng_state(meta)
     return meta.get("rng_state")

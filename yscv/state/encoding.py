@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 #: a JSON object ``{_TENSOR: name}`` stands for the tensor ``name``; a user
 #: object that would read as a marker is wrapped as ``{_DICT: object}``
