@@ -1,19 +1,22 @@
-"""Reductions (backward). See yscv/registry.py for the op contract.
+"""Reductions and scans (backward): one rule per op against the namespace
+``ns`` (yscv/namespace/__init__.py), run on arrays by the first-order walks
+and on the graph by ``create_graph=True``.
 
-The cotangent ``g`` has the output shape; ``g.reshape(attrs.kshape)`` puts
-size-1 axes back where the input was reduced, so it broadcasts against the
-input. Returned gradients are materialised (fresh, C-contiguous) arrays, not
-zero-stride broadcast views: they may end up as a leaf's stored gradient or
-be handed to a Numba kernel, and both want an ordinary array.
+The cotangent ``g`` has the output shape; ``ns.reshape(g, attrs.kshape)``
+puts size-1 axes back where the input was reduced, so it broadcasts against
+the input. Masks (the extremal elements, a zero std) and counts enter as
+constants, as in PyTorch's double backward. sum and mean, on the per-node
+hot path, keep a written-out array copy that returns a fresh C-contiguous
+array (it may become a leaf's stored gradient or reach a Numba kernel),
+held to its rule's bits by tests/test_rule_flags.py.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..node import Op
-from ..registry import register_backward, register_recorded
-from ._recorded import recorded_unary
-from ._legacy_rules import unary
+from ..registry import register_rule
+from ._rules import unary
 
 
 def _broadcast_back(gk: np.ndarray, shape: tuple) -> np.ndarray:
@@ -22,353 +25,224 @@ def _broadcast_back(gk: np.ndarray, shape: tuple) -> np.ndarray:
     return out
 
 
-def _mean_share(g, a):
-    """g / count at the kept-dims shape; NaN for an empty reduction (as the forward)."""
-    gk = g.reshape(a.kshape)
+def sum_array(ns, g, inputs, out, a, saved, needs):
+    """`sum_rule` written out for arrays (hot path): g broadcast back, materialised."""
+    return (_broadcast_back(g.reshape(a.kshape), inputs[0].shape),)
+
+
+@register_rule(Op.SUM, array=sum_array)
+def sum_rule(ns, g, inputs, out, a, saved, needs):
+    """g broadcast back over the reduced axes."""
+    return (ns.expand(ns.reshape(g, a.kshape), inputs[0].shape),)
+
+
+def _mean_share_array(gk, count):
     with np.errstate(divide="ignore", invalid="ignore"):
-        return gk / a.count if a.count else gk * np.nan
+        return gk / float(count) if count else gk * np.nan
 
 
-def _extremum_backward(g, x, out, attrs):
+def mean_array(ns, g, inputs, out, a, saved, needs):
+    """`mean_rule` written out for arrays (hot path)."""
+    return (_broadcast_back(_mean_share_array(g.reshape(a.kshape), a.count), inputs[0].shape),)
+
+
+@register_rule(Op.MEAN, array=mean_array)
+def mean_rule(ns, g, inputs, out, a, saved, needs):
+    """g / count broadcast back; NaN for an empty reduction (as the forward)."""
+    gk = ns.reshape(g, a.kshape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gk = ns.div(gk, float(a.count)) if a.count else ns.mul(gk, np.nan)
+    return (ns.expand(gk, inputs[0].shape),)
+
+
+def _extremum_rule(ns, g, x, y, a):
     """Split the cotangent evenly among the elements equal to the extremum
-    (PyTorch amax/amin). A NaN extremum routes the gradient to the NaNs."""
-    outk = out.reshape(attrs.kshape)
-    mask = x == outk
-    nan_out = np.isnan(outk)
-    if nan_out.any():
-        mask |= np.isnan(x) & nan_out
-    count = np.add.reduce(mask, axis=attrs.axes, keepdims=True, dtype=x.dtype)
-    share = g.reshape(attrs.kshape) / count
-    return np.multiply(mask, share, dtype=x.dtype)
-
-
-def _softmax_times(g, x, y, a):
-    """Cotangent times softmax: g * exp(x - logsumexp(x))."""
-    e = x - y.reshape(a.kshape)
-    e = np.exp(e, out=e) if type(e) is np.ndarray else np.exp(e)
-    return np.multiply(e, g.reshape(a.kshape))
-
-
-unary(Op.SUM, lambda g, x, y, a: _broadcast_back(g.reshape(a.kshape), x.shape))
-unary(Op.MEAN, lambda g, x, y, a: _broadcast_back(_mean_share(g, a), x.shape))
-unary(Op.MAX, _extremum_backward)
-unary(Op.MIN, _extremum_backward)
-unary(Op.LOGSUMEXP, _softmax_times)
-
-
-@register_backward(Op.VAR)
-def var_backward(g, inputs, out, attrs, saved, needs):
-    """d var / dx = 2 (x - mean) / (N - ddof); ``saved`` is the mean."""
-    denom = attrs.count - attrs.ddof
-    scale = 2.0 / denom if denom > 0 else np.inf
-    d = inputs[0] - saved
-    with np.errstate(invalid="ignore"):
-        d *= g.reshape(attrs.kshape) * scale
-    return (d,)
-
-
-# --------------------------------------------------------------- recorded
-def _sum_recorded(G, gy, x, y, a):
-    return G.expand(G.reshape(gy, a.kshape), G.value(x).shape)
-
-
-def _mean_recorded(G, gy, x, y, a):
-    gk = G.reshape(gy, a.kshape)
-    gk = G.div(gk, float(a.count)) if a.count else G.mul(gk, np.nan)
-    return G.expand(gk, G.value(x).shape)
-
-
-def _extremum_recorded(G, gy, x, y, a):
-    """The array rule's even split among the extremal elements, its
-    mask / count a constant (PyTorch's amax/amin double backward)."""
-    xv = G.value(x)
-    outk = G.value(y).reshape(a.kshape)
+    (PyTorch amax/amin: ``g / count * mask``); a NaN extremum routes the
+    gradient to the NaNs. The mask and its count are constants."""
+    xv = ns.value(x)
+    outk = ns.value(y).reshape(a.kshape)
     mask = xv == outk
     nan_out = np.isnan(outk)
     if nan_out.any():
         mask |= np.isnan(xv) & nan_out
     count = np.add.reduce(mask, axis=a.axes, keepdims=True, dtype=xv.dtype)
-    return G.mul(G.reshape(gy, a.kshape), G.constant(mask / count))
+    share = ns.div(ns.reshape(g, a.kshape), ns.const(count))
+    return ns.mul(share, ns.const(mask.astype(xv.dtype)))
 
 
-@register_recorded(Op.VAR)
-def var_recorded(G, gy, xs, y, attrs, saved, needs):
-    """grad * 2 (x - mean(x)) / (N - ddof), the mean a node of x."""
-    x = xs[0]
+unary(Op.MAX, _extremum_rule)
+unary(Op.MIN, _extremum_rule)
+unary(Op.LOGSUMEXP, lambda ns, g, x, y, a: ns.mul(
+    ns.exp(ns.sub(x, ns.reshape(y, a.kshape))), ns.reshape(g, a.kshape)))
+
+
+def _centered(ns, x, attrs, saved):
+    """x - mean(x) over the reduced axes. On the graph the mean is a node of
+    x (its dependence on x is part of the second derivative); on arrays the
+    mean the forward saved has the same bits as ``ns.mean`` (the same
+    pairwise sum and division) and costs nothing."""
+    if ns.is_graph:
+        return ns.sub(x, ns.mean(x, axis=attrs.axes, keepdims=True))
+    return ns.sub(x, saved)
+
+
+def _var_scale(attrs):
     denom = attrs.count - attrs.ddof
-    scale = 2.0 / denom if denom > 0 else np.inf
-    d = G.sub(x, G.mean(x, axis=attrs.axes, keepdims=True))
-    return (G.mul(d, G.mul(G.reshape(gy, attrs.kshape), scale)),)
+    return 2.0 / denom if denom > 0 else np.inf
 
 
-recorded_unary(Op.SUM, _sum_recorded)
-recorded_unary(Op.MEAN, _mean_recorded)
-recorded_unary(Op.MAX, _extremum_recorded)
-recorded_unary(Op.MIN, _extremum_recorded)
-recorded_unary(Op.LOGSUMEXP, lambda G, gy, x, y, a: G.mul(
-    G.reshape(gy, a.kshape), G.exp(G.sub(x, G.reshape(y, a.kshape)))))
+@register_rule(Op.VAR)
+def var_rule(ns, g, inputs, out, attrs, saved, needs):
+    """d var / dx = 2 (x - mean) / (N - ddof); ``saved`` is the mean."""
+    with np.errstate(invalid="ignore"):
+        return (ns.mul(_centered(ns, inputs[0], attrs, saved),
+                       ns.mul(ns.reshape(g, attrs.kshape), _var_scale(attrs))),)
 
 
-# --------------------------------------------- prod, std, norm, scans, sort
-def _reduced_last(x: np.ndarray, axes):
-    """``x`` with the reduced ``axes`` moved last and flattened into one:
-    ``(array [..., n], undo)``, ``undo(a)`` restores ``x``'s layout."""
-    axes = tuple(range(x.ndim)) if axes is None else axes
-    keep = [d for d in range(x.ndim) if d not in axes]
-    perm = keep + list(axes)
-    moved = x.transpose(perm)
-    inv = np.argsort(perm)
-    n = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
-
-    def undo(a):
-        return a.reshape(moved.shape).transpose(inv)
-
-    return moved.reshape(moved.shape[:len(keep)] + (n,)), undo
-
-
-def _exclusive_products(xm: np.ndarray) -> np.ndarray:
-    """Product of every other element of the last axis, without division."""
-    left = np.ones_like(xm)
-    right = np.ones_like(xm)
-    if xm.shape[-1] > 1:
-        np.cumprod(xm[..., :-1], axis=-1, out=left[..., 1:])
-        right[..., :-1] = np.cumprod(xm[..., :0:-1], axis=-1)[..., ::-1]
-    return left * right
-
-
-@register_backward(Op.PROD)
-def prod_backward(g, inputs, out, attrs, saved, needs):
-    """g * out / x without zeros (PyTorch's formula); else g times the
-    product of the other elements (exclusive products from both sides)."""
-    x = inputs[0]
-    gk = g.reshape(attrs.kshape)
-    if x.size == 0 or not (x == 0).any():
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return (_broadcast_back(gk * (out.reshape(attrs.kshape) / x), x.shape),)
-    xm, undo = _reduced_last(x, attrs.axes)
-    return (np.ascontiguousarray(undo(_exclusive_products(xm)) * gk),)
-
-
-@register_backward(Op.STD)
-def std_backward(g, inputs, out, attrs, saved, needs):
-    """g (x - mean) / ((N - c) std); 0 where std == 0 (PyTorch)."""
-    denom = attrs.count - attrs.ddof
-    scale = 2.0 / denom if denom > 0 else np.inf
-    outk = out.reshape(attrs.kshape)
+@register_rule(Op.STD)
+def std_rule(ns, g, inputs, out, attrs, saved, needs):
+    """(g / (2 std), 0 where std == 0) * 2 (x - mean) / (N - c), as
+    PyTorch's std_backward through var_backward."""
+    yk = ns.reshape(out, attrs.kshape)
+    zero = ns.value(yk) == 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        h = np.where(outk == 0, 0, g.reshape(attrs.kshape) / (outk * 2))
-        d = inputs[0] - saved
-        d *= h * scale
-    return (d,)
+        h = ns.div(ns.reshape(g, attrs.kshape), ns.mul(yk, 2.0))
+        if zero.any():
+            h = ns.where(zero, 0.0, h)
+        return (ns.mul(_centered(ns, inputs[0], attrs, saved), ns.mul(h, _var_scale(attrs))),)
 
 
-@register_backward(Op.NORM)
-def norm_backward(g, inputs, out, attrs, saved, needs):
-    """PyTorch's norm_backward, branch by branch (p = 0: zero gradient)."""
-    x = inputs[0]
-    p = attrs.ord
-    gk = g.reshape(attrs.kshape)
-    nk = out.reshape(attrs.kshape)
-    if p == 0.0:
-        return (np.zeros_like(x),)
-    if p == 1.0:
-        return (np.sign(x) * gk,)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        if p == 2.0:
-            return (gk * np.where(nk == 0, 0, x / nk),)
-        a = np.abs(x)
-        if np.isinf(p):
-            mask = (a == nk) | np.isnan(a)
-            count = np.add.reduce(mask, axis=attrs.axes, keepdims=True, dtype=x.dtype)
-            return (np.sign(x) * ((gk / count) * mask),)
-        if p < 1.0:
-            scaled = np.sign(x) * np.where(x == 0, 0, a ** (p - 1))
-            return (scaled * gk * nk ** (1 - p),)
-        scaled = np.sign(x) * a ** (p - 1) if p < 2.0 else x * a ** (p - 2)
-        return (scaled * np.where(nk == 0, 0, gk / nk ** (p - 1)),)
-
-
-def _reverse_cumsum(a: np.ndarray, axis: int) -> np.ndarray:
-    return np.ascontiguousarray(np.flip(np.cumsum(np.flip(a, axis), axis=axis), axis))
-
-
-@register_backward(Op.CUMSUM)
-def cumsum_backward(g, inputs, out, axis, saved, needs):
-    return (_reverse_cumsum(g, axis) if g.ndim else g,)
-
-
-@register_backward(Op.CUMPROD)
-def cumprod_backward(g, inputs, out, axis, saved, needs):
-    """dx_k = sum_{i >= k} g_i prod_{j <= i, j != k} x_j. Without zeros
-    PyTorch's reversed_cumsum(out * g) / x; with zeros the same sum without
-    division: (prod_{j < k} x_j) * R_k, R_k = g_k + x_{k+1} R_{k+1}."""
-    x = inputs[0]
-    if x.ndim == 0 or x.shape[axis] <= 1:
-        return (g,)
-    if not (x == 0).any():
-        return (_reverse_cumsum(out * g, axis) / x,)
-    xm = np.moveaxis(x, axis, 0)
-    gm = np.moveaxis(g, axis, 0)
-    n = xm.shape[0]
-    r = np.empty(xm.shape, dtype=x.dtype)
-    r[n - 1] = gm[n - 1]
-    for k in range(n - 2, -1, -1):
-        np.multiply(xm[k + 1:k + 2], r[k + 1:k + 2], out=r[k:k + 1])
-        r[k:k + 1] += gm[k:k + 1]
-    left = np.ones_like(r)
-    np.cumprod(xm[:-1], axis=0, out=left[1:])
-    return (np.ascontiguousarray(np.moveaxis(left * r, 0, axis)),)
-
-
-def _scatter_sorted(g, inputs, out, attrs, saved, needs):
-    """The gradient put back at the chosen positions (zeros elsewhere)."""
-    x = inputs[0]
-    if x.ndim == 0:
-        return (g.copy(),)
-    gx = np.zeros(x.shape, dtype=g.dtype)
-    np.put_along_axis(gx, attrs.index, g, attrs.axis)
-    return (gx,)
-
-
-register_backward(Op.TOPK)(_scatter_sorted)
-register_backward(Op.SORT)(_scatter_sorted)
-
-
-# ------------------------------------------------------ recorded (the same)
-def _reduced_last_node(G, x, xv, axes):
-    """Graph-op form of `_reduced_last`: (node [..., n], undo)."""
-    axes = tuple(range(xv.ndim)) if axes is None else axes
-    keep = [d for d in range(xv.ndim) if d not in axes]
-    perm = keep + list(axes)
-    moved = tuple(xv.shape[d] for d in perm)
-    n = int(np.prod([xv.shape[d] for d in axes], dtype=np.int64))
+# --------------------------------------------- prod, norm, scans, sort
+def _reduced_last(ns, x, axes):
+    """``x`` with the reduced ``axes`` moved last and flattened into one:
+    ``(t [..., n], n, undo)``, ``undo(a)`` restores ``x``'s layout."""
+    shape = x.shape
+    nd = len(shape)
+    axes = tuple(range(nd)) if axes is None else axes
+    keep = [d for d in range(nd) if d not in axes]
+    perm = tuple(keep + list(axes))
+    moved = tuple(shape[d] for d in perm)
+    n = int(np.prod([shape[d] for d in axes], dtype=np.int64))
     inv = tuple(int(i) for i in np.argsort(perm))
-    t = G.transpose(x, tuple(perm)) if perm != list(range(xv.ndim)) else x
-    t = G.reshape(t, moved[:len(keep)] + (n,))
+    identity = perm == tuple(range(nd))
+    t = x if identity else ns.transpose(x, perm)
+    t = ns.reshape(t, moved[:len(keep)] + (n,))
 
     def undo(a):
-        a = G.reshape(a, moved)
-        return G.transpose(a, inv) if perm != list(range(xv.ndim)) else a
+        a = ns.reshape(a, moved)
+        return a if identity else ns.transpose(a, inv)
 
     return t, n, undo
 
 
-@register_recorded(Op.PROD)
-def prod_recorded(G, gy, xs, y, attrs, saved, needs):
-    """PyTorch's prod_backward: g * (out / x) without zeros, else g times
-    exclusive cumulative products from both sides (prod_safe_zeros_backward)."""
-    x = xs[0]
-    xv = G.value(x)
-    gk = G.reshape(gy, attrs.kshape)
+@register_rule(Op.PROD)
+def prod_rule(ns, g, inputs, out, attrs, saved, needs):
+    """PyTorch's prod_backward: g * (out / x) without zeros, else g times the
+    product of the other elements: exclusive cumulative products from both
+    sides (prod_safe_zeros_backward), no division."""
+    x = inputs[0]
+    xv = ns.value(x)
+    gk = ns.reshape(g, attrs.kshape)
     if xv.size == 0 or not (xv == 0).any():
-        return (G.mul(gk, G.div(G.reshape(y, attrs.kshape), x)),)
-    t, n, undo = _reduced_last_node(G, x, xv, attrs.axes)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (ns.mul(gk, ns.div(ns.reshape(out, attrs.kshape), x)),)
+    t, n, undo = _reduced_last(ns, x, attrs.axes)
     if n == 1:
-        return (G.mul(gk, np.ones(xv.shape, dtype=xv.dtype)),)
-    ones = np.ones(G.value(t).shape[:-1] + (1,), dtype=xv.dtype)
-    left = G.cumprod(G.cat([ones, G.narrow(t, -1, 0, n - 1)], -1), -1)
-    right = G.flip(G.cumprod(G.cat([ones, G.flip(G.narrow(t, -1, 1, n - 1), -1)], -1), -1), -1)
-    return (G.mul(gk, undo(G.mul(left, right))),)
+        return (ns.mul(gk, ns.const(np.ones(xv.shape, dtype=xv.dtype))),)
+    ones = ns.const(np.ones(t.shape[:-1] + (1,), dtype=xv.dtype))
+    left = ns.cumprod(ns.cat([ones, ns.narrow(t, -1, 0, n - 1)], -1), -1)
+    right = ns.flip(ns.cumprod(ns.cat([ones, ns.flip(ns.narrow(t, -1, 1, n - 1), -1)], -1), -1),
+                    -1)
+    return (ns.mul(gk, undo(ns.mul(left, right))),)
 
 
-@register_recorded(Op.STD)
-def std_recorded(G, gy, xs, y, attrs, saved, needs):
-    """(g / (2 std), 0 where std == 0) * 2 (x - mean(x)) / (N - c), as
-    PyTorch's std_backward through var_backward."""
-    x = xs[0]
-    denom = attrs.count - attrs.ddof
-    scale = 2.0 / denom if denom > 0 else np.inf
-    yk = G.reshape(y, attrs.kshape)
-    zero = G.value(yk) == 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        h = G.div(G.reshape(gy, attrs.kshape), G.mul(yk, 2.0))
-    if zero.any():
-        h = G.where(zero, np.zeros((), G.dtype), h)
-    d = G.sub(x, G.mean(x, axis=attrs.axes, keepdims=True))
-    return (G.mul(d, G.mul(h, scale)),)
-
-
-@register_recorded(Op.NORM)
-def norm_recorded(G, gy, xs, y, attrs, saved, needs):
-    """PyTorch's norm_backward in graph ops; sign(x) and the masks are
-    constants (their derivative is 0, as sgn's and masked_fill's)."""
-    x = xs[0]
+@register_rule(Op.NORM)
+def norm_rule(ns, g, inputs, out, attrs, saved, needs):
+    """PyTorch's norm_backward, branch by branch (p = 0: zero gradient);
+    sign(x) and the masks are constants (their derivative is 0, as sgn's
+    and masked_fill's)."""
+    x = inputs[0]
     p = attrs.ord
     if p == 0.0:
-        return (None,)
-    xv = G.value(x)
+        return (ns.zeros_like(x),)
+    xv = ns.value(x)
     dt = xv.dtype
-    zero = np.zeros((), dt)
-    sign = np.sign(xv)
-    gk = G.reshape(gy, attrs.kshape)
-    nk = G.reshape(y, attrs.kshape)
-    nv = G.value(nk)
+    sign = ns.const(np.sign(xv))
+    gk = ns.reshape(g, attrs.kshape)
+    nk = ns.reshape(out, attrs.kshape)
+    nv = ns.value(nk)
     if p == 1.0:
-        return (G.mul(gk, sign),)
+        return (ns.mul(gk, sign),)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         if p == 2.0:
-            s = G.div(x, nk)
+            s = ns.div(x, nk)
             if (nv == 0).any():
-                s = G.where(nv == 0, zero, s)
-            return (G.mul(gk, s),)
+                s = ns.where(np.broadcast_to(nv == 0, xv.shape), 0.0, s)
+            return (ns.mul(gk, s),)
         a = np.abs(xv)
         if np.isinf(p):
             mask = (a == nv) | np.isnan(a)
             count = np.add.reduce(mask, axis=attrs.axes, keepdims=True, dtype=dt)
-            return (G.mul(G.div(gk, count), sign * mask),)
-        ax = G.abs(x)
+            return (ns.mul(ns.div(gk, ns.const(count)), ns.const(np.sign(xv) * mask)),)
+        ax = ns.abs(x)
         if p < 1.0:
-            powed = G.pow(ax, p - 1)
+            powed = ns.pow(ax, p - 1)
             if (xv == 0).any():
-                powed = G.where(xv == 0, zero, powed)
-            return (G.mul(G.mul(G.mul(powed, sign), gk), G.pow(nk, 1 - p)),)
-        scaled = G.mul(G.pow(ax, p - 1), sign) if p < 2.0 else G.mul(x, G.pow(ax, p - 2))
-        sv = G.div(gk, G.pow(nk, p - 1))
+                powed = ns.where(xv == 0, 0.0, powed)
+            return (ns.mul(ns.mul(ns.mul(powed, sign), gk), ns.pow(nk, 1 - p)),)
+        scaled = ns.mul(ns.pow(ax, p - 1), sign) if p < 2.0 else ns.mul(x, ns.pow(ax, p - 2))
+        sv = ns.div(gk, ns.pow(nk, p - 1))
         if (nv == 0).any():
-            sv = G.where(nv == 0, zero, sv)
-        return (G.mul(scaled, sv),)
+            sv = ns.where(nv == 0, 0.0, sv)
+        return (ns.mul(scaled, sv),)
 
 
-def _reverse_cumsum_node(G, a, axis):
-    return G.flip(G.cumsum(G.flip(a, axis), axis), axis)
+def _reverse_cumsum(ns, a, axis):
+    return ns.flip(ns.cumsum(ns.flip(a, axis), axis), axis)
 
 
-@register_recorded(Op.CUMSUM)
-def cumsum_recorded(G, gy, xs, y, axis, saved, needs):
-    return (_reverse_cumsum_node(G, gy, axis) if G.value(gy).ndim else gy,)
+@register_rule(Op.CUMSUM)
+def cumsum_rule(ns, g, inputs, out, axis, saved, needs):
+    """The reversed cumulative sum of g."""
+    return (_reverse_cumsum(ns, g, axis) if len(inputs[0].shape) else g,)
 
 
-@register_recorded(Op.CUMPROD)
-def cumprod_recorded(G, gy, xs, y, axis, saved, needs):
-    """PyTorch's cumprod_backward: reversed_cumsum(out * g) / x without
-    zeros; with zeros its exact O(n^2) form: the products omitting x_k,
-    cumprod of x with x_k replaced by 1, summed against g over i >= k."""
-    x = xs[0]
-    xv = G.value(x)
+@register_rule(Op.CUMPROD)
+def cumprod_rule(ns, g, inputs, out, axis, saved, needs):
+    """dx_k = sum_{i >= k} g_i prod_{j <= i, j != k} x_j (PyTorch's
+    cumprod_backward): reversed_cumsum(out * g) / x without zeros; with
+    zeros its exact form without division: the cumulative products of x
+    with x_k replaced by 1, summed against g over i >= k ([..., n, n] work
+    and memory, only where x has a zero)."""
+    x = inputs[0]
+    xv = ns.value(x)
     if xv.ndim == 0 or xv.shape[axis] <= 1:
-        return (gy,)
+        return (g,)
     if not (xv == 0).any():
-        return (G.div(_reverse_cumsum_node(G, G.mul(y, gy), axis), x),)
-    last = xv.ndim - 1
-    perm = tuple(d for d in range(xv.ndim) if d != axis) + (axis,)
+        return (ns.div(_reverse_cumsum(ns, ns.mul(out, g), axis), x),)
+    nd = xv.ndim
+    perm = tuple(d for d in range(nd) if d != axis) + (axis,)
     inv = tuple(int(i) for i in np.argsort(perm))
-    moved = axis != last
-    t = G.transpose(x, perm) if moved else x
-    gt = G.transpose(gy, perm) if moved else gy
+    moved = axis != nd - 1
+    t = ns.transpose(x, perm) if moved else x
+    gt = ns.transpose(g, perm) if moved else g
     n = xv.shape[axis]
+    lead = tuple(xv.shape[d] for d in perm[:-1])
     eye = np.eye(n, dtype=bool)
-    omit = G.cumprod(G.where(eye, np.ones((), xv.dtype), G.unsqueeze(t, -2)), -1)
-    upper = np.triu(np.ones((n, n), dtype=xv.dtype))      # [k, i]: i >= k
-    gx = G.sum(G.mul(omit, G.mul(G.unsqueeze(gt, -2), upper)), axis=-1)
-    return (G.transpose(gx, inv) if moved else gx,)
+    omit = ns.cumprod(ns.where(eye, 1.0, ns.reshape(t, lead + (1, n))), -1)   # [..., k, i]
+    upper = ns.const(np.triu(np.ones((n, n), dtype=xv.dtype)))                # i >= k
+    gx = ns.sum(ns.mul(omit, ns.mul(ns.reshape(gt, lead + (1, n)), upper)), axis=-1)
+    return (ns.transpose(gx, inv) if moved else gx,)
 
 
-def _scatter_sorted_recorded(G, gy, xs, y, attrs, saved, needs):
-    xv = G.value(xs[0])
-    if xv.ndim == 0:
-        return (gy,)
-    return (G.scatter_add(np.zeros(xv.shape, xv.dtype), attrs.axis, attrs.index, gy),)
+def _scatter_sorted(ns, g, inputs, out, attrs, saved, needs):
+    """The gradient put back at the chosen positions (zeros elsewhere)."""
+    x = inputs[0]
+    if not len(x.shape):
+        return (g,)
+    zeros = np.zeros(x.shape, dtype=ns.value(g).dtype)
+    return (ns.scatter_add(zeros, attrs.axis, attrs.index, g),)
 
 
-register_recorded(Op.TOPK)(_scatter_sorted_recorded)
-register_recorded(Op.SORT)(_scatter_sorted_recorded)
+register_rule(Op.TOPK)(_scatter_sorted)
+register_rule(Op.SORT)(_scatter_sorted)
