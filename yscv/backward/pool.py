@@ -45,8 +45,10 @@ def max_pool_rule(ns, g, inputs, out, attrs, saved, needs):
 
 def max_pool2d_array(ns, g, inputs, out, attrs, saved, needs):
     """`max_pool_rule` written out for arrays: 2 x 2 windows with stride 2,
-    no padding (the usual pool) write dx in one pass; others scatter-add
-    into zeros (the kernel of ``scatter_add``)."""
+    no padding (the usual pool) write dx in one pass (the rule's bits, but
+    for the sign of a zero: a -0.0 cotangent stays -0.0 here, ``0 + -0.0``
+    is +0.0 through scatter_add); others scatter-add into zeros (the
+    kernel of ``scatter_add``)."""
     if not needs[0]:
         return (None,)
     return (P.max_scatter(g, inputs[0].shape, saved, P.two_by_two(attrs)),)
