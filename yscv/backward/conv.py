@@ -1,11 +1,26 @@
-"""Convolution ops (backward). The column blocks are recomputed from the
-input values (chunk by chunk, in yscv/compute/conv.py), which the walk
-passes in anyway; the only thing a forward saves is conv1d/2d/3d's
-zero-padded input on the direct and Winograd paths (one copy of x plus its
-border, kept while the node lives, released and replayed like any saved
-data under checkpointing), so the weight pass does not pad x again. ``needs`` skips whole
-GEMMs: a constant input (the first layer's image) costs no data-gradient GEMM
-or col2im. Attributes are the named records built by yscv/ops/conv.py."""
+"""Convolution ops (backward): one rule per op against the namespace ``ns``
+(yscv/namespace/__init__.py), run on arrays by the first-order walks and on
+the graph by ``create_graph=True``.
+
+The convolution's two gradients are ops of their own (PyTorch's
+convolution_backward): conv(x, w), its input gradient GI(g, w)
+(``conv_grad_input``) and its weight gradient GW(x, g) (``conv_grad_weight``)
+are bilinear and each one's derivatives are the other two, so derivatives
+of any order stay on the fused kernels. A transposed convolution is GI of
+the convolution it is the adjoint of. The bias gradient is the sum of g over
+positions, in the order of ``C.bias_grad`` (`_bias_grad`).
+
+conv1d/2d/3d's rule has a written-out array copy (`conv_nd_array`, the CNN
+hot path): dx and dW in one call of the compute driver, reading the padded
+input the forward saved (conv1d/2d/3d's only saved data: x plus its zero
+border on the direct and Winograd paths, so the weight pass does not pad x
+again), with the bits of ``conv_grad_input`` / ``conv_grad_weight``
+(tests/test_rule_flags.py). ``needs`` skips whole GEMMs: a constant input
+(the first layer's image) costs no data-gradient GEMM or col2im.
+
+Depthwise and deformable convolutions keep array rules on their fused
+kernels and declare composites (their forwards in primitive ops) for
+``create_graph``. Attributes are the named records built by yscv/ops/conv.py."""
 from __future__ import annotations
 
 import itertools
@@ -14,67 +29,145 @@ import numpy as np
 
 from ..compute import conv as C
 from ..node import Op
-from ..registry import register_backward, register_recorded
-from ._recorded import composite
+from ..registry import register_composite, register_rule
 
 
-def _bias_grad(g, needs, k):
+def _geometry(at, nsp):
+    """The Graph methods' geometry arguments (per-axis tuples of nsp) from
+    the attributes' tuples of 3."""
+    return dict(stride=at.stride[-nsp:], padding=at.padding[-nsp:],
+                dilation=at.dilation[-nsp:], groups=at.groups)
+
+
+def _conv(ns, x, w, at):
+    """conv(x, w) with the attributes' geometry (no bias)."""
+    nsp = len(x.shape) - 2
+    return (ns.conv1d, ns.conv2d, ns.conv3d)[nsp - 1](x, w, None, **_geometry(at, nsp))
+
+
+def _bias_grad(ns, g):
+    """g [N, ``*sp``, C] summed over every axis but the last, in the order of
+    ``C.bias_grad`` (rows of k positions, then the k partial sums), which
+    the written-out copy calls: one long inner loop per row instead of C
+    values at a time."""
+    shape = g.shape
+    c = shape[-1]
+    k = C.wide_row_count(shape)
+    rows = 1
+    for n in shape[:-1]:
+        rows *= n
+    total = ns.sum(ns.reshape(g, (rows // k, k * c)), axis=0)
+    return ns.sum(ns.reshape(total, (k, c)), axis=0) if k > 1 else total
+
+
+def _needs_bias(inputs, needs):
+    return len(inputs) > 2 and needs[2]
+
+
+def conv_nd_array(ns, g, inputs, out, at, saved, needs):
+    """`conv_nd_rule` written out for arrays: dx and dW in one call of the
+    compute driver, which reads the padded input the forward saved; the
+    bias gradient by ``C.bias_grad`` (the rule's order)."""
+    x, w = inputs[0], inputs[1]
+    dx, dw, _ = C.conv_backward(C.lift_x(g), C.lift_w(w), at.stride, at.padding, at.dilation,
+                                at.groups, x=C.lift_x(x), need_x=needs[0], need_w=needs[1],
+                                padded=saved)
+    dx = None if dx is None else dx.reshape(x.shape)
+    dw = None if dw is None else dw.reshape(w.shape)
+    if len(inputs) == 2:
+        return dx, dw
+    return dx, dw, (C.bias_grad(g) if needs[2] else None)
+
+
+def conv_nd_rule(ns, g, inputs, out, at, saved, needs):
+    """(GI(g, w), GW(x, g), the sum of g over positions)."""
+    x, w = inputs[0], inputs[1]
+    geo = _geometry(at, len(x.shape) - 2)
+    gx = ns.conv_grad_input(g, w, x.shape, **geo) if needs[0] else None
+    gw = ns.conv_grad_weight(x, g, w.shape, **geo) if needs[1] else None
+    if len(inputs) == 2:
+        return gx, gw
+    return gx, gw, (_bias_grad(ns, g) if needs[2] else None)
+
+
+for _op in (Op.CONV1D, Op.CONV2D, Op.CONV3D):
+    register_rule(_op, array=conv_nd_array)(conv_nd_rule)
+
+
+@register_rule(Op.CONV_GRAD_INPUT)
+def conv_grad_input_rule(ns, c, inputs, out, at, saved, needs):
+    """For GI(g, w) and its cotangent c (x-shaped): dg = conv(c, w), dw = GW(c, g)."""
+    g, w = inputs
+    geo = _geometry(at, len(g.shape) - 2)
+    return (_conv(ns, c, w, at) if needs[0] else None,
+            ns.conv_grad_weight(c, g, w.shape, **geo) if needs[1] else None)
+
+
+@register_rule(Op.CONV_GRAD_WEIGHT)
+def conv_grad_weight_rule(ns, c, inputs, out, at, saved, needs):
+    """For GW(x, g) and its cotangent c (w-shaped): dx = GI(g, c), dg = conv(x, c)."""
+    x, g = inputs
+    geo = _geometry(at, len(x.shape) - 2)
+    return (ns.conv_grad_input(g, c, x.shape, **geo) if needs[0] else None,
+            _conv(ns, x, c, at) if needs[1] else None)
+
+
+def conv_transpose_nd_rule(ns, g, inputs, out, at, saved, needs):
+    """y = GI(x, w): dx = conv(g, w), dw = GW(g, x), the bias the sum of g.
+
+    With output_padding >= stride (allowed below the dilation) conv(g, w)
+    has positions past x's, which no input of the transpose feeds: dx is
+    cut to x's extents and GW reads x padded with zeros there."""
+    x, w = inputs[0], inputs[1]
+    nsp = len(x.shape) - 2
+    geo = _geometry(at, nsp)
+    xsp = tuple(x.shape[1:-1])
+    full = tuple(C.out_size(n, k, s, p, d) for n, k, s, p, d in zip(
+        g.shape[1:-1], w.shape[:nsp], geo["stride"], geo["padding"], geo["dilation"]))
+    extra = tuple(f - n for f, n in zip(full, xsp))
+    gx = gw = None
+    if needs[0]:
+        gx = _conv(ns, g, w, at)
+        if any(extra):
+            gx = ns.getitem(gx, (slice(None),) + tuple(slice(0, n) for n in xsp))
+    if needs[1]:
+        xg = ns.pad(x, ((0, 0),) + tuple((0, e) for e in extra) + ((0, 0),)) if any(extra) else x
+        gw = ns.conv_grad_weight(g, xg, w.shape, **geo)
+    if len(inputs) == 2:
+        return gx, gw
+    return gx, gw, (_bias_grad(ns, g) if needs[2] else None)
+
+
+for _op in (Op.CONV_TRANSPOSE1D, Op.CONV_TRANSPOSE2D, Op.CONV_TRANSPOSE3D):
+    register_rule(_op)(conv_transpose_nd_rule)
+
+
+# --------------------------------------------------------------- composites
+# Depthwise and deformable convolutions: array rules on their fused kernels
+# (never run on the graph), and their forwards said with primitive ops
+# (composites): one strided slice (or bilinear sample) of the input per
+# kernel tap, times that tap's weights, summed. Under create_graph each
+# input gradient is an Op.VJP node: the array rule's bits, the composite's
+# derivatives.
+def _array_bias_grad(g, needs, k):
     """Sum of g over every axis but the last (or None when input k needs none)."""
     if len(needs) <= k or not needs[k]:
         return None
     return C.bias_grad(g)
 
 
-@register_backward(Op.CONV1D)
-@register_backward(Op.CONV2D)
-@register_backward(Op.CONV3D)
-def conv_nd_backward(g, inputs, out, attrs, saved, needs):
-    """dx, dW and the bias gradient; on the direct tiles the bias gradient
-    is summed in the dW pass (yscv/compute/conv.py)."""
-    x, w = inputs[0], inputs[1]
-    need_b = len(needs) > 2 and bool(needs[2])
-    dx, dw, db = C.conv_backward(C.lift_x(g), C.lift_w(w), attrs.stride, attrs.padding,
-                                 attrs.dilation, attrs.groups, x=C.lift_x(x),
-                                 need_x=needs[0], need_w=needs[1], need_b=need_b,
-                                 padded=saved)
-    dx = None if dx is None else dx.reshape(x.shape)
-    dw = None if dw is None else dw.reshape(w.shape)
-    return (dx, dw, db)[:len(inputs)]
-
-
-@register_backward(Op.DEPTHWISE_CONV2D)
-def depthwise_conv2d_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.DEPTHWISE_CONV2D)
+def depthwise_conv2d_array_rule(ns, g, inputs, out, attrs, saved, needs):
     x, w = inputs[0], inputs[1]
     dx = dw = None
     if needs[0] or needs[1]:
         dx, dw = C.depthwise_backward(g, x, w, attrs.stride, attrs.padding, attrs.dilation,
                                       needs[0], needs[1])
-    return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
+    return (dx, dw, _array_bias_grad(g, needs, 2))[:len(inputs)]
 
 
-@register_backward(Op.CONV_TRANSPOSE1D)
-@register_backward(Op.CONV_TRANSPOSE2D)
-@register_backward(Op.CONV_TRANSPOSE3D)
-def conv_transpose_nd_backward(g, inputs, out, attrs, saved, needs):
-    """dx = conv(g, w) on x's grid; dw = conv's weight pass with the roles
-    of input and output gradient exchanged."""
-    x, w = inputs[0], inputs[1]
-    g5 = C.lift_x(g)
-    w5 = C.lift_w(w)
-    dx = dw = None
-    if needs[0]:
-        x5 = C.lift_x(x)
-        dx = C.conv_forward(g5, w5, attrs.stride, attrs.padding, attrs.dilation, attrs.groups,
-                            out_sp=x5.shape[1:4]).reshape(x.shape)
-    if needs[1]:
-        _, dw, _ = C.conv_backward(C.lift_x(x), w5, attrs.stride, attrs.padding, attrs.dilation,
-                                   attrs.groups, x=g5, need_x=False, need_w=True)
-        dw = dw.reshape(w.shape)
-    return (dx, dw, _bias_grad(g, needs, 2))[:len(inputs)]
-
-
-@register_backward(Op.DEFORMABLE_CONV2D)
-def deformable_conv2d_backward(g, inputs, out, attrs, saved, needs):
+@register_rule(Op.DEFORMABLE_CONV2D)
+def deformable_conv2d_array_rule(ns, g, inputs, out, attrs, saved, needs):
     x, w, off = inputs[0], inputs[1], inputs[2]
     dx = dw = doff = None
     if needs[0] or needs[1] or needs[2]:
@@ -82,15 +175,9 @@ def deformable_conv2d_backward(g, inputs, out, attrs, saved, needs):
             np.ascontiguousarray(g), np.ascontiguousarray(x), np.ascontiguousarray(w),
             np.ascontiguousarray(off), attrs.stride, attrs.padding, attrs.dilation,
             bool(needs[0]), bool(needs[1]), bool(needs[2]))
-    return (dx, dw, doff, _bias_grad(g, needs, 3))[:len(inputs)]
+    return (dx, dw, doff, _array_bias_grad(g, needs, 3))[:len(inputs)]
 
 
-# --------------------------------------------------------------- recorded
-# Depthwise and deformable convolutions are said with primitive ops
-# (composites): one strided slice (or bilinear sample) of the input per
-# kernel tap, times that tap's weights, summed; the recorded backward is the
-# composite's recorded walk, exact to any order. The other convolutions
-# record their gradients as the ops GI and GW below.
 def _tap_slices(G, x, ks, stride, padding, dilation):
     """(padded x, output extents, key per tap) of an N-d window."""
     nsp = len(ks)
@@ -169,115 +256,5 @@ def _deformable_composite(G, x, w, offsets, *rest):
     return _bias(G, total, rest, at.has_bias)
 
 
-composite(Op.DEPTHWISE_CONV2D, _depthwise_composite)
-composite(Op.DEFORMABLE_CONV2D, _deformable_composite)
-
-
-# The convolution's two gradients as ops of their own (PyTorch's
-# convolution_backward): conv(x, w), its input gradient GI(g, w) and its
-# weight gradient GW(x, g) are bilinear and each one's derivatives are the
-# other two, so derivatives of any order stay on the fused kernels.
-# A transposed convolution is GI of the convolution it is the adjoint of.
-def _geometry(at, nsp):
-    return dict(stride=at.stride[-nsp:], padding=at.padding[-nsp:],
-                dilation=at.dilation[-nsp:], groups=at.groups)
-
-
-def _conv_node(G, x, w, at):
-    """conv(x, w) with the attributes' geometry, as a node (no bias)."""
-    nsp = len(x.shape) - 2
-    return (G.conv1d, G.conv2d, G.conv3d)[nsp - 1](x, w, None, **_geometry(at, nsp))
-
-
-def _lifted(a):
-    return C.lift_x(np.ascontiguousarray(a))
-
-
-@register_backward(Op.CONV_GRAD_INPUT)
-def conv_grad_input_backward(c, inputs, out, at, saved, needs):
-    """For GI(g, w) and its cotangent c (x-shaped): dg = conv(c, w), dw = GW(c, g)."""
-    g, w = inputs
-    dg = dw = None
-    if needs[0]:
-        dg = C.conv_forward(_lifted(c), C.lift_w(w), at.stride, at.padding, at.dilation,
-                            at.groups, out_sp=_lifted(g).shape[1:4]).reshape(g.shape)
-    if needs[1]:
-        _, dw, _ = C.conv_backward(_lifted(g), C.lift_w(w), at.stride, at.padding,
-                                   at.dilation, at.groups, x=_lifted(c), need_x=False,
-                                   need_w=True)
-        dw = dw.reshape(w.shape)
-    return dg, dw
-
-
-@register_backward(Op.CONV_GRAD_WEIGHT)
-def conv_grad_weight_backward(c, inputs, out, at, saved, needs):
-    """For GW(x, g) and its cotangent c (w-shaped): dx = GI(g, c), dg = conv(x, c)."""
-    x, g = inputs
-    dx = dg = None
-    c5 = C.lift_w(np.ascontiguousarray(c))
-    if needs[0]:
-        dx, _, _ = C.conv_backward(_lifted(g), c5, at.stride, at.padding, at.dilation,
-                                   at.groups, x_shape=_lifted(x).shape, need_x=True,
-                                   need_w=False)
-        dx = dx.reshape(x.shape)
-    if needs[1]:
-        dg = C.conv_forward(_lifted(x), c5, at.stride, at.padding, at.dilation, at.groups,
-                            out_sp=_lifted(g).shape[1:4]).reshape(g.shape)
-    return dx, dg
-
-
-@register_recorded(Op.CONV1D)
-@register_recorded(Op.CONV2D)
-@register_recorded(Op.CONV3D)
-def conv_nd_recorded(G, gy, xs, y, at, saved, needs):
-    x, w = xs[0], xs[1]
-    nsp = len(x.shape) - 2
-    geo = _geometry(at, nsp)
-    gx = G.conv_grad_input(gy, w, x.shape, **geo) if needs[0] else None
-    gw = G.conv_grad_weight(x, gy, w.shape, **geo) if needs[1] else None
-    gb = G.sum(gy, axis=tuple(range(nsp + 1))) if len(xs) > 2 and needs[2] else None
-    return (gx, gw, gb)[:len(xs)]
-
-
-@register_recorded(Op.CONV_GRAD_INPUT)
-def conv_grad_input_recorded(G, c, xs, y, at, saved, needs):
-    g, w = xs
-    geo = _geometry(at, len(g.shape) - 2)
-    return (_conv_node(G, c, w, at) if needs[0] else None,
-            G.conv_grad_weight(c, g, w.shape, **geo) if needs[1] else None)
-
-
-@register_recorded(Op.CONV_GRAD_WEIGHT)
-def conv_grad_weight_recorded(G, c, xs, y, at, saved, needs):
-    x, g = xs
-    geo = _geometry(at, len(x.shape) - 2)
-    return (G.conv_grad_input(g, c, x.shape, **geo) if needs[0] else None,
-            _conv_node(G, x, c, at) if needs[1] else None)
-
-
-@register_recorded(Op.CONV_TRANSPOSE1D)
-@register_recorded(Op.CONV_TRANSPOSE2D)
-@register_recorded(Op.CONV_TRANSPOSE3D)
-def conv_transpose_recorded(G, gy, xs, y, at, saved, needs):
-    """y = GI(x, w): dx = conv(gy, w), dw = GW(gy, x), the bias the sum of gy.
-
-    With output_padding >= stride (allowed below the dilation) conv(gy, w)
-    has positions past x's, which no input of the transpose feeds: dx is
-    cut to x's extents and GW reads x padded with zeros there."""
-    x, w = xs[0], xs[1]
-    nsp = len(x.shape) - 2
-    geo = _geometry(at, nsp)
-    xsp = tuple(x.shape[1:-1])
-    full = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in zip(
-        gy.shape[1:-1], w.shape[:nsp], geo["stride"], geo["padding"], geo["dilation"]))
-    extra = tuple(f - n for f, n in zip(full, xsp))
-    gx = gw = None
-    if needs[0]:
-        gx = _conv_node(G, gy, w, at)
-        if any(extra):
-            gx = G.getitem(gx, (slice(None),) + tuple(slice(0, n) for n in xsp))
-    if needs[1]:
-        xg = G.pad(x, ((0, 0),) + tuple((0, e) for e in extra) + ((0, 0),)) if any(extra) else x
-        gw = G.conv_grad_weight(gy, xg, w.shape, **geo)
-    gb = G.sum(gy, axis=tuple(range(nsp + 1))) if len(xs) > 2 and needs[2] else None
-    return (gx, gw, gb)[:len(xs)]
+register_composite(Op.DEPTHWISE_CONV2D, _depthwise_composite)
+register_composite(Op.DEFORMABLE_CONV2D, _deformable_composite)

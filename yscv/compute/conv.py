@@ -85,13 +85,8 @@ def wide_rows(a: np.ndarray):
     trailing spatial positions (``k*C`` >= WIDE_ROW where possible), and k:
     broadcasting a [C] vector over short rows runs NumPy's inner loop C
     elements at a time, over ``[k*C]`` rows it runs long."""
-    c = a.shape[-1]
-    k = 1
-    for s in reversed(a.shape[1:-1]):
-        if k * c >= WIDE_ROW:
-            break
-        k *= s
-    return a.reshape(-1, k * c), k
+    k = wide_row_count(a.shape)
+    return a.reshape(-1, k * a.shape[-1]), k
 
 
 def add_bias(y: np.ndarray, b) -> np.ndarray:
@@ -102,8 +97,22 @@ def add_bias(y: np.ndarray, b) -> np.ndarray:
     return y
 
 
+def wide_row_count(shape: tuple) -> int:
+    """The k of `wide_rows` for an array of ``shape``."""
+    c = shape[-1]
+    k = 1
+    for s in reversed(shape[1:-1]):
+        if k * c >= WIDE_ROW:
+            break
+        k *= s
+    return k
+
+
 def bias_grad(g: np.ndarray) -> np.ndarray:
-    """Sum of ``g`` [N, ``*spatial``, C] over every axis but the last."""
+    """Sum of ``g`` [N, ``*spatial``, C] over every axis but the last: the
+    sum over rows of `wide_rows`, then over its k positions (both
+    ``np.add.reduce`` along axis 0, so graph ``sum`` ops in that order give
+    the same bits: yscv/backward/conv.py)."""
     g2, k = wide_rows(g)
     return g2.sum(axis=0).reshape(k, g.shape[-1]).sum(axis=0)
 
@@ -254,9 +263,12 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
     cin, cout = x_shape[4], w.shape[4]
     dx = dw = db = None
     dwf = _as_depthwise(x_shape, w.shape, groups, stride, padding, dilation)
-    if dwf is not None and x is not None and (need_x or need_w):
-        dx, dw = depthwise_backward(g[:, 0], x[:, 0], w.reshape(dwf[0]), *dwf[1:], need_x,
-                                    need_w)
+    if dwf is not None and (need_x or need_w) and (x is not None or not need_w):
+        # dx alone needs only x's shape: the same kernel with or without x,
+        # so conv_grad_input gives the bits of conv's fused backward
+        dx, dw = depthwise_backward(g[:, 0], None if x is None else x[:, 0],
+                                    w.reshape(dwf[0]), *dwf[1:], need_x, need_w,
+                                    x_shape=(x_shape[0],) + tuple(x_shape[2:]))
         dx = None if dx is None else dx.reshape(x_shape)
         dw = None if dw is None else dw.reshape(w.shape)
         return dx, dw, (bias_grad(g) if need_b else None)
@@ -345,9 +357,12 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
 def depthwise_operands(x, w):
     """(x, w) as the multiplier-1 kernel sees them: with M > 1, x repeated M
     times along C (channel ``c*M`` + m holds x[..., c], the same size as the
-    output) and w [KH, KW, ``C*M``]."""
+    output) and w [KH, KW, ``C*M``]. ``x`` None: xr None."""
     kh, kw, c, m = w.shape
-    xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
+    if x is None:
+        xr = None
+    else:
+        xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
     return xr, np.ascontiguousarray(w).reshape(kh, kw, c * m)
 
 
@@ -364,20 +379,27 @@ def depthwise_forward(x, w, stride, padding, dilation):
     return y
 
 
-def depthwise_backward(g, x, w, stride, padding, dilation, need_x, need_w):
-    """(dx, dw) of `depthwise_forward` for the cotangent ``g`` (None where not needed)."""
+def depthwise_backward(g, x, w, stride, padding, dilation, need_x, need_w, x_shape=None):
+    """(dx, dw) of `depthwise_forward` for the cotangent ``g`` (None where
+    not needed). ``x`` may be None when dw is not needed (``x_shape`` [N, H,
+    W, C] then gives its shape; the kernel reads x only for dw)."""
     xr, wr = depthwise_operands(x, w)
-    # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
-    dxr = np.zeros(xr.shape if need_x else (1, 1, 1, 1), dtype=x.dtype)
-    dwr = np.zeros(wr.shape if need_w else (1, 1, 1), dtype=x.dtype)
-    _K.depthwise_backward(xr.reshape(-1), wr.reshape(-1), np.ascontiguousarray(g).reshape(-1),
-                          dxr.reshape(-1), dwr.reshape(-1), bool(need_x), bool(need_w),
-                          *xr.shape, *wr.shape[:2], *g.shape[1:3], *stride, *padding,
-                          *dilation)
     m = w.shape[3]
+    if x is not None:
+        x_shape = x.shape
+    xr_shape = tuple(x_shape[:3]) + (x_shape[3] * m,)
+    dtype = g.dtype
+    # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
+    xrf = np.zeros(1, dtype=dtype) if xr is None else xr.reshape(-1)
+    dxr = np.zeros(xr_shape if need_x else (1, 1, 1, 1), dtype=dtype)
+    dwr = np.zeros(wr.shape if need_w else (1, 1, 1), dtype=dtype)
+    _K.depthwise_backward(xrf, wr.reshape(-1), np.ascontiguousarray(g).reshape(-1),
+                          dxr.reshape(-1), dwr.reshape(-1), bool(need_x), bool(need_w),
+                          *xr_shape, *wr.shape[:2], *g.shape[1:3], *stride, *padding,
+                          *dilation)
     dx = dw = None
     if need_x:
-        dx = dxr if m == 1 else dxr.reshape(*x.shape, m).sum(axis=4)
+        dx = dxr if m == 1 else dxr.reshape(*x_shape, m).sum(axis=4)
     if need_w:
         dw = dwr.reshape(w.shape)
     return dx, dw
