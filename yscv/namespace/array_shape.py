@@ -7,9 +7,7 @@ rules pass them: valid (rules derive them from a node's resolved
 attributes), so nothing is checked again here. Negative axes and -1 sizes
 are resolved as the Graph method resolves them. Views stay views, as the
 forwards return them (``reshape``, ``expand``, ``getitem`` ...).
-
-``transpose`` (an op of the linalg category) is here too: the shape rules
-and many others permute axes.
+(``transpose`` is the linalg category's: yscv/namespace/array_linalg.py.)
 """
 from __future__ import annotations
 
@@ -84,10 +82,6 @@ class ArrayShape:
             lead = len(shape) - x.ndim
             shape = tuple(x.shape[k - lead] if s == -1 else s for k, s in enumerate(shape))
         return np.broadcast_to(x, shape)
-
-    @staticmethod
-    def transpose(x, axes=None):
-        return np.transpose(x, axes)
 
     # --------------------------------------------------------- joins, views
     @staticmethod
