@@ -12,9 +12,10 @@ double backward.
   ``tanh_backward(grad, y)`` / ``sigmoid_backward(grad, y)``, whose own rules
   are again one each; gelu_backward's rule needs only ``gelu''``
   (elementary for all three forms, `gelu_second`).
-* relu, leaky_relu, tanh and sigmoid are on the per-node hot path: their
-  array walks call a written-out copy of the rule (``array=``), held bit for
-  bit to it by tests/test_rule_flags.py.
+* relu, leaky_relu, tanh and sigmoid are on the per-node hot path, and the
+  elu family's masked exponential is slow in NumPy: their array walks call a
+  written-out copy of the rule (``array=``), held bit for bit to it by
+  tests/test_rule_flags.py.
 * gelu, silu, mish, softplus, prelu, softmax and log_softmax keep their fused
   backward kernels (gelu's erf form reads ``Phi(x) = y / x`` from the output),
   glu its views and one concatenate:
@@ -126,7 +127,24 @@ def prelu_rule(ns, g, inputs, out, attrs, saved, needs):
 
 
 # ------------------------------------------------------------ elementary
-@register_rule(Op.ELU)
+def elu_array(ns, g, inputs, out, attrs, saved, needs):
+    """`elu_rule` written out for arrays: ``min(x, 0)`` instead of the
+    masked x (np.where on a random mask is slow); the two differ only in
+    the sign of a zero, which exp maps to the same 1."""
+    x = inputs[0]
+    z = np.minimum(x, 0.0)
+    if attrs.input_scale != 1.0:
+        z *= attrs.input_scale
+    c = attrs.alpha * attrs.scale * attrs.input_scale
+    if attrs.input_scale < 0.0:   # a negative celu alpha: exp(x / alpha) may overflow, as PyTorch's
+        with np.errstate(over="ignore", invalid="ignore"):
+            neg = g * (np.exp(z) * c)
+    else:
+        neg = g * (np.exp(z) * c)
+    return (np.where(x > 0, g if attrs.scale == 1.0 else g * attrs.scale, neg),)
+
+
+@register_rule(Op.ELU, array=elu_array)
 def elu_rule(ns, g, inputs, out, attrs, saved, needs):
     """g scale where x > 0, else ``g alpha scale input_scale exp(input_scale x)``:
     alpha scale input_scale at x = 0 and NaN at NaN, as PyTorch's vectorised
@@ -139,14 +157,13 @@ def elu_rule(ns, g, inputs, out, attrs, saved, needs):
     if attrs.input_scale != 1.0:
         z = ns.mul(z, attrs.input_scale)
     with np.errstate(over="ignore", invalid="ignore"):   # a negative celu alpha may overflow
-        slope = ns.mul(ns.exp(z), attrs.alpha * attrs.scale * attrs.input_scale)
-        neg = ns.mul(g, slope)
+        neg = ns.mul(g, ns.mul(ns.exp(z), attrs.alpha * attrs.scale * attrs.input_scale))
     pos = g if attrs.scale == 1.0 else ns.mul(g, attrs.scale)
     return (ns.where(xv > 0, pos, neg),)
 
 
-register_rule(Op.SELU)(elu_rule)
-register_rule(Op.CELU)(elu_rule)
+register_rule(Op.SELU, array=elu_array)(elu_rule)
+register_rule(Op.CELU, array=elu_array)(elu_rule)
 
 
 def hardtanh_mask(x, lo, hi):
