@@ -1151,6 +1151,25 @@ def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
     check_same_bits_on_threads(run)
 
 
+@pytest.mark.parametrize("n", [1, 7, 1500, 70000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_gradient_has_np_where_bits_at_every_size(n, dtype):
+    """relu's array rule (every size tier of relu_grad) gives the bits of
+    its ns rule ``where(not x <= 0, g, 0)``: +0.0 where dropped, even for a
+    negative, infinite or NaN g there; NaN in x passes g on."""
+    from yscv.compute.activation import relu_grad
+
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(dtype)
+    g = rng.standard_normal(n).astype(dtype)
+    x[::5] = np.nan
+    g[1::7] = np.inf
+    g[2::11] = -0.0
+    g[3::13] = np.nan
+    expect = np.where(~(x <= 0), g, dtype(0.0))
+    assert relu_grad(g, x).tobytes() == expect.tobytes()
+
+
 def test_a_rule_returning_an_array_under_the_graph_interpreter_is_refused(monkeypatch):
     """create_graph=True through a rule that returns an ndarray instead of a
     node (a gradient detached from the graph) raises BackwardError naming the

@@ -49,8 +49,7 @@ from ..compute.activation import (
     unpack_mask,
 )
 from ..node import Op
-from ..registry import register_rule
-from ..registry import register_composite
+from ..registry import register_composite, register_rule
 from ._rules import unary
 
 

@@ -5,8 +5,6 @@ yscv/backward/activation.py use sigmoid, tanh, tanh_backward,
 sigmoid_backward and gelu_backward; the others serve rules elsewhere."""
 from __future__ import annotations
 
-import numpy as np  # noqa: F401
-
 from .. import registry
 from ..compute import activation as act
 from ..node import Op
