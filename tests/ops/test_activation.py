@@ -1151,22 +1151,48 @@ def test_relu_kernel_path_gradcheck_and_threads(monkeypatch):
     check_same_bits_on_threads(run)
 
 
-def test_an_op_without_a_recorded_rule_raises_naming_it():
-    """create_graph=True through an op whose backward is not recorded raises
-    BackwardError naming the op and node, and the plain walk still works."""
-    rule = registry.RECORDED[int(Op.GELU)]
-    registry.RECORDED[int(Op.GELU)] = None   # the table is a list (dispatch by index)
-    try:
-        g = yscv.Graph(np.float64)
-        x = g.variable(np.array([0.5, -1.0]))
-        y = g.sum(g.gelu(x))
-        with pytest.raises(yscv.BackwardError,
-                           match=r"backward of gelu \(node 1\) cannot be recorded"):
-            g.gradients(y, [x], create_graph=True)
-        (gx,) = g.gradients(y, [x])
-    finally:
-        registry.RECORDED[int(Op.GELU)] = rule
-    np.testing.assert_allclose(gx, np_gelu_grad("none")(np.ones(2), g.value(x)), rtol=1e-12)
+@pytest.mark.parametrize("n", [1, 7, 1500, 70000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_gradient_has_np_where_bits_at_every_size(n, dtype):
+    """relu's array rule (every size tier of relu_grad) gives the bits of
+    its ns rule ``where(not x <= 0, g, 0)``: +0.0 where dropped, even for a
+    negative, infinite or NaN g there; NaN in x passes g on."""
+    from yscv.compute.activation import relu_grad
+
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(dtype)
+    g = rng.standard_normal(n).astype(dtype)
+    x[::5] = np.nan
+    g[1::7] = np.inf
+    g[2::11] = -0.0
+    g[3::13] = np.nan
+    expect = np.where(~(x <= 0), g, dtype(0.0))
+    assert relu_grad(g, x).tobytes() == expect.tobytes()
+
+
+def test_a_rule_returning_an_array_under_the_graph_interpreter_is_refused(monkeypatch):
+    """create_graph=True through a rule that returns an ndarray instead of a
+    node (a gradient detached from the graph) raises BackwardError naming the
+    op and node; the plain walk of the same rule still works."""
+    table = list(registry.RULES)
+    monkeypatch.setattr(registry, "RULES", table)
+    import yscv.walk_recorded as wr
+    monkeypatch.setattr(wr, "_RULES", table)
+    rule = table[int(Op.TANH)]
+
+    def detached(ns, g, inputs, out, attrs, saved, needs):
+        (gx,) = rule(ns, g, inputs, out, attrs, saved, needs)
+        return (ns.value(gx),)
+
+    table[int(Op.TANH)] = detached
+    g = yscv.Graph(np.float64)
+    x = g.variable(np.array([0.5, -1.0]))
+    y = g.sum(g.tanh(x))
+    with pytest.raises(yscv.BackwardError,
+                       match=r"recorded backward of tanh \(node 1\) returned a ndarray"):
+        g.gradients(y, [x], create_graph=True)
+    (gx,) = g.gradients(y, [x])
+    np.testing.assert_allclose(gx, 1.0 - np.tanh(g.value(x)) ** 2, rtol=1e-12)
 
 
 # ------------------------------------- SPEC section 11 activations vs PyTorch

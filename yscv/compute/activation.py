@@ -199,6 +199,12 @@ RELU_BIG = 1 << 16
 RELU_GRAIN = 1 << 16
 
 
+#: relu_grad below RELU_BIG: arrays with fewer elements take np.where, larger
+#: ones the same select on the bits (np.where is slow on a random mask)
+RELU_SELECT_WHERE = 1024
+_UINT = {_F32: np.int32, _F64: np.int64}
+
+
 def _relu_select(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``g where not (x <= 0) else 0`` by the threaded one-pass kernel (flat
     contiguous float32/float64 of one dtype and shape; see `RELU_BIG`)."""
@@ -224,16 +230,22 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 def relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """PyTorch's threshold_backward: zero where x <= 0, else g, so a NaN input
-    passes its gradient on (``x > 0`` would drop it). One element: a Python
-    comparison; large arrays: one threaded pass (`RELU_BIG`)."""
+    """PyTorch's threshold_backward: +0.0 where x <= 0 (whatever g is there),
+    else g, so a NaN input passes its gradient on (``x > 0`` would drop it):
+    the bits of ``np.where(x <= 0, 0, g)`` at every size. One element: a
+    Python comparison; large arrays: one threaded pass (`RELU_BIG`)."""
     if x.size == 1:
         return np.zeros_like(g) if x.item() <= 0.0 else g
     if _big(g, x):
         return _relu_select(g, x)
-    keep = x <= ZERO[g.dtype]
-    np.logical_not(keep, out=keep)
-    return g * keep
+    zero = ZERO[g.dtype]
+    if x.size < RELU_SELECT_WHERE:
+        return np.where(x <= zero, zero, g)
+    # the same select as np.where (+0.0 where dropped, whatever g is there),
+    # on the bits: np.where branches per element and is slow on a random mask
+    drop = (x <= zero).view(np.int8)
+    drop -= 1                                   # 0 where dropped, all ones where kept
+    return np.bitwise_and(g.view(_UINT[g.dtype]), drop).view(g.dtype)
 
 
 def channel_rows(x: np.ndarray) -> tuple:
