@@ -184,7 +184,7 @@ def _tap_slices(G, x, ks, stride, padding, dilation):
     if any(padding):
         x = G.pad(x, ((0, 0),) + tuple((p, p) for p in padding) + ((0, 0),))
     sp = tuple(x.shape[1:1 + nsp])
-    out = tuple((sp[i] - dilation[i] * (ks[i] - 1) - 1) // stride[i] + 1 for i in range(nsp))
+    out = tuple(C.out_size(sp[i], ks[i], stride[i], 0, dilation[i]) for i in range(nsp))
     keys = []
     for tap in itertools.product(*(range(k) for k in ks)):
         key = (slice(None),) + tuple(

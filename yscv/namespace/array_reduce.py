@@ -99,10 +99,10 @@ class ArrayReduce:
     @staticmethod
     def norm(x, ord=2, axis=None, keepdims=False):
         """``G.norm``: the vector p-norm over ``axis`` (``"fro"``: the 2-norm)."""
-        from ..ops.reduce import NormAttrs
+        from ..ops.reduce import PNormAttrs
         p = 2.0 if isinstance(ord, str) else float(ord)
         a = _reduce_attrs(_NORM, x, axis, keepdims)
-        return _FORWARD[_NORM](NormAttrs(a.axes, a.keepdims, a.kshape, a.oshape, a.count, p),
+        return _FORWARD[_NORM](PNormAttrs(a.axes, a.keepdims, a.kshape, a.oshape, a.count, p),
                                x)[0]
 
     @staticmethod

@@ -103,8 +103,8 @@ def _check_windows(op, sp_in, kernel, stride, padding, dilation, axes):
             raise ValueError(
                 f"{op}: kernel extent {ext} along {a} (size {k}, dilation {d}) is larger than "
                 f"the padded input {n + 2 * p} ({a}={n} + 2*padding {p}); output size would be "
-                f"{(n + 2 * p - ext) // s + 1} <= 0")
-        out.append((n + 2 * p - ext) // s + 1)
+                f"{C.out_size(n, k, s, p, d)} <= 0")
+        out.append(C.out_size(n, k, s, p, d))
     return tuple(out)
 
 

@@ -52,7 +52,7 @@ class ReduceAttrs(NamedTuple):
                 + (f", ddof={self.ddof}" if self.ddof else "") + ")")
 
 
-class NormAttrs(NamedTuple):
+class PNormAttrs(NamedTuple):
     """Static attributes of a ``norm`` node: a reduction's plus the order."""
 
     axes: Optional[tuple]
@@ -374,7 +374,7 @@ class ReduceOps:
                 raise ValueError(f"norm: ord={ord!r} is NaN")
         x, a = self._reduce_prepare(_NORM, x, axis, keepdims, 0.0,
                                     empty_ok=not (p < 0 or p == math.inf))
-        return self._apply1(_NORM, x, NormAttrs(a.axes, a.keepdims, a.kshape, a.oshape,
+        return self._apply1(_NORM, x, PNormAttrs(a.axes, a.keepdims, a.kshape, a.oshape,
                                                  a.count, p))
 
     def _scan(self, op, x, axis):
