@@ -372,3 +372,23 @@ def _scatter_sorted_recorded(G, gy, xs, y, attrs, saved, needs):
 
 register_recorded(Op.TOPK)(_scatter_sorted_recorded)
 register_recorded(Op.SORT)(_scatter_sorted_recorded)
+
+
+# ------------------------------------------------------------------ sum_to
+# The one rule of Op.SUM_TO (PyTorch: sum_to_size's gradient is expand), and
+# its written-out array copy: the same values, materialised (a fresh array,
+# not a read-only broadcast view, since it may become a leaf's stored grad).
+from ..registry import register_rule as _register_rule  # noqa: E402
+
+
+def _sum_to_array(ns, g, xs, y, attrs, saved, needs):
+    out = np.empty(attrs.in_shape, dtype=g.dtype)
+    out[...] = g
+    return (out,)
+
+
+@_register_rule(Op.SUM_TO, array=_sum_to_array)
+def sum_to_rule(ns, g, xs, y, attrs, saved, needs):
+    """d sum_to(x, shape) / dx: the cotangent (``shape``) broadcast back to
+    x's shape (``attrs.in_shape``)."""
+    return (ns.expand(g, attrs.in_shape),)

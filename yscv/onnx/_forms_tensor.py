@@ -140,6 +140,18 @@ for _op, _onnx in ((Op.SUM, "ReduceSum"), (Op.MEAN, "ReduceMean"), (Op.MAX, "Red
     _reduction(_op, _onnx)
 
 
+@onnx_form(Op.SUM_TO, "ReduceSum, Reshape")
+def _sum_to(b, n):
+    """ReduceSum over the leading axes and the axes where the target shape
+    has size 1 (kept), then a Reshape to the target shape."""
+    a = n.attrs
+    extra = len(a.in_shape) - len(a.shape)
+    axes = tuple(range(extra)) + tuple(
+        extra + k for k, s in enumerate(a.shape) if s == 1 and a.in_shape[extra + k] != 1)
+    s = b.reduce("ReduceSum", n.x(), axes, True)
+    return b.emit("Reshape", [s, b.ints(list(a.shape))])
+
+
 @onnx_form(Op.VAR, _VARIANCE_OPS)
 def _var(b, n):
     return variance(b, n)
