@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import yscv
-from yscv import Op, registry
+from yscv import Op
 
 torch = pytest.importorskip("torch")
 
@@ -207,12 +207,24 @@ def test_retain_graph_false_releases_nothing_with_create_graph():
     np.testing.assert_allclose(h, t2.numpy(), rtol=1e-13)
 
 
-def test_an_op_without_a_recorded_rule_raises_backward_error_naming_it(monkeypatch):
-    table = list(registry.RECORDED)
-    monkeypatch.setattr(registry, "RECORDED", table)
+def _recorded_tables(monkeypatch):
+    """Private copies of the rule tables the recorded walk reads (the one
+    rule per op, and the transitional recorded twins), for a test to edit."""
     import yscv.walk_recorded as wr
-    monkeypatch.setattr(wr, "_RECORDED", table)
-    table[int(Op.EXP)] = None
+    rules, legacy = list(wr._RULES), list(wr._LEGACY)
+    monkeypatch.setattr(wr, "_RULES", rules)
+    monkeypatch.setattr(wr, "_LEGACY", legacy)
+    return rules, legacy
+
+
+def _set_recorded_rule(monkeypatch, op, rule):
+    rules, legacy = _recorded_tables(monkeypatch)
+    rules[int(op)] = rule
+    legacy[int(op)] = None
+
+
+def test_an_op_without_a_recorded_rule_raises_backward_error_naming_it(monkeypatch):
+    _set_recorded_rule(monkeypatch, Op.EXP, None)
     g = yscv.Graph(np.float64)
     x = g.variable(np.ones(2))
     y = g.sum(g.exp(x))
@@ -223,11 +235,8 @@ def test_an_op_without_a_recorded_rule_raises_backward_error_naming_it(monkeypat
 
 
 def test_a_rule_returning_an_array_is_refused_not_detached(monkeypatch):
-    table = list(registry.RECORDED)
-    monkeypatch.setattr(registry, "RECORDED", table)
-    import yscv.walk_recorded as wr
-    monkeypatch.setattr(wr, "_RECORDED", table)
-    table[int(Op.EXP)] = lambda G, gy, xs, y, attrs, saved, needs: (G.value(y),)
+    _set_recorded_rule(monkeypatch, Op.EXP,
+                       lambda ns, gy, xs, y, attrs, saved, needs: (ns.value(y),))
     g = yscv.Graph(np.float64)
     x = g.variable(np.ones(2))
     with pytest.raises(yscv.BackwardError, match="detached"):
@@ -248,12 +257,8 @@ def test_first_order_gradients_are_bit_identical_with_and_without_create_graph()
 
 def test_gradgradcheck_catches_a_wrong_second_derivative(monkeypatch):
     assert yscv.gradgradcheck(lambda g, x: g.sum(g.tanh(x) * x), [np.array([0.3, -0.5])])
-    table = list(registry.RECORDED)
-    monkeypatch.setattr(registry, "RECORDED", table)
-    import yscv.walk_recorded as wr
-    monkeypatch.setattr(wr, "_RECORDED", table)
     # a rule whose first derivative is right but detached from x (constant)
-    table[int(Op.TANH)] = lambda G, gy, xs, y, attrs, saved, needs: (
-        G.mul(gy, G.constant(1.0 - G.value(y) ** 2)),)
+    _set_recorded_rule(monkeypatch, Op.TANH, lambda ns, gy, xs, y, attrs, saved, needs: (
+        ns.mul(gy, ns.const(1.0 - ns.value(y) ** 2)),))
     with pytest.raises(yscv.GradcheckError, match="tanh"):
         yscv.gradgradcheck(lambda g, x: g.sum(g.tanh(x) * x), [np.array([0.3, -0.5])])
