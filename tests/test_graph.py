@@ -6,6 +6,7 @@ import pytest
 
 import yscv
 from yscv import Graph, Op
+from yscv.namespace import ARRAY
 
 
 def test_leaves_copy_and_convert_without_aliasing():
@@ -945,7 +946,7 @@ def test_rules_of_ufunc_ops_return_conformed_gradients(dtype, shape):
             xs[1][0] = xs[0][0]  # a tie (maximum/minimum split g there)
         out = uf(*xs)
         gy = rng.standard_normal(shape).astype(dtype)
-        grads = yscv.registry.BACKWARD[int(op)](gy, xs, out, None, None, (True,) * uf.nin)
+        grads = yscv.registry.BACKWARD[int(op)](ARRAY, gy, xs, out, None, None, (True,) * uf.nin)
         assert len(grads) == uf.nin, op
         for gx in grads:
             assert type(gx) is np.ndarray and gx.shape == shape and gx.dtype == dtype, op
