@@ -1,9 +1,11 @@
 """The recorded backward walk (``create_graph=True``).
 
 The same reverse index walk as `yscv.walk`, but every gradient is a node
-of the graph: each visited node's recorded rule (``registry.RECORDED[op]``)
-appends the backward's computation with the graph's public ops and returns
-one NodeId per input. Contributions are summed with ``add`` and broadcast
+of the graph: each visited node's one rule (``registry.RULES[op]``) runs
+through the graph interpreter (``GraphNS``), so it appends the backward's
+computation with the graph's public ops and returns one NodeId per input (a
+fused op with a composite records one ``Op.VJP`` node per input instead;
+an unconverted op, its transitional recorded twin). Contributions are summed with ``add`` and broadcast
 gradients are reduced with ``sum_to`` nodes (whose forward is the array
 walk's own sum, `yscv.compute.arrays.sum_to_shape`), so the gradients it
 produces are ordinary nodes, differentiable again to any order, with the
