@@ -6,6 +6,7 @@ import pytest
 
 import yscv
 from yscv import Graph, Op
+from yscv.namespace import ARRAY
 
 
 def test_leaves_copy_and_convert_without_aliasing():

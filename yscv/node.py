@@ -94,6 +94,7 @@ class Op(enum.IntEnum):
     MIN = 73
     VAR = 74
     LOGSUMEXP = 75
+    SUM_TO = 76          # torch's sum_to_size: the sum over the axes a shape broadcasts along
     PROD = 83
     STD = 84
     NORM = 85

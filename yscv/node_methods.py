@@ -101,6 +101,12 @@ class TensorMethods:
         """``g.sum(self, dim, keepdim)``; ``dim`` None reduces every axis."""
         return self.graph.sum(self, dim, keepdim)
 
+    def sum_to_size(self, *size):
+        """``g.sum_to(self, size)`` (``size`` as ints or one tuple)."""
+        if len(size) == 1 and not isinstance(size[0], int):
+            size = size[0]
+        return self.graph.sum_to(self, size)
+
     def mean(self, dim=None, keepdim=False):
         """``g.mean(self, dim, keepdim)``."""
         return self.graph.mean(self, dim, keepdim)

@@ -8,21 +8,21 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    ``@register_forward(Op.X)``; add the Graph method to the category mixin:
    it validates arguments (raising before anything is appended) and calls
    ``self._apply(Op.X, inputs, attrs)``.
-3. In ``yscv/backward/<category>.py`` write
-   ``backward(grad, inputs, value, attrs, saved, needs) -> tuple`` returning
+3. In ``yscv/backward/<category>.py`` write its ONE rule,
+   ``rule(ns, grad, inputs, out, attrs, saved, needs) -> tuple``, returning
    one gradient (or None) per input, in the inputs' order (``needs[k]`` is
-   False when input k does not require grad: skip that work), and register it with
-   ``@register_backward(Op.X)``. Never accumulate or unbroadcast there: the
-   walk in walk.py does that once, centrally.
-4. Next to it, write the recorded backward (the same math in graph ops, so
-   that ``create_graph=True`` can differentiate it again):
-   ``recorded(G, grad, inputs, out, attrs, saved, needs) -> tuple`` of
-   NodeIds (or None), built only with ``G``'s public op methods, registered
-   with ``@register_recorded(Op.X)``. A fused op whose backward is not short
-   in graph ops registers a composite instead (``backward/_recorded.py``).
-   Optional: ``register_ufunc(Op.X, ufunc)`` when the forward is exactly
-   that ufunc for operands of one ndim (see `UFUNC`); the rule must
-   then return elementwise gradients (the walk does not check them).
+   False when input k does not require grad: skip that work), built from the
+   namespace ``ns`` (yscv/namespace/__init__.py: ``ns.mul``, ``ns.where`` ...,
+   ``ns.const`` for masks), and register it with ``@register_rule(Op.X)``
+   (or the one-line helpers of backward/_rules.py). The first-order walks
+   run it on arrays, ``create_graph=True`` on the graph. Never accumulate or
+   unbroadcast there: the walk's schedule (yscv/schedule.py) does that once.
+4. A fused op whose rule calls a kernel instead registers a composite (its
+   forward in primitive graph ops, `register_composite`); its recorded
+   gradients are then `Op.VJP` nodes. Optional: ``register_ufunc(Op.X,
+   ufunc)`` when the forward is exactly that ufunc for operands of one ndim
+   (see `UFUNC`); the rule must then return elementwise gradients (the walk
+   does not check them).
 5. Add an ``OpCase`` row in ``tests/ops/test_<category>.py`` (its second-
    order column runs ``gradgradcheck`` on the row).
 
@@ -138,26 +138,3 @@ def check_complete() -> None:
     if missing:
         names = ", ".join(op.name for op in missing)
         raise ImportError(f"yscv: ops without a registered forward/backward: {names}")
-
-
-# ----------------------------------------------------------- transitional
-# Rules not yet written against the namespace: an array-only backward
-# ``fn(grad, inputs, out, attrs, saved, needs)`` and its recorded twin.
-LEGACY_RECORDED: list = [None] * _TABLE_SIZE
-
-
-def register_backward(op: Op):
-    def deco(fn):
-        def rule(ns, g, inputs, out, attrs, saved, needs):
-            return fn(g, inputs, out, attrs, saved, needs)
-        rule.__name__ = rule.__qualname__ = fn.__name__
-        register_rule(op)(rule)
-        return fn
-    return deco
-
-
-def register_recorded(op: Op):
-    def deco(fn):
-        LEGACY_RECORDED[int(op)] = fn
-        return fn
-    return deco

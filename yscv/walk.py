@@ -6,26 +6,30 @@ indices from the target down (``WalkMixin._walk``). Each visited node gets its
 complete gradient (the sum of its consumers' contributions), runs its hooks,
 and calls its registered backward rule (``registry.BACKWARD[op]``), which
 RETURNS one gradient per input (or None). The walk is the only place that
-conforms (``conform``: dtype check, broadcast axes summed back to the input's
-shape by ``_unbroadcast``, finiteness in anomaly mode) and sums them.
+conforms them (`yscv.schedule.conform`: dtype check, broadcast axes summed
+back to the input's shape, finiteness in anomaly mode) and sums them.
 
 Leaves store their gradient in ``_grads`` (and a bound Parameter's ``.grad``,
 then post-accumulate hooks); retained non-leaf nodes too. ``gradients`` is
 the functional variant: it captures the requested gradients and stores none.
-The parallel walk (``yscv/walk_parallel.py``) runs the same steps on threads.
+Seeding, hooks, conforming and accumulation are written once in
+yscv/schedule.py, for this serial runner, the threaded one
+(yscv/walk_parallel.py) and the recorded one (yscv/walk_recorded.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import registry
+from . import schedule as _schedule
 from . import walk_parallel as _walk_parallel
 from . import walk_recorded as _walk_recorded
-from .errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
 from .namespace import ARRAY as _ARRAY
 from .node import N_OP, N_RG, N_SAVED, NodeId, Op
-from .compute.arrays import broadcasts_to, sum_to_shape
-from .ops._common import as_graph_array
+from .schedule import accumulate_leaf as _accumulate_leaf
+from .schedule import accumulate_stored as _accumulate_stored
+from .schedule import conform as _conform
+from .schedule import run_hooks as _run_hooks
 
 _BACKWARD = registry.BACKWARD
 _LEAF = int(Op.LEAF)
@@ -111,13 +115,13 @@ class WalkMixin:
         if create_graph:
             with _walk_recorded.dropped_on_error(self), np.errstate(divide="ignore", invalid="ignore",
                                                                    over="ignore"):
-                seed = _walk_recorded.seed_node(self, t, grad, "backward")
+                seed = _schedule.seed_node(self, t, grad, "backward")
                 _walk_recorded.recorded_walk(self, t, seed)
             if self._end_hooks:
                 for fn in list(self._end_hooks):
                     fn(self)
             return
-        seed, borrowed = self._seed(t, grad, "backward")
+        seed, borrowed = _schedule.seed_array(self, t, grad, "backward")
         if workers is None:
             workers = _walk_parallel.choose_workers(self, t)
         # inf + -inf = nan where two paths' gradients meet (after a log at 0,
@@ -163,13 +167,13 @@ class WalkMixin:
             capture = {i: None for i in idx if i <= t}
             with _walk_recorded.dropped_on_error(self), np.errstate(divide="ignore", invalid="ignore",
                                                                    over="ignore"):
-                seed = _walk_recorded.seed_node(self, t, grad, "gradients")
+                seed = _schedule.seed_node(self, t, grad, "gradients")
                 if capture:
                     _walk_recorded.recorded_walk(self, t, seed, capture)
             return tuple(capture.get(i) if capture.get(i) is not None
                          else self.constant(np.zeros(self._shape(i), dtype=self.dtype))
                          for i in idx)
-        seed, borrowed = self._seed(t, grad, "gradients")
+        seed, borrowed = _schedule.seed_array(self, t, grad, "gradients")
         capture = {i: None for i in idx if i <= t}
         if capture:
             self._walk(t, seed, True, borrowed, capture)
@@ -213,48 +217,6 @@ class WalkMixin:
         capture = {a.index: None for a, need in zip(aliases, needs) if need}
         _walk_recorded.recorded_walk(self, out.index, grad, capture, run_hooks=False)
         return tuple(capture.get(a.index) if need else None for a, need in zip(aliases, needs))
-
-    def _seed(self, t: int, grad, fname: str):
-        """The walk's seed for target t: ``(array, borrowed)`` (see _walk).
-        ``grad`` is None, an array-like of the target's shape, or a NodeId of
-        this graph (its value is the seed)."""
-        if not self._nodes[t][N_RG]:
-            raise BackwardError(
-                f"{fname}: target node {t} ({Op(self._nodes[t][N_OP]).name.lower()}) does not "
-                "require grad; it depends on no variable, or was built under no_grad()",
-                node=t,
-            )
-        shape = self._shape(t)
-        if grad is None:
-            if int(np.prod(shape)) != 1:
-                raise NonScalarTargetError(
-                    f"{fname}: target node {t} has shape {shape}; pass grad= of that "
-                    "shape for a vector-Jacobian product, or reduce it to one element",
-                    node=t,
-                    got=shape,
-                )
-            return np.ones(shape, dtype=self.dtype), False
-        if type(grad) is NodeId:
-            # a graph value as cotangent enters by its (read-only, so
-            # borrowed) value; a foreign or stale NodeId: NodeNotFoundError
-            grad = self.value(grad)
-        # no copy (a large cotangent's copy is not free): backward
-        # rules never write to g, and the walk copies a borrowed (read-only)
-        # gradient before storing it as a leaf's or retained node's grad
-        seed = as_graph_array(grad, self.dtype, fname, "grad", copy=False)
-        borrowed = not isinstance(grad, np.ndarray) or np.may_share_memory(seed, grad)
-        if borrowed:
-            seed = seed.view()
-            seed.flags.writeable = False
-        if seed.shape != shape:
-            raise ShapeError(
-                f"{fname}: grad has shape {seed.shape}, target node {t} has {shape}",
-                op=fname,
-                node=t,
-                expected=shape,
-                got=seed.shape,
-            )
-        return seed, borrowed
 
     def _walk(self, t: int, seed: np.ndarray, retain_graph: bool = True,
               borrowed: bool = False, capture=None) -> None:
@@ -315,7 +277,7 @@ class WalkMixin:
                 if capture is not None and ins and i in capture:
                     capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
                 if hooks and i in hooks:
-                    gi = self._run_hooks(i, gi)
+                    gi = _run_hooks(self, i, gi)
                 if borrowed and (not ins or (retained and i in retained)) \
                         and not gi.flags.writeable:
                     gi = gi.copy()
@@ -326,22 +288,22 @@ class WalkMixin:
                         continue
                 else:
                     if retained and i in retained:
-                        self._accumulate_stored(i, gi)
+                        _accumulate_stored(self, i, gi)
                     if released:  # may rebuild the value and saved data
                         self._prepare_node_for_backward(i)
                         saved_i = nodes[i][N_SAVED]
             if not ins:
-                if plain_leaves and rg_i:  # plain leaf: store or add
+                if plain_leaves and rg_i:  # plain leaf: schedule.accumulate_stored, inline
                     cur = stored.get(i)
                     stored[i] = gi if cur is None else np.asarray(cur + gi)
                 else:
-                    self._accumulate_leaf(i, gi)
+                    _accumulate_leaf(self, i, gi)
                 continue
             # Conform and add, written out per path: one- and two-input nodes
             # (nearly all) are unrolled, with no per-node zip loop or call on
             # this hot path (both measured slower: docs/engine.md, "Why the hot
-            # path is written out"). The test is _conform_grad's fast path;
-            # keep the three copies alike. A plain node's gradients skip the
+            # path is written out"). The test is schedule.needs_conform's,
+            # written out (keep the copies alike). A plain node's gradients skip the
             # test (its result is known: docs/engine.md). An input requires
             # grad iff the node's needs say so (needs[k] is its rg, recorded
             # at the append).
@@ -355,7 +317,7 @@ class WalkMixin:
                     if not pl and (type(gj) is not ndarray
                                          or (gj.dtype is not dtype and gj.dtype != dtype)
                                          or gj.shape != vj.shape or anomaly):
-                        gj = self._conform_grad(gj, vj.shape, op, i, j)
+                        gj = _conform(self, gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
             elif n_in == 2:
@@ -368,14 +330,14 @@ class WalkMixin:
                     if not pl and (type(gj) is not ndarray
                                    or (gj.dtype is not dtype and gj.dtype != dtype)
                                    or gj.shape != vj.shape or anomaly):
-                        gj = self._conform_grad(gj, vj.shape, op, i, j)
+                        gj = _conform(self, gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
                 if gk is not None and rk:
                     if not pl and (type(gk) is not ndarray
                                    or (gk.dtype is not dtype and gk.dtype != dtype)
                                    or gk.shape != vk.shape or anomaly):
-                        gk = self._conform_grad(gk, vk.shape, op, i, k)
+                        gk = _conform(self, gk, vk.shape, op, i, k)
                     cur = pending[k]
                     pending[k] = gk if cur is None else cur + gk
             else:
@@ -384,9 +346,7 @@ class WalkMixin:
                 for j, gj, vj, r in zip(ins, grads, in_vals, needs_i):
                     if gj is None or not r:
                         continue
-                    if (type(gj) is not ndarray or (gj.dtype is not dtype and gj.dtype != dtype)
-                            or gj.shape != vj.shape or anomaly):
-                        gj = self._conform_grad(gj, vj.shape, op, i, j)
+                    gj = _conform(self, gj, vj.shape, op, i, j)
                     cur = pending[j]
                     pending[j] = gj if cur is None else cur + gj
             if not retain_graph:
@@ -394,125 +354,3 @@ class WalkMixin:
         if seg_starts:  # segments the loop did not leave (all of them if it stopped early)
             for seg in seg_starts.get(0, ()) if stop < 0 else self._segments:
                 self._release_segment(seg)
-
-    def _conform_grad(self, gj, shape: tuple, op: int, i: int, j: int) -> np.ndarray:
-        """Conform one input gradient ``gj`` of node i for input j: make it an
-        ndarray, check its dtype, sum broadcast axes back to ``shape`` (the
-        input's), and check finiteness in anomaly mode. Returns ``gj`` itself
-        when nothing is to be done. The serial walk calls it only when its
-        inlined fast test fails; the parallel walk calls it for every gradient."""
-        if type(gj) is not _ndarray:
-            gj = np.asarray(gj)
-        if gj.dtype != self.dtype:
-            name = Op(op).name.lower()
-            raise BackwardError(
-                f"backward of {name} (node {i}) returned a {gj.dtype} gradient for "
-                f"node {j}; graph dtype is {self.dtype}",
-                op=name, node=i, expected=self.dtype, got=gj.dtype)
-        if gj.shape != shape:
-            gj = _unbroadcast(gj, shape, op, i, j)
-        if self.detect_anomaly and not np.all(np.isfinite(gj)):
-            name = Op(op).name.lower()
-            raise AnomalyError(
-                f"anomaly: backward of {name} (node {i}) produced a NaN or Inf "
-                f"gradient for its input node {j}",
-                op=name, node=i)
-        return gj
-
-    def _run_hooks(self, i: int, gi):
-        """Node i's hooks on its complete gradient ``gi``; returns the gradient
-        that flows on (the last array a hook returned, else ``gi``).
-
-        Each hook gets a read-only view of ``gi``: ``gi`` may be the very
-        array another node's gradient is (``add`` hands one array to both
-        inputs; a reshape passes a view on), so an in-place write would
-        change a sibling's gradient, and with ``workers > 1`` do so depending
-        on thread timing. A write raises BackwardError naming the hook and the
-        node; a hook changes the gradient by returning a new array, as in
-        PyTorch. A read-only array a hook returns (a view of its argument, say)
-        is copied, so stored gradients stay writable."""
-        shape = gi.shape
-        for fn in list(self._hooks[i]):
-            view = gi.view()
-            view.flags.writeable = False
-            try:
-                res = fn(view)
-            except ValueError as exc:
-                if "read-only" not in str(exc):
-                    raise
-                raise _hook_wrote(fn, i, self._nodes[i][N_OP]) from exc
-            if res is not None and res is not view:
-                res = as_graph_array(res, self.dtype, "hook", "return value", copy=False)
-                if res.shape != shape:
-                    raise ShapeError(
-                        f"hook on node {i} returned shape {res.shape}, expected {shape}",
-                        op="hook", node=i, expected=shape, got=res.shape)
-                gi = res if res.flags.writeable else res.copy()
-        return gi
-
-    def _accumulate_stored(self, i: int, gi) -> None:
-        cur = self._grads.get(i)
-        self._grads[i] = gi if cur is None else np.asarray(cur + gi)
-
-    def _accumulate_leaf(self, i: int, gi) -> None:
-        if not self._nodes[i][N_RG]:
-            return
-        post = self._post_hooks.get(i) if self._post_hooks else None
-        # a post-accumulate hook may change g.grad(leaf) in place: store a
-        # private copy, never gi itself (which may be another node's
-        # gradient too: x + y hands one array to x and y)
-        self._accumulate_stored(i, gi.copy() if post and i not in self._grads else gi)
-        p = self._param_of.get(i) if self._param_of else None
-        if p is not None:
-            _add_param_grad(p, gi)
-        if post:
-            nid = self._node_id(i)
-            for fn in list(post):
-                fn(self, nid)
-
-
-def _hook_wrote(fn, i: int, op: int) -> BackwardError:
-    """The error for a hook that wrote to the read-only gradient it got."""
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    op_name = Op(op).name.lower()
-    return BackwardError(
-        f"hook {name} on node {i} ({op_name}) wrote to its gradient in place; the "
-        "gradient a hook gets is read-only (it may be another node's gradient too): "
-        "return a new array instead, e.g. `return grad * 2`",
-        op="hook", node=i, got=name)
-
-
-def _add_param_grad(p, gi: np.ndarray) -> None:
-    """``p.grad += gi`` (a copy of ``gi`` when ``p.grad`` is None); through
-    ``p.grad_slot``, times ``p.grad_scale``, when the parameter has a slot
-    (data-parallel gradient buckets: yscv/nn/parameter.py)."""
-    cur = p.grad
-    slot = getattr(p, "grad_slot", None)
-    if slot is None:
-        p.grad = gi.copy() if cur is None else cur + gi
-        return
-    scale = p.grad_scale
-    if cur is None and slot.shape == gi.shape and slot.dtype == gi.dtype:
-        if scale == 1.0:
-            np.copyto(slot, gi)
-        else:
-            np.multiply(gi, scale, out=slot)
-        p.grad = slot
-        return
-    if scale != 1.0:
-        gi = gi * scale
-    if cur is slot:
-        np.add(cur, gi, out=cur)     # same bits as cur + gi
-    else:
-        p.grad = gi.copy() if cur is None else cur + gi
-
-
-def _unbroadcast(grad: np.ndarray, shape: tuple, op: int, node: int, inp: int) -> np.ndarray:
-    """Sum ``grad`` over broadcast axes so it has ``shape``; ShapeError if impossible."""
-    if not broadcasts_to(grad.shape, shape):
-        name = Op(op).name.lower()
-        raise ShapeError(
-            f"backward of {name} (node {node}) returned a gradient of shape {grad.shape} "
-            f"for input node {inp} of shape {shape}",
-            op=name, node=node, expected=shape, got=grad.shape)
-    return sum_to_shape(grad, shape)

@@ -50,7 +50,8 @@ import numpy as np
 
 from . import registry, runtime
 from .namespace import ARRAY as _ARRAY
-from .node import N_INPUTS, N_NEEDS, N_OP, N_RG, Op
+from .node import N_INPUTS, N_NEEDS, N_OP, Op
+from .schedule import Schedule, accumulate_leaf, accumulate_stored, conform, run_hooks
 
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray
@@ -93,46 +94,9 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-class _Plan:
-    """Which nodes the walk visits and how many contributions each awaits."""
-
-    __slots__ = ("remaining", "leaves", "branchy", "elements")
-
-    def __init__(self, graph, t: int):
-        nodes, values = graph._nodes, graph._values
-        remaining = {t: 0}
-        leaves = []
-        branchy = False
-        elements = 0
-        for i in range(t, -1, -1):
-            if i not in remaining:
-                continue
-            ins = nodes[i][N_INPUTS]
-            if not ins:
-                leaves.append(i)
-                continue
-            v = values[i]
-            if v is not None:
-                elements += v.size
-            nonleaf = 0
-            for j in ins:
-                rec = nodes[j]
-                if rec[N_RG]:
-                    c = remaining.get(j)
-                    if c is None:
-                        remaining[j] = 1
-                    else:
-                        remaining[j] = c + 1
-                        if rec[N_OP] != _LEAF:
-                            branchy = True   # a non-leaf consumed twice: a fork
-                    if rec[N_OP] != _LEAF:
-                        nonleaf += 1
-            if nonleaf > 1:
-                branchy = True               # two non-leaf inputs: a join
-        self.remaining = remaining
-        self.leaves = leaves
-        self.branchy = branchy
-        self.elements = elements
+#: the visit plan of a walk (which nodes, how many contributions each
+#: awaits): yscv/schedule.py
+_Plan = Schedule
 
 
 class _Shape:
@@ -412,7 +376,7 @@ class _Walk:
         if type(gi) is not _ndarray:
             gi = np.asarray(gi)
         if g._hooks and i in g._hooks:
-            gi = g._run_hooks(i, gi)
+            gi = run_hooks(g, i, gi)
         retained = g._retained and i in g._retained
         if retained:
             if self.borrowed and not gi.flags.writeable:
@@ -428,8 +392,8 @@ class _Walk:
         for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):
             if not needs[s]:
                 continue
-            if gj is not None:  # the serial walk's conform step (yscv/walk.py)
-                gj = g._conform_grad(gj, vj.shape, op, i, j)
+            if gj is not None:  # the one conform step (yscv/schedule.py)
+                gj = conform(g, gj, vj.shape, op, i, j)
             out.append((j, s, gj))
         if not self.retain_graph:
             g._release(i)
@@ -468,7 +432,7 @@ class _Walk:
                 if i < err:
                     break
                 if i in stores:  # a retained node: its grad was complete before its rule ran
-                    g._accumulate_stored(i, stores[i])
+                    accumulate_stored(g, i, stores[i])
                     continue
                 parts = self.parts.get(i)
                 if not parts:
@@ -477,10 +441,10 @@ class _Walk:
                 if type(gi) is not _ndarray:
                     gi = np.asarray(gi)
                 if hooks and i in hooks:
-                    gi = g._run_hooks(i, gi)
+                    gi = run_hooks(g, i, gi)
                 if self.borrowed and not gi.flags.writeable:
                     gi = gi.copy()
-                g._accumulate_leaf(i, gi)
+                accumulate_leaf(g, i, gi)
         finally:
             seg_starts = g._segment_starts
             if seg_starts:

@@ -1,11 +1,16 @@
 """The recorded backward walk (``create_graph=True``).
 
 The same reverse index walk as `yscv.walk`, but every gradient is a node
-of the graph: each visited node's recorded rule (``registry.RECORDED[op]``)
-appends the backward's computation with the graph's public ops and returns
-one NodeId per input. Contributions are summed with ``add`` and broadcast
-gradients are reduced with ``sum``/``reshape`` nodes, so the gradients it
-produces are ordinary nodes, differentiable again to any order.
+of the graph: each visited node's one rule (``registry.RULES[op]``) runs
+through the graph interpreter (``GraphNS``), so it appends the backward's
+computation with the graph's public ops and returns one NodeId per input (a
+fused op with a composite records one ``Op.VJP`` node per input instead;
+an unconverted op, its transitional recorded twin). Contributions are summed with ``add`` and broadcast
+gradients are reduced with ``sum_to`` nodes (whose forward is the array
+walk's own sum, `yscv.compute.arrays.sum_to_shape`), so the gradients it
+produces are ordinary nodes, differentiable again to any order, with the
+first-order walk's bits. It visits the nodes of a `yscv.schedule.Schedule`
+and shares the walk's seeding, hooks, checks and accumulation (yscv/schedule.py).
 
 New nodes are appended past the end of the arena, above the node being
 visited, so the walk over indices ``t .. 0`` never meets them. The walk is
@@ -18,16 +23,14 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
-
 from . import registry
-from .errors import AnomalyError, BackwardError, ShapeError
+from .errors import BackwardError
 from .namespace import GraphNS, VjpAttrs
 from .node import N_INPUTS, N_RG, NodeId, Op
+from .schedule import Schedule, accumulate_node, conform_node, run_hooks_node
 
 _RULES = registry.RULES
 _COMPOSITES = registry.COMPOSITES
-_LEGACY = registry.LEGACY_RECORDED
 _VJP = Op.VJP
 
 
@@ -51,44 +54,6 @@ def dropped_on_error(graph):
         raise
 
 
-def seed_node(graph, t: int, grad, fname: str) -> NodeId:
-    """The walk's seed for target t as a node: ones for ``grad=None``, a
-    constant for an array, or the given NodeId (a cotangent that is itself a
-    graph value)."""
-    if type(grad) is NodeId:
-        j = graph._index(grad)
-        shape = graph._shape(t)
-        if graph._shape(j) != shape:
-            raise ShapeError(
-                f"{fname}: grad node {j} has shape {graph._shape(j)}, target node {t} "
-                f"has {shape}", op=fname, node=t, expected=shape, got=graph._shape(j))
-        return grad
-    seed, _ = graph._seed(t, grad, fname)
-    return graph.constant(seed)
-
-
-def unbroadcast_node(graph, gj: NodeId, shape: tuple, op: int, i: int, j: int) -> NodeId:
-    """``gj`` summed over its broadcast axes down to ``shape``, as nodes."""
-    gshape = graph._shape(gj.index)
-    if gshape == shape:
-        return gj
-    extra = len(gshape) - len(shape)
-    ok = extra >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[extra:]))
-    if not ok:
-        raise ShapeError(
-            f"recorded backward of {_name(op)} (node {i}) returned a gradient of shape "
-            f"{gshape} for input node {j} of shape {shape}",
-            op=_name(op), node=i, expected=shape, got=gshape)
-    if extra:
-        gj = graph.sum(gj, axis=tuple(range(extra)))
-    keep = tuple(k for k, s in enumerate(shape) if s == 1 and gshape[extra + k] != 1)
-    if keep:
-        gj = graph.sum(gj, axis=keep, keepdims=True)
-    if graph._shape(gj.index) != shape:
-        gj = graph.reshape(gj, shape)
-    return gj
-
-
 def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = True) -> None:
     """Walk from node ``t`` down, recording every backward rule as nodes.
 
@@ -99,7 +64,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
     array grows by the gradient's value and `Graph.grad_node` gives the
     node. ``run_hooks=False`` skips ``register_hook`` hooks (a composite's
     inner walk, `Graph._recorded_vjp`)."""
-    stop = min(capture) - 1 if capture else -1
+    plan = Schedule(graph, t, capture)
     pending = [None] * (t + 1)
     pending[t] = seed
     nodes = graph._nodes
@@ -107,7 +72,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
     retained = graph._retained if capture is None else ()
     node_id = graph._node_id
     ns = GraphNS(graph)
-    for i in range(t, stop, -1):
+    for i in plan.visit:
         gi = pending[i]
         if gi is None:
             continue
@@ -116,16 +81,16 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
         if capture is not None and ins and i in capture:
             capture[i] = gi
         if hooks and i in hooks:
-            gi = _run_hooks_recorded(graph, i, gi)
+            gi = run_hooks_node(graph, i, gi)
         if not ins:
             if capture is not None:
                 if i in capture:
                     capture[i] = gi
             elif nodes[i][N_RG]:
-                _accumulate_node(graph, i, gi)
+                accumulate_node(graph, i, gi)
             continue
         if retained and i in retained:
-            _accumulate_node(graph, i, gi, leaf=False)
+            accumulate_node(graph, i, gi, leaf=False)
         if graph._has_released:
             graph._prepare_node_for_backward(i)
         op, _, attrs, saved, _, needs, _, _ = nodes[i]  # after any recompute
@@ -134,10 +99,12 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
             y = node_id(i)
             grads = tuple(graph._apply(_VJP, (gi, y) + in_nodes, VjpAttrs(op, k, attrs, saved, needs))
                           if need else None for k, need in enumerate(needs))
-        elif _LEGACY[op] is not None:
-            grads = _LEGACY[op](graph, gi, in_nodes, node_id(i), attrs, saved, needs)
         else:
-            grads = _RULES[op](ns, gi, in_nodes, node_id(i), attrs, saved, needs)
+            rule = _RULES[op]
+            if rule is None:
+                raise BackwardError(f"{_name(op)} (node {i}) has no backward rule to record",
+                                    op=_name(op), node=i)
+            grads = rule(ns, gi, in_nodes, node_id(i), attrs, saved, needs)
         if len(grads) != len(ins):
             raise BackwardError(
                 f"recorded backward of {_name(op)} (node {i}) returned {len(grads)} "
@@ -145,44 +112,6 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
         for j, gj, r in zip(ins, grads, needs):
             if gj is None or not r:
                 continue
-            if type(gj) is not NodeId:
-                raise BackwardError(
-                    f"recorded backward of {_name(op)} (node {i}) returned a "
-                    f"{type(gj).__name__} for input node {j}, not a NodeId: the "
-                    "gradient would be detached from the graph", op=_name(op), node=i)
-            gj = unbroadcast_node(graph, gj, graph._shape(j), op, i, j)
-            if graph.detect_anomaly and not np.all(np.isfinite(graph._values[gj.index])):
-                raise AnomalyError(
-                    f"anomaly: backward of {_name(op)} (node {i}) produced a NaN or Inf "
-                    f"gradient for its input node {j}", op=_name(op), node=i)
+            gj = conform_node(graph, gj, graph._shape(j), op, i, j)
             cur = pending[j]
             pending[j] = gj if cur is None else graph.add(cur, gj)
-
-
-def _run_hooks_recorded(graph, i: int, gi: NodeId) -> NodeId:
-    """Hooks see the gradient's array (read-only, as every graph value); a
-    replacement enters the recorded graph as a constant."""
-    arr = graph.value(gi)
-    out = graph._run_hooks(i, arr)
-    if out is arr:
-        return gi
-    return graph.constant(out)
-
-
-def _accumulate_node(graph, i: int, gi: NodeId, leaf: bool = True) -> None:
-    """Add the recorded gradient ``gi`` into node i: the stored array (and a
-    bound parameter's ``.grad``, post-accumulate hooks) as a plain backward
-    would, and the gradient node, summed with an earlier recorded one."""
-    value = np.array(graph._values[gi.index], copy=True)
-    prev = graph._grad_nodes.get(i)
-    if prev is not None and graph._is_live(prev):
-        total = graph.add(prev, gi)
-    elif i in graph._grads:
-        total = graph.add(graph.constant(graph._grads[i]), gi)
-    else:
-        total = gi
-    graph._grad_nodes[i] = total
-    if leaf:
-        graph._accumulate_leaf(i, value)
-    else:
-        graph._accumulate_stored(i, value)

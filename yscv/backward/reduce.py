@@ -246,3 +246,20 @@ def _scatter_sorted(ns, g, inputs, out, attrs, saved, needs):
 
 register_rule(Op.TOPK)(_scatter_sorted)
 register_rule(Op.SORT)(_scatter_sorted)
+
+
+# ------------------------------------------------------------------ sum_to
+def _sum_to_array(ns, g, xs, y, attrs, saved, needs):
+    """`sum_to_rule` written out for arrays: the same values, materialised (a
+    fresh array, not a read-only broadcast view, since it may become a
+    leaf's stored gradient)."""
+    out = np.empty(attrs.in_shape, dtype=g.dtype)
+    out[...] = g
+    return (out,)
+
+
+@register_rule(Op.SUM_TO, array=_sum_to_array)
+def sum_to_rule(ns, g, xs, y, attrs, saved, needs):
+    """d sum_to(x, shape) / dx: the cotangent (``shape``) broadcast back to
+    x's shape (``attrs.in_shape``), as PyTorch's sum_to_size."""
+    return (ns.expand(g, attrs.in_shape),)

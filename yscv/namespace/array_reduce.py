@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np  # noqa: F401
 
 from .. import registry
+from ..compute.arrays import sum_to_shape
 from ..node import Op
 
 _FORWARD = registry.FORWARD
@@ -53,6 +54,13 @@ class ArrayReduce:
     """Reduce ops on arrays, for the rules of backward/."""
 
     __slots__ = ()
+
+    @staticmethod
+    def sum_to(x, shape):
+        """``G.sum_to``: ``x`` summed over the axes along which ``shape``
+        broadcasts to it (its forward, the function every walk sums broadcast
+        gradients with)."""
+        return sum_to_shape(x, tuple(shape))
 
     @staticmethod
     def sum(x, axis=None, keepdims=False):

@@ -140,6 +140,23 @@ for _op, _onnx in ((Op.SUM, "ReduceSum"), (Op.MEAN, "ReduceMean"), (Op.MAX, "Red
     _reduction(_op, _onnx)
 
 
+@onnx_form(Op.SUM_TO, "ReduceSum")
+def _sum_to(b, n):
+    """ReduceSum over the leading axes (dropped), then over the axes where
+    the target shape has size 1 (kept): the target shape, no Reshape."""
+    a = n.attrs
+    x = n.x()
+    extra = len(a.in_shape) - len(a.shape)
+    keep = tuple(k for k, s in enumerate(a.shape) if s == 1 and a.in_shape[extra + k] != 1)
+    if not extra and not keep:
+        return b.emit("Identity", [x])
+    if extra:
+        x = b.reduce("ReduceSum", x, tuple(range(extra)), False)
+    if keep:
+        x = b.reduce("ReduceSum", x, keep, True)
+    return x
+
+
 @onnx_form(Op.VAR, _VARIANCE_OPS)
 def _var(b, n):
     return variance(b, n)

@@ -8,6 +8,7 @@ Each module defines a mixin class of Graph methods (argument validation, then
 from .elementwise import ElementwiseOps
 from .activation import ActivationOps
 from .reduce import ReduceOps
+from .reduce_sum_to import ReduceSumToOps
 from .linalg import LinalgOps
 from .shape import ShapeOps
 from .shape_windows import ShapeWindowOps
@@ -26,6 +27,7 @@ OP_MIXINS = (
     ElementwiseOps,
     ActivationOps,
     ReduceOps,
+    ReduceSumToOps,
     LinalgOps,
     ShapeOps,
     ShapeWindowOps,
