@@ -312,7 +312,7 @@ class NodeId(_NodeIdFields, TensorMethods):
 
     # arithmetic records nodes on the owning graph; the binary dunders call
     # the graph's two-operand fast path directly (the per-node hot path).
-    # yscv.graph replaces __add__, __sub__, __mul__, __truediv__ and __pow__
+    # yscv.engine.graph replaces __add__, __sub__, __mul__, __truediv__ and __pow__
     # with forms that hold that path themselves (one frame fewer per node)
     def __add__(self, other):
         return self.graph._apply2(_ADD, self, other)

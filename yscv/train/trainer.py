@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from .. import runtime, state
-from ..graph import Graph
+from ..engine.graph import Graph
 from ..nn.utils import clip_grad_norm_
 from ._batches import BatchSource, is_loader, is_sharded, pair, split, to_json
 from ._losses import accuracy, default_forward, resolve_loss, resolve_metrics

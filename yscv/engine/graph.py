@@ -40,19 +40,19 @@ import contextlib
 
 import numpy as np
 
-from . import registry, runtime
-from .errors import AnomalyError, NodeNotFoundError, ShapeError
-from .checkpoint import CheckpointMixin
+from .. import registry, runtime
+from ..errors import AnomalyError, NodeNotFoundError, ShapeError
+from .recompute import CheckpointMixin
 from .clipping import ClipGradMixin
 from .introspect import IntrospectionMixin
 from .leaves import LeavesMixin
-from .node import NodeId, Op, make_node_id
-from .node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED, N_SHAPE
-from .node import _NodeIdBuilder, _next_uid, with_saved
-from .ops import OP_MIXINS
-from .ops._common import as_graph_array
+from ..node import NodeId, Op, make_node_id
+from ..node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED, N_SHAPE
+from ..node import _NodeIdBuilder, _next_uid, with_saved
+from ..ops import OP_MIXINS
+from ..ops._common import as_graph_array
 from .walk import WalkMixin
-from . import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
+from .. import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
 from . import namespace as _namespace
 
 # Every Op member must have a forward and a backward, or importing fails.
@@ -612,5 +612,5 @@ for _name in ("neg", "abs", "tanh"):
     setattr(Graph, _name, _unary_ufunc_method(Op[_name.upper()], getattr(Graph, _name)))
 del _name
 
-# the interpreters' scratch graphs are Graphs (yscv/namespace/__init__.py)
+# the interpreters' scratch graphs are Graphs (yscv/engine/namespace/__init__.py)
 _namespace.GRAPH_CLASS = Graph
