@@ -36,7 +36,7 @@ walk is one list index (hashing an Enum member is a Python-level call).
 """
 from __future__ import annotations
 
-from .node import Op
+from .op import Op
 
 _TABLE_SIZE = max(int(op) for op in Op) + 1
 
