@@ -161,7 +161,7 @@ def auto_rounds(build, rounds: int = 9) -> dict:
 
 
 if __name__ == "__main__" and "--auto" in sys.argv:
-    from yscv import walk_parallel
+    from yscv.engine import walk_parallel
 
     for name, build in (("towers", towers_graph), ("chain24", chain_graph)):
         med = auto_rounds(build)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import yscv
-from yscv import walk_parallel
+from yscv.engine import walk_parallel
 
 
 def _rng(seed=0):

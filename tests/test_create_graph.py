@@ -210,7 +210,7 @@ def test_retain_graph_false_releases_nothing_with_create_graph():
 def _swap_rule(monkeypatch, op, rule):
     """Replace op's rule (what create_graph=True runs) for one test; the
     table is a list (dispatch by index), so a copy is patched in."""
-    import yscv.walk_recorded as wr
+    import yscv.engine.walk_recorded as wr
 
     table = list(registry.RULES)
     table[int(op)] = rule

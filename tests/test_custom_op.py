@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import yscv
-from yscv import Op, walk_parallel
-from yscv.namespace import FALLBACK_NAMES
+from yscv import Op
+from yscv.engine import walk_parallel
+from yscv.engine.namespace import FALLBACK_NAMES
 
 CALLS = {"forward": 0}
 

@@ -6,7 +6,7 @@ import pytest
 
 import yscv
 from yscv import Graph, Op
-from yscv.namespace import ARRAY
+from yscv.engine.namespace import ARRAY
 
 
 def test_leaves_copy_and_convert_without_aliasing():
@@ -938,7 +938,7 @@ def test_rules_of_ufunc_ops_return_conformed_gradients(dtype, shape):
     """The walk does not conform a plain node's gradients: the backward rule
     of every op with a ufunc form must return, for inputs of the output's
     shape, ndarrays of that shape and the graph dtype (or None)."""
-    from yscv.namespace import ARRAY
+    from yscv.engine.namespace import ARRAY
 
     rng = np.random.default_rng(31)
     for op in _ufunc_ops():

@@ -203,7 +203,7 @@ def test_top_level_no_grad_covers_every_graph_in_this_thread_only():
     assert seen == [True]           # another thread records as usual
     assert yscv.is_grad_enabled()
     assert g1.requires_grad(x * 2) and g2.requires_grad(g2.exp(z))
-    assert "_grad_enabled" not in vars(yscv.graph._GraphCore)   # the plain read is back
+    assert "_grad_enabled" not in vars(yscv.engine.storage._GraphCore)   # the plain read is back
 
 
 def test_top_level_no_grad_nests_with_graph_no_grad_and_decorates():

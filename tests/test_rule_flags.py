@@ -11,7 +11,7 @@ import pytest
 
 import yscv
 from yscv import registry
-from yscv.namespace import ARRAY, FALLBACK_NAMES
+from yscv.engine.namespace import ARRAY, FALLBACK_NAMES
 
 OPS_DIR = pathlib.Path(__file__).parent / "ops"
 

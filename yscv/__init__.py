@@ -20,11 +20,11 @@ from .errors import (
     ShapeError,
     WorkerError,
 )
-from .checkpoint import CheckpointConfig, CheckpointSegment
+from .engine.recompute import CheckpointConfig, CheckpointSegment
 from .custom_op import CustomOp, custom_op
 from .gradcheck import gradcheck, gradgradcheck
-from .graph import Graph
-from .grad_mode import is_grad_enabled, no_grad
+from .engine.graph import Graph
+from .engine.grad_mode import is_grad_enabled, no_grad
 from .node import NodeId, Op
 from .random import manual_seed
 from ._version import __version__

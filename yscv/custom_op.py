@@ -16,7 +16,7 @@ y = swish(g, x, beta)                       # one node, Op.CUSTOM
 ```
 
 The rule is written against the namespace ``ns`` of the built-in rules
-(yscv/namespace/__init__.py): the first-order walks run it on arrays, and
+(yscv/engine/namespace/__init__.py): the first-order walks run it on arrays, and
 ``create_graph=True`` runs it on the graph, so the op is differentiable to
 any order, on the parallel walk, under checkpointing and in
 `gradcheck`/`gradgradcheck`, with no second rule. The node records
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numbers
 
-from .graph import Graph
+from .engine.graph import Graph
 from .node import NodeId, Op
 from .ops.custom import CustomAttrs
 
@@ -95,7 +95,7 @@ def custom_op(name: str, forward, rule, *, saves: bool = False) -> CustomOp:
             ``-> (array, saved)``), a pure function of the input values (it is
             replayed by checkpointing). It must return the inputs' dtype.
         rule: ``rule(ns, g, xs, y, attrs, saved, needs) -> tuple``, one
-            gradient (or None) per input, built from ``ns`` (yscv/namespace/__init__.py:
+            gradient (or None) per input, built from ``ns`` (yscv/engine/namespace/__init__.py:
             ``ns.mul``, ``ns.sigmoid``, ``ns.const``, ...); ``attrs`` is the dict
             of keyword attributes; ``needs[k]`` is False when input k needs no
             gradient. Gradients may be at the broadcast shape: the walk sums

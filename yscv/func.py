@@ -34,7 +34,7 @@ import inspect
 import numpy as np
 
 from .errors import NonScalarTargetError
-from .graph import Graph
+from .engine.graph import Graph
 from .node import NodeId
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp"]

@@ -10,7 +10,7 @@ from .node import NodeId
 
 
 def _build(fn, arrays):
-    from .graph import Graph
+    from .engine.graph import Graph
 
     g = Graph(dtype=np.float64)
     nodes = [g.variable(a) for a in arrays]

@@ -1,4 +1,5 @@
-"""``Op``, the enum of every operation, and ``NodeId``, the handle to a node.
+"""``NodeId``, the handle to a node, and the node record's fields (``Op``,
+the enum of every operation, is yscv/op.py; it is named here too).
 
 A node is one plain tuple, its record (``Graph._nodes[i]``, fields below),
 beside its value and uid: appending a node is one tuple and three list
@@ -7,210 +8,13 @@ unpack. A ``NodeId`` names one arena slot of one graph at one generation.
 """
 from __future__ import annotations
 
-import enum
 import itertools
 
+import numpy as np
+
+from . import registry
 from .node_methods import TensorMethods
-
-
-class Op(enum.IntEnum):
-    """One member per operation. Aliases (``conv2d_nhwc`` ...) share the member
-    of the op they name. Values are grouped by category and never reused."""
-
-    LEAF = 0
-
-    # elementwise
-    ADD = 10
-    SUB = 11
-    MUL = 12
-    DIV = 13
-    POW = 14
-    NEG = 15
-    ABS = 16
-    EXP = 17
-    LOG = 18
-    SQRT = 19
-    CLAMP = 20
-    MAXIMUM = 21
-    MINIMUM = 22
-    WHERE = 23
-    SIN = 24
-    COS = 25
-    TAN = 26
-    ASIN = 27
-    ACOS = 28
-    ATAN = 29
-    ATAN2 = 30
-    SINH = 31
-    COSH = 32
-    ERF = 33
-    ERFC = 34
-    SIGN = 35
-    FLOOR = 36
-    CEIL = 37
-    ROUND = 38
-    TRUNC = 39
-    # elementwise, continued (10-39 is full)
-    RECIPROCAL = 300
-    RSQRT = 301
-    SQUARE = 302
-    LOG1P = 303
-    EXPM1 = 304
-    LOG2 = 305
-    LOG10 = 306
-    REMAINDER = 307
-
-    # activations
-    RELU = 40
-    LEAKY_RELU = 41
-    SIGMOID = 42
-    TANH = 43
-    GELU = 44
-    SILU = 45
-    MISH = 46
-    SOFTPLUS = 47
-    PRELU = 48
-    SOFTMAX = 49
-    LOG_SOFTMAX = 50
-    DROPOUT = 51
-    GELU_BACKWARD = 52   # gelu's input gradient as an op: its own rules give gelu's higher derivatives
-    TANH_BACKWARD = 53      # tanh's input gradient from its output, as an op (create_graph)
-    SIGMOID_BACKWARD = 54   # sigmoid's input gradient from its output, as an op (create_graph)
-    ELU = 60
-    SELU = 61
-    CELU = 62
-    HARDTANH = 63
-    RELU6 = 64
-    HARDSIGMOID = 65
-    HARDSWISH = 66
-    SOFTSIGN = 67
-    LOGSIGMOID = 68
-    GLU = 69
-
-    # reductions
-    SUM = 70
-    MEAN = 71
-    MAX = 72
-    MIN = 73
-    VAR = 74
-    LOGSUMEXP = 75
-    SUM_TO = 76          # torch's sum_to_size: the sum over the axes a shape broadcasts along
-    PROD = 83
-    STD = 84
-    NORM = 85
-    CUMSUM = 86
-    CUMPROD = 87
-    TOPK = 88
-    SORT = 89
-
-    # linear algebra
-    MATMUL = 90
-    TRANSPOSE = 91
-    EINSUM = 92
-    INV = 100
-    SOLVE = 101
-    DET = 102
-    SLOGDET = 103        # the value is logabsdet; the sign is an array beside it
-    CHOLESKY = 104
-    EIGH = 105           # the value packs eigenvalues (row 0) and eigenvectors (rows 1..n)
-
-    # shape
-    RESHAPE = 110
-    FLATTEN = 111
-    UNSQUEEZE = 112
-    SQUEEZE = 113
-    EXPAND = 114
-    CAT = 115
-    STACK = 116
-    SELECT = 117
-    NARROW = 118
-    GETITEM = 119
-    FLIP = 120
-    PAD = 121
-    REPEAT = 122
-    PIXEL_SHUFFLE = 123
-    UPSAMPLE_NEAREST = 124
-    TRIL = 130
-    TRIU = 131
-    ROLL = 132
-    DIAGONAL = 133
-    OUTER = 134
-    UNFOLD = 135
-    FOLD = 136
-    INTERPOLATE = 137
-
-    # indexing
-    GATHER = 140
-    SCATTER_ADD = 141
-    SCATTER = 142
-    EMBEDDING = 143
-    MASKED_FILL = 150
-    INDEX_SELECT = 151
-
-    # convolution
-    CONV1D = 160
-    CONV2D = 161
-    CONV3D = 162
-    DEPTHWISE_CONV2D = 163
-    CONV_TRANSPOSE2D = 164
-    DEFORMABLE_CONV2D = 165
-    CONV_TRANSPOSE1D = 176
-    CONV_TRANSPOSE3D = 177
-    CONV_GRAD_INPUT = 178    # conv1d/2d/3d's input gradient as an op (create_graph)
-    CONV_GRAD_WEIGHT = 179   # conv1d/2d/3d's weight gradient as an op (create_graph)
-
-    # pooling
-    MAX_POOL2D = 180
-    AVG_POOL2D = 181
-    ADAPTIVE_AVG_POOL2D = 182
-    ADAPTIVE_MAX_POOL2D = 183
-    GLOBAL_AVG_POOL2D = 184
-    MAX_POOL1D = 193
-    AVG_POOL1D = 194
-    MAX_POOL3D = 195
-    AVG_POOL3D = 196
-    ADAPTIVE_AVG_POOL1D = 197
-
-    # normalization
-    BATCH_NORM = 200
-    LAYER_NORM = 201
-    GROUP_NORM = 202
-    INSTANCE_NORM = 203
-
-    # recurrent
-    RNN = 220
-    LSTM = 221
-    GRU = 222
-
-    # attention
-    SCALED_DOT_PRODUCT_ATTENTION = 240
-
-    # losses
-    MSE_LOSS = 260
-    L1_LOSS = 261
-    HUBER_LOSS = 262
-    CROSS_ENTROPY = 263
-    NLL_LOSS = 264
-    BCE_WITH_LOGITS = 265
-    SMOOTH_L1_LOSS = 270
-    KL_DIV = 271
-    BINARY_CROSS_ENTROPY = 272
-    COSINE_SIMILARITY = 273
-    PAIRWISE_DISTANCE = 274
-    TRIPLET_MARGIN_LOSS = 275
-    MARGIN_RANKING_LOSS = 276
-    GAUSSIAN_NLL_LOSS = 277
-    POISSON_NLL_LOSS = 278
-    CTC_LOSS = 279
-
-    # the engine's own
-    VJP = 400       # one input's gradient of a fused op, as a node (create_graph=True)
-    CUSTOM = 401    # an op a user defines (yscv.custom_op): its functions are its attributes
-
-
-#: the members that are not operations of the catalogue: a leaf, a fused
-#: op's recorded gradient (create_graph=True) and a user-defined op
-ENGINE_OPS = frozenset({Op.LEAF, Op.VJP, Op.CUSTOM})
+from .op import ENGINE_OPS, Op  # noqa: F401  (the record's vocabulary, named here too)
 
 
 #: Fields of a node record ``(op, inputs, attrs, saved, rg, needs, plain,
@@ -235,10 +39,84 @@ def with_saved(record: tuple, saved) -> tuple:
 
 
 _next_uid = itertools.count(1).__next__
+_UFUNC = registry.UFUNC
+_FORWARD = registry.FORWARD
+_ndarray = np.ndarray
 
 # Plain module constants: attribute access on an Enum class costs ~90 ns on
 # Python 3.11, which matters on the per-node hot path.
 _ADD, _SUB, _MUL, _DIV, _POW = Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW
+
+
+def _binary_dunder(op: Op, name: str):
+    """``NodeId.<name>`` (``a + b``, ``a * b`` ...) for ``op``: the two-NodeId
+    path of `_GraphCore._apply2` written into the dunder itself, so
+    ``x * w`` runs one Python frame instead of two (~50 ns less per binary
+    node on the scalar chain, docs/engine.md); any other right operand goes
+    to ``a.graph._apply2``. The op's ufunc form and forward are read from
+    the registry per call, as ``_apply2`` does. Keep the body in step with ``_apply2`` (a test
+    compares the two node for node)."""
+
+    def dunder(a, b):
+        if type(b) is not NodeId:
+            return a.graph._apply2(op, a, b)
+        self = a.graph
+        uids = self._uids
+        i = a.index
+        j = b.index
+        try:  # uids are process-unique: a match also proves b is self's
+            stale = uids[i] != a.uid or uids[j] != b.uid
+        except IndexError:
+            stale = True
+        if stale:
+            self._index(a)
+            self._index(b)
+        values = self._values
+        va = values[i]
+        vb = values[j]
+        if va is None:
+            va = self._recompute_value(i)
+        if vb is None:
+            vb = self._recompute_value(j)
+        nodes = self._nodes
+        na = nodes[i]
+        nb = nodes[j]
+        sa = na[N_SHAPE]
+        same = sa == nb[N_SHAPE]
+        uf = _UFUNC[op]
+        try:
+            if uf is not None and (same or va.ndim == vb.ndim):
+                value = uf(va, vb)
+                saved = None
+                plain = same and sa != ()
+            else:
+                value, saved = _FORWARD[op](None, va, vb)
+                plain = False
+        except ValueError as exc:
+            raise self._binary_shape_error(op, va, vb, exc) from None
+        if type(value) is not _ndarray:
+            value = np.asarray(value)
+        if self.detect_anomaly:
+            self._check_forward_finite(op, value)
+        ra = na[N_RG]
+        rb = nb[N_RG]
+        rg = (ra or rb) and self._grad_enabled
+        k = len(uids)
+        uid = _next_uid()
+        nodes.append((op, (i, j), None, saved if rg else None, rg, (ra, rb), plain,
+                      sa if plain else value.shape))
+        values.append(value)
+        uids.append(uid)
+        nid = _NodeIdBuilder()
+        nid.graph = self
+        nid.index = k
+        nid.uid = uid
+        nid.__class__ = NodeId
+        return nid
+
+    dunder.__name__ = dunder.__qualname__ = name
+    dunder.__doc__ = f"``{name}``: records ``{Op(op).name.lower()}`` on the owning graph."
+    return dunder
 
 
 class _NodeIdFields:
@@ -310,36 +188,30 @@ class NodeId(_NodeIdFields, TensorMethods):
             f"NodeId({self.index}) is not iterable: a node is not a sequence; index it "
             "explicitly (n[0]) or use g.value(n) for the array")
 
-    # arithmetic records nodes on the owning graph; the binary dunders call
-    # the graph's two-operand fast path directly (the per-node hot path).
-    # yscv.graph replaces __add__, __sub__, __mul__, __truediv__ and __pow__
-    # with forms that hold that path themselves (one frame fewer per node)
-    def __add__(self, other):
-        return self.graph._apply2(_ADD, self, other)
+    # arithmetic records nodes on the owning graph; with a NodeId on the left
+    # the binary dunders hold the graph's two-operand fast path themselves
+    # (`_binary_dunder`: one frame fewer per node, the per-node hot path)
+    __add__ = _binary_dunder(_ADD, "__add__")
 
     def __radd__(self, other):
         return self.graph._apply2(_ADD, other, self)
 
-    def __sub__(self, other):
-        return self.graph._apply2(_SUB, self, other)
+    __sub__ = _binary_dunder(_SUB, "__sub__")
 
     def __rsub__(self, other):
         return self.graph._apply2(_SUB, other, self)
 
-    def __mul__(self, other):
-        return self.graph._apply2(_MUL, self, other)
+    __mul__ = _binary_dunder(_MUL, "__mul__")
 
     def __rmul__(self, other):
         return self.graph._apply2(_MUL, other, self)
 
-    def __truediv__(self, other):
-        return self.graph._apply2(_DIV, self, other)
+    __truediv__ = _binary_dunder(_DIV, "__truediv__")
 
     def __rtruediv__(self, other):
         return self.graph._apply2(_DIV, other, self)
 
-    def __pow__(self, other):
-        return self.graph._apply2(_POW, self, other)
+    __pow__ = _binary_dunder(_POW, "__pow__")
 
     def __rpow__(self, other):
         return self.graph._apply2(_POW, other, self)

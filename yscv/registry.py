@@ -12,11 +12,11 @@ How to add an op (the full checklist is docs/adding_an_op.md):
    ``rule(ns, grad, inputs, out, attrs, saved, needs) -> tuple``, returning
    one gradient (or None) per input, in the inputs' order (``needs[k]`` is
    False when input k does not require grad: skip that work), built from the
-   namespace ``ns`` (yscv/namespace/__init__.py: ``ns.mul``, ``ns.where`` ...,
+   namespace ``ns`` (yscv/engine/namespace/__init__.py: ``ns.mul``, ``ns.where`` ...,
    ``ns.const`` for masks), and register it with ``@register_rule(Op.X)``
    (or the one-line helpers of backward/_rules.py). The first-order walks
    run it on arrays, ``create_graph=True`` on the graph. Never accumulate or
-   unbroadcast there: the walk's schedule (yscv/schedule.py) does that once.
+   unbroadcast there: the walk's schedule (yscv/engine/schedule.py) does that once.
 4. A fused op whose rule calls a kernel instead registers a composite (its
    forward in primitive graph ops, `register_composite`); its recorded
    gradients are then `Op.VJP` nodes. Optional: ``register_ufunc(Op.X,
@@ -36,7 +36,7 @@ walk is one list index (hashing an Enum member is a Python-level call).
 """
 from __future__ import annotations
 
-from .node import Op
+from .op import Op
 
 _TABLE_SIZE = max(int(op) for op in Op) + 1
 
@@ -44,7 +44,7 @@ _TABLE_SIZE = max(int(op) for op in Op) + 1
 FORWARD: list = [None] * _TABLE_SIZE
 #: int(op) -> the op's one backward rule, ``rule(ns, grad, inputs, out,
 #: attrs, saved, needs) -> tuple``: one gradient (or None) per input, written
-#: against the namespace ``ns`` (yscv/namespace/__init__.py) that two interpreters
+#: against the namespace ``ns`` (yscv/engine/namespace/__init__.py) that two interpreters
 #: implement -- arrays (``inputs`` and ``out`` are values) and the graph
 #: (``create_graph=True``: NodeIds, the gradients recorded as nodes)
 RULES: list = [None] * _TABLE_SIZE

@@ -115,7 +115,7 @@ class BadCase:
 def check_forward(case: OpCase) -> None:
     """The op's value equals the NumPy reference in float32 and float64, and
     keeps the graph dtype (no silent promotion)."""
-    from .graph import Graph
+    from .engine.graph import Graph
 
     arrays = case.arrays()
     if case.reference is None:
@@ -154,7 +154,7 @@ def _second_order(case: OpCase, arrays, u, vs):
     """yscv's recorded (first, second) derivatives of the row: the
     gradients with cotangent ``u``, then the gradients of
     ``sum_k <grad_k, v_k>`` with respect to the inputs."""
-    from .graph import Graph
+    from .engine.graph import Graph
 
     g = Graph(dtype=np.float64)
     nodes = [g.variable(a) for a in arrays]
@@ -234,7 +234,7 @@ def check_second_order_float32(case: OpCase) -> None:
     u = None
     results = {}
     for dtype in (np.float64, np.float32):
-        from .graph import Graph
+        from .engine.graph import Graph
 
         g = Graph(dtype=dtype)
         nodes = [g.variable(a) for a in arrays]
@@ -259,7 +259,7 @@ def check_bad_arguments(case: BadCase) -> None:
     """The call raises the expected error naming the problem, graph unchanged."""
     import pytest
 
-    from .graph import Graph
+    from .engine.graph import Graph
 
     for dtype in (np.float32,):
         g = Graph(dtype=dtype)

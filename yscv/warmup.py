@@ -147,7 +147,7 @@ def _large_norms(dtype, category: str) -> None:
     models above run the row kernels directly, inputs of two grains or more
     (large batches or images) the region kernels; forward, backward and
     evaluation of batch norm (``cnn``) or layer norm (``transformer``)."""
-    from .graph import Graph
+    from .engine.graph import Graph
 
     g = Graph(dtype)
     if category == "cnn":
@@ -168,7 +168,7 @@ def _large_convs(dtype) -> None:
     the small ``cnn`` model's 8x8 images stay on the direct tiles, images of
     16x16 and more with 32+ channels take Winograd for the forward and the
     data gradient; 64 channels run its 6 x 4-vector tiles, 32 its 8-row ones."""
-    from .graph import Graph
+    from .engine.graph import Graph
 
     g = Graph(dtype)
     x = g.variable(np.ones((2, 16, 16, 32), dtype))
@@ -181,7 +181,7 @@ def _large_cross_entropy(dtype) -> None:
     """Cross-entropy's fused kernels (yscv/compute/loss.py): the models above
     have small logits, which run as NumPy operations; [512, 10] logits
     (more than ``NUMPY_MAX_ELEMENTS``) run the kernels, forward and backward."""
-    from .graph import Graph
+    from .engine.graph import Graph
 
     g = Graph(dtype)
     x = g.variable(np.zeros((512, 10), dtype))

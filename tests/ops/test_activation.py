@@ -1176,7 +1176,7 @@ def test_a_rule_returning_an_array_under_the_graph_interpreter_is_refused(monkey
     op and node; the plain walk of the same rule still works."""
     table = list(registry.RULES)
     monkeypatch.setattr(registry, "RULES", table)
-    import yscv.walk_recorded as wr
+    import yscv.engine.walk_recorded as wr
     monkeypatch.setattr(wr, "_RULES", table)
     rule = table[int(Op.TANH)]
 

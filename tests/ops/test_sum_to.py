@@ -77,7 +77,7 @@ def test_the_node_method_is_torchs_sum_to_size():
 
 
 def test_the_array_name_is_the_forward():
-    from yscv.namespace import ARRAY
+    from yscv.engine.namespace import ARRAY
     x = np.random.default_rng(0).standard_normal((4, 2, 3)).astype(np.float32)
     g = yscv.Graph(dtype=np.float32)
     ref = g.value(g.sum_to(g.variable(x), (2, 1)))

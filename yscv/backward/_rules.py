@@ -2,7 +2,7 @@
 ``defjvp`` / ``deflinear``).
 
 Every rule has one signature, ``rule(ns, g, xs, y, attrs, saved, needs) ->
-tuple`` (yscv/namespace/__init__.py); these helpers build and register a rule of
+tuple`` (yscv/engine/namespace/__init__.py); these helpers build and register a rule of
 that signature around a small formula written like the math:
 
 * ``unary(Op.EXP, lambda ns, g, x, y, a: ns.mul(g, y))`` -- one input ``x``,

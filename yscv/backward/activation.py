@@ -1,5 +1,5 @@
 """Activation ops (backward): one rule per op against the namespace ``ns``
-(yscv/namespace/__init__.py), run on arrays by the first-order walks and on
+(yscv/engine/namespace/__init__.py), run on arrays by the first-order walks and on
 the graph by ``create_graph=True``. See yscv/registry.py for the op contract.
 
 Nothing is saved by the activation forwards except dropout's packed mask:

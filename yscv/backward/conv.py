@@ -1,5 +1,5 @@
 """Convolution ops (backward): one rule per op against the namespace ``ns``
-(yscv/namespace/__init__.py), run on arrays by the first-order walks and on
+(yscv/engine/namespace/__init__.py), run on arrays by the first-order walks and on
 the graph by ``create_graph=True``.
 
 The convolution's two gradients are ops of their own (PyTorch's

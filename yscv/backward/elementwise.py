@@ -1,5 +1,5 @@
 """Elementwise ops (backward): one rule per op against the namespace ``ns``
-(yscv/namespace/__init__.py), run on arrays by the first-order walks and on the
+(yscv/engine/namespace/__init__.py), run on arrays by the first-order walks and on the
 graph by ``create_graph=True``. Gradients are returned at the broadcast
 shape; the walk reduces them to each input's shape. Masks (kinks, ties,
 where's condition) enter as constants, as in PyTorch's double backward."""

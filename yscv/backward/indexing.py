@@ -1,5 +1,5 @@
 """Indexing ops (backward): one rule per op against the namespace ``ns``
-(yscv/namespace/__init__.py), run on arrays by the first-order walks and on the
+(yscv/engine/namespace/__init__.py), run on arrays by the first-order walks and on the
 graph by ``create_graph=True``. gather and scatter_add are each other's
 transpose; scatter is a where and an index_select; embedding and
 index_select scatter-add the gradient into zeros. Index arrays are

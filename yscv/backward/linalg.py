@@ -1,6 +1,6 @@
 """Linear algebra (backward): matmul, transpose, einsum, and the matrix
 functions inv, solve, det, slogdet, cholesky, eigh (torch.linalg's rules),
-one rule per op against the namespace ``ns`` (yscv/namespace/__init__.py),
+one rule per op against the namespace ``ns`` (yscv/engine/namespace/__init__.py),
 run on arrays by the first-order walks and on the graph by
 ``create_graph=True``. The matrix functions inside the rules (inv, solve,
 det) are ``ns`` names, so on the graph each rule is differentiable again.

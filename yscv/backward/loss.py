@@ -8,7 +8,7 @@ Every loss is a fused op with one rule and one composite: the rule
 NumPy and the compute drivers, e.g. cross_entropy's one pass over the rows);
 the composite (``register_composite``) restates the forward with primitive
 graph ops. With ``create_graph=True`` each input gradient is one ``Op.VJP``
-node (yscv/namespace/vjp.py) whose value is this rule's and whose
+node (yscv/engine/namespace/vjp.py) whose value is this rule's and whose
 derivative is the composite's, so the rule never runs on the graph and reads
 its operands as arrays (``ns`` is always the array interpreter here).
 

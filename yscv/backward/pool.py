@@ -1,6 +1,6 @@
 """Pooling ops (backward), NHWC (and NLC / NDHWC for the 1-d / 3-d pools).
 
-Max pools: one rule against the namespace ``ns`` (yscv/namespace/__init__.py):
+Max pools: one rule against the namespace ``ns`` (yscv/engine/namespace/__init__.py):
 ``g`` scattered (``scatter_add`` into zeros) to the argmax positions the
 forward saved (one flat spatial index per output element and channel: ``ih*W
 + iw``; ``(id*H + ih)*W + iw`` for max_pool3d), a constant routing

@@ -22,7 +22,7 @@ at the bottom): its rule runs on arrays only (``ns`` is always the array
 interpreter and goes unused) and calls that loop; under
 ``create_graph=True`` each input gradient is one ``Op.VJP`` node whose value
 is this rule's and whose derivative is the composite's
-(yscv/namespace/vjp.py).
+(yscv/engine/namespace/vjp.py).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reductions and scans (backward): one rule per op against the namespace
-``ns`` (yscv/namespace/__init__.py), run on arrays by the first-order walks
+``ns`` (yscv/engine/namespace/__init__.py), run on arrays by the first-order walks
 and on the graph by ``create_graph=True``.
 
 The cotangent ``g`` has the output shape; ``ns.reshape(g, attrs.kshape)``

@@ -1,5 +1,5 @@
 """Shape ops (backward): one rule per op against the namespace ``ns``
-(yscv/namespace/__init__.py), run on arrays by the first-order walks and on the
+(yscv/engine/namespace/__init__.py), run on arrays by the first-order walks and on the
 graph by ``create_graph=True``. Each gradient is a reshape, a flip, a slice,
 g written into zeros (a pad), or a sum over the copies the forward made; no
 Python loop over elements. Gradients may be views of ``g`` (the walk never

@@ -81,7 +81,7 @@ from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, Con
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Identity, Linear
-from .module import StateDictError, key_problems, register_state_layout
+from .state_dict import StateDictError, key_problems, register_state_layout
 from .norm import BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from .recurrent import _RNNBase

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..clipping import check_clip_args, total_grad_norm
+from ..engine.clipping import check_clip_args, total_grad_norm
 from .parameter import Parameter
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",

@@ -135,7 +135,7 @@ def _flatten_outputs(out, path="output"):
 
 def _record(model, arrays, dtype):
     """Run the model once on a fresh graph: (graph, input indices, output ids)."""
-    from ..graph import Graph
+    from ..engine.graph import Graph
 
     g = Graph(dtype)
     args = []

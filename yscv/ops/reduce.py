@@ -2,25 +2,21 @@
 prod, std, norm; cumsum, cumprod; topk, sort (values; their indices and
 argmax/argmin are int64 arrays, not nodes).
 
-Every reduction takes ``axis`` = None (all axes), an int (negative counts
-from the end) or a tuple/list of distinct ints (``()`` reduces nothing, as
-NumPy), and ``keepdims``; PyTorch's names ``dim=`` / ``keepdim=`` are
-accepted beside them with the same meaning (keyword-only; both spellings of
-one argument given is a TypeError), also by the scans, argmax/argmin,
-topk and sort. The attributes recorded on the node are a
-``ReduceAttrs`` record: the normalised axes (None or a sorted tuple), the
-keepdims flag, the input shape with reduced axes set to 1 (``kshape``, used
-by the backward to broadcast the cotangent back), and the number of reduced
-elements per output element.
+Every reduction takes ``axis`` = None (all axes), an int or a tuple/list of
+distinct ints (``()`` reduces nothing, as NumPy), and ``keepdims``;
+PyTorch's ``dim=`` / ``keepdim=`` are accepted beside them (keyword-only;
+both spellings of one argument is a TypeError), also by the scans,
+argmax/argmin, topk and sort. The node's attributes are a ``ReduceAttrs``
+record: the normalised axes (None or a sorted tuple), keepdims, the input
+shape with reduced axes set to 1 (``kshape``: the backward broadcasts the
+cotangent back to it), and the reduced elements per output element.
 
-Saved for backward: nothing, except ``var`` and ``std`` which save the mean
-(shape ``kshape``, small). max/min, logsumexp, prod and norm rebuild what
-they need from the input and the output value.
+Saved for backward: nothing but ``var``'s and ``std``'s mean (``kshape``);
+max/min, logsumexp, prod and norm rebuild what they need from x and y.
 
-Scans (``cumsum``, ``cumprod``) record their axis as a plain int. ``topk``
-and ``sort`` are gathers along one axis: the Graph method orders the input
-once (a stable sort, NaN largest, as PyTorch) and records the chosen
-indices as a ``SortAttrs`` record; the forward is ``take_along_axis``.
+Scans (``cumsum``, ``cumprod``) record their axis as an int. ``topk`` and
+``sort`` gather along one axis the indices the Graph method chose (a stable
+sort, NaN largest, as PyTorch; ``SortAttrs``) with ``take_along_axis``.
 """
 from __future__ import annotations
 
@@ -495,7 +491,6 @@ class ReduceOps:
             axis, keepdims = _torch_dims('logsumexp', axis, keepdims, dim, keepdim)
         return self._reduce(_LOGSUMEXP, x, _required_axis("logsumexp", axis), keepdims)
 
-    # the same reductions under other names
     def sum_axis(self, x, axis):
         """``sum(x, axis)`` under another name."""
         return self.sum(x, axis)

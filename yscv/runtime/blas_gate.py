@@ -6,7 +6,7 @@ with OpenBLAS's AVX2 (Haswell) kernels a float32 ``64x256 @ 256x256`` gives
 other last bits on one thread than on two (the threads split the result
 into other blocks, and the kernels' edge blocks sum in another order;
 AVX-512 kernels happen not to). The parallel backward
-(yscv/walk_parallel.py) therefore leaves the count as the serial walk has
+(yscv/engine/walk_parallel.py) therefore leaves the count as the serial walk has
 it, and the only change of it during a walk, the one-thread hold of the
 products below ``SMALL_WORK`` (yscv/compute/gemm.py,
 ``runtime.hold_one_blas_thread``), must not overlap a product of another

@@ -27,8 +27,7 @@ permutation (``batch_size`` is per rank; a DataLoader must shard itself with
 a ``yscv.distributed.DistributedSampler``), gradients and the step's metric
 sums are averaged in one allreduce, evaluation is split over ranks, rank 0
 alone prints and writes checkpoints (every rank calls the save). The places
-are marked ``[distributed]``; the rank-side work is in
-yscv/distributed/_fit.py. See docs/scaling_out.md.
+are marked ``[distributed]``; the rank-side work is yscv/distributed/_fit.py.
 
 The pieces: batches and their saved position (train/_batches.py), resume
 (train/_resume.py), the progress bar (train/_progress.py), losses and
@@ -42,7 +41,7 @@ import time
 import numpy as np
 
 from .. import runtime, state
-from ..graph import Graph
+from ..engine.graph import Graph
 from ..nn.utils import clip_grad_norm_
 from ._batches import BatchSource, is_loader, is_sharded, pair, split, to_json
 from ._losses import accuracy, default_forward, resolve_loss, resolve_metrics

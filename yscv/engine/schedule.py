@@ -1,8 +1,8 @@
 """The one schedule of a backward walk, and the steps every runner shares.
 
 Three runners walk the arena backward: the serial array walk
-(``Graph._walk``, yscv/walk.py), the threaded one (yscv/walk_parallel.py)
-and the recorded one (``create_graph=True``, yscv/walk_recorded.py). What a
+(``Graph._walk``, yscv/engine/walk.py), the threaded one (yscv/engine/walk_parallel.py)
+and the recorded one (``create_graph=True``, yscv/engine/walk_recorded.py). What a
 walk does besides running the rules is written here once, and all three
 call it:
 
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compute.arrays import broadcasts_to, sum_to_shape
-from .errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
-from .node import N_INPUTS, N_NEEDS, N_OP, N_RG, NodeId, Op
-from .ops._common import as_graph_array
+from ..compute.arrays import broadcasts_to, sum_to_shape
+from ..errors import AnomalyError, BackwardError, NonScalarTargetError, ShapeError
+from ..node import N_INPUTS, N_NEEDS, N_OP, N_RG, NodeId, Op
+from ..ops._common import as_graph_array
 
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray

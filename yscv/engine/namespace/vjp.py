@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import registry
-from ..compute.arrays import sum_to_shape
-from ..node import Op
+from ... import registry
+from ...compute.arrays import sum_to_shape
+from ...node import Op
 from . import ARRAY   # defined before this module is imported
 
 

@@ -1,13 +1,13 @@
-"""The activation names of the array interpreter (yscv/namespace/__init__.py):
+"""The activation names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node. The rules of
 yscv/backward/activation.py use sigmoid, tanh, tanh_backward,
 sigmoid_backward and gelu_backward; the others serve rules elsewhere."""
 from __future__ import annotations
 
-from .. import registry
-from ..compute import activation as act
-from ..node import Op
+from ... import registry
+from ...compute import activation as act
+from ...node import Op
 
 _GELU_KINDS = act.GELU_KINDS
 

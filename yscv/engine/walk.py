@@ -13,19 +13,19 @@ Leaves store their gradient in ``_grads`` (and a bound Parameter's ``.grad``,
 then post-accumulate hooks); retained non-leaf nodes too. ``gradients`` is
 the functional variant: it captures the requested gradients and stores none.
 Seeding, hooks, conforming and accumulation are written once in
-yscv/schedule.py, for this serial runner, the threaded one
-(yscv/walk_parallel.py) and the recorded one (yscv/walk_recorded.py).
+yscv/engine/schedule.py, for this serial runner, the threaded one
+(yscv/engine/walk_parallel.py) and the recorded one (yscv/engine/walk_recorded.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import registry
+from .. import registry
 from . import schedule as _schedule
 from . import walk_parallel as _walk_parallel
 from . import walk_recorded as _walk_recorded
 from .namespace import ARRAY as _ARRAY
-from .node import N_OP, N_RG, N_SAVED, NodeId, Op
+from ..node import N_OP, N_RG, N_SAVED, NodeId, Op
 from .schedule import accumulate_leaf as _accumulate_leaf
 from .schedule import accumulate_stored as _accumulate_stored
 from .schedule import conform as _conform
@@ -101,7 +101,7 @@ class WalkMixin:
         backward-end hooks run (`register_backward_end_hook`).
 
         ``workers=n > 1`` runs the backward rules of independent branches on up
-        to n threads, bit-identical to ``workers=1`` (yscv/walk_parallel.py);
+        to n threads, bit-identical to ``workers=1`` (yscv/engine/walk_parallel.py);
         ``workers=None`` picks serial for chains and small graphs.
 
         ``create_graph=True`` records the walk itself as nodes of this graph

@@ -1,4 +1,4 @@
-"""The conv names of the array interpreter (yscv/namespace/__init__.py):
+"""The conv names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 op's registered forward with the attributes the Graph method builds), without
 a node and without the method's argument checks (a rule's operands are
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np  # noqa: F401
 
-from ..compute.conv import pad3
-from ..ops.conv import (ConvAttrs, ConvGradAttrs, conv_grad_input_forward,
+from ...compute.conv import pad3
+from ...ops.conv import (ConvAttrs, ConvGradAttrs, conv_grad_input_forward,
                         conv_grad_weight_forward, conv_nd_forward)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from .graph import _GraphCore
+from .storage import _GraphCore
 
 _ATTR = "_grad_enabled"
 _local = threading.local()      # .depth: nesting of yscv.no_grad() in this thread

@@ -1,4 +1,4 @@
-"""The shape names of the array interpreter (yscv/namespace/__init__.py):
+"""The shape names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node.
 
@@ -7,7 +7,7 @@ rules pass them: valid (rules derive them from a node's resolved
 attributes), so nothing is checked again here. Negative axes and -1 sizes
 are resolved as the Graph method resolves them. Views stay views, as the
 forwards return them (``reshape``, ``expand``, ``getitem`` ...).
-(``transpose`` is the linalg category's: yscv/namespace/array_linalg.py.)
+(``transpose`` is the linalg category's: yscv/engine/namespace/array_linalg.py.)
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 
-from .. import registry
-from ..compute.shape import (PadAttrs, UpsampleAttrs, WindowAttrs, fold, pixel_shuffle,
+from ... import registry
+from ...compute.shape import (PadAttrs, UpsampleAttrs, WindowAttrs, fold, pixel_shuffle,
                              unfold)
-from ..node import Op
+from ...node import Op
 
 _PAD, _UPSAMPLE = int(Op.PAD), int(Op.UPSAMPLE_NEAREST)
 

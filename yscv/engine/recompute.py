@@ -25,9 +25,9 @@ import dataclasses
 
 import numpy as np
 
-from . import registry
-from .errors import CheckpointError
-from .node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, NodeId, Op, with_saved
+from .. import registry
+from ..errors import CheckpointError
+from ..node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, NodeId, Op, with_saved
 
 _LEAF = int(Op.LEAF)
 

@@ -1,4 +1,4 @@
-"""The indexing names of the array interpreter (yscv/namespace/__init__.py):
+"""The indexing names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node.
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compute.arrays import readonly
-from ..compute.indexing import gather_along, scatter_add_along, sub_block
+from ...compute.arrays import readonly
+from ...compute.indexing import gather_along, scatter_add_along, sub_block
 
 
 def _index(index) -> np.ndarray:

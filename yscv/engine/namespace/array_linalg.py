@@ -1,4 +1,4 @@
-"""The linalg names of the array interpreter (yscv/namespace/__init__.py):
+"""The linalg names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import functools
 
 import numpy as np  # noqa: F401
 
-from .. import registry
-from ..compute.linalg import dot, matmul as _stacked_matmul
-from ..node import Op
+from ... import registry
+from ...compute.linalg import dot, matmul as _stacked_matmul
+from ...node import Op
 
 _FORWARD = registry.FORWARD
 _INV, _SOLVE, _DET, _EINSUM = int(Op.INV), int(Op.SOLVE), int(Op.DET), int(Op.EINSUM)
@@ -18,7 +18,7 @@ _INV, _SOLVE, _DET, _EINSUM = int(Op.INV), int(Op.SOLVE), int(Op.DET), int(Op.EI
 @functools.lru_cache(maxsize=1024)
 def _einsum_spec(subscripts: str, shapes: tuple):
     """The EinsumSpec ``G.einsum`` records for these subscripts and shapes."""
-    from ..ops.linalg import parse_einsum
+    from ...ops.linalg import parse_einsum
     return parse_einsum(subscripts, list(shapes))
 
 

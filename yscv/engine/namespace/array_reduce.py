@@ -1,4 +1,4 @@
-"""The reduce names of the array interpreter (yscv/namespace/__init__.py):
+"""The reduce names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node.
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np  # noqa: F401
 
-from .. import registry
-from ..compute.arrays import sum_to_shape
-from ..node import Op
+from ... import registry
+from ...compute.arrays import sum_to_shape
+from ...node import Op
 
 _FORWARD = registry.FORWARD
 _SUM, _MEAN, _MAX, _MIN, _PROD, _LOGSUMEXP = (
@@ -30,7 +30,7 @@ def _reduce_attrs(op: int, x, axis, keepdims, ddof=0.0):
     key = (op, x.shape, tuple(axis) if isinstance(axis, list) else axis, keepdims, ddof)
     attrs = _ATTRS.get(key)
     if attrs is None:
-        from ..ops.reduce import _reduce_attrs as build
+        from ...ops.reduce import _reduce_attrs as build
         attrs = build(x.shape, axis, keepdims, Op(op).name.lower(), float(ddof))
         if len(_ATTRS) >= _ATTRS_MAX:
             _ATTRS.clear()
@@ -107,7 +107,7 @@ class ArrayReduce:
     @staticmethod
     def norm(x, ord=2, axis=None, keepdims=False):
         """``G.norm``: the vector p-norm over ``axis`` (``"fro"``: the 2-norm)."""
-        from ..ops.reduce import PNormAttrs
+        from ...ops.reduce import PNormAttrs
         p = 2.0 if isinstance(ord, str) else float(ord)
         a = _reduce_attrs(_NORM, x, axis, keepdims)
         return _FORWARD[_NORM](PNormAttrs(a.axes, a.keepdims, a.kshape, a.oshape, a.count, p),

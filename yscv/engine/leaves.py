@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import random as _random
-from .errors import AnomalyError, ShapeError
-from .node import N_OP, NodeId, Op, make_node_id
-from .ops._common import as_graph_array
+from .. import random as _random
+from ..errors import AnomalyError, ShapeError
+from ..node import N_OP, NodeId, Op, make_node_id
+from ..ops._common import as_graph_array
 
 _LEAF = int(Op.LEAF)
 _ndarray = np.ndarray

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .node import NodeId
+from ..node import NodeId
 
 
 def check_clip_args(fname: str, argname: str, limit, norm_type=2.0) -> None:

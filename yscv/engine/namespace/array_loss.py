@@ -1,4 +1,4 @@
-"""The loss names of the array interpreter (yscv/namespace/__init__.py).
+"""The loss names of the array interpreter (yscv/engine/namespace/__init__.py).
 
 None are needed by the built-in rules: every loss is a fused op whose rule
 (yscv/backward/loss*.py) computes its gradient with NumPy and the loss

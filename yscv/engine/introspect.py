@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, Op
+from ..node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, Op
 
 
 def nbytes_of(obj) -> int:

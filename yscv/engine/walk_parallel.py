@@ -1,7 +1,7 @@
 """Parallel backward: the backward rules of independent branches on threads.
 
 ``g.backward(target, workers=n)`` with ``n > 1`` comes here. The result is
-the serial walk's (``Graph._walk`` in yscv/walk.py) to the bit, in float32 and float64:
+the serial walk's (``Graph._walk`` in yscv/engine/walk.py) to the bit, in float32 and float64:
 
 * Plan. One pass from the target down marks the nodes the serial walk would
   visit (reachable through inputs that require grad) and counts, for each,
@@ -48,9 +48,9 @@ import weakref
 
 import numpy as np
 
-from . import registry, runtime
+from .. import registry, runtime
 from .namespace import ARRAY as _ARRAY
-from .node import N_INPUTS, N_NEEDS, N_OP, Op
+from ..node import N_INPUTS, N_NEEDS, N_OP, Op
 from .schedule import Schedule, accumulate_leaf, accumulate_stored, conform, run_hooks
 
 _LEAF = int(Op.LEAF)
@@ -95,7 +95,7 @@ def _cores() -> int:
 
 
 #: the visit plan of a walk (which nodes, how many contributions each
-#: awaits): yscv/schedule.py
+#: awaits): yscv/engine/schedule.py
 _Plan = Schedule
 
 
@@ -392,7 +392,7 @@ class _Walk:
         for s, (j, gj, vj) in enumerate(zip(ins, grads, in_vals)):
             if not needs[s]:
                 continue
-            if gj is not None:  # the one conform step (yscv/schedule.py)
+            if gj is not None:  # the one conform step (yscv/engine/schedule.py)
                 gj = conform(g, gj, vj.shape, op, i, j)
             out.append((j, s, gj))
         if not self.retain_graph:

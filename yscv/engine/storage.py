@@ -1,5 +1,7 @@
-"""The arena ``Graph``: node storage, the node append, accessors, truncate and
-no_grad; ``Graph`` composes it with the other floors of the engine.
+"""The arena's storage: node records, values and uids in lists indexed by
+arena position, the node append and its one- and two-input fast paths, the
+accessors, ``truncate`` and ``no_grad`` (`_GraphCore`; yscv/engine/graph.py
+composes it into ``Graph``).
 
 Nodes live in three lists indexed by arena position:
 
@@ -19,18 +21,7 @@ records are also what a replay of a recorded step reads. ``_ops``,
 read-only column views of the records (``_saved`` also takes assignment),
 for code off the per-node path.
 
-The ``Graph`` class is this storage plus mixins, one file each:
-
-=======================  =================================================
-`yscv.leaves`       variable, constant, param, buffer, set_value
-`yscv.walk`         backward, gradients, hooks, accumulation
-`yscv.checkpoint`   release and recompute of values (checkpointing)
-`yscv.clipping`     clip_grad_norm, clip_grad_value
-`yscv.introspect`   to_dot, memory, summary
-`yscv.ops`          one mixin per op category (g.conv2d, g.relu, ...)
-=======================  =================================================
-
-Op methods validate their arguments and call `Graph._apply` (or the
+Op methods validate their arguments and call `_GraphCore._apply` (or the
 one- and two-input fast paths ``_apply1`` / ``_apply2``), which runs the
 registered pure forward and appends the node only if the forward succeeded.
 """
@@ -40,23 +31,12 @@ import contextlib
 
 import numpy as np
 
-from . import registry, runtime
-from .errors import AnomalyError, NodeNotFoundError, ShapeError
-from .checkpoint import CheckpointMixin
-from .clipping import ClipGradMixin
-from .introspect import IntrospectionMixin
-from .leaves import LeavesMixin
-from .node import NodeId, Op, make_node_id
-from .node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED, N_SHAPE
-from .node import _NodeIdBuilder, _next_uid, with_saved
-from .ops import OP_MIXINS
-from .ops._common import as_graph_array
-from .walk import WalkMixin
-from . import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
-from . import namespace as _namespace
-
-# Every Op member must have a forward and a backward, or importing fails.
-registry.check_complete()
+from .. import registry, runtime
+from ..errors import AnomalyError, NodeNotFoundError, ShapeError
+from ..node import NodeId, Op, make_node_id
+from ..node import N_ATTRS, N_INPUTS, N_NEEDS, N_OP, N_PLAIN, N_RG, N_SAVED, N_SHAPE
+from ..node import _NodeIdBuilder, _next_uid, with_saved
+from ..ops._common import as_graph_array
 
 _FORWARD = registry.FORWARD
 _UFUNC = registry.UFUNC
@@ -466,96 +446,7 @@ class _GraphCore:
             own["_grad_enabled"] = prev
 
 
-class Graph(_GraphCore, LeavesMixin, WalkMixin, IntrospectionMixin, CheckpointMixin,
-            ClipGradMixin, *OP_MIXINS):
-    """An append-only arena of nodes with eager forward and reverse-walk backward.
-
-    Args:
-        dtype: np.float32 (default) or np.float64; every value and grad has it.
-        detect_anomaly: raise `AnomalyError` at the first NaN/Inf.
-    """
-
-
-def _binary_dunder(op: Op, name: str):
-    """``NodeId.<name>`` (``a + b``, ``a * b`` ...) for ``op``: the two-NodeId
-    path of `_GraphCore._apply2` written into the dunder itself, so
-    ``x * w`` runs one Python frame instead of two (~50 ns less per binary
-    node on the scalar chain, docs/engine.md); any other right operand goes
-    to ``a.graph._apply2``. The op's ufunc form and forward are read from
-    the registry per call, as ``_apply2`` does. Keep the body in step with ``_apply2`` (a test
-    compares the two node for node)."""
-
-    def dunder(a, b):
-        if type(b) is not NodeId:
-            return a.graph._apply2(op, a, b)
-        self = a.graph
-        uids = self._uids
-        i = a.index
-        j = b.index
-        try:  # uids are process-unique: a match also proves b is self's
-            stale = uids[i] != a.uid or uids[j] != b.uid
-        except IndexError:
-            stale = True
-        if stale:
-            self._index(a)
-            self._index(b)
-        values = self._values
-        va = values[i]
-        vb = values[j]
-        if va is None:
-            va = self._recompute_value(i)
-        if vb is None:
-            vb = self._recompute_value(j)
-        nodes = self._nodes
-        na = nodes[i]
-        nb = nodes[j]
-        sa = na[N_SHAPE]
-        same = sa == nb[N_SHAPE]
-        uf = _UFUNC[op]
-        try:
-            if uf is not None and (same or va.ndim == vb.ndim):
-                value = uf(va, vb)
-                saved = None
-                plain = same and sa != ()
-            else:
-                value, saved = _FORWARD[op](None, va, vb)
-                plain = False
-        except ValueError as exc:
-            raise self._binary_shape_error(op, va, vb, exc) from None
-        if type(value) is not _ndarray:
-            value = np.asarray(value)
-        if self.detect_anomaly:
-            self._check_forward_finite(op, value)
-        ra = na[N_RG]
-        rb = nb[N_RG]
-        rg = (ra or rb) and self._grad_enabled
-        k = len(uids)
-        uid = _next_uid()
-        nodes.append((op, (i, j), None, saved if rg else None, rg, (ra, rb), plain,
-                      sa if plain else value.shape))
-        values.append(value)
-        uids.append(uid)
-        nid = _NodeIdBuilder()
-        nid.graph = self
-        nid.index = k
-        nid.uid = uid
-        nid.__class__ = NodeId
-        return nid
-
-    dunder.__name__ = dunder.__qualname__ = name
-    dunder.__doc__ = f"``{name}``: records ``{Op(op).name.lower()}`` on the owning graph."
-    return dunder
-
-
-# NodeId's binary dunders with a NodeId on the left (node.py defines the
-# plain forms, which call Graph._apply2; these replace them)
-for _name, _op in (("__add__", Op.ADD), ("__sub__", Op.SUB), ("__mul__", Op.MUL),
-                   ("__truediv__", Op.DIV), ("__pow__", Op.POW)):
-    setattr(NodeId, _name, _binary_dunder(_op, _name))
-del _name, _op
-
-
-def _unary_ufunc_method(op: Op, plain):
+def unary_ufunc_method(op: Op, plain):
     """``Graph.<op>`` for a one-input op that may have a ufunc form
     (`registry.UFUNC`; ``plain`` the op method it replaces, which is
     ``self._apply1(op, x)``): `_GraphCore._apply1`'s ufunc path written
@@ -605,12 +496,3 @@ def _unary_ufunc_method(op: Op, plain):
     method.__qualname__ = plain.__qualname__
     method.__doc__ = plain.__doc__
     return method
-
-
-# the one-input ops with a ufunc form, their _apply1 path inlined (see above)
-for _name in ("neg", "abs", "tanh"):
-    setattr(Graph, _name, _unary_ufunc_method(Op[_name.upper()], getattr(Graph, _name)))
-del _name
-
-# the interpreters' scratch graphs are Graphs (yscv/namespace/__init__.py)
-_namespace.GRAPH_CLASS = Graph

@@ -15,9 +15,9 @@ written against ``ns``, a small namespace named like the Graph's own ops
 * ``ns.is_graph``: False for arrays, True for the graph.
 
 `ARRAY` (``ArrayNS``) runs a rule on values: the first-order walks
-(yscv/walk.py, yscv/walk_parallel.py). ``GraphNS(G)`` runs the same rule on
+(yscv/engine/walk.py, yscv/engine/walk_parallel.py). ``GraphNS(G)`` runs the same rule on
 NodeIds of ``G``, so the gradients it returns are nodes, differentiable again
-(``create_graph=True``, yscv/walk_recorded.py). Because a graph op's value is
+(``create_graph=True``, yscv/engine/walk_recorded.py). Because a graph op's value is
 its forward on the operands' values, and ArrayNS computes each name with
 that same forward (directly for the common names, through a scratch graph
 for the rest), the first-order bits of a rule do not depend on which
@@ -35,7 +35,7 @@ import collections
 
 import numpy as np
 
-from .. import registry  # noqa: F401
+from ... import registry  # noqa: F401
 
 from .array_elementwise import ArrayElementwise
 from .array_activation import ArrayActivation
@@ -67,7 +67,7 @@ class ArrayNS(ArrayElementwise, ArrayActivation, ArrayReduce, ArrayLinalg, Array
 
     is_graph = False
 
-    # the names of each category's ops: yscv/namespace/array_<category>.py
+    # the names of each category's ops: yscv/engine/namespace/array_<category>.py
 
     @staticmethod
     def const(a):
@@ -96,7 +96,7 @@ class ArrayNS(ArrayElementwise, ArrayActivation, ArrayReduce, ArrayLinalg, Array
         return through_graph
 
 
-#: the Graph class: set by yscv/graph.py where it is defined (the graph
+#: the Graph class: set by yscv/engine/graph.py where it is defined (the graph
 #: imports this package, never the reverse), for `scratch_graph`
 GRAPH_CLASS = None
 

@@ -1,4 +1,4 @@
-"""The attention names of the array interpreter (yscv/namespace/__init__.py):
+"""The attention names of the array interpreter (yscv/engine/namespace/__init__.py):
 each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node."""
 from __future__ import annotations

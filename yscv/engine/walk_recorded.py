@@ -10,7 +10,7 @@ gradients are reduced with ``sum_to`` nodes (whose forward is the array
 walk's own sum, `yscv.compute.arrays.sum_to_shape`), so the gradients it
 produces are ordinary nodes, differentiable again to any order, with the
 first-order walk's bits. It visits the nodes of a `yscv.schedule.Schedule`
-and shares the walk's seeding, hooks, checks and accumulation (yscv/schedule.py).
+and shares the walk's seeding, hooks, checks and accumulation (yscv/engine/schedule.py).
 
 New nodes are appended past the end of the arena, above the node being
 visited, so the walk over indices ``t .. 0`` never meets them. The walk is
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import contextlib
 
-from . import registry
-from .errors import BackwardError
+from .. import registry
+from ..errors import BackwardError
 from .namespace import GraphNS, VjpAttrs
-from .node import N_INPUTS, N_RG, NodeId, Op
+from ..node import N_INPUTS, N_RG, NodeId, Op
 from .schedule import Schedule, accumulate_node, conform_node, run_hooks_node
 
 _RULES = registry.RULES
