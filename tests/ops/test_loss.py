@@ -1738,8 +1738,8 @@ def test_loss_methods_resolve_to_the_loss_mixins():
     from yscv.ops import OP_MIXINS, loss
     from yscv.ops.loss import LossOps
     from yscv.ops.loss_ctc import CtcLossOps
-    from yscv.ops.loss_more import MoreLossOps
-    mixins = (LossOps, MoreLossOps, CtcLossOps)
+    from yscv.ops.loss_functional import FunctionalLossOps
+    mixins = (LossOps, FunctionalLossOps, CtcLossOps)
     for name in LOSS_METHODS:
         owners = [m for m in OP_MIXINS if name in vars(m)]
         assert len(owners) == 1 and owners[0] in mixins, (name, owners)
@@ -1749,7 +1749,7 @@ def test_loss_methods_resolve_to_the_loss_mixins():
     assert vars(CtcLossOps).keys() & set(LOSS_METHODS) == {"ctc_loss"}
     imported = {n.module for n in ast.walk(ast.parse(inspect.getsource(loss)))
                 if isinstance(n, ast.ImportFrom)}
-    assert not imported & {"loss_more", "loss_ctc"}, imported
+    assert not imported & {"loss_functional", "loss_ctc"}, imported
 
 
 #: every loss op and the Graph method that records it
@@ -1772,7 +1772,7 @@ def test_loss_backward_rules_live_in_the_module_named_like_the_forward():
     written-out copy) and its composite are module-level functions of the
     backward loss module named like the ops/ module that defines its Graph
     method (and its forward); the backward loss modules import one way only
-    (loss_more -> loss, loss_ctc from neither)."""
+    (loss_functional -> loss, loss_ctc from neither)."""
     import ast
     import importlib
     import inspect
@@ -1791,11 +1791,11 @@ def test_loss_backward_rules_live_in_the_module_named_like_the_forward():
         build = COMPOSITES[int(op)]
         assert build is not None, op
         assert vars(module).get(build.__name__) is build, (op, build.__module__)
-    from yscv.backward import loss, loss_ctc, loss_more
+    from yscv.backward import loss, loss_ctc, loss_functional
 
     def imported(m):
         return {n.module for n in ast.walk(ast.parse(inspect.getsource(m)))
                 if isinstance(n, ast.ImportFrom)}
-    assert not imported(loss) & {"loss_more", "loss_ctc"}, imported(loss)
-    assert not imported(loss_ctc) & {"loss", "loss_more"}, imported(loss_ctc)
-    assert not imported(loss_more) & {"loss_ctc"}, imported(loss_more)
+    assert not imported(loss) & {"loss_functional", "loss_ctc"}, imported(loss)
+    assert not imported(loss_ctc) & {"loss", "loss_functional"}, imported(loss_ctc)
+    assert not imported(loss_functional) & {"loss_ctc"}, imported(loss_functional)

@@ -18,7 +18,7 @@ from . import (  # noqa: F401
     recurrent,
     attention,
     loss,
-    loss_more,
+    loss_functional,
     loss_ctc,
     custom,
 )

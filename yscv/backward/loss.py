@@ -1,6 +1,6 @@
 """Loss ops (backward): the core losses (mse, l1, huber, BCE with logits,
 cross_entropy, nll_loss) and the helpers every loss module shares. The
-other losses are in `yscv.backward.loss_more`, ctc_loss in
+other losses are in `yscv.backward.loss_functional`, ctc_loss in
 `yscv.backward.loss_ctc`. See yscv/registry.py for the op contract.
 
 Every loss is a fused op with one rule and one composite: the rule
@@ -215,7 +215,7 @@ register_composite(Op.NLL_LOSS, _nll_composite)
 
 
 # ------------------------------------- shared with the other losses
-# (yscv/backward/loss_more.py): the reductions with kl_div's "batchmean"
+# (yscv/backward/loss_functional.py): the reductions with kl_div's "batchmean"
 def _scale(g, reduction, terms_shape, denominator=None):
     """The upstream factor of each unreduced term (``upstream`` plus
     kl_div's "batchmean": the sum over the first axis's length)."""
@@ -227,7 +227,7 @@ def _scale(g, reduction, terms_shape, denominator=None):
 
 
 
-def _reduce11(G, terms, reduction):
+def _reduce_with_batchmean(G, terms, reduction):
     if reduction == "batchmean":
         total = G.sum(terms)
         return G.div(total, float(terms.shape[0])) if terms.shape else total

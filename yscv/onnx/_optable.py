@@ -30,7 +30,7 @@ name in the module of its category, add a row to the export test table
 from __future__ import annotations
 
 from ..node import Op
-from . import (_forms_act, _forms_layers, _forms_linpool, _forms_loss,  # noqa: F401
+from . import (_forms_activation, _forms_layers, _forms_linpool, _forms_loss,  # noqa: F401
                _forms_math, _forms_scan, _forms_shapeidx, _forms_tensor)  # (fill EXPORTS)
 from ._registry import EXPORTS, NO_ONNX, N, OnnxForm, onnx_form
 

@@ -19,7 +19,7 @@ from .norm import NormOps
 from .recurrent import RecurrentOps
 from .attention import AttentionOps
 from .loss import LossOps
-from .loss_more import MoreLossOps
+from .loss_functional import FunctionalLossOps
 from .loss_ctc import CtcLossOps
 from . import custom as _custom  # noqa: F401  (Op.CUSTOM's forward)
 
@@ -38,6 +38,6 @@ OP_MIXINS = (
     RecurrentOps,
     AttentionOps,
     LossOps,
-    MoreLossOps,
+    FunctionalLossOps,
     CtcLossOps,
 )

@@ -19,7 +19,7 @@ per-target) losses for "none".
 * ``nll_loss(log_probs[..., C], labels[...])``: ``-weight[y] * log_probs[..., y]``
   per target (NumPy: a pick and, in backward, a scatter).
 
-* The other losses are in `yscv.ops.loss_more`
+* The other losses are in `yscv.ops.loss_functional`
   (smooth_l1_loss, kl_div, ..., poisson_nll_loss) and `yscv.ops.loss_ctc`
   (ctc_loss), which import the reduction and constant-array checks from
   here (this module imports nothing from them).
@@ -226,7 +226,7 @@ def _total_weight(labels: np.ndarray, ignored: bool, weight, ignore_index: int, 
 
 class LossOps:
     """Graph methods of the core losses (the other losses are in
-    `yscv.ops.loss_more.MoreLossOps` and
+    `yscv.ops.loss_functional.FunctionalLossOps` and
     `yscv.ops.loss_ctc.CtcLossOps`)."""
 
     def _loss_pair(self, op: Op, pred, target, attrs):

@@ -4,7 +4,7 @@ See yscv/registry.py for the op contract.
 ``ctc_loss(log_probs[T, N, C], ...)`` runs the log-space forward recursion
 on Numba kernels (`yscv.kernels.ctc`) and saves the per-sample loss
 [N] and the forward variables [N, T, 2 max(L) + 1]. The reduction check
-comes from `yscv.ops.loss`, the bool check from `yscv.ops.loss_more`.
+comes from `yscv.ops.loss`, the bool check from `yscv.ops.loss_functional`.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..node import NodeId, Op
 from ..registry import register_forward
 from ._common import as_index_array, shape_error
 from .loss import check_reduction
-from .loss_more import _flag
+from .loss_functional import _flag
 
 
 def _lengths(v, n: int, op: str, arg: str, batched: bool) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Loss ops (forward): `MoreLossOps`, PyTorch's functional losses beyond the core ones of `yscv.ops.loss`
+"""Loss ops (forward): `FunctionalLossOps`, PyTorch's functional losses beyond the core ones of `yscv.ops.loss`
 (whose reduction and constant-array checks these reuse): smooth_l1_loss,
 kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
 triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss and
@@ -44,7 +44,7 @@ def _norm_order(p, op: str) -> float:
     return p
 
 
-class MoreLossOps:
+class FunctionalLossOps:
     """Graph methods of the functional losses beyond the core ones, ctc_loss aside (their
     shared pair check ``_loss_pair`` is LossOps's, reached through Graph)."""
 
@@ -237,7 +237,7 @@ class MoreLossOps:
 
 
 # ================================================= the functional losses
-# Each is one op; its backward rule is in yscv/backward/loss_more.py. "batchmean"
+# Each is one op; its backward rule is in yscv/backward/loss_functional.py. "batchmean"
 # (kl_div only) divides the sum by the first axis's length.
 class SmoothL1Attrs(NamedTuple):
     """smooth_l1_loss: the threshold ``beta`` (>= 0; 0 is l1) and the reduction."""

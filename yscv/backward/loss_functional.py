@@ -1,7 +1,7 @@
 """Loss ops (backward): the functional losses beyond the core ones (smooth_l1_loss,
 kl_div, binary_cross_entropy, cosine_similarity, pairwise_distance,
 triplet_margin_loss, margin_ranking_loss, gaussian_nll_loss,
-poisson_nll_loss), forward in `yscv.ops.loss_more`: their backward
+poisson_nll_loss), forward in `yscv.ops.loss_functional`: their backward
 rules (array rules of fused ops, as in `yscv.backward.loss`) and their
 composites, which ``create_graph=True`` differentiates through ``Op.VJP``.
 The upstream factor and the reductions come from `yscv.backward.loss`. See
@@ -14,7 +14,7 @@ import numpy as np
 from ..compute.loss import p_norm, p_norm_grad
 from ..node import Op
 from ..registry import register_composite, register_rule
-from .loss import _pair, _reduce11, _scale
+from .loss import _pair, _reduce_with_batchmean, _scale
 
 
 @register_rule(Op.SMOOTH_L1_LOSS)
@@ -182,10 +182,10 @@ def _smooth_l1_composite(G, pred, target, attrs):
     a = G.abs(d)
     beta = attrs.beta
     if beta == 0.0:
-        return _reduce11(G, a, attrs.reduction)
+        return _reduce_with_batchmean(G, a, attrs.reduction)
     inside = np.abs(G.value(d)) < beta
     terms = G.where(inside, G.mul(G.mul(d, d), 0.5 / beta), G.sub(a, 0.5 * beta))
-    return _reduce11(G, terms, attrs.reduction)
+    return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
 def _xlogy_self_nodes(G, t):
@@ -201,7 +201,7 @@ def _kl_div_composite(G, x, t, attrs):
         terms = G.mul(G.exp(t), G.sub(t, x))
     else:
         terms = G.sub(_xlogy_self_nodes(G, t), G.mul(t, x))
-    return _reduce11(G, terms, attrs.reduction)
+    return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
 def _bce_composite11(G, p, t, attrs):
@@ -210,7 +210,7 @@ def _bce_composite11(G, p, t, attrs):
     terms = G.sub(G.mul(G.sub(t, 1.0), l1p), G.mul(t, lp))
     if attrs.weight is not None:
         terms = G.mul(terms, attrs.weight)
-    return _reduce11(G, terms, attrs.reduction)
+    return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
 def _floored_norm_nodes(G, x, axis, eps):
@@ -231,7 +231,7 @@ def _cosine_composite(G, a, b, attrs):
     b = b if b.shape == shape else G.expand(b, shape)
     ua = G.div(a, _floored_norm_nodes(G, a, ax, attrs.eps))
     ub = G.div(b, _floored_norm_nodes(G, b, ax, attrs.eps))
-    return _reduce11(G, G.sum(G.mul(ua, ub), axis=ax), attrs.reduction)
+    return _reduce_with_batchmean(G, G.sum(G.mul(ua, ub), axis=ax), attrs.reduction)
 
 
 def _p_norm_nodes(G, d, p):
@@ -242,7 +242,7 @@ def _p_norm_nodes(G, d, p):
 
 def _pairwise_composite(G, a, b, attrs):
     d = _p_norm_nodes(G, G.add(G.sub(a, b), attrs.eps), attrs.p)
-    return _reduce11(G, G.unsqueeze(d, -1) if attrs.keepdim else d, attrs.reduction)
+    return _reduce_with_batchmean(G, G.unsqueeze(d, -1) if attrs.keepdim else d, attrs.reduction)
 
 
 def _triplet_composite(G, anchor, positive, negative, attrs):
@@ -252,12 +252,12 @@ def _triplet_composite(G, anchor, positive, negative, attrs):
     if attrs.swap:
         dn = G.minimum(dn, _p_norm_nodes(G, G.add(G.sub(positive, negative), e), p))
     terms = G.clamp(G.add(G.sub(dp, dn), attrs.margin), min=0.0)
-    return _reduce11(G, terms, attrs.reduction)
+    return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
 def _margin_ranking_composite(G, x1, x2, y, attrs):
     z = G.add(G.neg(G.mul(y, G.sub(x1, x2))), attrs.margin)
-    return _reduce11(G, G.clamp(z, min=0.0), attrs.reduction)
+    return _reduce_with_batchmean(G, G.clamp(z, min=0.0), attrs.reduction)
 
 
 def _gaussian_nll_composite(G, x, t, var, attrs):
@@ -270,7 +270,7 @@ def _gaussian_nll_composite(G, x, t, var, attrs):
     terms = G.mul(G.add(G.log(v), G.div(G.mul(d, d), v)), 0.5)
     if attrs.full:
         terms = G.add(terms, 0.5 * np.log(2 * np.pi))
-    return _reduce11(G, terms, attrs.reduction)
+    return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
 def _poisson_nll_composite(G, x, t, attrs):
@@ -289,7 +289,7 @@ def _poisson_nll_composite(G, x, t, attrs):
             ts = np.where(big, tv, 2.0)
             st = np.where(big, ts * np.log(ts) - ts + 0.5 * np.log(2 * np.pi * ts), 0)
             terms = G.add(terms, st.astype(G.dtype))
-    return _reduce11(G, terms, attrs.reduction)
+    return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
 register_composite(Op.SMOOTH_L1_LOSS, _smooth_l1_composite)
