@@ -99,12 +99,18 @@ def register_rule(op: Op, array=None):
     return deco
 
 
-def register_composite(op: Op, build) -> None:
+def register_composite(op: Op, build=None):
     """Declare ``build(G, *inputs, attrs) -> NodeId`` the composite of fused
-    ``op`` (see `COMPOSITES`)."""
+    ``op`` (see `COMPOSITES`); without ``build``, a decorator."""
+    if build is None:
+        def deco(fn):
+            register_composite(op, fn)
+            return fn
+        return deco
     if COMPOSITES[int(op)] is not None:
         raise RuntimeError(f"composite for {op!r} registered twice")
     COMPOSITES[int(op)] = build
+    return build
 
 
 def register_ufunc(op: Op, ufunc) -> None:

@@ -134,15 +134,18 @@ def _reduce_nodes(G, terms, reduction, denominator=None):
     return G.div(total, float(d)) if d else G.mul(total, np.nan)
 
 
+@register_composite(Op.MSE_LOSS)
 def _mse_composite(G, pred, target, reduction):
     d = G.sub(pred, target)
     return _reduce_nodes(G, G.mul(d, d), reduction)
 
 
+@register_composite(Op.L1_LOSS)
 def _l1_composite(G, pred, target, reduction):
     return _reduce_nodes(G, G.abs(G.sub(pred, target)), reduction)
 
 
+@register_composite(Op.HUBER_LOSS)
 def _huber_composite(G, pred, target, attrs):
     """PyTorch's branches: 0.5 d^2 where |d| < delta, else delta (|d| - delta/2),
     chosen by a constant mask (as relu's): the second derivative is 1 at
@@ -159,6 +162,7 @@ def _softplus_exact_nodes(G, x):
     return G.softplus(x, 1.0, float(np.finfo(G.dtype).max))
 
 
+@register_composite(Op.BCE_WITH_LOGITS)
 def _bce_composite(G, logits, target, attrs):
     if attrs.pos_weight is None:
         terms = G.sub(_softplus_exact_nodes(G, logits), G.mul(logits, target))
@@ -195,23 +199,19 @@ def _class_loss_composite(G, logp_rows, attrs):
     return _reduce_nodes(G, terms, attrs.reduction, attrs.total_weight)
 
 
+@register_composite(Op.CROSS_ENTROPY)
 def _cross_entropy_composite(G, logits, attrs):
     c = logits.shape[-1]
     rows = G.reshape(logits, (-1, c))
     return _class_loss_composite(G, G.log_softmax(rows, axis=-1), attrs)
 
 
+@register_composite(Op.NLL_LOSS)
 def _nll_composite(G, log_probs, attrs):
     c = log_probs.shape[-1]
     return _class_loss_composite(G, G.reshape(log_probs, (-1, c)), attrs)
 
 
-register_composite(Op.MSE_LOSS, _mse_composite)
-register_composite(Op.L1_LOSS, _l1_composite)
-register_composite(Op.HUBER_LOSS, _huber_composite)
-register_composite(Op.BCE_WITH_LOGITS, _bce_composite)
-register_composite(Op.CROSS_ENTROPY, _cross_entropy_composite)
-register_composite(Op.NLL_LOSS, _nll_composite)
 
 
 # ------------------------------------- shared with the other losses

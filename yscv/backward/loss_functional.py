@@ -177,6 +177,7 @@ def poisson_nll_loss_rule(ns, g, inputs, out, attrs, saved, needs):
 # differentiates it to any order. Kinks take PyTorch's branch through a
 # constant mask (where) or clamp's inclusive bounds; floors PyTorch leaves
 # undifferentiated (cosine's eps, gaussian's var) add a constant.
+@register_composite(Op.SMOOTH_L1_LOSS)
 def _smooth_l1_composite(G, pred, target, attrs):
     d = G.sub(pred, target)
     a = G.abs(d)
@@ -196,6 +197,7 @@ def _xlogy_self_nodes(G, t):
     return G.mul(t, G.log(t))
 
 
+@register_composite(Op.KL_DIV)
 def _kl_div_composite(G, x, t, attrs):
     if attrs.log_target:
         terms = G.mul(G.exp(t), G.sub(t, x))
@@ -204,6 +206,7 @@ def _kl_div_composite(G, x, t, attrs):
     return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
+@register_composite(Op.BINARY_CROSS_ENTROPY)
 def _bce_composite11(G, p, t, attrs):
     lp = G.clamp(G.log(p), min=-100.0)
     l1p = G.clamp(G.log(G.sub(1.0, p)), min=-100.0)
@@ -224,6 +227,7 @@ def _floored_norm_nodes(G, x, axis, eps):
     return G.add(n, lift) if np.any(lift) else n
 
 
+@register_composite(Op.COSINE_SIMILARITY)
 def _cosine_composite(G, a, b, attrs):
     ax = attrs.axis
     shape = np.broadcast_shapes(a.shape, b.shape)
@@ -240,11 +244,13 @@ def _p_norm_nodes(G, d, p):
     return G.norm(d, p, axis=-1)
 
 
+@register_composite(Op.PAIRWISE_DISTANCE)
 def _pairwise_composite(G, a, b, attrs):
     d = _p_norm_nodes(G, G.add(G.sub(a, b), attrs.eps), attrs.p)
     return _reduce_with_batchmean(G, G.unsqueeze(d, -1) if attrs.keepdim else d, attrs.reduction)
 
 
+@register_composite(Op.TRIPLET_MARGIN_LOSS)
 def _triplet_composite(G, anchor, positive, negative, attrs):
     p, e = attrs.p, attrs.eps
     dp = _p_norm_nodes(G, G.add(G.sub(anchor, positive), e), p)
@@ -255,11 +261,13 @@ def _triplet_composite(G, anchor, positive, negative, attrs):
     return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
+@register_composite(Op.MARGIN_RANKING_LOSS)
 def _margin_ranking_composite(G, x1, x2, y, attrs):
     z = G.add(G.neg(G.mul(y, G.sub(x1, x2))), attrs.margin)
     return _reduce_with_batchmean(G, G.clamp(z, min=0.0), attrs.reduction)
 
 
+@register_composite(Op.GAUSSIAN_NLL_LOSS)
 def _gaussian_nll_composite(G, x, t, var, attrs):
     v = G.reshape(var, attrs.var_shape)
     vv = G.value(v)
@@ -273,6 +281,7 @@ def _gaussian_nll_composite(G, x, t, var, attrs):
     return _reduce_with_batchmean(G, terms, attrs.reduction)
 
 
+@register_composite(Op.POISSON_NLL_LOSS)
 def _poisson_nll_composite(G, x, t, attrs):
     if attrs.log_input:
         terms = G.sub(G.exp(x), G.mul(t, x))
@@ -290,14 +299,3 @@ def _poisson_nll_composite(G, x, t, attrs):
             st = np.where(big, ts * np.log(ts) - ts + 0.5 * np.log(2 * np.pi * ts), 0)
             terms = G.add(terms, st.astype(G.dtype))
     return _reduce_with_batchmean(G, terms, attrs.reduction)
-
-
-register_composite(Op.SMOOTH_L1_LOSS, _smooth_l1_composite)
-register_composite(Op.KL_DIV, _kl_div_composite)
-register_composite(Op.BINARY_CROSS_ENTROPY, _bce_composite11)
-register_composite(Op.COSINE_SIMILARITY, _cosine_composite)
-register_composite(Op.PAIRWISE_DISTANCE, _pairwise_composite)
-register_composite(Op.TRIPLET_MARGIN_LOSS, _triplet_composite)
-register_composite(Op.MARGIN_RANKING_LOSS, _margin_ranking_composite)
-register_composite(Op.GAUSSIAN_NLL_LOSS, _gaussian_nll_composite)
-register_composite(Op.POISSON_NLL_LOSS, _poisson_nll_composite)

@@ -29,13 +29,11 @@ is the array rule's, its own derivative that of the composite (`vjp_rule`).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import collections
 
 import numpy as np
 
-from ... import registry  # noqa: F401
 
 from .array_elementwise import ArrayElementwise
 from .array_activation import ArrayActivation

@@ -28,6 +28,14 @@ def _conv(nsp, x, w, bias, stride, padding, dilation, groups):
     return conv_nd_forward(attrs, x, w, bias)[0]
 
 
+def _conv_grad(forward, shape, stride, padding, dilation, groups, a, b):
+    """A conv gradient op's forward on arrays, with the attributes its Graph
+    method builds (``shape`` the gradient's: the input's or the weight's)."""
+    shape = tuple(int(n) for n in shape)
+    geo = _geometry(len(shape) - 2, stride, padding, dilation)
+    return forward(ConvGradAttrs(*geo, int(groups), shape), a, b)[0]
+
+
 class ArrayConv:
     """Conv ops on arrays, for the rules of backward/."""
 
@@ -52,14 +60,12 @@ class ArrayConv:
     def conv_grad_input(grad, w, input_shape, stride=1, padding=0, dilation=1, groups=1):
         """`Graph.conv_grad_input` on arrays: dx [input_shape] of conv(x, w)
         for the output gradient ``grad``."""
-        shape = tuple(int(n) for n in input_shape)
-        geo = _geometry(len(shape) - 2, stride, padding, dilation)
-        return conv_grad_input_forward(ConvGradAttrs(*geo, int(groups), shape), grad, w)[0]
+        return _conv_grad(conv_grad_input_forward, input_shape, stride, padding, dilation,
+                          groups, grad, w)
 
     @staticmethod
     def conv_grad_weight(x, grad, weight_shape, stride=1, padding=0, dilation=1, groups=1):
         """`Graph.conv_grad_weight` on arrays: dw [weight_shape] of conv(x, w)
         for the output gradient ``grad``."""
-        shape = tuple(int(n) for n in weight_shape)
-        geo = _geometry(len(shape) - 2, stride, padding, dilation)
-        return conv_grad_weight_forward(ConvGradAttrs(*geo, int(groups), shape), x, grad)[0]
+        return _conv_grad(conv_grad_weight_forward, weight_shape, stride, padding, dilation,
+                          groups, x, grad)

@@ -3,8 +3,6 @@ each computes on arrays exactly what the Graph op of that name computes (the
 same forward or compute driver), without a node."""
 from __future__ import annotations
 
-import numpy as np  # noqa: F401
-
 
 class ArrayRecurrent:
     """Recurrent ops on arrays, for the rules of backward/. No names:

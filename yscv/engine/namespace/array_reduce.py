@@ -50,6 +50,18 @@ def _arg_extremum(fn, x, axis, keepdims):
     return np.asarray(fn(x, axis=axis, keepdims=keepdims), dtype=np.int64)
 
 
+def _reduction(op, what: str):
+    """``G.<op>(x, axis=None, keepdims=False)`` on arrays: the op's forward
+    with the attributes the Graph method builds."""
+
+    def reduce(x, axis=None, keepdims=False):
+        return _FORWARD[op](_reduce_attrs(op, x, axis, keepdims), x)[0]
+
+    reduce.__name__ = Op(op).name.lower()
+    reduce.__doc__ = f"``G.{reduce.__name__}``: {what}."
+    return staticmethod(reduce)
+
+
 class ArrayReduce:
     """Reduce ops on arrays, for the rules of backward/."""
 
@@ -62,35 +74,12 @@ class ArrayReduce:
         gradients with)."""
         return sum_to_shape(x, tuple(shape))
 
-    @staticmethod
-    def sum(x, axis=None, keepdims=False):
-        """``G.sum``: the sum over ``axis`` (None: all), shape kept with ``keepdims``."""
-        return _FORWARD[_SUM](_reduce_attrs(_SUM, x, axis, keepdims), x)[0]
-
-    @staticmethod
-    def mean(x, axis=None, keepdims=False):
-        """``G.mean``: the pairwise sum divided by the count."""
-        return _FORWARD[_MEAN](_reduce_attrs(_MEAN, x, axis, keepdims), x)[0]
-
-    @staticmethod
-    def max(x, axis=None, keepdims=False):
-        """``G.max``: the maximum over ``axis`` (values only)."""
-        return _FORWARD[_MAX](_reduce_attrs(_MAX, x, axis, keepdims), x)[0]
-
-    @staticmethod
-    def min(x, axis=None, keepdims=False):
-        """``G.min``: the minimum over ``axis`` (values only)."""
-        return _FORWARD[_MIN](_reduce_attrs(_MIN, x, axis, keepdims), x)[0]
-
-    @staticmethod
-    def prod(x, axis=None, keepdims=False):
-        """``G.prod``: the product over ``axis``."""
-        return _FORWARD[_PROD](_reduce_attrs(_PROD, x, axis, keepdims), x)[0]
-
-    @staticmethod
-    def logsumexp(x, axis=None, keepdims=False):
-        """``G.logsumexp``: ``log(sum(exp(x)))`` over ``axis``, max-shifted."""
-        return _FORWARD[_LOGSUMEXP](_reduce_attrs(_LOGSUMEXP, x, axis, keepdims), x)[0]
+    sum = _reduction(_SUM, "the sum over ``axis`` (None: all), shape kept with ``keepdims``")
+    mean = _reduction(_MEAN, "the pairwise sum divided by the count")
+    max = _reduction(_MAX, "the maximum over ``axis`` (values only)")
+    min = _reduction(_MIN, "the minimum over ``axis`` (values only)")
+    prod = _reduction(_PROD, "the product over ``axis``")
+    logsumexp = _reduction(_LOGSUMEXP, "``log(sum(exp(x)))`` over ``axis``, max-shifted")
 
     @staticmethod
     def var(x, axis=None, keepdims=False, ddof=0, correction=None):

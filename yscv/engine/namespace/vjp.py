@@ -63,7 +63,7 @@ def vjp_rule(ns, c, ins, out, at, saved, needs):
     """The VJP node's derivative is the composite's second derivative: on
     the graph it is recorded (so any order follows), on arrays it is
     evaluated on a scratch graph."""
-    g, y, xs = ins[0], ins[1], ins[2:]
+    g, xs = ins[0], ins[2:]   # ins[1] is the op's output (its value only)
     need = (needs[0],) + tuple(needs[2:])
     if ns.is_graph:
         grads = _double_vjp(ns.G, c, g, xs, at, need)
