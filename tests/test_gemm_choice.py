@@ -26,7 +26,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setattr(gemm_choice, "_choices", None)
     monkeypatch.setattr(gemm_choice, "_fast", {})
     monkeypatch.setattr(gemm_choice, "_stats", {"calibrated": 0, "seconds": 0.0})
-    monkeypatch.setattr(runtime, "_gemm", "auto")
+    monkeypatch.setattr(runtime.gemm, "_gemm", "auto")
     return tmp_path
 
 
