@@ -413,9 +413,10 @@ class LinalgOps:
 
     def det(self, a):
         """The determinant of each matrix of a [..., n, n] -> [...]
-        (torch.linalg.det). Backward: ``g det(a) inv(a)^T``, through the
-        SVD when a matrix is singular (its cofactors; recorded with
-        ``create_graph=True`` as the minors' determinants). Nothing saved."""
+        (torch.linalg.det). Backward: ``g det(a) inv(a)^T``; when a matrix of
+        the batch is singular, g times the cofactors, the signed determinants
+        of the minors (finite, as torch's; the same rule first order and with
+        ``create_graph=True``). Nothing saved."""
         return self._apply1(Op.DET, self._square_operand(a, "det"))
 
     def slogdet(self, a):
