@@ -150,6 +150,7 @@ class Op(enum.IntEnum):
     CONV_TRANSPOSE3D = 177
     CONV_GRAD_INPUT = 178    # conv1d/2d/3d's input gradient as an op (create_graph)
     CONV_GRAD_WEIGHT = 179   # conv1d/2d/3d's weight gradient as an op (create_graph)
+    CONV_GRAD_BIAS = 175     # conv1d/2d/3d's bias gradient as an op, summed as conv's backward sums it
 
     # pooling
     MAX_POOL2D = 180

@@ -770,6 +770,8 @@ NO_ONNX_BUILDS = {
                                                        np.ones((1, 1, 2, 1)), (1, 3, 3, 2)),
     Op.CONV_GRAD_WEIGHT: lambda g, x: g.conv_grad_weight(g.reshape(x, (1, 3, 3, 1)),
                                                          np.ones((1, 3, 3, 1)), (1, 1, 1, 1)),
+    Op.CONV_GRAD_BIAS: lambda g, x: g.conv_grad_bias(g.reshape(x, (1, 3, 3, 1)),
+                                                     np.ones((1, 3, 3, 1)), (1, 1, 1, 1)),
     Op.INV: lambda g, x: g.inv(x + _SPD),
     Op.SOLVE: lambda g, x: g.solve(x + _SPD, x),
     Op.CHOLESKY: lambda g, x: g.cholesky(g.matmul(x, g.transpose(x)) + _SPD),

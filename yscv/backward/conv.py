@@ -65,18 +65,19 @@ def _needs_bias(inputs, needs):
 
 
 def conv_nd_array(ns, g, inputs, out, at, saved, needs):
-    """`conv_nd_rule` written out for arrays: dx and dW in one call of the
-    compute driver, which reads the padded input the forward saved; the
-    bias gradient by ``C.bias_grad`` (the rule's order)."""
+    """`conv_nd_rule` written out for arrays: dx, dW and the bias gradient
+    in one call of the compute driver, which reads the padded input the
+    forward saved (and sums the bias gradient in its weight pass)."""
     x, w = inputs[0], inputs[1]
-    dx, dw, _ = C.conv_backward(C.lift_x(g), C.lift_w(w), at.stride, at.padding, at.dilation,
-                                at.groups, x=C.lift_x(x), need_x=needs[0], need_w=needs[1],
-                                padded=saved)
+    need_b = len(inputs) > 2 and needs[2]
+    dx, dw, db = C.conv_backward(C.lift_x(g), C.lift_w(w), at.stride, at.padding, at.dilation,
+                                 at.groups, x=C.lift_x(x), need_x=needs[0], need_w=needs[1],
+                                 need_b=need_b, padded=saved)
     dx = None if dx is None else dx.reshape(x.shape)
     dw = None if dw is None else dw.reshape(w.shape)
     if len(inputs) == 2:
         return dx, dw
-    return dx, dw, (C.bias_grad(g) if needs[2] else None)
+    return dx, dw, db
 
 
 def conv_nd_rule(ns, g, inputs, out, at, saved, needs):
@@ -85,13 +86,26 @@ def conv_nd_rule(ns, g, inputs, out, at, saved, needs):
     geo = _geometry(at, len(x.shape) - 2)
     gx = ns.conv_grad_input(g, w, x.shape, **geo) if needs[0] else None
     gw = ns.conv_grad_weight(x, g, w.shape, **geo) if needs[1] else None
-    if len(inputs) == 2:
-        return gx, gw
-    return gx, gw, (_bias_grad(ns, g) if needs[2] else None)
+    if len(inputs) == 2 or not needs[2]:
+        return (gx, gw, None)[:len(inputs)]
+    # with the weight gradient, conv's backward sums the bias gradient in the
+    # same pass (conv_grad_bias: that order); without it, as C.bias_grad
+    gb = ns.conv_grad_bias(x, g, w.shape, **geo) if needs[1] else _bias_grad(ns, g)
+    return gx, gw, gb
 
 
 for _op in (Op.CONV1D, Op.CONV2D, Op.CONV3D):
     register_rule(_op, array=conv_nd_array)(conv_nd_rule)
+
+
+@register_rule(Op.CONV_GRAD_BIAS)
+def conv_grad_bias_rule(ns, c, inputs, out, at, saved, needs):
+    """For GB(x, g) and its cotangent c [Cout]: db/dg is c at every position
+    of g; db does not depend on x."""
+    x, g = inputs
+    shape = g.shape
+    return None, (ns.expand(ns.reshape(c, (1,) * (len(shape) - 1) + (shape[-1],)), shape)
+                  if needs[1] else None)
 
 
 @register_rule(Op.CONV_GRAD_INPUT)

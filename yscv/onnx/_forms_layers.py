@@ -86,7 +86,7 @@ NO_ONNX[Op.VJP] = ("a fused op's gradient, recorded only by create_graph=True; "
                    "export the model's forward instead")
 NO_ONNX[Op.CUSTOM] = ("an op defined with yscv.custom_op: ONNX knows only its own "
                       "operators; export a model built from yscv's ops")
-for _op in (Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT):
+for _op in (Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT, Op.CONV_GRAD_BIAS):
     NO_ONNX[_op] = ("a backward op, recorded only by create_graph=True; "
                     "export the model's forward instead")
 

@@ -142,6 +142,19 @@ def conv_grad_weight_forward(attrs, x, grad):
     return dw.reshape(attrs.shape), None
 
 
+@register_forward(Op.CONV_GRAD_BIAS)
+def conv_grad_bias_forward(attrs, x, grad):
+    """db [Cout]: the bias gradient of conv(x, w) (w of shape ``attrs.shape``)
+    for the output gradient ``grad``, summed as conv's backward sums it with
+    the weight gradient: in the direct weight pass where that pass runs (the
+    weight gradient it also computes is dropped), else as ``C.bias_grad``."""
+    w5 = np.empty(_lifted_w(attrs.shape), dtype=grad.dtype)   # only its shape is read
+    _, _, db = C.conv_backward(C.lift_x(grad), w5, attrs.stride, attrs.padding, attrs.dilation,
+                               attrs.groups, x=C.lift_x(x), need_x=False, need_w=True,
+                               need_b=True)
+    return db, None
+
+
 def _lifted(x_shape: tuple) -> tuple:
     """An input shape [N, ``*sp``, C] lifted to [N, D, H, W, C]."""
     return (x_shape[0],) + (1,) * (5 - len(x_shape)) + tuple(x_shape[1:])
@@ -312,6 +325,22 @@ class ConvOps:
         geo = self._conv_grad_geometry(op, xv.shape, shape, gv.shape, stride, padding,
                                        dilation, groups)
         return self._apply(Op.CONV_GRAD_WEIGHT, (x, grad), ConvGradAttrs(*geo, shape))
+
+    def conv_grad_bias(self, x, grad, weight_shape, stride=1, padding=0, dilation=1,
+                       groups=1):
+        """The gradient of ``conv{1,2,3}d(x, w, b, ...)`` with respect to ``b``
+        [Cout] for the output gradient ``grad``: ``grad`` summed over every axis
+        but the last, in the order conv's backward sums it when it also
+        computes the weight gradient (so that ``create_graph=True`` gives its
+        bits); arguments as `conv_grad_weight`. Backward: the cotangent
+        broadcast over ``grad``'s positions."""
+        op = "conv_grad_bias"
+        _, xv, _ = self._operand(x, op, "x")
+        _, gv, _ = self._operand(grad, op, "grad")
+        shape = tuple(int(n) for n in weight_shape)
+        geo = self._conv_grad_geometry(op, xv.shape, shape, gv.shape, stride, padding,
+                                       dilation, groups)
+        return self._apply(Op.CONV_GRAD_BIAS, (x, grad), ConvGradAttrs(*geo, shape))
 
     def depthwise_conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1):
         """Depthwise 2-D cross-correlation with channel multiplier M.

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np  # noqa: F401
 
 from ...compute.conv import pad3
-from ...ops.conv import (ConvAttrs, ConvGradAttrs, conv_grad_input_forward,
-                        conv_grad_weight_forward, conv_nd_forward)
+from ...ops.conv import (ConvAttrs, ConvGradAttrs, conv_grad_bias_forward,
+                        conv_grad_input_forward, conv_grad_weight_forward, conv_nd_forward)
 
 
 def _tuple(v, nsp: int, fill: int) -> tuple:
@@ -62,6 +62,13 @@ class ArrayConv:
         for the output gradient ``grad``."""
         return _conv_grad(conv_grad_input_forward, input_shape, stride, padding, dilation,
                           groups, grad, w)
+
+    @staticmethod
+    def conv_grad_bias(x, grad, weight_shape, stride=1, padding=0, dilation=1, groups=1):
+        """`Graph.conv_grad_bias` on arrays: db [Cout] of conv(x, w, b) for the
+        output gradient ``grad``, summed as conv's backward sums it."""
+        return _conv_grad(conv_grad_bias_forward, weight_shape, stride, padding, dilation,
+                          groups, x, grad)
 
     @staticmethod
     def conv_grad_weight(x, grad, weight_shape, stride=1, padding=0, dilation=1, groups=1):
