@@ -49,7 +49,7 @@ def _state(model):
     return ([p.grad for p in model.parameters()], [b for _, b in model.named_buffers()])
 
 
-def _compare_runs(make_model, make_fn, batches, dtype=np.float32, lr=0.05):
+def _compare_runs(make_model, make_fn, batches, dtype=np.float32, lr=0.05, check=False):
     """Two models built from one seed: one stepped eagerly, one compiled;
     after every call the outputs, grads and buffers agree bit for bit, then
     both take the same optimizer step (the replay must read new params)."""
@@ -58,7 +58,7 @@ def _compare_runs(make_model, make_fn, batches, dtype=np.float32, lr=0.05):
     yscv.manual_seed(7)
     m_comp = make_model()
     eager = _eager(make_fn(m_eager), dtype)
-    comp = yscv.compile(make_fn(m_comp), dtype=dtype)
+    comp = yscv.compile(make_fn(m_comp), dtype=dtype, check=check)
     o_eager = optim.SGD(m_eager.parameters(), lr=lr, momentum=0.9)
     o_comp = optim.SGD(m_comp.parameters(), lr=lr, momentum=0.9)
     for k, batch in enumerate(batches):
@@ -130,7 +130,10 @@ class _CNN(nn.Module):
         return self.fc(g, g.mean(d, axis=(1, 2))), d
 
 
-def test_cnn_with_batch_norm_and_dropout():
+@pytest.mark.parametrize("check", [False, True])
+def test_cnn_with_batch_norm_and_dropout(check):
+    """With check=True every call also runs eagerly from the same state
+    (generator, grads, buffers) and finds no difference."""
     def make_fn(model):
         def step(g, xb, yb):
             logits, dropped = model(g, g.constant(xb))
@@ -140,7 +143,7 @@ def test_cnn_with_batch_norm_and_dropout():
         return step
 
     batches = _classification(4, (6, 6, 3), 5, 3, seed=2)
-    comp, m_eager, m_comp = _compare_runs(_CNN, make_fn, batches)
+    comp, m_eager, m_comp = _compare_runs(_CNN, make_fn, batches, check=check)
     assert int(m_comp.bn.num_batches_tracked) == 3
     _same(m_eager.bn.running_mean, m_comp.bn.running_mean)
     _same(m_eager.bn.running_var, m_comp.bn.running_var)
@@ -333,3 +336,39 @@ def test_new_parameter_arrays_and_generator_draws_are_seen():
         _same(np.asarray(want["noise"]), got["noise"])
         _same(want_grad, p.grad)
     assert comp.recordings == 1
+
+
+def test_seed_from_an_input_and_released_values():
+    """backward(grad=<an input array>, retain_graph=False), twice in one
+    step: the seed is the new array on replay, leaf grads accumulate."""
+    def fn(g, x, cot):
+        w = g.variable(x)
+        y = g.tanh(w * w)
+        g.backward(y, grad=cot, retain_graph=False)
+        g.backward(g.sum(g.exp(w)))
+        return y, g.grad(w)
+
+    comp = yscv.compile(fn)
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.standard_normal(4).astype(np.float32)
+        cot = rng.standard_normal(4).astype(np.float32)
+        _same(_eager(fn)(x, cot), comp(x, cot))
+    assert comp.recordings == 1
+
+
+def test_an_input_the_eager_step_rejects_is_rejected_on_replay():
+    """Calls that take an input array run their validation again: a label
+    out of range raises the eager IndexError."""
+    model = nn.Linear(3, 2)
+
+    def fn(g, x, y):
+        loss = g.cross_entropy(model(g, g.constant(x)), y)
+        g.backward(loss)
+        return loss
+
+    comp = yscv.compile(fn)
+    x = np.ones((2, 3), dtype=np.float32)
+    comp(x, np.array([0, 1]))
+    with pytest.raises(IndexError):
+        comp(x, np.array([0, 5]))
