@@ -372,3 +372,28 @@ def test_an_input_the_eager_step_rejects_is_rejected_on_replay():
     comp(x, np.array([0, 1]))
     with pytest.raises(IndexError):
         comp(x, np.array([0, 5]))
+
+
+def test_a_static_array_is_keyed_by_its_bytes():
+    def fn(g, x, mask):
+        w = g.variable(x)
+        g.backward(g.sum(g.mul(w, g.constant(mask))))
+        return g.grad(w)
+
+    comp = yscv.compile(fn, static_argnums=(1,))
+    x = np.ones(3, dtype=np.float32)
+    for m in ([1, 0, 1], [0, 1, 1], [1, 0, 1]):
+        mask = np.array(m, dtype=np.float32)
+        _same(_eager(fn)(x, mask), comp(x, mask))
+    assert comp.recordings == 2
+
+
+def test_a_module_with_forward_hooks_is_refused():
+    model = nn.Linear(2, 1)
+    model.register_forward_hook(lambda mod, g, args, out: None)
+
+    def fn(g, x):
+        return g.sum(model(g, g.constant(x)))
+
+    with pytest.raises(CompileError, match="forward hooks"):
+        yscv.compile(fn)(np.ones((1, 2), dtype=np.float32))

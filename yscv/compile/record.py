@@ -26,6 +26,8 @@ naming it, before anything is cached: see `FORBIDDEN` and `finish`.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import random as _random
@@ -58,6 +60,10 @@ FORBIDDEN = {
     "clip_grad_norm": "gradient clipping inside the compiled function is not supported yet",
     "clip_grad_value": "gradient clipping inside the compiled function is not supported yet",
 }
+
+#: one record at a time: a record swaps yscv.random's draw functions and
+#: Parameter's attributes for watching versions while ``fn`` runs
+_RECORD_LOCK = threading.RLock()
 
 #: private entries through which arrays enter from the NodeId operators
 _PRIVATE_ENTRIES = ("_apply", "_apply1", "_apply2")
@@ -328,7 +334,7 @@ def record(fn, dtype, args, array_pos, modules) -> tuple:
     g = RecordingGraph(dtype=dtype)
     g.__dict__["_recorder"] = rec
     before = _module_state(modules)
-    with _DrawWatch(g, rec_obj), _ParamWatch(rec):
+    with _RECORD_LOCK, _DrawWatch(g, rec_obj), _ParamWatch(rec):
         out = fn(g, *call_args)
     finish(g, rec, out, modules, before)
     return rec_obj, g, out
