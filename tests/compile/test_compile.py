@@ -397,3 +397,31 @@ def test_a_module_with_forward_hooks_is_refused():
 
     with pytest.raises(CompileError, match="forward hooks"):
         yscv.compile(fn)(np.ones((1, 2), dtype=np.float32))
+
+
+def _swish_rule(ns, g, xs, y, attrs, saved, needs):
+    (x,) = xs
+    s = ns.sigmoid(x)
+    return (ns.mul(g, ns.add(s, ns.mul(x, ns.mul(s, ns.sub(1.0, s))))),)
+
+
+_swish = yscv.custom_op("swish_compiled", lambda x: x / (1 + np.exp(-x)), _swish_rule)
+
+
+def test_a_user_op_replays_and_its_raw_input_is_refused():
+    def fn(g, x):
+        w = g.variable(x)
+        g.backward(g.sum(_swish(g, w)))
+        return g.grad(w)
+
+    comp = yscv.compile(fn)
+    for v in ([0.5, -1.0], [2.0, 0.25]):
+        x = np.array(v, dtype=np.float32)
+        _same(_eager(fn)(x), comp(x))
+    assert comp.recordings == 1
+
+    def raw(g, x):
+        return g.sum(_swish(g, x))
+
+    with pytest.raises(CompileError, match="g.constant"):
+        yscv.compile(raw)(np.ones(2, dtype=np.float32))

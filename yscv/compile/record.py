@@ -232,10 +232,22 @@ def _record_bn_update(self, out, i_mean, i_var, momentum, n):
     rec.record.actions.append(("bn", out.index + 1, out.index, i_mean, i_var, momentum, n))
 
 
+def _record_operand(self, x, opname, argname):
+    """``Graph._operand`` called from outside the graph's methods (a user
+    op converting its inputs): an input array would become a plain,
+    frozen array there, so it is refused."""
+    if not self.__dict__["_recorder"].depth and type(x) is TracedInput:
+        raise CompileError(
+            f"yscv.compile: {opname} converts an input array itself; its values would be "
+            "frozen at record time. Pass g.constant(x) instead", op=opname)
+    return Graph._operand(self, x, opname, argname)
+
+
 def _build_class():
     ns = {"__doc__": "A Graph that records what `yscv.compile` replays "
                      "(yscv/compile/record.py).",
-          "_update_running_stats": _record_bn_update}
+          "_update_running_stats": _record_bn_update,
+          "_operand": _record_operand}
     for name in dir(Graph):
         if name.startswith("_") and name not in _PRIVATE_ENTRIES:
             continue
