@@ -13,6 +13,8 @@ from .errors import (
     AutogradError,
     BackwardError,
     CheckpointError,
+    CompileError,
+    CompileMismatchError,
     DistributedError,
     GradcheckError,
     NodeNotFoundError,
@@ -24,6 +26,7 @@ from .engine.recompute import CheckpointConfig, CheckpointSegment
 from .custom_op import CustomOp, custom_op
 from .gradcheck import gradcheck, gradgradcheck
 from .engine.graph import Graph
+from .compile import Compiled, compile  # noqa: A004  (yscv.compile, the function)
 from .engine.grad_mode import is_grad_enabled, no_grad
 from .node import NodeId, Op
 from .random import manual_seed
@@ -46,6 +49,8 @@ def __getattr__(name):
 
 __all__ = [
     "Graph",
+    "compile",
+    "Compiled",
     "no_grad",
     "is_grad_enabled",
     "NodeId",

@@ -95,6 +95,20 @@ class DistributedError(AutogradError):
         self.rank = rank
 
 
+class CompileError(AutogradError):
+    """`yscv.compile` cannot record a function faithfully: ``fn`` does
+    something a replay would not repeat (a hook, ``create_graph``,
+    ``workers != 1``, a checkpointed segment, a Python-side write to a
+    Parameter, an array made from an input with NumPy, ...). The message
+    names it; nothing is cached."""
+
+
+class CompileMismatchError(CompileError):
+    """``yscv.compile(fn, check=True)``: the eager run of ``fn`` and the
+    replay of its record differ. ``node`` is the arena index of the first
+    node whose value (or op) differs, ``op`` its op's name."""
+
+
 __all__ = [
     "AutogradError",
     "ShapeError",
@@ -106,4 +120,6 @@ __all__ = [
     "CheckpointError",
     "WorkerError",
     "DistributedError",
+    "CompileError",
+    "CompileMismatchError",
 ]

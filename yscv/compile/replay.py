@@ -1,0 +1,346 @@
+"""The replay of a `Record` (yscv/compile/record.py): the recorded step as
+a loop over kernels, with no graph, no NodeIds and no validation.
+
+`build_plan` turns the record into a list of steps, once:
+
+=============  ==============================================================
+``fwd``        a run of nodes: each is ``(index, mode, fn, inputs)``; ``fn``
+               is the op's ufunc where the eager fast paths
+               (``Graph._apply1`` / ``_apply2``) call it, else its registered
+               forward ``registry.FORWARD[op]``; the value (and saved data)
+               go into the replay's lists
+``call``       a graph method that consumed an input array (``g.constant(xb)``,
+               ``g.cross_entropy(logits, yb)``): called again on a scratch
+               graph with the new array, its nodes' values, attributes and
+               saved data copied over
+``seed``       a dropout seed, drawn again from yscv's generator (in the
+               eager order), written into the node's attributes
+``draw``       a ``randn_like`` / ``rand_like`` leaf, drawn again
+``bn``         a batch-norm running-statistics update, as
+               ``Graph._update_running_stats`` does it, in place
+``backward``   the recorded `Schedule`'s visit plan, each node's rule called
+               as the serial walk calls it (``registry.BACKWARD[op](ARRAY,
+               ...)``), gradients conformed and summed by the same expressions
+               and functions (yscv/engine/walk.py, yscv/engine/schedule.py), in
+               the same order; leaves accumulate and ``Parameter.grad`` is
+               written by `schedule.add_param_grad`, as in the eager step
+=============  ==============================================================
+
+Parameters are read when the replay starts (a view of ``p.data``, so an
+optimizer step between calls is seen), buffers likewise. Same functions,
+same operands, same order: the replay's bits are the eager step's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import random as _random
+from .. import registry
+from ..compute import norm as _norm
+from ..engine.graph import Graph
+from ..engine.namespace import ARRAY
+from ..engine.schedule import add_param_grad, conform
+from ..errors import CompileError
+from ..node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, Op
+from ..ops._common import as_graph_array
+
+_LEAF = int(Op.LEAF)
+_ndarray = np.ndarray
+_FORWARD = registry.FORWARD
+_UFUNC = registry.UFUNC
+_BACKWARD = registry.BACKWARD
+
+
+class _Conform:
+    """What `schedule.conform` reads of a graph: its dtype and anomaly flag."""
+
+    __slots__ = ("dtype", "detect_anomaly")
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.detect_anomaly = False
+
+
+def _forward_entry(record, k: int):
+    """``(k, mode, fn, inputs)`` of node k (see the module docstring):
+    mode 1 / 2 a one- / two-input ufunc, 3 / 4 a one- / two-input
+    forward, 0 a forward of any arity."""
+    nodes = record.nodes
+    op, ins = nodes[k][N_OP], nodes[k][N_INPUTS]
+    uf = _UFUNC[op]
+    if uf is not None and len(ins) == 1:
+        return (k, 1, uf, ins)
+    if uf is not None and len(ins) == 2 \
+            and len(nodes[ins[0]][N_SHAPE]) == len(nodes[ins[1]][N_SHAPE]):
+        return (k, 2, uf, ins)
+    return (k, {1: 3, 2: 4}.get(len(ins), 0), _FORWARD[op], ins)
+
+
+def _backward_entries(record, sched, params: dict) -> list:
+    """The visit plan as ``(index, inputs, op, needs, plain, param)``;
+    for a leaf ``plain`` holds whether it requires grad."""
+    out = []
+    nodes = record.nodes
+    for i in sched.visit:
+        op, ins, _, _, rg, needs, pl, _ = nodes[i]
+        if not ins:
+            out.append((i, (), op, None, rg, params.get(i)))
+        else:
+            out.append((i, ins, op, needs, pl, None))
+    return out
+
+
+def build_plan(record) -> list:
+    """The steps of the replay (see the module docstring)."""
+    n = len(record.nodes)
+    params = dict(record.params)
+    covered = np.zeros(n, dtype=bool)
+    for a in record.actions:
+        if a[0] == "call":
+            covered[a[1]:a[2]] = True
+    steps = []
+    pos = 0
+
+    def forward_to(end):
+        nonlocal pos
+        run = [_forward_entry(record, k) for k in range(pos, end)
+               if not covered[k] and record.nodes[k][N_OP] != _LEAF]
+        if run:
+            steps.append(("fwd", run))
+        pos = max(pos, end)
+
+    for a in record.actions:
+        kind = a[0]
+        if kind == "call":
+            forward_to(a[1])
+            steps.append(a)
+            pos = a[2]
+        elif kind in ("seed", "draw"):
+            forward_to(a[1])
+            steps.append(a)
+        elif kind == "bn":
+            forward_to(a[1])
+            _, _, k, i_mean, i_var, momentum, m = a
+            steps.append(("bn", k, i_mean, i_var, momentum, m, record.nodes[k][N_RG]))
+        elif kind == "backward":
+            _, at, t, sched, seed = a
+            forward_to(at)
+            steps.append(("backward", t, _backward_entries(record, sched, params), seed))
+    forward_to(n)
+    record.attrs = [r[N_ATTRS] for r in record.nodes]
+    return steps
+
+
+def _arg(tpl, values, args, scratch, memo, rg_of):
+    kind = tpl[0]
+    if kind == "in":
+        return args[tpl[1]]
+    if kind == "node":
+        j = tpl[1]
+        nid = memo.get(j)
+        if nid is None:
+            nid = memo[j] = scratch._append(_LEAF, (), values[j], None, None, rg_of(j), ())
+        return nid
+    if kind == "seq":
+        return tpl[1](_arg(t, values, args, scratch, memo, rg_of) for t in tpl[2])
+    return tpl[1]
+
+
+def _replay_call(record, step, values, attrs, saved, args) -> None:
+    """Call the recorded graph method again on a scratch graph with the new
+    input arrays; copy its nodes' values, attributes and saved data."""
+    _, start, end, meth, (targs, tkw) = step
+    nodes = record.nodes
+    scratch = Graph(dtype=record.dtype)
+    memo: dict = {}
+    rg_of = lambda j: nodes[j][N_RG]  # noqa: E731
+    a = [_arg(t, values, args, scratch, memo, rg_of) for t in targs]
+    kw = {k: _arg(t, values, args, scratch, memo, rg_of) for k, t in tkw.items()}
+    m = len(scratch._uids)
+    meth(scratch, *a, **kw)
+    made = scratch._nodes[m:]
+    if len(made) != end - start or any(r[N_OP] != nodes[start + q][N_OP]
+                                       for q, r in enumerate(made)):
+        raise CompileError(
+            f"yscv.compile: {meth.__name__} built different nodes (from node {start}) for the "
+            "new input arrays than at record time; the recorded step does not fit them",
+            node=start, op=meth.__name__)
+    svals = scratch._values
+    for q, r in enumerate(made):
+        values[start + q] = svals[m + q]
+        attrs[start + q] = r[N_ATTRS]
+        saved[start + q] = r[N_SAVED]
+
+
+def _bn_update(step, values, saved, nodes) -> None:
+    """``Graph._update_running_stats`` (yscv/ops/norm.py) on the replay's values."""
+    _, k, i_mean, i_var, momentum, n, rg = step
+    s = saved[k] if rg else None
+    if s is None:  # the node keeps no saved data: the eager update recomputes it
+        s = _norm.group_statistics(values[nodes[k][N_INPUTS][0]], False, 1)
+    mean, var = s
+    keep = 1.0 - momentum
+    old_mean = values[i_mean].astype(np.float64)
+    old_var = values[i_var].astype(np.float64)
+    for i, new in ((i_mean, momentum * mean[0] + keep * old_mean),
+                   (i_var, momentum * (var[0] * (n / (n - 1))) + keep * old_var)):
+        v = values[i]
+        v.flags.writeable = True
+        np.copyto(v, new, casting="same_kind")
+
+
+def _seed(spec, values, args, dtype):
+    kind = spec[0]
+    if kind == "ones":
+        return np.ones(spec[1], dtype=dtype)
+    if kind == "node":
+        return values[spec[1]]
+    if kind == "in":
+        return as_graph_array(args[spec[1]], dtype, "backward", "grad", copy=False)
+    return spec[1]
+
+
+def _walk(entries, t, seed, values, attrs, saved, stored, ctx) -> None:
+    """The serial walk (yscv/engine/walk.py ``WalkMixin._walk``, its plain
+    case) over a recorded visit plan; keep the two alike."""
+    pending = [None] * (t + 1)
+    pending[t] = seed
+    backward = _BACKWARD
+    ns = ARRAY
+    ndarray = _ndarray
+    dtype = ctx.dtype
+    for i, ins, op, needs_i, pl, p in entries:
+        gi = pending[i]
+        if gi is None:
+            continue
+        pending[i] = None
+        if type(gi) is not ndarray:
+            gi = np.asarray(gi)
+        if not ins:
+            if pl:   # the leaf requires grad
+                cur = stored.get(i)
+                stored[i] = gi if cur is None else np.asarray(cur + gi)
+                if p is not None:
+                    add_param_grad(p, gi)
+            continue
+        n_in = len(ins)
+        if n_in == 1:
+            j = ins[0]
+            vj = values[j]
+            gj = backward[op](ns, gi, (vj,), values[i], attrs[i], saved[i], needs_i)[0]
+            if gj is not None and needs_i[0]:
+                if not pl and (type(gj) is not ndarray
+                               or (gj.dtype is not dtype and gj.dtype != dtype)
+                               or gj.shape != vj.shape):
+                    gj = conform(ctx, gj, vj.shape, op, i, j)
+                cur = pending[j]
+                pending[j] = gj if cur is None else cur + gj
+        elif n_in == 2:
+            j, k = ins
+            vj = values[j]
+            vk = values[k]
+            gj, gk = backward[op](ns, gi, (vj, vk), values[i], attrs[i], saved[i], needs_i)
+            rj, rk = needs_i
+            if gj is not None and rj:
+                if not pl and (type(gj) is not ndarray
+                               or (gj.dtype is not dtype and gj.dtype != dtype)
+                               or gj.shape != vj.shape):
+                    gj = conform(ctx, gj, vj.shape, op, i, j)
+                cur = pending[j]
+                pending[j] = gj if cur is None else cur + gj
+            if gk is not None and rk:
+                if not pl and (type(gk) is not ndarray
+                               or (gk.dtype is not dtype and gk.dtype != dtype)
+                               or gk.shape != vk.shape):
+                    gk = conform(ctx, gk, vk.shape, op, i, k)
+                cur = pending[k]
+                pending[k] = gk if cur is None else cur + gk
+        else:
+            in_vals = tuple([values[j] for j in ins])
+            grads = backward[op](ns, gi, in_vals, values[i], attrs[i], saved[i], needs_i)
+            for j, gj, vj, r in zip(ins, grads, in_vals, needs_i):
+                if gj is None or not r:
+                    continue
+                gj = conform(ctx, gj, vj.shape, op, i, j)
+                cur = pending[j]
+                pending[j] = gj if cur is None else cur + gj
+
+
+def replay(record, args) -> tuple:
+    """Run the record with the call's arguments; returns ``(values, stored)``
+    (every node's value, the leaves' gradients) after applying the step's
+    effects (Parameter.grad, running statistics, generator draws, integer
+    buffers)."""
+    plan = record.plan
+    if plan is None:
+        plan = record.plan = build_plan(record)
+    nodes = record.nodes
+    dtype = record.dtype
+    values = list(record.values)
+    attrs = list(record.attrs)
+    saved = [None] * len(nodes)
+    for i, p in record.params:
+        v = p.data
+        if type(v) is not _ndarray or v.dtype != dtype or v.shape != nodes[i][N_SHAPE]:
+            raise CompileError(
+                f"yscv.compile: a parameter bound at node {i} now has "
+                f"{getattr(v, 'shape', None)} {getattr(v, 'dtype', type(v).__name__)}, "
+                f"recorded {nodes[i][N_SHAPE]} {dtype}", node=i)
+        values[i] = v.view()
+    for i, arr in record.buffers:
+        values[i] = arr.view()
+    for i, before in record.fresh:
+        values[i] = np.array(before, copy=True)
+    stored: dict = {}
+    ctx = _Conform(dtype)
+    for step in plan:
+        kind = step[0]
+        if kind == "fwd":
+            for k, mode, f, ins in step[1]:
+                if mode == 1:
+                    v = f(values[ins[0]])
+                elif mode == 2:
+                    v = f(values[ins[0]], values[ins[1]])
+                else:
+                    if mode == 3:
+                        v, s = f(attrs[k], values[ins[0]])
+                    elif mode == 4:
+                        v, s = f(attrs[k], values[ins[0]], values[ins[1]])
+                    else:
+                        v, s = f(attrs[k], *[values[j] for j in ins])
+                    saved[k] = s
+                if type(v) is not _ndarray:
+                    v = np.asarray(v)
+                values[k] = v
+        elif kind == "backward":
+            _, t, entries, spec = step
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                _walk(entries, t, _seed(spec, values, args, dtype), values, attrs, saved,
+                      stored, ctx)
+        elif kind == "call":
+            _replay_call(record, step, values, attrs, saved, args)
+        elif kind == "seed":
+            k = step[1]
+            attrs[k] = attrs[k]._replace(seed=_random.draw_seed())
+        elif kind == "draw":
+            k, fn = step[1], step[2]
+            values[k] = np.asarray(_random.draw(fn), dtype=dtype)
+        else:  # "bn"
+            _bn_update(step, values, saved, nodes)
+    for b, delta in record.int_buffers:
+        b += delta
+    return values, stored
+
+
+def outputs(tpl, values, grads):
+    """The returned structure, NodeIds filled in as array copies."""
+    kind = tpl[0]
+    if kind == "node":
+        return np.array(values[tpl[1]], copy=True)
+    if kind == "grad":
+        return np.array(grads[tpl[1]], copy=True)
+    if kind == "seq":
+        return tpl[1](outputs(t, values, grads) for t in tpl[2])
+    if kind == "dict":
+        return {k: outputs(t, values, grads) for k, t in tpl[1]}
+    return tpl[1]
