@@ -62,6 +62,8 @@ def assert_untouched(model, snap):
     for k, p in model.named_parameters():
         np.testing.assert_array_equal(p.data, data[k])
         assert (p.grad is None) == (grads[k] is None)
+        if p.grad is not None:
+            np.testing.assert_array_equal(p.grad, grads[k])
     for k, b in model.named_buffers():
         np.testing.assert_array_equal(b, bufs[k])
     assert [m.training for m in model.modules()] == modes
@@ -146,6 +148,8 @@ def test_grad_over_a_dict_of_parameters_matches_torch_per_key():
 
 def test_in_a_graph_gradients_flow_to_the_given_nodes():
     model = mlp()
+    for p in model.parameters():          # gradients of an earlier step stay as they are
+        p.grad = np.full(p.shape, 0.5)
     snap = snapshot(model)
     p = random_like(model)
     g = yscv.Graph(D)
@@ -156,7 +160,7 @@ def test_in_a_graph_gradients_flow_to_the_given_nodes():
     for k, gk in zip(nodes, grads):
         close(gk, want[k])
     g.backward(loss)
-    assert_untouched(model, snap)          # Parameter.grad stays None
+    assert_untouched(model, snap)          # Parameter.grad is not accumulated into
     # grad in the graph form returns a dict of recorded nodes, differentiable again
     dq = F.grad(lambda g2, q: ce(g2, F.functional_call(model, q, (g2, X)), Y))(g, nodes)
     assert set(dq) == set(p) and all(type(v) is yscv.NodeId for v in dq.values())
@@ -397,3 +401,67 @@ def test_stack_module_state_names_what_differs():
     frozen.weight.requires_grad = False
     with pytest.raises(ValueError, match=r"'weight' has requires_grad=False in model 1"):
         F.stack_module_state([ynn.Linear(2, 3), frozen])
+
+
+# ------------------------------------------------------------- and more
+class Scaled(ynn.Module):
+    """A module with a keyword argument, a sub-module called twice and a
+    buffer it reassigns (not in place) at each call."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = ynn.Linear(5, 5, dtype=D)
+        self.register_buffer("calls", np.zeros(()))
+
+    def forward(self, g, x, scale=1.0):
+        self.calls = np.asarray(self.calls + 1.0)
+        return self.lin(g, self.lin(g, x)) * scale
+
+
+def test_keyword_arguments_a_layer_called_twice_and_a_reassigned_buffer():
+    model = Scaled()
+    snap = snapshot(model)
+    w = RNG.standard_normal((5, 5))
+    b = model.lin.bias.data
+    state = {"lin.weight": w, "calls": np.zeros(())}
+    out = F.functional_call(model, state, (X,), {"scale": 3.0})
+    close(out, ((X @ w + b) @ w + b) * 3.0)
+    assert float(state["calls"]) == 1.0          # written back into the dict, as torch
+    assert_untouched(model, snap)
+    # the gradient of a layer used twice sums both uses
+    gw = F.grad(lambda g, q: g.sum(F.functional_call(model, q, (g, X))))({"lin.weight": w})
+    tw = torch.tensor(w, requires_grad=True)
+    tx, tb = torch.tensor(X), torch.tensor(b)
+    ((tx @ tw + tb) @ tw + tb).sum().backward()
+    close(gw["lin.weight"], tw.grad)
+
+
+def test_functional_call_nests():
+    outer, inner = mlp(), ynn.Linear(3, 3, dtype=D)
+    p, q = random_like(outer), random_like(inner)
+
+    class Both(ynn.Module):
+        def forward(self, g, x):
+            return F.functional_call(inner, q, (g, F.functional_call(outer, p, (g, x))))
+
+    both = Both()
+    want = F.functional_call(inner, q, (F.functional_call(outer, p, (X,)),))
+    close(F.functional_call(both, {}, (X,)), want)
+
+
+def test_a_model_loaded_from_onnx_is_substituted_too(tmp_path):
+    pytest.importorskip("onnx")
+    model = mlp()
+    path = tmp_path / "mlp.onnx"
+    yscv.onnx.export(model, (X,), str(path))
+    loaded = yscv.onnx.load(str(path))
+    assert list(loaded.state_dict()) == list(model.state_dict())
+    p = random_like(model)
+    close(F.functional_call(loaded, p, (X,)), F.functional_call(model, p, (X,)), 1e-10)
+
+    def grads(m):
+        return F.grad(lambda g, q: ce(g, F.functional_call(m, q, (g, X)), Y))(p)
+
+    ours, theirs = grads(loaded), grads(model)
+    for k in p:
+        close(ours[k], theirs[k], 1e-10)

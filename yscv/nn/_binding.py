@@ -34,8 +34,9 @@ def bind_buffer(g, arr, name: str = "buffer"):
     return g.buffer(arr, name)
 
 
-def bind_param(g, p):
-    """``g.param(p)`` for trainable parameters; a no-grad view leaf for frozen ones."""
+def bind_param(g, p, name: str = "param"):
+    """``g.param(p)`` for trainable parameters; a no-grad view leaf for frozen
+    ones (``name`` is the name the graph's errors use for it)."""
     subs = SUBSTITUTES.get()
     if subs is not None:
         hit = subs.get(id(p))
@@ -43,4 +44,4 @@ def bind_param(g, p):
             return hit.bind(g)
     if p.requires_grad:
         return g.param(p)
-    return g.buffer(p.data, "param")
+    return g.buffer(p.data, name)
