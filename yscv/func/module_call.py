@@ -103,8 +103,11 @@ def functional_call(module, params_and_buffers, args, kwargs=None, *, strict: bo
     in place, and the module's own when they are not given; a buffer the
     module reassigns is written back into the dict that gave it. Layers
     must bind parameters with ``self.param(g, name)`` (or
-    `yscv.nn.bind_param`), as every `yscv.nn` layer does; one that calls
-    ``g.param`` itself is a ValueError naming the keys.
+    `yscv.nn.bind_param`), as every `yscv.nn` layer and models loaded with
+    `yscv.onnx.load` do; one that calls ``g.param`` itself is a ValueError
+    naming the keys. Parameters are substituted per thread; buffers given in
+    the dict are swapped on the module for the call, so two threads must
+    not call one module with given buffers at once (as in torch).
 
     Example: the gradient of a loss with respect to a dict of parameters,
     ``grad(lambda g, p, x, y: g.cross_entropy(functional_call(model, p, (g, x)), y))(params, X, Y)``.
