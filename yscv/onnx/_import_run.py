@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..nn._binding import bind_param
 from ._import_layout import (channel_first_perm, channel_last_perm, graph_conv_weight)
 from ._import_registry import HANDLERS, ChannelLast
 
@@ -152,8 +153,9 @@ def run_graph(m, g, inputs):
             p = m._current(name)  # the Parameter now at its key
             if p is None:         # its sub-module was replaced: nothing reads it
                 continue
-            # a frozen Parameter (requires_grad False) enters as a constant view
-            node = g.param(p) if p.requires_grad else g.buffer(p.data, name)
+            # a frozen Parameter (requires_grad False) enters as a constant view;
+            # through bind_param, so yscv.func.functional_call can substitute it
+            node = bind_param(g, p, name)
             run.env[name] = Prepared(node, tag) if tag else node
         _bind_inputs(m, g, run, inputs)
         calls, skip = m._guard.by_index, set()
