@@ -134,3 +134,24 @@ def test_compile_argument_checked():
     model, opt = _parts()
     with pytest.raises(TypeError, match="compile"):
         Trainer(model, "cross_entropy", opt, compile="yes")
+
+
+def test_a_dataloader_fed_compiled_run_with_checkpoint_and_resume(tmp_path):
+    from yscv.data import DataLoader, TensorDataset
+
+    def loader():
+        return DataLoader(TensorDataset(X, Y), batch_size=16, shuffle=True, seed=5)
+
+    model_e, opt_e = _parts()
+    hist_e = Trainer(model_e, "cross_entropy", opt_e, progress=False).fit(
+        loader(), epochs=2, val_data=(XV, YV))
+    model, opt = _parts()
+    Trainer(model, "cross_entropy", opt, callbacks=[StopAt(6)], checkpoint_dir=tmp_path,
+            checkpoint_every=3, progress=False, compile=True).fit(
+        loader(), epochs=2, val_data=(XV, YV))
+    model, opt = _parts(seed=7)
+    t = Trainer(model, "cross_entropy", opt, callbacks=[StopAt(-1)], checkpoint_dir=tmp_path,
+                checkpoint_every=3, progress=False, compile=True)
+    hist = t.fit(loader(), epochs=2, val_data=(XV, YV), resume=True)
+    assert t._forward_backward.active
+    _same((model_e, hist_e), (model, hist))
