@@ -4,7 +4,7 @@ What is compiled is the part of a step that builds nodes: the forward, the
 loss and ``g.backward`` (filling ``Parameter.grad``, updating batch-norm
 running statistics, drawing dropout masks from yscv's generator as the eager
 step does). Gradient clipping, the optimizer step, ``zero_grad`` and the
-scheduler stay outside, as in SPEC section 12's example, and so does
+scheduler stay outside (as in the loop of docs/compile.md), and so does
 evaluation (`Trainer.evaluate` / `predict` run eagerly: one forward without
 gradients has no backward to save).
 
