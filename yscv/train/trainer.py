@@ -44,6 +44,7 @@ from .. import runtime, state
 from ..engine.graph import Graph
 from ..nn.utils import clip_grad_norm_
 from ._batches import BatchSource, is_loader, is_sharded, pair, split, to_json
+from ._compiled import step_runner
 from ._losses import accuracy, default_forward, resolve_loss, resolve_metrics
 from ._progress import epoch_bar
 from ._resume import ResumeState
@@ -128,13 +129,15 @@ class Trainer(BatchSource, ResumeState):
             ``g.backward(loss, workers=backward_workers)``: 1 (default)
             serial, n > 1 up to n threads on independent branches (same
             bits), None automatic (see docs/engine.md).
+        compile: each step's forward, loss and backward through `yscv.compile`
+            (same bits; eager after a record error, with a warning naming it).
     """
 
     def __init__(self, model, loss_fn, optimizer, scheduler=None, *, metrics=("accuracy",),
                  callbacks=(), scheduler_interval=None, checkpoint_dir=None,
                  checkpoint_every=None, keep_last: int = 3, seed: int = 0, progress=None,
                  forward=None, grad_clip_norm=None, reuse_graph: bool = True,
-                 backward_workers=1):
+                 backward_workers=1, compile: bool = False):
         # [distributed] data-parallel on more than one rank (yscv/distributed/_fit.py)
         model, self._dp = _data_parallel(model)
         self.model = model
@@ -180,6 +183,7 @@ class Trainer(BatchSource, ResumeState):
         self.backward_workers = backward_workers
         params = list(model.parameters())
         self.dtype = params[0].data.dtype if params else np.dtype(np.float32)
+        self._forward_backward = step_runner(self, compile)  # (g, k, xb, yb) -> (loss, out)
         self.history = History()
         self.global_step = 0
         self.epoch = 0
@@ -214,18 +218,7 @@ class Trainer(BatchSource, ResumeState):
         """Forward, backward and update on one batch: (loss, output, sums);
         ``sums`` is None in a world of one, else the step's [n, ``loss*n``,
         ``metric*n`` ...] summed over ranks."""
-        if self.reuse_graph:
-            g.truncate(k)
-        else:
-            g = Graph(self.dtype)
-        if self._dp is not None:  # [distributed] rank 0 compiles the kernels first
-            self._dp.averager.before_forward()
-        out = self.forward(g, self.model, xb)
-        loss = self.loss_fn(g, out, yb)
-        g.backward(loss, workers=self.backward_workers)
-        # read before the update: a released (checkpointed) value recomputed
-        # later would see the new parameters
-        loss_value, out_value = float(g.value(loss)), g.value(out)
+        loss_value, out_value = self._forward_backward(g, k, xb, yb)
         sums = None
         if self._dp is not None:  # [distributed] mean gradients + the step's sums over ranks
             sums = self._dp.sync_step(loss_value, out_value, yb, self.metrics)
@@ -468,7 +461,6 @@ class Trainer(BatchSource, ResumeState):
         return info["extra"].get("user")
 
 
-
 def _data_parallel(model):
     """(model, None) in a world of one; else (the model, unwrapped from a
     DistributedDataParallel, and the rank-side helper). yscv.distributed is
@@ -484,17 +476,18 @@ def _data_parallel(model):
 def fit(model, loss_fn, optimizer, train_data, epochs: int = 1, batch_size=None,
         scheduler=None, val_data=None, metrics=("accuracy",), callbacks=(), checkpoint_dir=None,
         checkpoint_every=None, keep_last: int = 3, resume: bool = False, seed: int = 0,
-        progress=None, backward_workers=1, **trainer_kwargs) -> History:
+        progress=None, backward_workers=1, compile: bool = False, **trainer_kwargs) -> History:
     """One call: build a `Trainer` and run `Trainer.fit`; returns the History.
 
     ``train_data`` / ``val_data``: ``(inputs, targets)`` arrays or a
     `yscv.data.DataLoader`; ``batch_size`` (default 32) is for arrays;
-    ``backward_workers``: threads per backward (1, n or None: automatic).
+    ``backward_workers``: threads per backward (1, n or None: automatic);
+    ``compile=True``: steps through `yscv.compile` (`Trainer`).
     """
     trainer = Trainer(model, loss_fn, optimizer, scheduler, metrics=metrics, callbacks=callbacks,
                       checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                       keep_last=keep_last, seed=seed, progress=progress,
-                      backward_workers=backward_workers, **trainer_kwargs)
+                      backward_workers=backward_workers, compile=compile, **trainer_kwargs)
     return trainer.fit(train_data, epochs=epochs, batch_size=batch_size, val_data=val_data,
                        resume=resume)
 
