@@ -15,7 +15,8 @@ from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F40
                _import_shape,  # (fill HANDLERS, in this order)
                _import_norms, _import_losses, _import_attention, _import_math, _import_select,
                _import_resize, _import_pad, _import_pool, _import_gridsample, _import_quant,
-               _import_scatter, _import_deform)
+               _import_scatter, _import_deform, _import_rearrange, _import_sets,
+               _import_integer)
 from ._import_registry import HANDLERS, _Unsupported
 from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
@@ -107,5 +108,6 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail(f"reduction={at['reduction']!r} is not supported ({', '.join(REDUCTIONS)})")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
-    for module in (_import_math, _import_select, _import_quant):
+    for module in (_import_math, _import_select, _import_quant, _import_rearrange, _import_sets,
+                   _import_integer):
         module.check(node, np_dtype_of)
