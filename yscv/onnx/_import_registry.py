@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..errors import AutogradError
 
 __all__ = ["HANDLERS", "handler", "ChannelLast", "bn_buffer", "OnnxNode",
-           "OnnxImportError"]
+           "OnnxImportError", "Subgraph"]
 
 
 class OnnxImportError(AutogradError, ValueError):
@@ -55,6 +55,30 @@ class OnnxNode:
 
     def fail(self, why: str) -> OnnxImportError:
         return OnnxImportError(f"onnx.load: {self.where()}: {why}", op=self.op, node=self.name)
+
+
+class Subgraph:
+    """A graph attribute (If's branches, Loop's and Scan's body), decoded at
+    load: ``nodes`` (`OnnxNode`, indexed ``"<parent index>/<k>"``),
+    ``inputs`` / ``outputs`` (value names), ``statics`` (its initializers,
+    constants) and ``outer``: the names it (or a graph nested in it) reads
+    from the enclosing scopes, which count as read by the node holding it."""
+
+    __slots__ = ("name", "nodes", "inputs", "outputs", "statics", "outer")
+
+    def __init__(self, name, nodes, inputs, outputs, statics):
+        self.name, self.nodes = name, list(nodes)
+        self.inputs, self.outputs, self.statics = list(inputs), list(outputs), dict(statics)
+        local = set(self.inputs) | set(self.statics) | {o for n in self.nodes for o in n.outputs}
+        read = [i for n in self.nodes for i in n.inputs]
+        read += [r for n in self.nodes for sub in subgraphs(n) for r in sub.outer]
+        read += self.outputs
+        self.outer = sorted({r for r in read if r and r not in local})
+
+
+def subgraphs(node):
+    """The `Subgraph` attributes of ``node``."""
+    return [v for v in node.attrs.values() if isinstance(v, Subgraph)]
 
 
 class _Unsupported:
