@@ -16,7 +16,8 @@ from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F40
                _import_norms, _import_losses, _import_attention, _import_math, _import_select,
                _import_resize, _import_pad, _import_pool, _import_gridsample, _import_quant,
                _import_scatter, _import_deform, _import_rearrange, _import_sets,
-               _import_integer, _import_signal, _import_decoder, _import_control)
+               _import_integer, _import_signal, _import_decoder, _import_control,
+               _import_sequence)
 from ._import_registry import HANDLERS, _Unsupported, subgraphs
 from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
