@@ -42,6 +42,8 @@ def _consumers(nodes, skip=frozenset()):
         for sub in subgraphs(n):   # what a branch or loop body reads from outside
             for name in sub.outer:
                 out.setdefault(name, []).append((n, None))
+        if n.op == "ai.onnx.preview.training:Gradient" and isinstance(n.attrs.get("y"), str):
+            out.setdefault(n.attrs["y"], []).append((n, None))   # differentiated, not an input
     return out
 
 

@@ -1,5 +1,5 @@
-"""Handlers of the optimiser operators of the ``ai.onnx.preview.training``
-domain: Adagrad, Adam and Momentum (standard and Nesterov).
+"""Handlers of the ``ai.onnx.preview.training`` domain: the optimisers
+Adagrad, Adam and Momentum (standard and Nesterov), and Gradient.
 
 Each takes the learning rate R, the step count T and, for every optimised
 tensor, its value X, gradient G and accumulators (Momentum: V; Adagrad: H;
@@ -7,6 +7,11 @@ Adam: V and H), and gives the updated values and accumulators, in ONNX's
 order (all new X, then all new V / H). The updates are recorded with graph
 ops on the data (R included), so they are differentiable; T is read by
 value.
+
+Gradient gives d sum(y) / d x for the values ``xs`` of the graph: the nodes
+``y`` depends on are replayed on a fresh yscv Graph with the ``xs`` as
+variables, and ``g.backward`` fills their gradients (static arrays: a
+Gradient output is not differentiated again).
 """
 from __future__ import annotations
 
@@ -97,8 +102,57 @@ def _momentum(run, node):
     return xs + vs
 
 
+def _ancestors(nodes, before, target):
+    """The nodes (before index ``before``) that ``target`` depends on, in order."""
+    by_out = {o: n for n in nodes[:before] for o in n.outputs if o}
+    need, todo = set(), [target]
+    while todo:
+        p = by_out.get(todo.pop())
+        if p is not None and p.index not in need:
+            need.add(p.index)
+            todo.extend(i for i in p.inputs if i)
+    return [n for n in nodes[:before] if n.index in need]
+
+
+@handler(_D + "Gradient")
+def _gradient(run, node):
+    """d sum(y) / d x for every name x of ``xs`` (zeros where y does not
+    depend on x)."""
+    from ._import_registry import HANDLERS
+    from ._import_run import Prepared, Run, _store
+    at = node.attrs
+    xs, y = list(at["xs"]), at["y"]
+    nodes = run.m._nodes
+    pos = next(i for i, n in enumerate(nodes) if n.index == node.index)
+    g2 = type(run.g)(run.g.dtype)
+    sub = Run(run.m, g2)
+    for k, v in run.env.items():   # every value computed so far, as a constant of g2
+        if isinstance(v, Prepared):
+            sub.env[k] = Prepared(g2.constant(np.asarray(run.g.value(v.node))), v.tag)
+        elif not isinstance(v, list):
+            sub.env[k] = run.arr(k)
+    leaves = {}
+    for x in xs:
+        if x not in run.env:
+            raise node.fail(f"xs names {x!r}, which is not computed before the node")
+        leaves[x] = sub.env[x] = g2.variable(np.asarray(run.arr(x), g2.dtype))
+    for n in _ancestors(nodes, pos, y):
+        if not any(o in leaves for o in n.outputs):
+            _store(sub, n, HANDLERS[n.op](sub, n))
+    if y not in sub.env:
+        raise node.fail(f"y names {y!r}, which is not computed before the node")
+    g2.backward(g2.sum(sub.node(y)))
+    out = []
+    for x in xs:
+        grad = g2.grad(leaves[x])
+        out.append(np.zeros(leaves[x].shape, g2.dtype) if grad is None else np.asarray(grad))
+    return out
+
+
 def check(node, np_dtype_of) -> None:
     """Load-time refusals of the attribute values these handlers do not implement."""
+    if node.op == _D + "Gradient" and node.attrs.get("zs"):
+        raise node.fail("the zs attribute is not supported")
     if node.op == _D + "Momentum" and node.attrs.get("mode") not in ("standard", "nesterov"):
         raise node.fail(f"mode={node.attrs.get('mode')!r} is not supported (standard or "
                         "nesterov)")
