@@ -145,3 +145,27 @@ def test_rotary_embedding_rejects_a_cache_of_the_wrong_width():
     with pytest.raises(OnnxImportError, match="does not match"):
         m(g, *[a for _, a in ins])
     assert len(g) == n
+
+
+def test_flex_attention_with_a_score_mod_matches_the_reference_and_has_gradients():
+    """score_mod adds a bias per key (an initializer of the subgraph) to
+    tanh of the scores; grouped heads (4 query heads on 2 key/value heads)."""
+    from onnx import TensorProto, helper, numpy_helper
+    f = TensorProto.FLOAT
+    mod = helper.make_graph([helper.make_node("Tanh", ["s"], ["t"]),
+                             helper.make_node("Add", ["t", "bias"], ["o"])], "score_mod",
+                            [helper.make_tensor_value_info("s", f, None)],
+                            [helper.make_tensor_value_info("o", f, None)],
+                            [numpy_helper.from_array(normal(5, seed=3), "bias")])
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview",
+                            score_mod=mod, scale=0.3)
+    ins = [("q", normal(1, 4, 3, 2)), ("k", normal(1, 2, 5, 2, seed=1)),
+           ("v", normal(1, 2, 5, 3, seed=2))]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, f, a.shape)
+                                            for n, a in ins],
+                              [helper.make_tensor_value_info("y", f, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24),
+                                                    helper.make_opsetid("ai.onnx.preview", 1)])
+    model.ir_version = onnx.IR_VERSION
+    check_reference(model, ins)
+    check_grad(model, ins, wrt=(0, 1, 2))
