@@ -17,7 +17,7 @@ from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F40
                _import_resize, _import_pad, _import_pool, _import_gridsample, _import_quant,
                _import_scatter, _import_deform, _import_rearrange, _import_sets,
                _import_integer, _import_signal, _import_decoder, _import_control,
-               _import_sequence, _import_training, _import_random)
+               _import_sequence, _import_training, _import_random, _import_ml)
 from ._import_registry import HANDLERS, _Unsupported, subgraphs
 from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
@@ -116,5 +116,5 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         at["_np_to"] = np_dtype_of(int(at["to"]))
     for module in (_import_math, _import_select, _import_quant, _import_rearrange, _import_sets,
                    _import_integer, _import_signal, _import_decoder, _import_control,
-                   _import_training, _import_random):
+                   _import_training, _import_random, _import_ml):
         module.check(node, np_dtype_of)
