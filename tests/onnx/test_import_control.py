@@ -232,3 +232,58 @@ def test_random_generators():
     with pytest.raises(OnnxImportError, match="dtype=8 .* is not supported"):
         yscv.onnx.load(one_node("RandomUniformLike", [("x", x)], opset=22,
                                 dtype=TensorProto.STRING))
+
+
+@pytest.mark.parametrize("mode,skip,lo", [("TF", 0, 2), ("IDF", 2, 1), ("TFIDF", 3, 1)])
+def test_tfidf_vectorizer_matches_ort(mode, skip, lo):
+    x = np.array([[1, 3, 2, 3, 4, 3, 4, 1], [4, 4, 3, 1, 2, 3, 1, 3]], np.int64)
+    attrs = dict(mode=mode, max_skip_count=skip, min_gram_length=lo, max_gram_length=3,
+                 ngram_counts=[0, 3, 7], ngram_indexes=[0, 1, 2, 3, 4, 5, 6],
+                 pool_int64s=[1, 3, 4, 3, 4, 2, 3, 4, 3, 4, 3, 4, 1])
+    if mode != "TF":
+        attrs["weights"] = [0.5, 1.5, 2.0, 1.0, 3.0, 0.25, 4.0]
+    model = one_node("TfIdfVectorizer", [("x", x)], out=[np.float32], opset=17, **attrs)
+    check_values(model, [("x", x)])
+    check_values(one_node("TfIdfVectorizer", [("x", x[0])], out=[np.float32], opset=17,
+                          **attrs), [("x", x[0])])
+
+
+def test_tfidf_vectorizer_refuses_a_string_pool():
+    x = np.array([1, 2], np.int64)
+    with pytest.raises(OnnxImportError, match="pool_strings is not supported"):
+        yscv.onnx.load(one_node("TfIdfVectorizer", [("x", x)], out=[np.float32], mode="TF",
+                                min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                                ngram_counts=[0], ngram_indexes=[0], pool_strings=["a"]))
+
+
+ML = helper.make_opsetid("ai.onnx.ml", 3)
+
+
+def test_ml_binarizer_and_array_feature_extractor():
+    x = np.array([[0.5, 2.0, -1.0, 3.0], [1.0, 1.5, 0.0, -2.0]], np.float32)
+    idx = np.array([3, 1, 1], np.int64)
+    nodes = [helper.make_node("Binarizer", ["x"], ["b"], domain="ai.onnx.ml", threshold=1.0),
+             helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["z"], domain="ai.onnx.ml")]
+    model = model_of(nodes, [vi("x", F, [2, 4]), vi("i", TensorProto.INT64, [3])],
+                     [vi("b", F, None), vi("z", F, None)], extra=[ML])
+    ins = [("x", x), ("i", idx)]
+    check_values(model, ins)
+    check_grad(model, ins, wrt=(0,), out=1)
+
+
+def test_optional_operators_inside_a_graph():
+    nodes = [helper.make_node("Optional", ["x"], ["o"]),
+             helper.make_node("OptionalHasElement", ["o"], ["h"]),
+             helper.make_node("OptionalGetElement", ["o"], ["e"]),
+             helper.make_node("Mul", ["e", "e"], ["y"])]
+    model = model_of(nodes, [vi("x", F, [3])], [vi("h", TensorProto.BOOL, None),
+                                                vi("y", F, None)], opset=18)
+    ins = [("x", np.array([1.0, -2.0, 3.0], np.float32))]
+    (h, y), *_ = yscv_run(model, ins)
+    assert h.dtype == np.bool_ and bool(h)
+    np.testing.assert_allclose(y, ins[0][1] ** 2)
+    check_grad(model, ins, out=1)
+    empty = [helper.make_node("Optional", [], ["o"], type=helper.make_tensor_type_proto(F, [3])),
+             helper.make_node("OptionalHasElement", ["o"], ["h"])]
+    (h,), *_ = yscv_run(model_of(empty, [], [vi("h", TensorProto.BOOL, None)], opset=18), [])
+    assert not bool(h)
