@@ -1,7 +1,7 @@
-"""Handlers of the feature-extraction ONNX operators: TfIdfVectorizer and,
-from the ``ai.onnx.ml`` domain, Binarizer and ArrayFeatureExtractor; and of
-the optional-value operators Optional, OptionalHasElement and
-OptionalGetElement.
+"""Handlers of the feature-extraction ONNX operators: TfIdfVectorizer,
+ImageDecoder and, from the ``ai.onnx.ml`` domain, Binarizer,
+ArrayFeatureExtractor and TreeEnsemble; and of the optional-value
+operators Optional, OptionalHasElement and OptionalGetElement.
 
 TfIdfVectorizer counts, per row of integer tokens, the n-grams of its pool
 (``pool_int64s``; n from ``min_gram_length`` to ``max_gram_length``, with
@@ -9,7 +9,10 @@ up to ``max_skip_count`` tokens skipped between items; unigrams counted
 once), as ONNX's reference does, and weighs them by ``mode`` (TF, IDF,
 TFIDF): a float32 array without gradient (its input is integers).
 Binarizer (``x > threshold``) is piecewise constant: computed on the
-values. ArrayFeatureExtractor selects entries of the last axis with
+values, as are TreeEnsemble's leaf weights (the leaf each row reaches is
+read from the values; ``aggregate_function`` SUM, AVERAGE, MIN, MAX, no
+``post_transform``). ImageDecoder decodes the encoded bytes with Pillow
+(imported when the operator runs) into uint8 [H, W, C]. ArrayFeatureExtractor selects entries of the last axis with
 ``index_select``, so gradients reach them.
 
 An optional value is the value itself, or None when empty (only inside a
@@ -104,6 +107,92 @@ def _array_feature_extractor(run, node):
     return [run.g.index_select(run.node(name), len(shape) - 1, idx)]
 
 
+_MODES = {0: np.less_equal, 1: np.less, 2: np.greater_equal, 3: np.greater, 4: np.equal,
+          5: np.not_equal}
+
+
+def _tree_nodes(at):
+    """Per node: (mode, split or member set, feature, true (id, leaf), false (id, leaf),
+    missing tracks true)."""
+    modes = [int(v) for v in np.asarray(at["nodes_modes"]).reshape(-1)]
+    splits = np.asarray(at["nodes_splits"]).reshape(-1)
+    members = iter(np.asarray(at.get("membership_values", []), np.float64).reshape(-1).tolist())
+    missing = at.get("nodes_missing_value_tracks_true") or [0] * len(modes)
+    out = []
+    for i, mode in enumerate(modes):
+        value = splits[i]
+        if mode == 6:
+            value = set()
+            for v in members:
+                if np.isnan(v):
+                    break
+                value.add(v)
+        out.append((mode, value, int(at["nodes_featureids"][i]),
+                    (int(at["nodes_truenodeids"][i]), int(at["nodes_trueleafs"][i])),
+                    (int(at["nodes_falsenodeids"][i]), int(at["nodes_falseleafs"][i])),
+                    bool(missing[i])))
+    return out
+
+
+@handler(_ML + "TreeEnsemble")
+def _tree_ensemble(run, node):
+    """[N, F] -> [N, n_targets]: each tree's leaf weight added to (or
+    averaged, min-ed, max-ed into) its target, per row."""
+    at = node.attrs
+    x = np.asarray(run.arr(node.inputs[0]))
+    if x.ndim != 2:
+        raise node.fail(f"the input must be [N, features], got shape {x.shape}")
+    tree = _tree_nodes(at)
+    weights = np.asarray(at["leaf_weights"]).reshape(-1)
+    targets = [int(v) for v in at["leaf_targetids"]]
+    agg = int(at.get("aggregate_function", 1))
+    roots = [int(r) for r in at["tree_roots"]]
+    n_t = int(at["n_targets"])
+    fill = {2: np.finfo(x.dtype).max, 3: np.finfo(x.dtype).min}.get(agg, 0)
+    out = np.full((x.shape[0], n_t), fill, x.dtype)
+    for r, row in enumerate(x):
+        for root in roots:
+            t, f = tree[root][3], tree[root][4]
+            k, leaf = root, bool(t[1] and f[1] and t[0] == f[0])
+            while not leaf:
+                mode, value, feat, t, f, miss = tree[k]
+                v = row[feat]
+                hit = (v in value) if mode == 6 else bool(_MODES[mode](v, value))
+                k, leaf = t if hit or (miss and np.isnan(v)) else f
+                leaf = bool(leaf)
+            w, tid = weights[k], targets[k]
+            if agg == 1:
+                out[r, tid] += w
+            elif agg == 0:
+                out[r, tid] += w / len(roots)
+            else:
+                out[r, tid] = (min if agg == 2 else max)(out[r, tid], w)
+    return [out]
+
+
+@handler("ImageDecoder")
+def _image_decoder(run, node):
+    """uint8 [H, W, 3] (RGB or BGR) or [H, W, 1] (Grayscale) of the encoded image."""
+    import io
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - exercised only without Pillow
+        raise ImportError("yscv.onnx.load: ImageDecoder needs Pillow (pip install pillow)") from exc
+    data = np.asarray(run.arr(node.inputs[0]))
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise node.fail(f"the input must be the encoded bytes (uint8 [n]), got {data.dtype} "
+                        f"{data.shape}")
+    try:
+        img = Image.open(io.BytesIO(data.tobytes()))
+        fmt = node.attrs.get("pixel_format", "RGB")
+        if fmt == "Grayscale":
+            return [np.asarray(img.convert("L"), np.uint8)[:, :, None]]
+        rgb = np.asarray(img.convert("RGB"), np.uint8)
+    except OSError as exc:
+        raise node.fail(f"the bytes are not an image Pillow can decode ({exc})") from None
+    return [np.ascontiguousarray(rgb[:, :, ::-1]) if fmt == "BGR" else rgb]
+
+
 @handler("Optional")
 def _optional(run, node):
     return [run.raw(node.inputs[0]) if run.has(node, 0) else None]
@@ -125,6 +214,18 @@ def _optional_get_element(run, node):
 def check(node, np_dtype_of) -> None:
     """Load-time refusals of the attribute values these handlers do not implement."""
     at, fail = node.attrs, node.fail
+    if node.op == "ImageDecoder" and at.get("pixel_format", "RGB") not in ("RGB", "BGR",
+                                                                             "Grayscale"):
+        raise fail(f"pixel_format={at['pixel_format']!r} is not supported (RGB, BGR or "
+                   "Grayscale)")
+    if node.op == _ML + "TreeEnsemble":
+        if int(at.get("post_transform", 0)):
+            raise fail(f"post_transform={at['post_transform']} is not supported (0: none)")
+        if int(at.get("aggregate_function", 1)) not in (0, 1, 2, 3):
+            raise fail(f"aggregate_function={at['aggregate_function']} is not supported")
+        modes = np.asarray(at.get("nodes_modes", [])).reshape(-1)
+        if modes.size and (modes.min() < 0 or modes.max() > 6):
+            raise fail(f"nodes_modes {modes.tolist()} are not supported (0 to 6)")
     if node.op != "TfIdfVectorizer":
         return
     if at.get("pool_strings"):
