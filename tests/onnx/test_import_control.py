@@ -1,6 +1,7 @@
 """yscv.onnx.load on graphs with subgraphs and sequences: If, Loop, Scan
 (_import_control), the sequence operators (_import_sequence), and on the
-``ai.onnx.preview.training`` operators and the random generators.
+``ai.onnx.preview.training`` operators, the random generators and the
+feature-extraction and optional operators of _import_ml.
 
 Oracles: ONNX Runtime and ONNX's reference implementation for the values;
 yscv.gradcheck (float64) through the unrolled loops, the sequence ops and
@@ -287,3 +288,57 @@ def test_optional_operators_inside_a_graph():
              helper.make_node("OptionalHasElement", ["o"], ["h"])]
     (h,), *_ = yscv_run(model_of(empty, [], [vi("h", TensorProto.BOOL, None)], opset=18), [])
     assert not bool(h)
+
+
+def test_sequence_map_runs_its_body_per_element_with_gradients():
+    body = helper.make_graph([helper.make_node("Mul", ["e", "w"], ["m"]),
+                              helper.make_node("ReduceSum", ["m"], ["r"], keepdims=1)], "body",
+                             [vi("e", F, None), vi("w", F, None)], [vi("r", F, None)])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+             helper.make_node("SequenceMap", ["s", "w"], ["t"], body=body),
+             helper.make_node("ConcatFromSequence", ["t"], ["y"], axis=0)]
+    model = model_of(nodes, [vi("x", F, [3, 4]), vi("w", F, [4])], [vi("y", F, None)])
+    ins = [("x", np.arange(12, dtype=np.float32).reshape(3, 4) * 0.5),
+           ("w", np.array([1.0, -2.0, 0.5, 3.0], np.float32))]
+    check_values(model, ins)
+    check_grad(model, ins, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("agg", [0, 1, 2, 3])
+def test_tree_ensemble_matches_the_reference(agg):
+    """Two trees (one with a set-membership node) over three features."""
+    attrs = dict(
+        aggregate_function=agg, n_targets=2, tree_roots=[0, 2],
+        nodes_featureids=[0, 1, 2], nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [3],
+                                                                   [0, 3, 6]),
+        nodes_splits=helper.make_tensor("s", F, [3], [0.5, -1.0, 0.0]),
+        nodes_truenodeids=[1, 0, 2], nodes_trueleafs=[0, 1, 1],
+        nodes_falsenodeids=[1, 1, 3], nodes_falseleafs=[1, 1, 1],
+        leaf_targetids=[0, 1, 1, 0], leaf_weights=helper.make_tensor("w", F, [4],
+                                                                     [1.5, -2.0, 4.0, 0.25]),
+        membership_values=helper.make_tensor("mv", F, [3], [1.0, 3.0, np.nan]))
+    x = np.array([[0.1, 2.0, 1.0], [0.9, -3.0, 3.0], [0.2, -5.0, 2.0], [1.0, 0.0, 1.0]],
+                 np.float32)
+    node = helper.make_node("TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    model = model_of([node], [vi("x", F, [4, 3])], [vi("y", F, None)],
+                     extra=[helper.make_opsetid("ai.onnx.ml", 5)])
+    model.ir_version = onnx.IR_VERSION
+    check_values(model, [("x", x)], oracle="reference")
+
+
+def test_image_decoder_matches_pillow():
+    from io import BytesIO
+    PIL = pytest.importorskip("PIL.Image")
+    img = (np.arange(4 * 5 * 3) * 7 % 256).astype(np.uint8).reshape(4, 5, 3)
+    buf = BytesIO()
+    PIL.fromarray(img).save(buf, format="PNG")
+    data = np.frombuffer(buf.getvalue(), np.uint8)
+    for fmt, want in (("RGB", img), ("BGR", img[:, :, ::-1]),
+                      ("Grayscale", np.asarray(PIL.fromarray(img).convert("L"))[:, :, None])):
+        model = one_node("ImageDecoder", [("b", data)], opset=20, pixel_format=fmt)
+        (got,), *_ = yscv_run(model, [("b", data)])
+        assert got.dtype == np.uint8
+        np.testing.assert_array_equal(got, want)
+    bad = one_node("ImageDecoder", [("b", data[:10])], opset=20)
+    with pytest.raises(OnnxImportError, match="not an image Pillow can decode"):
+        yscv.onnx.load(bad)(yscv.Graph(), data[:10])

@@ -1,20 +1,22 @@
 """Handlers of ONNX's sequence operators inside a graph: SequenceEmpty,
 SequenceConstruct, SequenceInsert, SequenceAt, SequenceErase,
-SequenceLength, ConcatFromSequence and SplitToSequence.
+SequenceLength, ConcatFromSequence, SplitToSequence and SequenceMap.
 
 A sequence value is a Python list of tensor values (static arrays or
 NodeIds) in the importer's environment; graph inputs and outputs that are
 sequences stay refused at load. Splitting and concatenating data record
 ``narrow`` / ``squeeze`` / ``cat`` / ``stack``, so gradients flow through
-the elements.
+the elements; SequenceMap replays its body once per element
+(`yscv.onnx._import_run.run_body`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._import_registry import handler
+from ._import_run import run_body
 
-__all__ = []
+__all__: list = []
 
 
 def _seq(run, node, slot=0) -> list:
@@ -133,3 +135,25 @@ def _split_to_sequence(run, node):
     g, x = run.g, run.node(name)
     parts = [g.narrow(x, axis, int(s), k) for s, k in zip(starts, sizes)]
     return [[g.squeeze(p, axis) for p in parts] if squeeze else parts]
+
+
+@handler("SequenceMap")
+def _sequence_map(run, node):
+    """The body run on the i-th element of every sequence input (a tensor
+    input is passed whole each time); each body output becomes a sequence."""
+    body = node.attrs["body"]
+    first = _seq(run, node, 0)
+    values = [run.raw(n) for n in node.inputs]
+    for slot, v in enumerate(values):
+        if isinstance(v, list) and len(v) != len(first):
+            raise node.fail(f"sequence input {slot} has {len(v)} tensors, input 0 has "
+                            f"{len(first)}")
+    if len(body.inputs) != len(values):
+        raise node.fail(f"the body takes {len(body.inputs)} inputs for {len(values)}")
+    outs = [[] for _ in body.outputs]
+    for i in range(len(first)):
+        bound = {b: v[i] if isinstance(v, list) else _element(run, n)
+                 for b, v, n in zip(body.inputs, values, node.inputs)}
+        for acc, v in zip(outs, run_body(run, body, bound)):
+            acc.append(v)
+    return outs
