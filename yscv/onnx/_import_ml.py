@@ -1,6 +1,6 @@
 """Handlers of the feature-extraction ONNX operators: TfIdfVectorizer,
 ImageDecoder and, from the ``ai.onnx.ml`` domain, Binarizer,
-ArrayFeatureExtractor and TreeEnsemble; and of the optional-value
+ArrayFeatureExtractor, LabelEncoder (numeric keys and values) and TreeEnsemble; and of the optional-value
 operators Optional, OptionalHasElement and OptionalGetElement.
 
 TfIdfVectorizer counts, per row of integer tokens, the n-grams of its pool
@@ -193,6 +193,37 @@ def _image_decoder(run, node):
     return [np.ascontiguousarray(rgb[:, :, ::-1]) if fmt == "BGR" else rgb]
 
 
+def _label_table(at):
+    """(keys, values, default) of a LabelEncoder with numeric keys and values."""
+    keys = next(np.asarray(at[k]).reshape(-1) for k in ("keys_tensor", "keys_int64s",
+                                                        "keys_floats") if k in at)
+    for k, dt in (("values_tensor", None), ("values_int64s", np.int64),
+                  ("values_floats", np.float32)):
+        if k in at:
+            values = np.asarray(at[k], dt).reshape(-1)
+            break
+    if "default_tensor" in at:
+        default = np.asarray(at["default_tensor"]).reshape(-1)[0]
+    elif values.dtype.kind == "f":
+        default = float(at.get("default_float", -0.0))
+    else:
+        default = int(at.get("default_int64", -1))
+    return keys, values, values.dtype.type(default)
+
+
+@handler(_ML + "LabelEncoder")
+def _label_encoder(run, node):
+    """Each element replaced by the value of its key (NaN keys match NaN),
+    else the default, in the values' type."""
+    keys, values, default = _label_table(node.attrs)
+    x = np.asarray(run.arr(node.inputs[0]))
+    out = np.full(x.shape, default, values.dtype)
+    for k, v in zip(keys.tolist(), values.tolist()):
+        hit = np.isnan(x) if isinstance(k, float) and np.isnan(k) else x == k
+        out[hit] = v
+    return [out]
+
+
 @handler("Optional")
 def _optional(run, node):
     return [run.raw(node.inputs[0]) if run.has(node, 0) else None]
@@ -218,6 +249,15 @@ def check(node, np_dtype_of) -> None:
                                                                              "Grayscale"):
         raise fail(f"pixel_format={at['pixel_format']!r} is not supported (RGB, BGR or "
                    "Grayscale)")
+    if node.op == _ML + "LabelEncoder":
+        if "keys_strings" in at or "values_strings" in at:
+            raise fail("string keys and values are not supported (yscv holds no strings)")
+        for kind in ("keys", "values"):
+            t = at.get(f"{kind}_tensor")
+            if t is not None and np.asarray(t).dtype.kind not in "iuf":
+                raise fail(f"{kind}_tensor of {np.asarray(t).dtype} is not supported")
+            if not any(f"{kind}_{k}" in at for k in ("tensor", "int64s", "floats")):
+                raise fail(f"the {kind} are missing")
     if node.op == _ML + "TreeEnsemble":
         if int(at.get("post_transform", 0)):
             raise fail(f"post_transform={at['post_transform']} is not supported (0: none)")

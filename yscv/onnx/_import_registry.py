@@ -82,7 +82,7 @@ def subgraphs(node):
 
 
 class _Unsupported:
-    """Marks an attribute kind the importer cannot use (subgraphs, sparse)."""
+    """Marks an attribute kind the importer cannot use (lists of graphs, sparse tensors)."""
 
     def __init__(self, name):
         self.name = name
