@@ -9,8 +9,11 @@ call's state (`yscv.onnx._import_run.Run`), ``node`` an
 `OnnxNode`. The handlers themselves are in the ``_import_<topic>``
 modules that `yscv.onnx._import_table` imports (ops, index, nn, rnn,
 shape, norms, losses, attention, math, select, resize, pad, pool,
-gridsample, quant, scatter, lstm, gru, deform); the table imports them (so that they register) and
-checks nodes against the table. This module imports none of them.
+gridsample, quant, scatter, lstm, gru, deform, rearrange, sets, integer,
+signal, decoder, control, sequence, training, random, ml); the table
+imports them (so that they register) and checks nodes against the table.
+This module imports none of them. A graph attribute (a branch or loop
+body) reaches its handler as a `Subgraph`.
 """
 from __future__ import annotations
 
