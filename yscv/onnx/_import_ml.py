@@ -1,7 +1,8 @@
 """Handlers of the feature-extraction ONNX operators: TfIdfVectorizer,
 ImageDecoder and, from the ``ai.onnx.ml`` domain, Binarizer,
-ArrayFeatureExtractor, LabelEncoder (numeric keys and values) and TreeEnsemble; and of the optional-value
-operators Optional, OptionalHasElement and OptionalGetElement.
+ArrayFeatureExtractor, LabelEncoder (numeric keys and values) and
+TreeEnsemble; and of the optional-value operators Optional,
+OptionalHasElement and OptionalGetElement.
 
 TfIdfVectorizer counts, per row of integer tokens, the n-grams of its pool
 (``pool_int64s``; n from ``min_gram_length`` to ``max_gram_length``, with
@@ -9,10 +10,11 @@ up to ``max_skip_count`` tokens skipped between items; unigrams counted
 once), as ONNX's reference does, and weighs them by ``mode`` (TF, IDF,
 TFIDF): a float32 array without gradient (its input is integers).
 Binarizer (``x > threshold``) is piecewise constant: computed on the
-values, as are TreeEnsemble's leaf weights (the leaf each row reaches is
-read from the values; ``aggregate_function`` SUM, AVERAGE, MIN, MAX, no
-``post_transform``). ImageDecoder decodes the encoded bytes with Pillow
-(imported when the operator runs) into uint8 [H, W, C]. ArrayFeatureExtractor selects entries of the last axis with
+values, as are LabelEncoder's lookups and TreeEnsemble's leaf weights (the
+leaf each row reaches is read from the values; ``aggregate_function`` SUM,
+AVERAGE, MIN, MAX, no ``post_transform``). ImageDecoder decodes the
+encoded bytes with Pillow (imported when the operator runs) into uint8
+[H, W, C]. ArrayFeatureExtractor selects entries of the last axis with
 ``index_select``, so gradients reach them.
 
 An optional value is the value itself, or None when empty (only inside a
