@@ -366,7 +366,8 @@ def test_load_from_path_bytes_and_proto(tmp_path):
 
 # ------------------------------------------------------------------ errors
 @pytest.mark.parametrize("node,match", [
-    (helper.make_node("Unique", ["x"], ["y"], name="u1"), "'Unique' \\(node 'u1'"),
+    (helper.make_node("MaxRoiPool", ["x", "r"], ["y"], pooled_shape=[1, 1], name="u1"),
+     "'MaxRoiPool' \\(node 'u1'"),
     (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2, 2], name="mp"),
      "'MaxPool' \\(node 'mp'.*kernel_shape \\[2, 2, 2, 2\\] is not supported"),
     (helper.make_node("Pad", ["x", "p"], ["y"], mode="symmetric", name="pad"),
@@ -376,6 +377,8 @@ def test_load_from_path_bytes_and_proto(tmp_path):
 ])
 def test_unsupported_operator_fails_at_load(node, match):
     inits = [("p", np.zeros(8, np.int64))] if node.op_type == "Pad" else []
+    if node.op_type == "MaxRoiPool":
+        inits = [("r", np.zeros((1, 5), np.float32))]
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [1, 1, 4, 4])],
                               [helper.make_tensor_value_info("y", F, None)],
                               [numpy_helper.from_array(a, n) for n, a in inits])

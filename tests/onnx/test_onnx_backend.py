@@ -50,8 +50,13 @@ def _model_of(case):
 
 
 def _op_types(graph):
+    """The operator types of ``graph``'s nodes and of the graphs they hold
+    (If's branches, Loop's and Scan's bodies)."""
     for n in graph.node:
         yield n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _op_types(sub)
 
 
 def unclaimed() -> dict:

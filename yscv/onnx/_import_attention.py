@@ -12,12 +12,17 @@ additive -inf/0 bias, evaluated with NumPy (no gradient). Without
 ``g.scaled_dot_product_attention``; otherwise it is composed (matmul,
 tanh, softmax, matmul). A query row with every key blocked gives zeros, as
 ONNX specifies.
+
+FlexAttention (domain ``ai.onnx.preview``): the same product with its
+``score_mod`` / ``prob_mod`` graph attributes applied to the scores and the
+probabilities.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._import_registry import handler
+from ._import_run import run_body
 
 
 def _split_heads(g, x, heads, name, node):
@@ -138,3 +143,40 @@ def _attention(run, node):
         y = g.reshape(g.transpose(y, (0, 2, 1, 3)), (b, s_, h * d))
     return [y, present_k, present_v, qk]
 
+
+
+def _mod(run, node, key, x):
+    """A ``score_mod`` / ``prob_mod`` graph attribute applied to ``x``."""
+    sub = node.attrs.get(key)
+    if sub is None:
+        return x
+    if len(sub.inputs) != 1 or len(sub.outputs) != 1:
+        raise node.fail(f"{key} must take one input and give one output, got "
+                        f"{len(sub.inputs)} and {len(sub.outputs)}")
+    (y,) = run_body(run, sub, {sub.inputs[0]: x})
+    return run.g.constant(y.astype(run.g.dtype)) if isinstance(y, np.ndarray) else y
+
+
+@handler("ai.onnx.preview:FlexAttention")
+def _flex_attention(run, node):
+    """softmax(score_mod(scale * Q K^T)) -> prob_mod -> @ V on Q [B, Hq, L, E],
+    K [B, Hkv, S, E], V [B, Hkv, S, Ev] (grouped heads repeat K / V); the
+    two mods are graph attributes replayed on the graph, so gradients flow
+    through them. Computed in the graph's float type (``softmax_precision``
+    asks for at most that)."""
+    g = run.g
+    q, k, v = (run.node(n) for n in node.inputs[:3])
+    if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
+        raise node.fail(f"Q {tuple(q.shape)}, K {tuple(k.shape)} and V {tuple(v.shape)} "
+                        "must be 4-D")
+    hq, hkv = q.shape[1], k.shape[1]
+    if hq % hkv or v.shape[1] != hkv or v.shape[2] != k.shape[2] or k.shape[3] != q.shape[3]:
+        raise node.fail(f"Q {tuple(q.shape)}, K {tuple(k.shape)} and V {tuple(v.shape)} do not "
+                        "match (heads, lengths, head sizes)")
+    scale = node.attrs.get("scale")
+    scale = float(scale) if scale is not None else 1.0 / np.sqrt(q.shape[3])
+    k, v = _repeat_heads(g, k, hq // hkv), _repeat_heads(g, v, hq // hkv)
+    root = float(np.sqrt(np.float32(scale)))
+    s = g.matmul(q * root, g.transpose(k * root, (0, 1, 3, 2)))
+    p = _mod(run, node, "prob_mod", g.softmax(_mod(run, node, "score_mod", s), -1))
+    return [g.matmul(p, v)]

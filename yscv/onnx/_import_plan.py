@@ -24,7 +24,7 @@ import numpy as np
 
 from ._import_layout import to_yscv_layout
 from ._import_modules import find_calls
-from ._import_registry import OnnxImportError, OnnxNode
+from ._import_registry import OnnxImportError, OnnxNode, subgraphs
 from ._import_table import STATIC_SLOTS, check_node
 from ..nn.parameter import Parameter
 
@@ -39,6 +39,11 @@ def _consumers(nodes, skip=frozenset()):
         for slot, name in enumerate(n.inputs):
             if name and (n.index, slot) not in skip:
                 out.setdefault(name, []).append((n, slot))
+        for sub in subgraphs(n):   # what a branch or loop body reads from outside
+            for name in sub.outer:
+                out.setdefault(name, []).append((n, None))
+        if n.op == "ai.onnx.preview.training:Gradient" and isinstance(n.attrs.get("y"), str):
+            out.setdefault(n.attrs["y"], []).append((n, None))   # differentiated, not an input
     return out
 
 

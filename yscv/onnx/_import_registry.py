@@ -9,15 +9,18 @@ call's state (`yscv.onnx._import_run.Run`), ``node`` an
 `OnnxNode`. The handlers themselves are in the ``_import_<topic>``
 modules that `yscv.onnx._import_table` imports (ops, index, nn, rnn,
 shape, norms, losses, attention, math, select, resize, pad, pool,
-gridsample, quant, scatter, lstm, gru, deform); the table imports them (so that they register) and
-checks nodes against the table. This module imports none of them.
+gridsample, quant, scatter, lstm, gru, deform, rearrange, sets, integer,
+signal, decoder, control, sequence, training, random, ml); the table
+imports them (so that they register) and checks nodes against the table.
+This module imports none of them. A graph attribute (a branch or loop
+body) reaches its handler as a `Subgraph`.
 """
 from __future__ import annotations
 
 from ..errors import AutogradError
 
 __all__ = ["HANDLERS", "handler", "ChannelLast", "bn_buffer", "OnnxNode",
-           "OnnxImportError"]
+           "OnnxImportError", "Subgraph"]
 
 
 class OnnxImportError(AutogradError, ValueError):
@@ -57,8 +60,32 @@ class OnnxNode:
         return OnnxImportError(f"onnx.load: {self.where()}: {why}", op=self.op, node=self.name)
 
 
+class Subgraph:
+    """A graph attribute (If's branches, Loop's and Scan's body), decoded at
+    load: ``nodes`` (`OnnxNode`, indexed ``"<parent index>/<k>"``),
+    ``inputs`` / ``outputs`` (value names), ``statics`` (its initializers,
+    constants) and ``outer``: the names it (or a graph nested in it) reads
+    from the enclosing scopes, which count as read by the node holding it."""
+
+    __slots__ = ("name", "nodes", "inputs", "outputs", "statics", "outer")
+
+    def __init__(self, name, nodes, inputs, outputs, statics):
+        self.name, self.nodes = name, list(nodes)
+        self.inputs, self.outputs, self.statics = list(inputs), list(outputs), dict(statics)
+        local = set(self.inputs) | set(self.statics) | {o for n in self.nodes for o in n.outputs}
+        read = [i for n in self.nodes for i in n.inputs]
+        read += [r for n in self.nodes for sub in subgraphs(n) for r in sub.outer]
+        read += self.outputs
+        self.outer = sorted({r for r in read if r and r not in local})
+
+
+def subgraphs(node):
+    """The `Subgraph` attributes of ``node``."""
+    return [v for v in node.attrs.values() if isinstance(v, Subgraph)]
+
+
 class _Unsupported:
-    """Marks an attribute kind the importer cannot use (subgraphs, sparse)."""
+    """Marks an attribute kind the importer cannot use (lists of graphs, sparse tensors)."""
 
     def __init__(self, name):
         self.name = name

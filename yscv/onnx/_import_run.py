@@ -109,6 +109,35 @@ class Run:
         return self.node(node.inputs[slot]) if self.has(node, slot) else None
 
 
+def _store(run, node, outs):
+    for name, v in zip(node.outputs, outs):
+        if name:
+            # a NumPy scalar (np.take with a 0-d index, a 0-d ufunc) is a static value
+            run.env[name] = np.asarray(v) if isinstance(v, np.generic) else v
+
+
+def run_body(run, sub, bound) -> list:
+    """The values of the `Subgraph` ``sub`` (a branch or loop body) run on
+    ``run``'s graph: its inputs bound to ``bound`` (name -> value), every
+    value of the enclosing scope visible; static values stay arrays,
+    sequences lists, data comes back as NodeIds in the file's layout."""
+    child = Run(run.m, run.g)
+    child.training = run.training
+    child.env = dict(run.env)
+    child.env.update(sub.statics)
+    child.env.update(bound)
+    for node in sub.nodes:
+        try:
+            outs = HANDLERS[node.op](child, node)
+        except Exception as exc:
+            if hasattr(exc, "add_note"):  # Python >= 3.11
+                exc.add_note(f"while running ONNX {node.where()} in graph {sub.name!r}")
+            raise
+        _store(child, node, outs)
+    return [child.env[o] if isinstance(child.env[o], (np.ndarray, list)) else child.node(o)
+            for o in sub.outputs]
+
+
 def _bind_inputs(m, g, run, inputs):
     if len(inputs) != len(m._inputs):
         raise TypeError(f"OnnxModule: the model takes {len(m._inputs)} input(s) "
@@ -177,10 +206,7 @@ def run_graph(m, g, inputs):
                              else "")
                     exc.add_note(f"while running ONNX {node.where()}{where}")
                 raise
-            for name, v in zip(node.outputs, outs):
-                if name:
-                    # a NumPy scalar (np.take with a 0-d index, a 0-d ufunc) is a static value
-                    run.env[name] = np.asarray(v) if isinstance(v, np.generic) else v
+            _store(run, node, outs)
         results = []
         for name in m.output_names:
             v = run.env[name]

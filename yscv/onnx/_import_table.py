@@ -15,8 +15,10 @@ from . import (_import_ops, _import_index, _import_nn, _import_rnn,  # noqa: F40
                _import_shape,  # (fill HANDLERS, in this order)
                _import_norms, _import_losses, _import_attention, _import_math, _import_select,
                _import_resize, _import_pad, _import_pool, _import_gridsample, _import_quant,
-               _import_scatter, _import_deform)
-from ._import_registry import HANDLERS, _Unsupported
+               _import_scatter, _import_deform, _import_rearrange, _import_sets,
+               _import_integer, _import_signal, _import_decoder, _import_control,
+               _import_sequence, _import_training, _import_random, _import_ml)
+from ._import_registry import HANDLERS, _Unsupported, subgraphs
 from ._import_gridsample import GRID_MODES, GRID_PADDING
 from ._import_pad import PAD_MODES
 from ._import_resize import check_resize
@@ -76,7 +78,12 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail("this operator is not supported by yscv.onnx.load")
     for key, v in node.attrs.items():
         if isinstance(v, _Unsupported):
-            raise fail(f"attribute {key!r} holds a subgraph or sparse tensor (not supported)")
+            raise fail(f"attribute {key!r} holds a list of graphs or a sparse tensor (not "
+                       "supported)")
+    for sub in subgraphs(node):   # every output of a body counts as read
+        body_used = {o for n in sub.nodes for o in n.outputs} | set(sub.outputs)
+        for n in sub.nodes:
+            check_node(n, opset, body_used, {**inits, **sub.statics}, np_dtype_of)
     op, at = node.op, node.attrs
     outs = _used_outputs(node, used)
     if op == "BatchNormalization" and any(i > 2 for i in outs):
@@ -107,5 +114,7 @@ def check_node(node, opset, used, inits, np_dtype_of) -> None:
         raise fail(f"reduction={at['reduction']!r} is not supported ({', '.join(REDUCTIONS)})")
     if op == "Cast":
         at["_np_to"] = np_dtype_of(int(at["to"]))
-    for module in (_import_math, _import_select, _import_quant):
+    for module in (_import_math, _import_select, _import_quant, _import_rearrange, _import_sets,
+                   _import_integer, _import_signal, _import_decoder, _import_control,
+                   _import_training, _import_random, _import_ml):
         module.check(node, np_dtype_of)

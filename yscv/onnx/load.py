@@ -53,7 +53,7 @@ from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ._import_checks import check_model, check_nodes, decode_tensor
 from ._import_modules import Container, Guard, GuardedMixin
-from ._import_registry import OnnxImportError, OnnxNode, _Unsupported
+from ._import_registry import OnnxImportError, OnnxNode, Subgraph, _Unsupported
 from ._import_source import read_model
 
 __all__ = ["load", "OnnxImportError", "OnnxModule"]
@@ -70,7 +70,31 @@ def _import_onnx():
     return onnx, numpy_helper
 
 
-def _attr_value(onnx, numpy_helper, a, where):
+def _decode_nodes(onnx, numpy_helper, graph, prefix=""):
+    """The graph's nodes as `OnnxNode` (a subgraph's indexed ``prefix/k``)."""
+    nodes = []
+    for i, n in enumerate(graph.node):
+        op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
+        index = f"{prefix}/{i}" if prefix else i
+        where = f"operator {op!r} (node {n.name or f'#{index}'!r}, index {index})"
+        attrs = {a.name: _attr_value(onnx, numpy_helper, a, where, index) for a in n.attribute}
+        nodes.append(OnnxNode(op, n.name or f"#{index}", index, n.input, n.output, attrs))
+    return nodes
+
+
+def _subgraph(onnx, numpy_helper, g, where, index):
+    """A graph attribute as a `Subgraph` (nodes checked as the main graph's)."""
+    if len(g.sparse_initializer):
+        raise OnnxImportError(f"onnx.load: {where}: sparse initializers are not supported")
+    statics = OrderedDict((t.name, decode_tensor(onnx, numpy_helper, t, f"initializer {t.name!r} "
+                                                 f"of {where}")) for t in g.initializer)
+    nodes = _decode_nodes(onnx, numpy_helper, g, str(index))
+    check_nodes(nodes, statics)
+    return Subgraph(g.name, nodes, [vi.name for vi in g.input], [vi.name for vi in g.output],
+                    statics)
+
+
+def _attr_value(onnx, numpy_helper, a, where, index=0):
     v = onnx.helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode("utf-8")
@@ -78,7 +102,9 @@ def _attr_value(onnx, numpy_helper, a, where):
         return decode_tensor(onnx, numpy_helper, v, f"attribute {a.name!r} of {where}")
     if isinstance(v, list) and v and isinstance(v[0], bytes):
         return [s.decode("utf-8") for s in v]
-    if isinstance(v, (onnx.GraphProto, onnx.SparseTensorProto)) or (
+    if isinstance(v, onnx.GraphProto):
+        return _subgraph(onnx, numpy_helper, v, where, index)
+    if isinstance(v, onnx.SparseTensorProto) or (
             isinstance(v, list) and v and isinstance(v[0], onnx.GraphProto)):
         return _Unsupported(a.name)
     return v
@@ -264,12 +290,7 @@ def load(src, outputs=None) -> OnnxModule:
                               f"({graph.sparse_initializer[0].values.name!r})")
     inits = OrderedDict((t.name, decode_tensor(onnx, numpy_helper, t, f"initializer {t.name!r}"))
                         for t in graph.initializer)
-    nodes = []
-    for i, n in enumerate(graph.node):
-        op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
-        where = f"operator {op!r} (node {n.name or f'#{i}'!r}, index {i})"
-        attrs = {a.name: _attr_value(onnx, numpy_helper, a, where) for a in n.attribute}
-        nodes.append(OnnxNode(op, n.name or f"#{i}", i, n.input, n.output, attrs))
+    nodes = _decode_nodes(onnx, numpy_helper, graph)
     check_nodes(nodes, inits)
     inputs = []
     for vi in graph.input:
