@@ -528,6 +528,9 @@ CASES += [  # reductions and scans
     ExportCase(Op.NORM, "norm_0", lambda g, a: g.norm(g.relu(a), 0, -1), _u(5)),
     ExportCase(Op.CUMSUM, "cumsum", lambda g, a: g.cumsum(a, 1), _u(4, 3)),
     ExportCase(Op.CUMSUM, "cumsum_batch_axis", lambda g, a: g.cumsum(a, 0), _u(3)),
+    ExportCase(Op.CUMPROD, "cumprod_opset26", lambda g, a: g.cumprod(a, 1), _u(4, 3), opset=26),
+    ExportCase(Op.CUMPROD, "cumprod_batch_axis_opset26", lambda g, a: g.cumprod(a, 0), _u(3),
+               opset=26),
     ExportCase(Op.TOPK, "topk", lambda g, a: g.topk(a, 2)[0], _u(3, 5)),
     ExportCase(Op.TOPK, "topk_smallest_axis1", lambda g, a: g.topk(a, 3, 1, largest=False)[0],
                _u(4, 2)),
@@ -744,6 +747,11 @@ def test_op_without_onnx_form_raises_naming_op_and_node(monkeypatch, tmp_path):
     assert not path.exists()
 
 
+def test_cumprod_below_opset_26_raises(tmp_path):
+    with pytest.raises(ExportError, match=r"cumprod \(node \d+\) needs opset >= 26"):
+        export(lambda g, a: g.cumprod(a, 1), np.ones((2, 3), np.float32), tmp_path / "c.onnx")
+
+
 def test_deformable_conv_below_opset_19_raises(tmp_path):
     case = next(c for c in CASES if c.op is Op.DEFORMABLE_CONV2D)
     arrays = make_inputs(case, 2, np.float32)
@@ -762,7 +770,6 @@ def _ctc(g, x):
 #: one small function per op without an ONNX form, recording that op on an
 #: input x [3, 3] (a test below checks the list covers NO_ONNX)
 NO_ONNX_BUILDS = {
-    Op.CUMPROD: lambda g, x: g.cumprod(x, 1),
     Op.GELU_BACKWARD: lambda g, x: g.gelu_backward(g.tanh(x), x),
     Op.TANH_BACKWARD: lambda g, x: g.tanh_backward(x, g.tanh(x)),
     Op.SIGMOID_BACKWARD: lambda g, x: g.sigmoid_backward(x, g.sigmoid(x)),

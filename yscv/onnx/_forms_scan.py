@@ -94,8 +94,14 @@ def _cumsum(b, n):
     return b.emit("CumSum", [n.x(), b.const(np.asarray(n.attrs, dtype=np.int64), "axis")])
 
 
-NO_ONNX[Op.CUMPROD] = ("ONNX has no cumulative product (CumSum only; exp(cumsum(log x)) "
-                       "fails on zeros and negative values)")
+@onnx_form(Op.CUMPROD, "CumProd", min_opset=26)
+def _cumprod(b, n):
+    """ONNX's CumProd (opset 26; before it ONNX has no cumulative product,
+    and exp(cumsum(log x)) fails on zeros and negative values)."""
+    if not n.in_shape():
+        return b.emit("Identity", [n.x()])
+    axis = b.emit("Constant", [], value_int=int(n.attrs))   # a 0-d axis, as CumProd asks
+    return b.emit("CumProd", [n.x(), axis])
 
 
 def _top(b, n, k: str, largest: bool) -> str:
