@@ -1,0 +1,66 @@
+"""Batching rules of the convolutions, pools, norms, recurrences and
+attention: the vmap axis folded into the op's own batch axis (``[B, N, ...]``
+as ``[B*N, ...]``, one call) where only the data input is batched; one call
+per sample where a weight is batched too (an ensemble) or the op mixes its
+batch (batch norm's statistics)."""
+from __future__ import annotations
+
+from ..errors import BatchingError
+from ..op import Op
+from ..registry import register_batching
+from ._rules import loop, register_all, same
+
+
+def _fold_batch(g, op, xs, bat, attrs, e):
+    """Data input batched, every other input not: ``[B, N, ...]`` runs as
+    ``[B*N, ...]`` and is split back."""
+    if any(bat[1:]):
+        return loop(g, op, xs, bat, attrs, e)
+    x = xs[0]
+    shape = tuple(x.shape)
+    folded = g.reshape(x, (shape[0] * shape[1],) + shape[2:])
+    out = g._apply(op, (folded,) + tuple(xs[1:]), attrs)
+    oshape = tuple(out.shape)
+    return g.reshape(out, (shape[0], shape[1]) + oshape[1:])
+
+
+_FOLDED = (Op.CONV1D, Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE1D,
+           Op.CONV_TRANSPOSE2D, Op.CONV_TRANSPOSE3D, Op.DEFORMABLE_CONV2D, Op.MAX_POOL1D,
+           Op.MAX_POOL2D, Op.MAX_POOL3D, Op.AVG_POOL1D, Op.AVG_POOL2D, Op.AVG_POOL3D,
+           Op.ADAPTIVE_AVG_POOL1D, Op.ADAPTIVE_AVG_POOL2D, Op.ADAPTIVE_MAX_POOL2D,
+           Op.GLOBAL_AVG_POOL2D, Op.PIXEL_SHUFFLE, Op.UPSAMPLE_NEAREST, Op.INTERPOLATE,
+           Op.GROUP_NORM, Op.INSTANCE_NORM)
+register_all(_FOLDED, _fold_batch)
+
+
+@register_batching(Op.LAYER_NORM)
+def _layer_norm(g, op, xs, bat, attrs, e):
+    # normalised over the trailing axes the affine parameters cover
+    if any(bat[1:]):
+        return loop(g, op, xs, bat, attrs, e)
+    return same(g, op, xs, bat, attrs, e)
+
+
+@register_batching(Op.BATCH_NORM)
+def _batch_norm(g, op, xs, bat, attrs, e):
+    """Eval mode is per-channel affine (any leading axes); training mode
+    takes each sample's own statistics (a loop), and refuses to update
+    running statistics (one update per sample would be no PyTorch semantics;
+    torch.func refuses it too)."""
+    n_affine = int(attrs.has_gamma) + int(attrs.has_beta)
+    tracked = len(xs) > 1 + n_affine
+    if not attrs.training:
+        if any(bat[1:]):
+            return loop(g, op, xs, bat, attrs, e)
+        return same(g, op, xs, bat, attrs, e)
+    if tracked:
+        raise BatchingError("vmap: batch_norm in training mode updating running statistics "
+                            "(pass running_mean=running_var=None, use eval mode, or keep batch "
+                            "norm outside vmap)", op="batch_norm")
+    return loop(g, op, xs, bat, attrs, e)
+
+
+# recurrences and attention: the attributes fix per-sample layouts
+register_all((Op.RNN, Op.LSTM, Op.GRU, Op.SCALED_DOT_PRODUCT_ATTENTION), loop, "loop")
+# the backward ops of convolution (their attributes hold per-sample shapes)
+register_all((Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT, Op.CONV_GRAD_BIAS), loop, "loop")
