@@ -8,10 +8,10 @@ import numpy as np
 from ..errors import BatchingError
 from ..op import Op
 from ..registry import register_batching
-from ._rules import elementwise, logical_ndim, register_all, same
+from ._rules import batched, elementwise, logical_ndim, loop, register_all, same
 
 _BINARY = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.ATAN2,
-           Op.REMAINDER, Op.PRELU)
+           Op.REMAINDER)
 _UNARY = (Op.NEG, Op.ABS, Op.EXP, Op.LOG, Op.SQRT, Op.CLAMP, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
           Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ERF, Op.ERFC, Op.SIGN, Op.FLOOR, Op.CEIL,
           Op.ROUND, Op.TRUNC, Op.RECIPROCAL, Op.RSQRT, Op.SQUARE, Op.LOG1P, Op.EXPM1, Op.LOG2,
@@ -21,7 +21,25 @@ _UNARY = (Op.NEG, Op.ABS, Op.EXP, Op.LOG, Op.SQRT, Op.CLAMP, Op.SIN, Op.COS, Op.
 _BACKWARD_PAIRS = (Op.GELU_BACKWARD, Op.TANH_BACKWARD, Op.SIGMOID_BACKWARD)
 
 register_all(_UNARY, same)
-register_all(_BINARY + _BACKWARD_PAIRS, elementwise)
+register_all(_BINARY, elementwise)
+
+
+def _same_shapes(g, op, xs, bat, attrs, e):
+    """Ops whose operands have one shape (the fused backward pairs): shared
+    operands expanded to the batch."""
+    return g._apply(op, [batched(g, x, b, e.size) for x, b in zip(xs, bat)], attrs)
+
+
+register_all(_BACKWARD_PAIRS, _same_shapes)
+
+
+@register_batching(Op.PRELU)
+def _prelu(g, op, xs, bat, attrs, e):
+    """One slope per channel (the last axis) or one for all: a shared slope
+    broadcasts over the batch; a batched one (an ensemble) loops."""
+    if bat[1]:
+        return loop(g, op, xs, bat, attrs, e)
+    return g._apply(op, xs, attrs)
 
 
 @register_batching(Op.WHERE)
@@ -36,7 +54,10 @@ def _masked_fill(g, op, xs, bat, attrs, e):
 
 
 def _axis_plus_one(g, op, xs, bat, attrs, e):
-    """softmax, log_softmax, cumsum, cumprod, glu: the attribute is the axis."""
+    """softmax, log_softmax, cumsum, cumprod, glu: the attribute is the axis
+    (a 0-d sample has none to move: one call per sample)."""
+    if len(xs[0].shape) == 1:
+        return loop(g, op, xs, bat, attrs, e)
     return g._apply(op, xs, int(attrs) + 1)
 
 
@@ -57,6 +78,3 @@ def _dropout(g, op, xs, bat, attrs, e):
         return g.mul(x, mask)
     return g._apply(op, xs, attrs)
 
-
-def _rank_of(x, b):
-    return logical_ndim(x, b)

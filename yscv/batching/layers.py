@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..errors import BatchingError
 from ..op import Op
 from ..registry import register_batching
-from ._rules import loop, register_all, same
+from ._rules import batched, loop, register_all, same
 
 
 def _fold_batch(g, op, xs, bat, attrs, e):
@@ -25,12 +25,27 @@ def _fold_batch(g, op, xs, bat, attrs, e):
 
 
 _FOLDED = (Op.CONV1D, Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE1D,
-           Op.CONV_TRANSPOSE2D, Op.CONV_TRANSPOSE3D, Op.DEFORMABLE_CONV2D, Op.MAX_POOL1D,
+           Op.CONV_TRANSPOSE2D, Op.CONV_TRANSPOSE3D, Op.MAX_POOL1D,
            Op.MAX_POOL2D, Op.MAX_POOL3D, Op.AVG_POOL1D, Op.AVG_POOL2D, Op.AVG_POOL3D,
            Op.ADAPTIVE_AVG_POOL1D, Op.ADAPTIVE_AVG_POOL2D, Op.ADAPTIVE_MAX_POOL2D,
            Op.GLOBAL_AVG_POOL2D, Op.PIXEL_SHUFFLE, Op.UPSAMPLE_NEAREST, Op.INTERPOLATE,
            Op.GROUP_NORM, Op.INSTANCE_NORM)
 register_all(_FOLDED, _fold_batch)
+
+
+@register_batching(Op.DEFORMABLE_CONV2D)
+def _deformable(g, op, xs, bat, attrs, e):
+    """Inputs (x, w, offsets[, bias]): x and the per-position offsets fold
+    into the batch together (shared offsets expanded); a batched weight loops."""
+    x, w, off = xs[:3]
+    if bat[1] or any(bat[3:]):
+        return loop(g, op, xs, bat, attrs, e)
+    off = batched(g, off, bat[2], e.size)
+    shape, oshape = tuple(x.shape), tuple(off.shape) if hasattr(off, "index") else off.shape
+    fx = g.reshape(x, (shape[0] * shape[1],) + shape[2:])
+    fo = g.reshape(off, (oshape[0] * oshape[1],) + tuple(oshape[2:]))
+    out = g._apply(op, (fx, w, fo) + tuple(xs[3:]), attrs)
+    return g.reshape(out, (shape[0], shape[1]) + tuple(out.shape)[1:])
 
 
 @register_batching(Op.LAYER_NORM)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 
 import numpy as np
 
@@ -150,12 +151,21 @@ def batching_class(base):
     return cls
 
 
+#: op methods that read their operands' values to build the node (sort's
+#: order, argmax's positions, slogdet's sign): batched, one call per sample
+_VALUE_METHODS = frozenset({"argmax", "argmin", "topk", "sort", "slogdet"})
+
+
 def _int_method(name: str, fn):
     """``fn`` (a Graph op method) taking `BatchedInts` arguments through its
-    method batching rule, or one call per sample."""
+    method batching rule, or one call per sample; a method of
+    `_VALUE_METHODS` given a batched node, one call per sample."""
+    reads_values = name in _VALUE_METHODS
+
     def method(self, *args, **kw):
         if any(type(a) is BatchedInts for a in args) or any(
-                type(v) is BatchedInts for v in kw.values()):
+                type(v) is BatchedInts for v in kw.values()) or (
+                reads_values and top_level(self, tuple(args) + tuple(kw.values()))):
             return _int_call(self, name, fn, args, kw)
         return fn(self, *args, **kw)
 
@@ -209,10 +219,23 @@ def loop_method(g, fn, args, kw, level: int, entry):
         a_b = [sample_of(g, a, level, b) for a in args]
         k_b = {k: sample_of(g, v, level, b) for k, v in kw.items()}
         outs.append(fn(g, *a_b, **k_b))
+    if isinstance(outs[0], tuple):
+        return tuple(_stack_outputs(g, [o[k] for o in outs], level, fn)
+                     for k in range(len(outs[0])))
+    return _stack_outputs(g, outs, level, fn)
+
+
+def _stack_outputs(g, outs, level, fn):
+    """Per-sample results stacked: nodes as a node, integer arrays as
+    `BatchedInts` of ``level``, other arrays as an array."""
     if type(outs[0]) is NodeId:
         return g.stack(outs, 0)
-    if isinstance(outs[0], tuple):
-        return tuple(g.stack([o[k] for o in outs], 0) for k in range(len(outs[0])))
+    if isinstance(outs[0], (np.ndarray, np.generic)):
+        arr = np.stack([np.asarray(o) for o in outs])
+        if arr.dtype.kind in "iu":
+            arr.flags.writeable = False
+            return BatchedInts(arr, (level,))
+        return arr
     raise BatchingError(f"vmap: cannot stack the per-sample results of {fn.__name__} "
                         f"({type(outs[0]).__name__})", op=fn.__name__)
 
@@ -222,11 +245,37 @@ def _set_class(g) -> None:
     g.__class__ = batching_class(base) if _stack(g) else base
 
 
+# NodeId's binary dunders carry the two-node append inline (yscv/node.py);
+# while any vmap level is active anywhere they are the plain calls of the
+# graph's ``_apply2`` (which `BatchingGraph` intercepts), so that eager code
+# outside vmap keeps its fast path at no cost
+_DUNDERS = {name: op for name, op in (("__add__", Op.ADD), ("__sub__", Op.SUB),
+                                      ("__mul__", Op.MUL), ("__truediv__", Op.DIV),
+                                      ("__pow__", Op.POW))}
+_FAST = {name: NodeId.__dict__[name] for name in _DUNDERS}
+_active_count = [0]
+_count_lock = threading.Lock()
+
+
+def _plain_dunder(op):
+    def dunder(a, b):
+        return a.graph._apply2(op, a, b)
+    return dunder
+
+
+_PLAIN = {name: _plain_dunder(op) for name, op in _DUNDERS.items()}
+
+
 def enter_level(g, size: int, randomness: str) -> int:
     """Push a new vmap level of batch ``size`` on ``g``; returns its number."""
     lv = next(_LEVELS)
     _stack(g).append(_Level(lv, int(size), randomness))
     _set_class(g)
+    with _count_lock:
+        _active_count[0] += 1
+        if _active_count[0] == 1:
+            for name, fn in _PLAIN.items():
+                setattr(NodeId, name, fn)
     return lv
 
 
@@ -236,6 +285,11 @@ def exit_level(g, level: int) -> None:
         raise RuntimeError("vmap levels exited out of order")
     st.pop()
     _set_class(g)
+    with _count_lock:
+        _active_count[0] -= 1
+        if _active_count[0] == 0:
+            for name, fn in _FAST.items():
+                setattr(NodeId, name, fn)
 
 
 @contextlib.contextmanager
@@ -388,6 +442,17 @@ class BatchingGraph:
 
     def tanh(self, x):
         return self._apply1(Op.TANH, x)
+
+    def _operand(self, x, opname: str, argname: str):
+        """As the graph's, but a batched node's value is its first sample's
+        (a view): what an op method reads to check shapes and dtypes, per
+        sample; the batching rule computes from the whole batch."""
+        i, v, r = self._base_class._operand(self, x, opname, argname)
+        if i >= 0:
+            n = len(active_tag(self, i))
+            if n:
+                v = v[(0,) * n]
+        return i, v, r
 
     def value(self, n):
         i = self._index(n)
