@@ -39,7 +39,8 @@ def _passes_through(x) -> bool:
     """Leaves that reach ``f`` as they are, never as nodes: None and integer
     or boolean arrays (labels, indices, counters), which the index-taking ops
     accept and which are never differentiated."""
-    return x is None or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iub")
+    return x is None or type(x) is _batching.BatchedInts or (
+        isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iub")
 
 
 def _graph_dtype(leaves) -> np.dtype:
