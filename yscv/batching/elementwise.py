@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import BatchingError
 from ..op import Op
 from ..registry import register_batching
-from ._rules import batched, elementwise, logical_ndim, loop, register_all, same
+from ._rules import batched, elementwise, loop, register_all, same
 
 _BINARY = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.ATAN2,
            Op.REMAINDER)

@@ -1,4 +1,4 @@
-"""`vmap`: ``f`` written for one sample, run on a batch (SPEC section 13).
+"""`vmap`: ``f`` written for one sample, run on a batch.
 
 ``vmap(f)(g, *nodes)`` records on ``g`` and returns NodeIds (differentiable);
 ``vmap(f)(*arrays)`` builds its own graph and returns arrays. ``f`` runs once
@@ -40,7 +40,7 @@ def _check_axes_spec(spec, what: str) -> None:
 
 def vmap(f, in_axes=0, out_axes=0, randomness: str = "error", chunk_size=None):
     """``F(...)``: ``f`` mapped over axis ``in_axes`` of its arguments (see
-    module docstring and SPEC section 13).
+    module docstring and docs/vmap.md).
 
     Args:
         f: ``f(g, *args) -> NodeId`` or a tuple/list/dict of NodeIds.
