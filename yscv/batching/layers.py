@@ -24,7 +24,35 @@ def _fold_batch(g, op, xs, bat, attrs, e):
     return g.reshape(out, (shape[0], shape[1]) + oshape[1:])
 
 
-_FOLDED = (Op.CONV1D, Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE1D,
+def _conv(g, op, xs, bat, attrs, e):
+    """conv1d/2d/3d: a shared weight folds the vmap axis into the batch; a
+    batched one (per-sample weights, an ensemble) into the groups: x as
+    [N, ..., B*C] and w as [..., Cin/groups, B*Cout], one grouped
+    convolution with ``groups * B`` groups."""
+    if not any(bat[1:]):
+        return _fold_batch(g, op, xs, bat, attrs, e)
+    b = e.size
+    x, w = batched(g, xs[0], bat[0], b), batched(g, xs[1], bat[1], b)
+    xs_, ws_ = tuple(x.shape), tuple(w.shape)
+    nx, nw = len(xs_), len(ws_)
+    xt = g.transpose(x, (1,) + tuple(range(2, nx - 1)) + (0, nx - 1))
+    xr = g.reshape(xt, xs_[1:-1] + (b * xs_[-1],))
+    wt = g.transpose(w, tuple(range(1, nw - 1)) + (0, nw - 1))
+    wr = g.reshape(wt, ws_[1:-1] + (b * ws_[-1],))
+    rest = ()
+    if len(xs) > 2:
+        bias = batched(g, xs[2], bat[2], b)
+        rest = (g.reshape(bias, (b * ws_[-1],)),)
+    out = g._apply(op, (xr, wr) + rest, attrs._replace(groups=attrs.groups * b))
+    os_ = tuple(out.shape)
+    out = g.reshape(out, os_[:-1] + (b, ws_[-1]))
+    no = len(os_) + 1
+    return g.transpose(out, (no - 2,) + tuple(range(no - 2)) + (no - 1,))
+
+
+register_all((Op.CONV1D, Op.CONV2D, Op.CONV3D), _conv)
+
+_FOLDED = (Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE1D,
            Op.CONV_TRANSPOSE2D, Op.CONV_TRANSPOSE3D, Op.MAX_POOL1D,
            Op.MAX_POOL2D, Op.MAX_POOL3D, Op.AVG_POOL1D, Op.AVG_POOL2D, Op.AVG_POOL3D,
            Op.ADAPTIVE_AVG_POOL1D, Op.ADAPTIVE_AVG_POOL2D, Op.ADAPTIVE_MAX_POOL2D,
