@@ -77,7 +77,7 @@ def vmap(f, in_axes=0, out_axes=0, randomness: str = "error", chunk_size=None):
         nodes = tuple(pytree.tree_map(
             lambda x: x if type(x) is NodeId or _passes_through(x) else g.constant(np.asarray(x)),
             a) for a in args)
-        return pytree.to_arrays(_run(g, f, nodes, in_axes, out_axes, randomness, chunk_size))
+        return pytree.take_arrays(_run(g, f, nodes, in_axes, out_axes, randomness, chunk_size))
 
     vmapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
     vmapped.__doc__ = getattr(f, "__doc__", None)
