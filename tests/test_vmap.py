@@ -1,4 +1,4 @@
-"""yscv.func.vmap (SPEC section 13) against torch.func: compositions with the
+"""yscv.func.vmap against torch.func: compositions with the
 other transforms, in_axes/out_axes/pytrees, chunks, randomness, per-sample
 gradients of modules, ensembles, and the errors."""
 import numpy as np

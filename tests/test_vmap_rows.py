@@ -1,7 +1,8 @@
 """vmap of every OpCase row of tests/ops equals the loop of the row over the
-samples (SPEC section 13): values, first-order gradients of the vmapped
-output, and per-sample gradients (``vmap(grad(f))``), in float64; every
-input batched, and the first input alone batched (the others shared)."""
+samples: values, first-order gradients of the vmapped output, and
+per-sample gradients (``vmap(grad(f))``, the backward recorded under the
+batching interpreter); every input batched (float64 and float32), and the
+first input alone batched, the others shared (float64)."""
 import importlib.util
 import pathlib
 
@@ -33,14 +34,14 @@ def _batch(arrays):
     return [np.stack([a * s for s in SAMPLES]) for a in arrays]
 
 
-def _loop(case, stacked, shared):
+def _loop(case, stacked, shared, dtype=np.float64):
     vals, grads = [], []
     for b in range(len(SAMPLES)):
-        g = yscv.Graph(dtype=np.float64)
+        g = yscv.Graph(dtype=dtype)
         xs = [g.variable(a if shared[k] else a[b]) for k, a in enumerate(stacked)]
         out = case.build(g, *xs)
         vals.append(np.array(g.value(out)))
-        u = np.cos(np.arange(vals[-1].size)).reshape(vals[-1].shape)
+        u = np.cos(np.arange(vals[-1].size)).reshape(vals[-1].shape).astype(dtype)
         if g.requires_grad(out):
             gr = g.gradients(out, xs, grad=u)
         else:
@@ -49,18 +50,23 @@ def _loop(case, stacked, shared):
     return np.stack(vals), grads
 
 
-def _check(case, shared):
+def _check(case, shared, dtype=np.float64):
     arrays = case.arrays()
     stacked = [a if shared[k] else s for k, (a, s) in enumerate(zip(arrays, _batch(arrays)))]
-    ref_vals, ref_grads = _loop(case, stacked, shared)
+    stacked = [a.astype(dtype) for a in stacked]
+    ref_vals, ref_grads = _loop(case, stacked, shared, dtype)
     in_axes = tuple(None if s else 0 for s in shared)
-    g = yscv.Graph(dtype=np.float64)
+    f32 = dtype == np.float32
+    vtol = dict(rtol=1e-4, atol=1e-5) if f32 else dict(rtol=1e-9, atol=1e-11)
+    gtol = dict(rtol=1e-3, atol=1e-4) if f32 else dict(rtol=1e-8, atol=1e-10)
+    g = yscv.Graph(dtype=dtype)
     xs = [g.variable(a) for a in stacked]
     out = func.vmap(case.build, in_axes=in_axes)(g, *xs)
-    np.testing.assert_allclose(g.value(out), ref_vals, rtol=1e-9, atol=1e-11,
-                               err_msg=f"{case.id}: values")
+    np.testing.assert_allclose(g.value(out), ref_vals, **vtol, err_msg=f"{case.id}: values")
+    assert g.value(out).dtype == dtype
     # per-sample gradients: vmap(grad(<f, u>))
-    u = np.stack([np.cos(np.arange(ref_vals[0].size)).reshape(ref_vals[0].shape)] * len(SAMPLES))
+    u = np.stack([np.cos(np.arange(ref_vals[0].size)).reshape(ref_vals[0].shape)]
+                 * len(SAMPLES)).astype(dtype)
 
     def inner(g, *args):
         *xs_, ub = args
@@ -70,7 +76,7 @@ def _check(case, shared):
     per = func.vmap(func.grad(inner, argnums=argnums), in_axes=in_axes + (0,))(*stacked, u)
     for k in range(len(stacked)):
         ref = np.stack([ref_grads[b][k] for b in range(len(SAMPLES))])
-        np.testing.assert_allclose(per[k], ref, rtol=1e-8, atol=1e-10,
+        np.testing.assert_allclose(per[k], ref, **gtol,
                                    err_msg=f"{case.id}: per-sample gradient of input {k}")
     # gradients of the vmapped output (the physical walk): sums over shared inputs
     if g.requires_grad(out):
@@ -78,7 +84,7 @@ def _check(case, shared):
         for k in range(len(stacked)):
             ref = np.stack([ref_grads[b][k] for b in range(len(SAMPLES))])
             ref = ref.sum(0) if shared[k] else ref
-            np.testing.assert_allclose(got[k], ref, rtol=1e-8, atol=1e-10,
+            np.testing.assert_allclose(got[k], ref, **gtol,
                                        err_msg=f"{case.id}: gradient of input {k}")
 
 
@@ -91,9 +97,9 @@ GRAD_ROWS = [c for c in ROWS if c.check_grad]
 REFUSED = {Op.CUSTOM: "swish|leaky", Op.DROPOUT: "dropout", Op.BATCH_NORM: "batch_norm"}
 
 
-def _check_or_refused(case, shared):
+def _check_or_refused(case, shared, dtype=np.float64):
     try:
-        _check(case, shared)
+        _check(case, shared, dtype)
     except yscv.BatchingError as exc:
         assert case.op in REFUSED, f"{case.id}: refused: {exc}"
         assert exc.op is not None and any(w in exc.op or w in str(exc)
@@ -102,9 +108,10 @@ def _check_or_refused(case, shared):
             assert "untracked" not in case.id and "running statistics" in str(exc)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("case", GRAD_ROWS, ids=[c.id for c in GRAD_ROWS])
-def test_vmap_of_a_row_equals_the_loop(case):
-    _check_or_refused(case, [False] * len(case.arrays()))
+def test_vmap_of_a_row_equals_the_loop(case, dtype):
+    _check_or_refused(case, [False] * len(case.arrays()), dtype)
 
 
 MULTI = [c for c in GRAD_ROWS if len(c.arrays()) > 1]
