@@ -35,3 +35,11 @@ def test_an_ensemble_of_five_mlps_trains_as_one_vmapped_step():
     assert len(res["accuracies"]) == 5
     assert min(res["accuracies"]) > 0.7, res
     assert len(set(np.round(res["losses"], 6))) == 5  # five different members
+
+
+def test_per_sample_gradient_norms_are_larger_for_misclassified_images():
+    res = _load("per_sample_grad_norms").main(["--quick"])
+    norms, right = res["norms"], res["right"]
+    assert norms.shape == right.shape and np.all(np.isfinite(norms))
+    assert right.mean() > 0.7 and (~right).any()
+    assert np.median(norms[~right]) > 2 * np.median(norms[right])
