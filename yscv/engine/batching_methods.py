@@ -13,7 +13,7 @@ from .. import registry
 from ..batching import BatchedInts
 from ..errors import BatchingError
 from ..node import NodeId
-from .batching import level_entry, outside, tag, top_level
+from .batching_levels import level_entry, outside, tag, top_level
 
 __all__ = ["method_wrapper", "loop_method", "sample_of"]
 
