@@ -278,3 +278,21 @@ def test_shape_inside_f_is_per_sample_and_eager_code_is_untouched():
     g = yscv.Graph()
     a = g.variable(np.ones(3))
     assert yscv.NodeId.__mul__ is not None and g.value(a * a).shape == (3,)
+
+
+def test_the_looped_ops_table_of_docs_vmap_is_the_registry():
+    import pathlib
+    import re
+
+    from yscv import registry
+    from yscv.op import Op
+
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "vmap.md").read_text()
+    block = page.split("<!-- looped-ops -->")[1].split("<!-- /looped-ops -->")[0]
+    row = next(line for line in block.splitlines() if line.startswith("| once per sample"))
+    listed = set(re.findall(r"`([a-z0-9_]+)`", row))
+    looped = {op.name.lower() for op in Op if registry.BATCHING_HOW[int(op)] == "loop"}
+    assert listed == looped
+    counts = {h: sum(registry.BATCHING_HOW[int(op)] == h for op in Op)
+              for h in ("fold", "loop", "refused")}
+    assert f"{counts['fold']} fold" in page and f"{counts['loop']}\nrun once" in page
