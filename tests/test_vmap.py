@@ -296,3 +296,24 @@ def test_the_looped_ops_table_of_docs_vmap_is_the_registry():
     counts = {h: sum(registry.BATCHING_HOW[int(op)] == h for op in Op)
               for h in ("fold", "loop", "refused")}
     assert f"{counts['fold']} fold" in page and f"{counts['loop']}\nrun once" in page
+
+
+def test_per_sample_token_indices_through_embedding_and_attention():
+    emb = RNG.standard_normal((11, 4))
+    tokens = RNG.integers(0, 11, size=(3, 5))
+
+    def h(g, e, t):
+        x = g.embedding(e, t)                                  # [5, 4]
+        a = g.scaled_dot_product_attention(x, x, x, causal=True)
+        return g.sum(g.tanh(a))
+
+    got = func.vmap(func.grad(h), in_axes=(None, 0))(emb, tokens)
+    te = T(emb)
+
+    def th(e, t):
+        x = e[t]
+        a = torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)
+        return torch.tanh(a).sum()
+
+    ref = torch.func.vmap(torch.func.grad(th), in_dims=(None, 0))(te, torch.from_numpy(tokens))
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-10, atol=1e-12)

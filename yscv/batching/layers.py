@@ -8,7 +8,9 @@ from __future__ import annotations
 from ..errors import BatchingError
 from ..op import Op
 from ..registry import register_batching
-from ._rules import batched, loop, register_all, same
+import numpy as np
+
+from ._rules import align, batched, loop, register_all, same
 
 
 def _fold_batch(g, op, xs, bat, attrs, e):
@@ -103,7 +105,21 @@ def _batch_norm(g, op, xs, bat, attrs, e):
     return loop(g, op, xs, bat, attrs, e)
 
 
-# recurrences and attention: the attributes fix per-sample layouts
-register_all((Op.RNN, Op.LSTM, Op.GRU, Op.SCALED_DOT_PRODUCT_ATTENTION), loop, "loop")
+@register_batching(Op.SCALED_DOT_PRODUCT_ATTENTION)
+def _attention(g, op, xs, bat, attrs, e):
+    """q, k, v (shared ones expanded) aligned to one rank, the vmap axis a
+    leading (batch) axis of the attention; the mask, kept per row of the
+    flattened leading axes, repeated for every sample."""
+    rank = max(len(tuple(x.shape)) - (1 if b else 0) for x, b in zip(xs, bat))
+    ys = [align(g, batched(g, x, b, e.size), rank) for x, b in zip(xs, bat)]
+    mask = attrs.mask
+    if mask is not None:
+        mask = np.tile(mask, (e.size,) + (1,) * (mask.ndim - 1))
+        mask.flags.writeable = False
+    return g._apply(op, ys, attrs._replace(mask=mask, lead=(e.size,) + tuple(attrs.lead)))
+
+
+# recurrences: the attributes fix per-sample layouts
+register_all((Op.RNN, Op.LSTM, Op.GRU), loop, "loop")
 # the backward ops of convolution (their attributes hold per-sample shapes)
 register_all((Op.CONV_GRAD_INPUT, Op.CONV_GRAD_WEIGHT, Op.CONV_GRAD_BIAS), loop, "loop")

@@ -3,9 +3,11 @@ axis, axes move by one, a slicing key gains a leading full slice, operands
 to join are expanded to the batch."""
 from __future__ import annotations
 
+import inspect
+
 from ..op import Op
-from ..registry import register_batching
-from ._rules import align, batched, logical_ndim, loop, register_all
+from ..registry import BATCHING_METHODS, register_batching
+from ._rules import BatchedInts, align, batched, logical_ndim, loop, register_all
 
 
 @register_batching(Op.RESHAPE)
@@ -87,4 +89,17 @@ def _triangle(g, op, xs, bat, attrs, e):
 register_all((Op.OUTER, Op.UNFOLD, Op.FOLD, Op.GATHER, Op.SCATTER_ADD, Op.SCATTER,
               Op.EMBEDDING, Op.INDEX_SELECT), loop, "loop")
 
+def _embedding_rows(g, fn, args, kw, level, entry):
+    """``g.embedding(weight, indices)`` with per-sample indices and a shared
+    weight: one lookup of every sample's indices."""
+    bound = inspect.signature(fn).bind(g, *args, **kw)
+    a = bound.arguments
+    names = list(a)
+    weight, idx = a[names[1]], a[names[2]]
+    if type(idx) is not BatchedInts or idx.levels != (level,) or entry.batched(g, weight):
+        return NotImplemented
+    return fn(g, weight, idx.physical)
+
+
+BATCHING_METHODS["embedding"] = _embedding_rows
 _ = logical_ndim
