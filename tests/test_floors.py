@@ -5,6 +5,8 @@ rules of what may import what.
 Rules checked here (each holds today; keep it so):
 
 - ``compute`` (the drivers) never imports ``ops``, ``backward`` or the graph;
+- ``batching`` (vmap's rules) imports neither ``ops``, ``backward`` nor the
+  graph, and neither imports it (the rules call the graph they are given);
 - ``kernels`` import nothing of yscv outside ``yscv.kernels`` but the ground
   floor's settings (``yscv.runtime``: the kernel cache directory);
 - ``nn`` and ``optim`` use no private name of the graph floor, neither
@@ -67,7 +69,7 @@ def floor(name: str):
     parts = name.split(".")
     if parts[0] != "yscv" or len(parts) < 2:
         return None
-    if parts[1] in ("ops", "backward", "compute", "kernels", "nn", "optim", "onnx"):
+    if parts[1] in ("ops", "backward", "batching", "compute", "kernels", "nn", "optim", "onnx"):
         return parts[1]
     return None
 
@@ -100,6 +102,11 @@ def violations(rules) -> list:
             floors = {floor(t) for t in _targets(target, name)}
             if "siblings" in rules and {here} | floors >= {"ops", "backward"}:
                 found.append(f"{where} (ops and backward are siblings)")
+            if "batching" in rules and (
+                    (here == "batching" and floors & {"ops", "backward", "graph"})
+                    or (here in ("ops", "backward") and "batching" in floors)):
+                found.append(f"{where} (batching rules, ops and backward are siblings; "
+                             "the rules build from the graph they are given)")
             if "compute" in rules and here == "compute" and floors & {"ops", "backward", "graph"}:
                 found.append(f"{where} (compute is below ops, backward and the graph)")
             if ("kernels" in rules and here == "kernels" and target.split(".")[0] == "yscv"
@@ -158,6 +165,10 @@ def test_onnx_on_the_top_floor_and_imported_lazily():
 
 def test_ops_and_backward_are_siblings():
     assert violations({"siblings"}) == []
+
+
+def test_batching_rules_are_a_sibling_of_ops_and_backward():
+    assert violations({"batching"}) == []
 
 
 def onnx_import_graph() -> dict:

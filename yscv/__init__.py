@@ -12,6 +12,7 @@ from .errors import (
     AnomalyError,
     AutogradError,
     BackwardError,
+    BatchingError,
     CheckpointError,
     CompileError,
     CompileMismatchError,

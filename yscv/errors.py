@@ -103,6 +103,13 @@ class CompileError(AutogradError):
     names it; nothing is cached."""
 
 
+class BatchingError(AutogradError):
+    """`yscv.func.vmap` cannot batch what ``f`` does: an op without a
+    batching rule (a user op), randomness under ``randomness='error'``, a
+    value read from a batched node, a gradient that would be summed over
+    the samples. ``op`` names the op."""
+
+
 class CompileMismatchError(CompileError):
     """``yscv.compile(fn, check=True)``: the eager run of ``fn`` and the
     replay of its record differ. ``node`` is the arena index of the first
@@ -121,5 +128,6 @@ __all__ = [
     "WorkerError",
     "DistributedError",
     "CompileError",
+    "BatchingError",
     "CompileMismatchError",
 ]

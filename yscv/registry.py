@@ -69,6 +69,14 @@ COMPOSITES: list = [None] * _TABLE_SIZE
 #: ndarrays of that shape and the graph dtype, which the walk then does not
 #: check (the plain flag of the node record, ``yscv.node.N_PLAIN``).
 UFUNC: list = [None] * _TABLE_SIZE
+#: int(op) -> the op's batching rule for `yscv.func.vmap`,
+#: ``rule(g, op, inputs, batched, attrs, level) -> NodeId``: the op applied to
+#: operands of which those with ``batched[k]`` carry the vmap axis first
+#: (yscv/engine/batching.py), built from graph ops; the returned node has the
+#: vmap axis first. ``rule.how`` says how ("fold": the axis moved into the
+#: op's own batch, groups or leading axes, one call; "loop": one call per
+#: sample, stacked). yscv/batching/ holds them.
+BATCHING: list = [None] * _TABLE_SIZE
 
 
 def register_forward(op: Op):
@@ -111,6 +119,33 @@ def register_composite(op: Op, build=None):
         raise RuntimeError(f"composite for {op!r} registered twice")
     COMPOSITES[int(op)] = build
     return build
+
+
+def register_batching(op: Op, how: str = "fold"):
+    """Decorator: register ``rule(g, op, inputs, batched, attrs, level)`` as
+    the batching rule of ``op`` (see `BATCHING`); ``how`` is "fold", "loop"
+    or "refused"."""
+    if how not in ("fold", "loop", "refused"):
+        raise ValueError(f"register_batching: how must be 'fold', 'loop' or 'refused', "
+                         f"got {how!r}")
+
+    def deco(rule):
+        if BATCHING[int(op)] is not None:
+            raise RuntimeError(f"batching rule for {op!r} registered twice")
+        BATCHING[int(op)] = rule
+        BATCHING_HOW[int(op)] = how
+        return rule
+
+    return deco
+
+
+#: int(op) -> "fold", "loop" (how its batching rule works) or "refused" (the
+#: rule raises `BatchingError`: a user op), None without one
+BATCHING_HOW: list = [None] * _TABLE_SIZE
+#: Graph method name -> ``rule(g, method, args, kwargs, level, entry)``: the
+#: batching of an op method given a batched integer array (labels, indices;
+#: `yscv.engine.batching.BatchedInts`); a method without one loops
+BATCHING_METHODS: dict = {}
 
 
 def register_ufunc(op: Op, ufunc) -> None:

@@ -65,7 +65,7 @@ def _bn(training, affine=(True, True), eps=1e-5, alias=False):
         ab = list(ab)
         gamma = ab.pop(0) if affine[0] else None
         beta = ab.pop(0) if affine[1] else None
-        c = g.value(x).shape[-1]
+        c = x.shape[-1]
         rm = g.constant(RM4[:c])
         rv = g.constant(RV4[:c])
         if alias:

@@ -26,7 +26,16 @@ OPTIMIZE_MIN_WORK = 1 << 16
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)`` for operands that are not both 2-d; a C-contiguous
-    (..., m, k) times a 2-d (k, n) is one GEMM over the stacked rows."""
+    (..., m, k) times a 2-d (k, n) is one GEMM over the stacked rows, and so
+    is a times a (..., k, n) that is one matrix repeated along its batch axes
+    (stride 0: an expand, as vmap's per-sample weights are)."""
+    if (b.ndim > 2 and b.size and a.ndim >= b.ndim and not any(b.strides[:-2])
+            and a.shape[:-2] == np.broadcast_shapes(a.shape[:-2], b.shape[:-2])):
+        b = b[(0,) * (b.ndim - 2)]
+    if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
+        # k = 1: a batch of outer products (vmap's per-sample weight
+        # gradients x^T g), one broadcast product instead of a GEMM each
+        return np.multiply(a, b)
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
         # the row count is explicit: reshape(-1, 0) is ambiguous for NumPy
         k = a.shape[-1]

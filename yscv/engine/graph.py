@@ -17,6 +17,7 @@ Importing it fills the rule tables (yscv/backward/) and checks that every
 from __future__ import annotations
 
 from .. import backward as _backward_rules  # noqa: F401  (fills registry.RULES)
+from .. import batching as _batching_rules  # noqa: F401  (fills registry.BATCHING)
 from .. import registry
 from ..op import Op
 from ..ops import OP_MIXINS

@@ -49,26 +49,30 @@ class Schedule:
     (arena order is a topological order, so every consumer of a node comes
     before it); with a ``capture`` set (`Graph.gradients`) the plan stops
     below its lowest index. ``slots[i]``: for each visited non-leaf node,
-    the input positions that need a gradient (the node's needs). ``remaining[j]``:
+    the input positions that need a gradient (the node's needs; with a
+    capture, only inputs a captured node depends on). ``terminal``: captured
+    nodes below which no gradient is wanted (their rule need not run). ``remaining[j]``:
     how many (consumer, slot) contributions node j awaits; ``leaves``: the
     visited leaves, highest first; ``branchy``: whether two nodes can be
     ready at the same time (a fork or a join of non-leaf nodes);
     ``elements``: the element count of the visited non-leaf values."""
 
-    __slots__ = ("target", "capture", "visit", "slots", "remaining", "leaves", "branchy",
-                 "elements")
+    __slots__ = ("target", "capture", "visit", "slots", "remaining", "leaves", "terminal",
+                 "branchy", "elements")
 
     def __init__(self, graph, t: int, capture=None):
         nodes, values = graph._nodes, graph._values
         stop = min(capture) - 1 if capture else -1
+        reach = _reaching(nodes, capture, stop + 1, t) if capture else None
         remaining = {t: 0}
         visit = []
         slots = {}
         leaves = []
+        terminal = set()
         branchy = False
         elements = 0
         for i in range(t, stop, -1):
-            if i not in remaining:
+            if i not in remaining or (reach is not None and i not in reach):
                 continue
             visit.append(i)
             rec = nodes[i]
@@ -80,7 +84,12 @@ class Schedule:
             if v is not None:
                 elements += v.size
             needs = rec[N_NEEDS]
-            need_slots = tuple(k for k, r in enumerate(needs) if r)
+            if reach is None:
+                need_slots = tuple(k for k, r in enumerate(needs) if r)
+            else:
+                need_slots = tuple(k for k, r in enumerate(needs) if r and ins[k] in reach)
+                if not need_slots:
+                    terminal.add(i)  # a captured node no lower captured one depends on
             slots[i] = need_slots
             nonleaf = 0
             for k in need_slots:
@@ -103,8 +112,25 @@ class Schedule:
         self.slots = slots
         self.remaining = remaining
         self.leaves = leaves
+        self.terminal = terminal
         self.branchy = branchy
         self.elements = elements
+
+
+def _reaching(nodes, capture, lo: int, t: int) -> set:
+    """The nodes in ``[lo, t]`` that depend on a captured node (the captured
+    ones included): the only ones a gradient to the captured nodes flows
+    through. The others (a shared weight's expand beside the captured
+    per-sample one, say) are left out of the plan."""
+    reach = set(capture)
+    for i in range(lo, t + 1):
+        if i in reach:
+            continue
+        for j in nodes[i][N_INPUTS]:
+            if j in reach:
+                reach.add(i)
+                break
+    return reach
 
 
 # ----------------------------------------------------------------- seeding

@@ -71,6 +71,7 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
     hooks = graph._hooks if run_hooks else {}
     retained = graph._retained if capture is None else ()
     node_id = graph._node_id
+    terminal = plan.terminal
     ns = GraphNS(graph)
     for i in plan.visit:
         gi = pending[i]
@@ -82,6 +83,8 @@ def recorded_walk(graph, t: int, seed: NodeId, capture=None, run_hooks: bool = T
             capture[i] = gi
         if hooks and i in hooks:
             gi = run_hooks_node(graph, i, gi)
+        if ins and i in terminal:
+            continue
         if not ins:
             if capture is not None:
                 if i in capture:

@@ -42,6 +42,7 @@ from __future__ import annotations
 from .module_call import functional_call, stack_module_state
 from .primals import hvp, jvp, vjp
 from .transforms import grad, hessian, jacfwd, jacrev, value_and_grad
+from .vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
-           "functional_call", "stack_module_state"]
+           "functional_call", "stack_module_state", "vmap"]

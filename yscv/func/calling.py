@@ -7,6 +7,7 @@ import inspect
 
 import numpy as np
 
+from ..engine import batching as _batching
 from ..engine.graph import Graph
 from ..errors import NonScalarTargetError
 from ..node import NodeId
@@ -38,7 +39,8 @@ def _passes_through(x) -> bool:
     """Leaves that reach ``f`` as they are, never as nodes: None and integer
     or boolean arrays (labels, indices, counters), which the index-taking ops
     accept and which are never differentiated."""
-    return x is None or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iub")
+    return x is None or type(x) is _batching.BatchedInts or (
+        isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iub")
 
 
 def _graph_dtype(leaves) -> np.dtype:
@@ -168,10 +170,28 @@ def _wrt(g, args, positions, fname: str):
                 raise TypeError(
                     f"{fname}: argument {k}{path} is {what}; only floating-point "
                     "arrays and NodeIds can be differentiated (leave it out of argnums)")
-            fresh.append(g.reshape(n, n.shape) if g.requires_grad(n) else g.variable(g.value(n)))
+            fresh.append(_lift(g, g.reshape(n, n.shape) if g.requires_grad(n)
+                               else _variable_of(g, n)))
         args[k] = pytree.unflatten(spec, fresh)
         wrt.add(fresh, spec)
     return tuple(args), wrt
+
+
+def _lift(g, n, like=None):
+    """Inside vmap, ``n`` batched over every active level (or those of the
+    node ``like``), so that each sample is differentiated on its own
+    (yscv/engine/batching.py `lift`); ``n`` itself outside vmap."""
+    if not isinstance(g, _batching.BatchingGraph):
+        return n
+    levels = None if like is None else _batching.active_tag(g, like.index)
+    return _batching.lift(g, n, levels)
+
+
+def _variable_of(g, n):
+    """A variable holding constant ``n``'s value (batched as ``n`` is)."""
+    if not isinstance(g, _batching.BatchingGraph) or not _batching.active_tag(g, n.index):
+        return g.variable(g.value(n))
+    return _batching.variable_like(g, n)
 
 
 def _call(f, g, args, has_aux: bool, fname: str):

@@ -8,7 +8,7 @@ import numpy as np
 from ..engine.graph import Graph
 from ..node import NodeId
 from . import pytree
-from .calling import (_as_nodes, _call, _check_arity, _contract, _enter_arrays, _grads, _scalar,
+from .calling import (_lift, _as_nodes, _call, _check_arity, _contract, _enter_arrays, _grads, _scalar,
                       _signature, _Wrt, _wrt, _zeros)
 
 __all__ = ["vjp", "jvp", "hvp"]
@@ -91,7 +91,7 @@ def _tangent_nodes(g, tangents, args, wrt, fname):
 
 def _jvp_nodes(g, out, wrt, tangents):
     """``J t`` as a recorded node: the gradient of ``<J^T u, t>`` in ``u``."""
-    u = g.variable(np.zeros(out.shape, dtype=g.dtype))
+    u = _lift(g, g.variable(np.zeros(out.shape, dtype=g.dtype)), out)
     if not wrt or not g.requires_grad(out):
         return _zeros(g, out.shape)
     vjps = g.gradients(out, wrt, grad=u, create_graph=True)

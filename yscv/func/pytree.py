@@ -13,7 +13,7 @@ import numpy as np
 
 from ..node import NodeId
 
-__all__ = ["flatten", "unflatten", "tree_map", "leaf_paths", "to_arrays"]
+__all__ = ["flatten", "unflatten", "tree_map", "leaf_paths", "to_arrays", "take_arrays"]
 
 _LEAF = None  # the description of a leaf
 
@@ -105,3 +105,23 @@ def to_arrays(x):
         return tree_map(lambda v: np.array(v.graph.value(v), copy=True)
                         if type(v) is NodeId else v, x)
     return x
+
+
+def take_arrays(x):
+    """`to_arrays` for the outputs of a graph that is dropped afterwards (a
+    transform's own graph): a value that owns its memory, shared with no
+    other output, is handed out as it is (writeable) instead of copied."""
+    leaves, spec = flatten(x)
+    out = []
+    for v in leaves:
+        if type(v) is not NodeId:
+            out.append(v)
+            continue
+        a = v.graph.value(v)
+        if a.base is None and not any(np.may_share_memory(a, o) for o in out
+                                      if isinstance(o, np.ndarray)):
+            a.flags.writeable = True
+        else:
+            a = np.array(a, copy=True)
+        out.append(a)
+    return unflatten(spec, out)

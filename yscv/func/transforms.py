@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calling import (_call, _check_argnums, _dual_form, _grads, _pick, _scalar, _wrt, _zeros)
+from .calling import (_lift, _call, _check_argnums, _dual_form, _grads, _pick, _scalar, _wrt, _zeros)
 
 __all__ = ["grad", "value_and_grad", "jacrev", "jacfwd", "hessian"]
 
@@ -89,7 +89,7 @@ def _assemble(g, parts, oshape, ishape):
 def _linear_vjp(g, out, wrt):
     """The recorded VJP ``u -> J^T u`` with ``u`` a variable (its value is
     immaterial: the VJP is linear in it) and the recorded ``J^T u``."""
-    u = g.variable(np.zeros(out.shape, dtype=g.dtype))
+    u = _lift(g, g.variable(np.zeros(out.shape, dtype=g.dtype)), out)
     if not g.requires_grad(out) or not wrt:
         return u, None
     return u, g.gradients(out, wrt, grad=u, create_graph=True)

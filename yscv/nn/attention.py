@@ -86,7 +86,7 @@ class MultiHeadAttention(Module):
 
     def _heads(self, g, y, batched):
         """[B, S, E] -> [B, h, S, d] (unbatched [S, E] -> [h, S, d])."""
-        shape = g.value(y).shape
+        shape = tuple(y.shape)
         h, d = self.num_heads, self.head_dim
         if batched:
             return g.transpose(g.reshape(y, (shape[0], shape[1], h, d)), (0, 2, 1, 3))
@@ -94,7 +94,7 @@ class MultiHeadAttention(Module):
 
     def forward(self, g, query, key=None, value=None, mask=None, causal: bool = False,
                 key_padding_mask=None):
-        qshape = g.value(query).shape if hasattr(query, "index") else np.shape(query)
+        qshape = tuple(query.shape) if hasattr(query, "index") else np.shape(query)
         if len(qshape) not in (2, 3) or qshape[-1] != self.embed_dim:
             raise ValueError(f"MultiHeadAttention: query must be [B, S, {self.embed_dim}] or "
                              f"[S, {self.embed_dim}], got {qshape}")
@@ -133,11 +133,11 @@ class MultiHeadAttention(Module):
 
     def _attention_with_dropout(self, g, q, k, v, attend, causal):
         """softmax(q k^T / sqrt(d) + mask) with dropout on the weights, @ v."""
-        nd = len(g.value(q).shape)
+        nd = len(q.shape)
         axes = tuple(range(nd - 2)) + (nd - 1, nd - 2)
         s = g.mul(g.matmul(q, g.transpose(k, axes)), 1.0 / np.sqrt(self.head_dim))
-        sq, sk = g.value(s).shape[-2:]
-        ft = g.value(s).dtype
+        sq, sk = tuple(s.shape)[-2:]
+        ft = s.dtype
         add = None
         if attend is not None:
             a = np.asarray(attend)

@@ -36,7 +36,7 @@ __all__ = ["RNN", "LSTM", "GRU"]
 
 def _shape(g, v) -> tuple:
     """Shape of a NodeId or array-like (no node appended)."""
-    return tuple(g.value(v).shape) if hasattr(v, "index") else np.shape(v)
+    return tuple(v.shape) if hasattr(v, "index") else np.shape(v)
 
 
 def _count(v, layer: str, arg: str) -> int:

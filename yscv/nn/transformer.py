@@ -58,7 +58,7 @@ def _activation(activation, layer: str):
 
 
 def _shape(g, x):
-    return tuple(g.value(x).shape) if hasattr(x, "index") else np.shape(x)
+    return tuple(x.shape) if hasattr(x, "index") else np.shape(x)
 
 
 def _attn_mask(mask, layer: str, arg: str, batch, nhead: int, sq: int, sk: int):
@@ -149,12 +149,12 @@ class _TransformerLayer(Module):
     def _to_batch_first(self, g, x):
         if not hasattr(x, "index"):
             x = g.constant(np.asarray(x))
-        if not self.batch_first and len(g.value(x).shape) == 3:
+        if not self.batch_first and len(x.shape) == 3:
             x = g.transpose(x, (1, 0, 2))
         return x
 
     def _from_batch_first(self, g, x):
-        if not self.batch_first and len(g.value(x).shape) == 3:
+        if not self.batch_first and len(x.shape) == 3:
             x = g.transpose(x, (1, 0, 2))
         return x
 

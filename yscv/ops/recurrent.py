@@ -205,7 +205,7 @@ class RecurrentOps:
         if not return_cell:
             return self._apply(Op.LSTM, ins, LSTMAttrs(batched, has_h0, has_c0, False))
         packed = self._apply(Op.LSTM, ins, LSTMAttrs(batched, has_h0, has_c0, True))
-        steps = self.value(packed).shape[0] - 1
+        steps = packed.shape[0] - 1
         return self.narrow(packed, 0, 0, steps), self.select(packed, 0, steps)
 
     def gru(self, x, w_ih, w_hh, bias_ih, bias_hh, h0=None):
