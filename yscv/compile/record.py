@@ -30,11 +30,12 @@ import threading
 
 import numpy as np
 
-from .. import random as _random
 from ..engine.graph import Graph
 from ..engine.schedule import Schedule
 from ..errors import CompileError
 from ..node import N_ATTRS, N_OP, N_SAVED, NodeId, Op, with_saved
+from . import higher as _higher
+from .watch import DrawWatch, ParamWatch
 
 _LEAF = int(Op.LEAF)
 _DROPOUT = int(Op.DROPOUT)
@@ -44,7 +45,6 @@ _BATCH_NORM = int(Op.BATCH_NORM)
 #: replay does not model (or runs Python a replay would skip); the reason
 #: goes into the error
 FORBIDDEN = {
-    "gradients": "g.gradients (functional gradients) is not supported yet",
     "zero_grads": "g.zero_grads inside the compiled function",
     "set_value": "g.set_value inside the compiled function",
     "set_grad": "g.set_grad inside the compiled function",
@@ -116,7 +116,8 @@ class Record:
 class _Recorder:
     """The state a `RecordingGraph` writes while ``fn`` runs."""
 
-    __slots__ = ("depth", "record", "inputs", "draws_at", "param_writes", "in_backward")
+    __slots__ = ("depth", "record", "inputs", "draws_at", "param_writes", "in_backward",
+                 "rule_depth", "read_value", "value_ids")
 
     def __init__(self, record: Record, inputs: dict):
         self.depth = 0
@@ -125,6 +126,9 @@ class _Recorder:
         self.draws_at = None
         self.param_writes = []
         self.in_backward = False
+        self.rule_depth = 0      # inside a recorded walk's rule (yscv/compile/higher.py)
+        self.read_value = False  # that rule read a value
+        self.value_ids = {}      # id(array g.value returned) -> (array, node index)
 
 
 def _template(rec: _Recorder, g, a, found: list):
@@ -142,6 +146,9 @@ def _template(rec: _Recorder, g, a, found: list):
             "argument itself to the graph (g.constant(x)) and compute on nodes")
     if type(a) is NodeId and a.graph is g:
         return ("node", a.index)
+    if type(a) is np.ndarray and id(a) in rec.value_ids and rec.value_ids[id(a)][0] is a:
+        found.append(None)   # a node's value fed back (g.variable(g.value(n))): read afresh
+        return ("val", rec.value_ids[id(a)][1])
     if isinstance(a, (list, tuple)):
         return ("seq", type(a), tuple(_template(rec, g, x, found) for x in a))
     return ("lit", a)
@@ -153,12 +160,16 @@ def _watch(name: str, meth):
     def method(self, *args, **kwargs):
         rec = self.__dict__["_recorder"]
         if rec.depth:
+            if rec.rule_depth and name == "value":
+                rec.read_value = True
             return meth(self, *args, **kwargs)
         if name in FORBIDDEN:
             raise CompileError(f"yscv.compile: {FORBIDDEN[name]}; call it outside the "
                                "compiled function", op=name)
         if name == "backward":
             return _record_backward(self, rec, meth, *args, **kwargs)
+        if name == "gradients":
+            return _record_gradients(self, rec, meth, *args, **kwargs)
         found: list = []
         template = (tuple(_template(rec, self, a, found) for a in args),
                     {k: _template(rec, self, v, found) for k, v in kwargs.items()})
@@ -183,6 +194,8 @@ def _watch(name: str, meth):
             rec.record.params.append((out.index, args[0] if args else kwargs["p"]))
         elif name == "buffer":
             rec.record.buffers.append((out.index, args[0] if args else kwargs["arr"]))
+        elif name == "value":
+            rec.value_ids[id(out)] = (out, self._index(args[0] if args else kwargs["n"]))
         return out
 
     method.__name__ = name
@@ -196,10 +209,18 @@ def _record_backward(g, rec: _Recorder, meth, target, grad=None, retain_graph=Tr
     """``g.backward`` during the record: refused for what a replay does
     not repeat yet; otherwise its plan and seed are noted, then it runs
     (with the caller's ``workers``; the replay walks serially, the same bits)."""
-    if create_graph:
-        raise CompileError("yscv.compile: backward(create_graph=True) inside the compiled "
-                           "function is not supported yet", op="backward")
     t = g._index(target)
+    if create_graph:   # the walk appends nodes: replayed as nodes (yscv/compile/higher.py)
+        _higher.refuse_input_seed(grad, TracedInput, "backward")
+        rec.in_backward = True
+        rec.depth = 1
+        try:
+            meth(g, target, grad, retain_graph=retain_graph, workers=workers,
+                 create_graph=True)
+        finally:
+            rec.depth = 0
+            rec.in_backward = False
+        return
     if g._segments:
         raise CompileError("yscv.compile: checkpointed segments are not supported yet",
                            op="backward")
@@ -222,6 +243,22 @@ def _record_backward(g, rec: _Recorder, meth, target, grad=None, retain_graph=Tr
         rec.depth = 0
         rec.in_backward = False
     rec.record.actions.append(("backward", len(g._uids), t, sched, seed))
+
+
+def _record_gradients(g, rec: _Recorder, meth, target, inputs, grad=None,
+                      create_graph=False):
+    """``g.gradients`` during the record: with ``create_graph=True`` its
+    nodes are replayed as nodes; the arrays of a plain call are refused."""
+    if not create_graph:
+        raise CompileError(
+            "yscv.compile: g.gradients without create_graph=True returns arrays the record "
+            "would freeze; pass create_graph=True (its NodeIds are replayed)", op="gradients")
+    _higher.refuse_input_seed(grad, TracedInput, "gradients")
+    rec.depth = 1
+    try:
+        return meth(g, target, inputs, grad=grad, create_graph=True)
+    finally:
+        rec.depth = 0
 
 
 def _record_bn_update(self, out, i_mean, i_var, momentum, n):
@@ -263,66 +300,6 @@ def _build_class():
 RecordingGraph = _build_class()
 
 
-class _DrawWatch:
-    """yscv.random's draw functions, noting each draw, for the record."""
-
-    def __init__(self, g, record: Record):
-        self.g = g
-        self.record = record
-        self.saved = None
-
-    def __enter__(self):
-        self.saved = (_random.draw_seed, _random.draw)
-        seed_fn, draw_fn = self.saved
-        g, actions = self.g, self.record.actions
-
-        def draw_seed():
-            s = seed_fn()
-            actions.append(("seed", len(g._uids), s))
-            return s
-
-        def draw(fn):
-            a = draw_fn(fn)
-            actions.append(("draw", len(g._uids), fn))
-            return a
-
-        _random.draw_seed = draw_seed
-        _random.draw = draw
-        return self
-
-    def __exit__(self, *exc):
-        _random.draw_seed, _random.draw = self.saved
-        return False
-
-
-class _ParamWatch:
-    """Writes to ``Parameter.data`` / ``Parameter.grad`` from Python while
-    ``fn`` runs (an optimizer step, ``zero_grad`` inside it): noted, then
-    refused by `finish`. The backward's own writes are allowed."""
-
-    def __init__(self, rec: _Recorder):
-        self.rec = rec
-        self.saved = None
-
-    def __enter__(self):
-        from ..nn.parameter import Parameter
-        self.cls = Parameter
-        self.saved = {n: Parameter.__dict__[n] for n in ("data", "grad")}
-        rec = self.rec
-        for n, slot in self.saved.items():
-            def setter(p, v, slot=slot, n=n):
-                if not (n == "grad" and rec.in_backward):
-                    rec.param_writes.append(n)
-                slot.__set__(p, v)
-            setattr(Parameter, n, property(slot.__get__, setter, slot.__delete__))
-        return self
-
-    def __exit__(self, *exc):
-        for n, slot in self.saved.items():
-            setattr(self.cls, n, slot)
-        return False
-
-
 def record(fn, dtype, args, array_pos, modules) -> tuple:
     """Run ``fn`` once, eagerly, on a RecordingGraph; returns ``(record,
     outputs)`` with the outputs as the eager call returns them (NodeIds as
@@ -346,7 +323,7 @@ def record(fn, dtype, args, array_pos, modules) -> tuple:
     g = RecordingGraph(dtype=dtype)
     g.__dict__["_recorder"] = rec
     before = _module_state(modules)
-    with _RECORD_LOCK, _DrawWatch(g, rec_obj), _ParamWatch(rec):
+    with _RECORD_LOCK, DrawWatch(g, rec_obj), ParamWatch(rec), _higher.watching(g, rec):
         out = fn(g, *call_args)
     finish(g, rec, out, modules, before)
     return rec_obj, g, out

@@ -43,8 +43,10 @@ from ..engine.schedule import add_param_grad, conform
 from ..errors import CompileError
 from ..node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, Op
 from ..ops._common import as_graph_array
+from . import higher as _higher
 
 _LEAF = int(Op.LEAF)
+_VJP = int(Op.VJP)
 _ndarray = np.ndarray
 _FORWARD = registry.FORWARD
 _UFUNC = registry.UFUNC
@@ -67,6 +69,8 @@ def _forward_entry(record, k: int):
     forward, 0 a forward of any arity."""
     nodes = record.nodes
     op, ins = nodes[k][N_OP], nodes[k][N_INPUTS]
+    if op == _VJP:
+        return (k, 5, _FORWARD[op], ins)
     uf = _UFUNC[op]
     if uf is not None and len(ins) == 1:
         return (k, 1, uf, ins)
@@ -98,6 +102,12 @@ def build_plan(record) -> list:
     for a in record.actions:
         if a[0] == "call":
             covered[a[1]:a[2]] = True
+    rules = []   # the recorded walks' rules a replay calls again (yscv/compile/higher.py)
+    for a in record.actions:
+        if a[0] == "rule" and (a[8] or covered[a[4]]):
+            covered[a[1]:a[2]] = True
+            rules.append(a)
+    rules = {id(a) for a in rules}
     steps = []
     pos = 0
 
@@ -122,6 +132,14 @@ def build_plan(record) -> list:
             forward_to(a[1])
             _, _, k, i_mean, i_var, momentum, m = a
             steps.append(("bn", k, i_mean, i_var, momentum, m, record.nodes[k][N_RG]))
+        elif kind == "rule":
+            if id(a) in rules:
+                forward_to(a[1])
+                steps.append(a)
+                pos = a[2]
+        elif kind == "acc":
+            forward_to(a[1])
+            steps.append(a)
         elif kind == "backward":
             _, at, t, sched, seed = a
             forward_to(at)
@@ -143,6 +161,8 @@ def _arg(tpl, values, args, scratch, memo, rg_of):
         return nid
     if kind == "seq":
         return tpl[1](_arg(t, values, args, scratch, memo, rg_of) for t in tpl[2])
+    if kind == "val":   # a node's value g.value gave, fed back
+        return values[tpl[1]]
     return tpl[1]
 
 
@@ -292,6 +312,7 @@ def replay(record, args) -> tuple:
     for i, before in record.fresh:
         values[i] = np.array(before, copy=True)
     stored: dict = {}
+    params = dict(record.params)
     ctx = _Conform(dtype)
     for step in plan:
         kind = step[0]
@@ -307,6 +328,8 @@ def replay(record, args) -> tuple:
                     elif mode == 4:
                         v, s = f(attrs[k], values[ins[0]], values[ins[1]])
                     else:
+                        if mode == 5:   # Op.VJP: the forward node's data of this replay
+                            attrs[k] = _higher.renew_vjp(attrs[k], attrs, saved, ins[1])
                         v, s = f(attrs[k], *[values[j] for j in ins])
                     saved[k] = s
                 if type(v) is not _ndarray:
@@ -319,6 +342,10 @@ def replay(record, args) -> tuple:
                       stored, ctx)
         elif kind == "call":
             _replay_call(record, step, values, attrs, saved, args)
+        elif kind == "rule":
+            _higher.replay_rule(record, step, values, attrs, saved)
+        elif kind == "acc":
+            _higher.replay_acc(step, values, stored, params)
         elif kind == "seed":
             k = step[1]
             attrs[k] = attrs[k]._replace(seed=_random.draw_seed())
