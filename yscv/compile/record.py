@@ -54,12 +54,13 @@ FORBIDDEN = {
     "register_post_accumulate_hook":
         "a post-accumulate hook runs Python a replay would skip",
     "register_backward_end_hook": "a backward-end hook runs Python a replay would skip",
-    "checkpoint": "checkpointed segments are not supported yet",
-    "checkpoint_sequential": "checkpointed segments are not supported yet",
-    "backward_with_checkpoints": "checkpointed segments are not supported yet",
     "clip_grad_norm": "gradient clipping inside the compiled function is not supported yet",
     "clip_grad_value": "gradient clipping inside the compiled function is not supported yet",
 }
+
+#: graph methods that make checkpointed segments: they run with the graph
+#: calls inside them recorded, then each new segment's release is noted
+_SEGMENT_CALLS = frozenset(("checkpoint", "checkpoint_sequential", "backward_with_checkpoints"))
 
 #: one record at a time: a record swaps yscv.random's draw functions and
 #: Parameter's attributes for watching versions while ``fn`` runs
@@ -117,7 +118,7 @@ class _Recorder:
     """The state a `RecordingGraph` writes while ``fn`` runs."""
 
     __slots__ = ("depth", "record", "inputs", "draws_at", "param_writes", "in_backward",
-                 "rule_depth", "read_value", "value_ids")
+                 "rule_depth", "read_value", "value_ids", "segments", "recorded_walk")
 
     def __init__(self, record: Record, inputs: dict):
         self.depth = 0
@@ -129,6 +130,8 @@ class _Recorder:
         self.rule_depth = 0      # inside a recorded walk's rule (yscv/compile/higher.py)
         self.read_value = False  # that rule read a value
         self.value_ids = {}      # id(array g.value returned) -> (array, node index)
+        self.segments = {}       # id(checkpoint segment) -> segment, once noted
+        self.recorded_walk = False   # inside backward / gradients with create_graph=True
 
 
 def _template(rec: _Recorder, g, a, found: list):
@@ -170,6 +173,8 @@ def _watch(name: str, meth):
             return _record_backward(self, rec, meth, *args, **kwargs)
         if name == "gradients":
             return _record_gradients(self, rec, meth, *args, **kwargs)
+        if name in _SEGMENT_CALLS:
+            return _record_segments(self, rec, meth, *args, **kwargs)
         found: list = []
         template = (tuple(_template(rec, self, a, found) for a in args),
                     {k: _template(rec, self, v, found) for k, v in kwargs.items()})
@@ -212,18 +217,15 @@ def _record_backward(g, rec: _Recorder, meth, target, grad=None, retain_graph=Tr
     t = g._index(target)
     if create_graph:   # the walk appends nodes: replayed as nodes (yscv/compile/higher.py)
         _higher.refuse_input_seed(grad, TracedInput, "backward")
-        rec.in_backward = True
+        rec.in_backward = rec.recorded_walk = True
         rec.depth = 1
         try:
             meth(g, target, grad, retain_graph=retain_graph, workers=workers,
                  create_graph=True)
         finally:
             rec.depth = 0
-            rec.in_backward = False
+            rec.in_backward = rec.recorded_walk = False
         return
-    if g._segments:
-        raise CompileError("yscv.compile: checkpointed segments are not supported yet",
-                           op="backward")
     if grad is None:
         seed = ("ones", g._shape(t))
     elif type(grad) is NodeId:
@@ -245,6 +247,20 @@ def _record_backward(g, rec: _Recorder, meth, target, grad=None, retain_graph=Tr
     rec.record.actions.append(("backward", len(g._uids), t, sched, seed))
 
 
+def _record_segments(g, rec: _Recorder, meth, *args, **kwargs):
+    """``g.checkpoint`` and the like during the record: run with the graph
+    calls inside watched, then each new segment noted as a ``release``
+    action (yscv/compile/segments.py) where the eager graph released it."""
+    out = meth(g, *args, **kwargs)
+    noted = rec.segments
+    for seg in g._segments:
+        if id(seg) not in noted:
+            noted[id(seg)] = seg
+            rec.record.actions.append(("release", len(g._uids), seg.start, seg.end,
+                                       seg.keep))
+    return out
+
+
 def _record_gradients(g, rec: _Recorder, meth, target, inputs, grad=None,
                       create_graph=False):
     """``g.gradients`` during the record: with ``create_graph=True`` its
@@ -255,10 +271,12 @@ def _record_gradients(g, rec: _Recorder, meth, target, inputs, grad=None,
             "would freeze; pass create_graph=True (its NodeIds are replayed)", op="gradients")
     _higher.refuse_input_seed(grad, TracedInput, "gradients")
     rec.depth = 1
+    rec.recorded_walk = True
     try:
         return meth(g, target, inputs, grad=grad, create_graph=True)
     finally:
         rec.depth = 0
+        rec.recorded_walk = False
 
 
 def _record_bn_update(self, out, i_mean, i_var, momentum, n):
@@ -267,6 +285,15 @@ def _record_bn_update(self, out, i_mean, i_var, momentum, n):
         rec.record.pre_bn.setdefault(i, np.array(self._values[i], copy=True))
     Graph._update_running_stats(self, out, i_mean, i_var, momentum, n)
     rec.record.actions.append(("bn", out.index + 1, out.index, i_mean, i_var, momentum, n))
+
+
+def _record_prepare(self, i):
+    """A recorded walk (``create_graph``) recomputing node i's released
+    value and inputs: noted (a ``prep`` action) for the replay to repeat."""
+    rec = self.__dict__["_recorder"]
+    if rec.recorded_walk and not rec.rule_depth:
+        rec.record.actions.append(("prep", len(self._uids), i))
+    Graph._prepare_node_for_backward(self, i)
 
 
 def _record_operand(self, x, opname, argname):
@@ -284,6 +311,7 @@ def _build_class():
     ns = {"__doc__": "A Graph that records what `yscv.compile` replays "
                      "(yscv/compile/record.py).",
           "_update_running_stats": _record_bn_update,
+          "_prepare_node_for_backward": _record_prepare,
           "_operand": _record_operand}
     for name in dir(Graph):
         if name.startswith("_") and name not in _PRIVATE_ENTRIES:
@@ -358,8 +386,6 @@ def finish(g, rec: _Recorder, out, modules, before) -> None:
                         ("backward-end hooks", g._end_hooks)):
         if any(table.values()) if isinstance(table, dict) else table:
             raise CompileError(f"yscv.compile: {what} are not supported yet")
-    if g._segments:
-        raise CompileError("yscv.compile: checkpointed segments are not supported yet")
     if g.detect_anomaly:
         raise CompileError("yscv.compile: anomaly mode is not supported")
     bufs, params = before
