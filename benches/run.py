@@ -233,12 +233,12 @@ def write_family_table(text: str, family: str, title: str, header: dict, topics,
 
 
 def docs_command(topics: list, quick: bool, page=None) -> str:
-    """The command that regenerates the rows (the page's path, relative to
-    the repository, when it is not the default one)."""
+    """The command that regenerates the rows: no path for the default page
+    (or one outside the repository), else the page's path in it."""
     where = []
-    if page is not None and pathlib.Path(page).resolve() != DOCS_PAGE.resolve():
-        p = pathlib.Path(page).resolve()
-        where = [str(p.relative_to(HERE.parent)) if p.is_relative_to(HERE.parent) else str(p)]
+    p = None if page is None else pathlib.Path(page).resolve()
+    if p is not None and p != DOCS_PAGE.resolve() and p.is_relative_to(HERE.parent):
+        where = [p.relative_to(HERE.parent).as_posix()]
     return " ".join(["env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benches/run.py",
                      *topics, "--separate", *(["--quick"] if quick else []), "--write-docs",
                      *where])
