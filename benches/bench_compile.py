@@ -154,7 +154,7 @@ def benches(torch):
     jax_ok = _has_jax()
     for name, _ in WORKLOADS:
         sides = _memo(lambda name=name: yscv_sides(name))
-        eager, comp, record = (lambda k, sides=sides: sides()[k]() for k in range(3))
+        eager, comp, record = (lambda k=k, sides=sides: sides()[k]() for k in range(3))
         ref = (lambda *a: None) if torch is None else (
             lambda c, name=name: _Lazy(lambda: torch_side(torch, name, c)))
         out.append(Bench(f"{name}: compiled", comp, eager, "yscv eager"))
