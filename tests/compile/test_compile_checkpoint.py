@@ -190,3 +190,16 @@ def test_the_replay_recomputes_and_holds_the_eager_peak(monkeypatch):
                         lambda *a: calls.append(1) or real(*a))
     assert comp(x, True).tobytes() == eager(x, True).tobytes()
     assert len(calls) >= 4   # the backward recomputed the released segments
+
+
+def test_a_failing_segment_raises_its_own_error_and_caches_nothing():
+    def fn(g, xb):
+        def block(gg, z):
+            gg.tanh(z)
+            raise ValueError("inside the segment")
+        return g.checkpoint(block, g.variable(xb))
+
+    comp = yscv.compile(fn)
+    with pytest.raises(ValueError, match="inside the segment"):
+        comp(np.ones(3, np.float32))
+    assert len(comp.records) == 0

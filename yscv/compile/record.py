@@ -118,7 +118,8 @@ class _Recorder:
     """The state a `RecordingGraph` writes while ``fn`` runs."""
 
     __slots__ = ("depth", "record", "inputs", "draws_at", "param_writes", "in_backward",
-                 "rule_depth", "read_value", "value_ids", "segments", "recorded_walk")
+                 "rule_depth", "read_value", "value_ids", "segments", "recorded_walk",
+                 "in_segment")
 
     def __init__(self, record: Record, inputs: dict):
         self.depth = 0
@@ -132,6 +133,7 @@ class _Recorder:
         self.value_ids = {}      # id(array g.value returned) -> (array, node index)
         self.segments = {}       # id(checkpoint segment) -> segment, once noted
         self.recorded_walk = False   # inside backward / gradients with create_graph=True
+        self.in_segment = False      # inside g.checkpoint and the like
 
 
 def _template(rec: _Recorder, g, a, found: list):
@@ -165,6 +167,8 @@ def _watch(name: str, meth):
         if rec.depth:
             if rec.rule_depth and name == "value":
                 rec.read_value = True
+            return meth(self, *args, **kwargs)
+        if name == "truncate" and rec.in_segment:   # a failing checkpoint undoing itself
             return meth(self, *args, **kwargs)
         if name in FORBIDDEN:
             raise CompileError(f"yscv.compile: {FORBIDDEN[name]}; call it outside the "
@@ -251,7 +255,12 @@ def _record_segments(g, rec: _Recorder, meth, *args, **kwargs):
     """``g.checkpoint`` and the like during the record: run with the graph
     calls inside watched, then each new segment noted as a ``release``
     action (yscv/compile/segments.py) where the eager graph released it."""
-    out = meth(g, *args, **kwargs)
+    outer = rec.in_segment
+    rec.in_segment = True
+    try:
+        out = meth(g, *args, **kwargs)
+    finally:
+        rec.in_segment = outer
     noted = rec.segments
     for seg in g._segments:
         if id(seg) not in noted:
