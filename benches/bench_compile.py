@@ -28,7 +28,7 @@ one eager step. Run standalone for one table with every side's per-step
 time and each compiler's first call (record, torch.compile's compile,
 jax.jit's trace and compile), each side alone in a fresh process:
 
-    python benches/bench_compile.py            # the standalone table
+    python benches/bench_compile.py            # the standalone table (--pairs N)
     python benches/run.py compile --separate   # the ratio rows
 """
 from __future__ import annotations
@@ -251,4 +251,5 @@ if __name__ == "__main__":
             for g in got:
                 np.testing.assert_allclose(g, want, rtol=2e-3, atol=1e-5)
         sys.exit(0)
-    table()
+    pairs = int(sys.argv[sys.argv.index("--pairs") + 1]) if "--pairs" in sys.argv else 3
+    table(pairs=pairs)
