@@ -193,15 +193,15 @@ else:
     if side == "PyTorch eager":
         first = float("nan")
 step()
-print(min(median_time(step, 3) for _ in range({rounds})), first)
+print(min(median_time(step, 3) for _ in range({repeats})), first)
 """
 
 
-def time_alone(name: str, side: str, rounds: int):
+def time_alone(name: str, side: str, repeats: int):
     """(per-step seconds, first-call seconds) of one side in a fresh process."""
     here = os.path.dirname(os.path.abspath(__file__))
     code = _CHILD.format(here=here, root=os.path.dirname(here), side=side, name=name,
-                         rounds=rounds)
+                         repeats=repeats)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": os.path.dirname(here)})
     if res.returncode != 0:
@@ -210,7 +210,7 @@ def time_alone(name: str, side: str, rounds: int):
     return float(step), float(first)
 
 
-def table(rounds: int = 3, pairs: int = 3) -> None:
+def table(repeats: int = 3, pairs: int = 3) -> None:
     """Every side of every workload alone, ``pairs`` alternating runs, medians."""
     sides = _SIDES if _has_jax() else _SIDES[:-1]
     print(f"machine: {yscv.runtime.machine_line()}; python {sys.version.split()[0]}")
@@ -222,7 +222,7 @@ def table(rounds: int = 3, pairs: int = 3) -> None:
         runs = {s: [] for s in sides}
         for _ in range(pairs):
             for s in sides:
-                runs[s].append(time_alone(name, s, rounds))
+                runs[s].append(time_alone(name, s, repeats))
         cells, firsts = [], {}
         for s in sides:
             ok = [r for r in runs[s] if r[0] is not None]
