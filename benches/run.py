@@ -232,11 +232,16 @@ def write_family_table(text: str, family: str, title: str, header: dict, topics,
     return "\n".join(lines[:at] + section + lines[at:])
 
 
-def docs_command(topics: list, quick: bool) -> str:
-    """The command that regenerates the rows (no paths: the page is the
-    default one)."""
+def docs_command(topics: list, quick: bool, page=None) -> str:
+    """The command that regenerates the rows: no path for the default page
+    (or one outside the repository), else the page's path in it."""
+    where = []
+    p = None if page is None else pathlib.Path(page).resolve()
+    if p is not None and p != DOCS_PAGE.resolve() and p.is_relative_to(HERE.parent):
+        where = [p.relative_to(HERE.parent).as_posix()]
     return " ".join(["env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benches/run.py",
-                     *topics, "--separate", *(["--quick"] if quick else []), "--write-docs"])
+                     *topics, "--separate", *(["--quick"] if quick else []), "--write-docs",
+                     *where])
 
 
 def docs_title(cpu: dict, cores: int) -> str:
@@ -277,7 +282,7 @@ def write_docs(path: pathlib.Path, args, torch, topics_run: list, rows: list) ->
         "machine": f"{yscv.runtime.machine_line()}; python {sys.version.split()[0]}",
         "reference": f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads",
         "date": today,
-        "command": f"`{docs_command(args.topics, args.quick)}`",
+        "command": f"`{docs_command(args.topics, args.quick, path)}`",
     }
     lines = [table_row(topic, b.name, b.reference_name, ratio, alone, b.target, today)
              for topic, b, _first, _ty, _tr, ratio, alone in rows]

@@ -97,8 +97,8 @@ class DistributedError(AutogradError):
 
 class CompileError(AutogradError):
     """`yscv.compile` cannot record a function faithfully: ``fn`` does
-    something a replay would not repeat (a hook, ``create_graph``,
-    ``workers != 1``, a checkpointed segment, a Python-side write to a
+    something a replay would not repeat (a hook, gradient clipping,
+    ``g.gradients`` without ``create_graph``, a Python-side write to a
     Parameter, an array made from an input with NumPy, ...). The message
     names it; nothing is cached."""
 

@@ -30,11 +30,12 @@ import threading
 
 import numpy as np
 
-from .. import random as _random
 from ..engine.graph import Graph
 from ..engine.schedule import Schedule
 from ..errors import CompileError
 from ..node import N_ATTRS, N_OP, N_SAVED, NodeId, Op, with_saved
+from . import higher as _higher
+from .watch import DrawWatch, ParamWatch
 
 _LEAF = int(Op.LEAF)
 _DROPOUT = int(Op.DROPOUT)
@@ -44,7 +45,6 @@ _BATCH_NORM = int(Op.BATCH_NORM)
 #: replay does not model (or runs Python a replay would skip); the reason
 #: goes into the error
 FORBIDDEN = {
-    "gradients": "g.gradients (functional gradients) is not supported yet",
     "zero_grads": "g.zero_grads inside the compiled function",
     "set_value": "g.set_value inside the compiled function",
     "set_grad": "g.set_grad inside the compiled function",
@@ -54,12 +54,13 @@ FORBIDDEN = {
     "register_post_accumulate_hook":
         "a post-accumulate hook runs Python a replay would skip",
     "register_backward_end_hook": "a backward-end hook runs Python a replay would skip",
-    "checkpoint": "checkpointed segments are not supported yet",
-    "checkpoint_sequential": "checkpointed segments are not supported yet",
-    "backward_with_checkpoints": "checkpointed segments are not supported yet",
     "clip_grad_norm": "gradient clipping inside the compiled function is not supported yet",
     "clip_grad_value": "gradient clipping inside the compiled function is not supported yet",
 }
+
+#: graph methods that make checkpointed segments: they run with the graph
+#: calls inside them recorded, then each new segment's release is noted
+_SEGMENT_CALLS = frozenset(("checkpoint", "checkpoint_sequential", "backward_with_checkpoints"))
 
 #: one record at a time: a record swaps yscv.random's draw functions and
 #: Parameter's attributes for watching versions while ``fn`` runs
@@ -116,7 +117,9 @@ class Record:
 class _Recorder:
     """The state a `RecordingGraph` writes while ``fn`` runs."""
 
-    __slots__ = ("depth", "record", "inputs", "draws_at", "param_writes", "in_backward")
+    __slots__ = ("depth", "record", "inputs", "draws_at", "param_writes", "in_backward",
+                 "rule_depth", "read_value", "value_ids", "segments", "recorded_walk",
+                 "in_segment")
 
     def __init__(self, record: Record, inputs: dict):
         self.depth = 0
@@ -125,6 +128,12 @@ class _Recorder:
         self.draws_at = None
         self.param_writes = []
         self.in_backward = False
+        self.rule_depth = 0      # inside a recorded walk's rule (yscv/compile/higher.py)
+        self.read_value = False  # that rule read a value
+        self.value_ids = {}      # id(array g.value returned) -> (array, node index)
+        self.segments = {}       # id(checkpoint segment) -> segment, once noted
+        self.recorded_walk = False   # inside backward / gradients with create_graph=True
+        self.in_segment = False      # inside g.checkpoint and the like
 
 
 def _template(rec: _Recorder, g, a, found: list):
@@ -142,6 +151,9 @@ def _template(rec: _Recorder, g, a, found: list):
             "argument itself to the graph (g.constant(x)) and compute on nodes")
     if type(a) is NodeId and a.graph is g:
         return ("node", a.index)
+    if type(a) is np.ndarray and id(a) in rec.value_ids and rec.value_ids[id(a)][0] is a:
+        found.append(None)   # a node's value fed back (g.variable(g.value(n))): read afresh
+        return ("val", rec.value_ids[id(a)][1])
     if isinstance(a, (list, tuple)):
         return ("seq", type(a), tuple(_template(rec, g, x, found) for x in a))
     return ("lit", a)
@@ -153,12 +165,20 @@ def _watch(name: str, meth):
     def method(self, *args, **kwargs):
         rec = self.__dict__["_recorder"]
         if rec.depth:
+            if rec.rule_depth and name == "value":
+                rec.read_value = True
+            return meth(self, *args, **kwargs)
+        if name == "truncate" and rec.in_segment:   # a failing checkpoint undoing itself
             return meth(self, *args, **kwargs)
         if name in FORBIDDEN:
             raise CompileError(f"yscv.compile: {FORBIDDEN[name]}; call it outside the "
                                "compiled function", op=name)
         if name == "backward":
             return _record_backward(self, rec, meth, *args, **kwargs)
+        if name == "gradients":
+            return _record_gradients(self, rec, meth, *args, **kwargs)
+        if name in _SEGMENT_CALLS:
+            return _record_segments(self, rec, meth, *args, **kwargs)
         found: list = []
         template = (tuple(_template(rec, self, a, found) for a in args),
                     {k: _template(rec, self, v, found) for k, v in kwargs.items()})
@@ -183,6 +203,8 @@ def _watch(name: str, meth):
             rec.record.params.append((out.index, args[0] if args else kwargs["p"]))
         elif name == "buffer":
             rec.record.buffers.append((out.index, args[0] if args else kwargs["arr"]))
+        elif name == "value":
+            rec.value_ids[id(out)] = (out, self._index(args[0] if args else kwargs["n"]))
         return out
 
     method.__name__ = name
@@ -196,13 +218,18 @@ def _record_backward(g, rec: _Recorder, meth, target, grad=None, retain_graph=Tr
     """``g.backward`` during the record: refused for what a replay does
     not repeat yet; otherwise its plan and seed are noted, then it runs
     (with the caller's ``workers``; the replay walks serially, the same bits)."""
-    if create_graph:
-        raise CompileError("yscv.compile: backward(create_graph=True) inside the compiled "
-                           "function is not supported yet", op="backward")
     t = g._index(target)
-    if g._segments:
-        raise CompileError("yscv.compile: checkpointed segments are not supported yet",
-                           op="backward")
+    if create_graph:   # the walk appends nodes: replayed as nodes (yscv/compile/higher.py)
+        _higher.refuse_input_seed(grad, TracedInput, "backward")
+        rec.in_backward = rec.recorded_walk = True
+        rec.depth = 1
+        try:
+            meth(g, target, grad, retain_graph=retain_graph, workers=workers,
+                 create_graph=True)
+        finally:
+            rec.depth = 0
+            rec.in_backward = rec.recorded_walk = False
+        return
     if grad is None:
         seed = ("ones", g._shape(t))
     elif type(grad) is NodeId:
@@ -224,12 +251,58 @@ def _record_backward(g, rec: _Recorder, meth, target, grad=None, retain_graph=Tr
     rec.record.actions.append(("backward", len(g._uids), t, sched, seed))
 
 
+def _record_segments(g, rec: _Recorder, meth, *args, **kwargs):
+    """``g.checkpoint`` and the like during the record: run with the graph
+    calls inside watched, then each new segment noted as a ``release``
+    action (yscv/compile/segments.py) where the eager graph released it."""
+    outer = rec.in_segment
+    rec.in_segment = True
+    try:
+        out = meth(g, *args, **kwargs)
+    finally:
+        rec.in_segment = outer
+    noted = rec.segments
+    for seg in g._segments:
+        if id(seg) not in noted:
+            noted[id(seg)] = seg
+            rec.record.actions.append(("release", len(g._uids), seg.start, seg.end,
+                                       seg.keep))
+    return out
+
+
+def _record_gradients(g, rec: _Recorder, meth, target, inputs, grad=None,
+                      create_graph=False):
+    """``g.gradients`` during the record: with ``create_graph=True`` its
+    nodes are replayed as nodes; the arrays of a plain call are refused."""
+    if not create_graph:
+        raise CompileError(
+            "yscv.compile: g.gradients without create_graph=True returns arrays the record "
+            "would freeze; pass create_graph=True (its NodeIds are replayed)", op="gradients")
+    _higher.refuse_input_seed(grad, TracedInput, "gradients")
+    rec.depth = 1
+    rec.recorded_walk = True
+    try:
+        return meth(g, target, inputs, grad=grad, create_graph=True)
+    finally:
+        rec.depth = 0
+        rec.recorded_walk = False
+
+
 def _record_bn_update(self, out, i_mean, i_var, momentum, n):
     rec = self.__dict__["_recorder"]
     for i in (i_mean, i_var):
         rec.record.pre_bn.setdefault(i, np.array(self._values[i], copy=True))
     Graph._update_running_stats(self, out, i_mean, i_var, momentum, n)
     rec.record.actions.append(("bn", out.index + 1, out.index, i_mean, i_var, momentum, n))
+
+
+def _record_prepare(self, i):
+    """A recorded walk (``create_graph``) recomputing node i's released
+    value and inputs: noted (a ``prep`` action) for the replay to repeat."""
+    rec = self.__dict__["_recorder"]
+    if rec.recorded_walk and not rec.rule_depth:
+        rec.record.actions.append(("prep", len(self._uids), i))
+    Graph._prepare_node_for_backward(self, i)
 
 
 def _record_operand(self, x, opname, argname):
@@ -247,6 +320,7 @@ def _build_class():
     ns = {"__doc__": "A Graph that records what `yscv.compile` replays "
                      "(yscv/compile/record.py).",
           "_update_running_stats": _record_bn_update,
+          "_prepare_node_for_backward": _record_prepare,
           "_operand": _record_operand}
     for name in dir(Graph):
         if name.startswith("_") and name not in _PRIVATE_ENTRIES:
@@ -261,66 +335,6 @@ def _build_class():
 
 
 RecordingGraph = _build_class()
-
-
-class _DrawWatch:
-    """yscv.random's draw functions, noting each draw, for the record."""
-
-    def __init__(self, g, record: Record):
-        self.g = g
-        self.record = record
-        self.saved = None
-
-    def __enter__(self):
-        self.saved = (_random.draw_seed, _random.draw)
-        seed_fn, draw_fn = self.saved
-        g, actions = self.g, self.record.actions
-
-        def draw_seed():
-            s = seed_fn()
-            actions.append(("seed", len(g._uids), s))
-            return s
-
-        def draw(fn):
-            a = draw_fn(fn)
-            actions.append(("draw", len(g._uids), fn))
-            return a
-
-        _random.draw_seed = draw_seed
-        _random.draw = draw
-        return self
-
-    def __exit__(self, *exc):
-        _random.draw_seed, _random.draw = self.saved
-        return False
-
-
-class _ParamWatch:
-    """Writes to ``Parameter.data`` / ``Parameter.grad`` from Python while
-    ``fn`` runs (an optimizer step, ``zero_grad`` inside it): noted, then
-    refused by `finish`. The backward's own writes are allowed."""
-
-    def __init__(self, rec: _Recorder):
-        self.rec = rec
-        self.saved = None
-
-    def __enter__(self):
-        from ..nn.parameter import Parameter
-        self.cls = Parameter
-        self.saved = {n: Parameter.__dict__[n] for n in ("data", "grad")}
-        rec = self.rec
-        for n, slot in self.saved.items():
-            def setter(p, v, slot=slot, n=n):
-                if not (n == "grad" and rec.in_backward):
-                    rec.param_writes.append(n)
-                slot.__set__(p, v)
-            setattr(Parameter, n, property(slot.__get__, setter, slot.__delete__))
-        return self
-
-    def __exit__(self, *exc):
-        for n, slot in self.saved.items():
-            setattr(self.cls, n, slot)
-        return False
 
 
 def record(fn, dtype, args, array_pos, modules) -> tuple:
@@ -346,7 +360,7 @@ def record(fn, dtype, args, array_pos, modules) -> tuple:
     g = RecordingGraph(dtype=dtype)
     g.__dict__["_recorder"] = rec
     before = _module_state(modules)
-    with _RECORD_LOCK, _DrawWatch(g, rec_obj), _ParamWatch(rec):
+    with _RECORD_LOCK, DrawWatch(g, rec_obj), ParamWatch(rec), _higher.watching(g, rec):
         out = fn(g, *call_args)
     finish(g, rec, out, modules, before)
     return rec_obj, g, out
@@ -381,8 +395,6 @@ def finish(g, rec: _Recorder, out, modules, before) -> None:
                         ("backward-end hooks", g._end_hooks)):
         if any(table.values()) if isinstance(table, dict) else table:
             raise CompileError(f"yscv.compile: {what} are not supported yet")
-    if g._segments:
-        raise CompileError("yscv.compile: checkpointed segments are not supported yet")
     if g.detect_anomaly:
         raise CompileError("yscv.compile: anomaly mode is not supported")
     bufs, params = before

@@ -43,8 +43,11 @@ from ..engine.schedule import add_param_grad, conform
 from ..errors import CompileError
 from ..node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, Op
 from ..ops._common import as_graph_array
+from . import higher as _higher
+from . import segments as _segments
 
 _LEAF = int(Op.LEAF)
+_VJP = int(Op.VJP)
 _ndarray = np.ndarray
 _FORWARD = registry.FORWARD
 _UFUNC = registry.UFUNC
@@ -67,6 +70,8 @@ def _forward_entry(record, k: int):
     forward, 0 a forward of any arity."""
     nodes = record.nodes
     op, ins = nodes[k][N_OP], nodes[k][N_INPUTS]
+    if op == _VJP:
+        return (k, 5, _FORWARD[op], ins)
     uf = _UFUNC[op]
     if uf is not None and len(ins) == 1:
         return (k, 1, uf, ins)
@@ -98,13 +103,33 @@ def build_plan(record) -> list:
     for a in record.actions:
         if a[0] == "call":
             covered[a[1]:a[2]] = True
+    rules = []   # the recorded walks' rules a replay calls again (yscv/compile/higher.py)
+    for a in record.actions:
+        if a[0] == "rule" and (a[8] or covered[a[4]]):
+            covered[a[1]:a[2]] = True
+            rules.append(a)
+    rules = {id(a) for a in rules}
     steps = []
     pos = 0
+    segs = []                          # checkpointed segments released so far
+    gone = np.zeros(n, dtype=bool)     # released and not recomputed by a walk
 
     def forward_to(end):
         nonlocal pos
         run = [_forward_entry(record, k) for k in range(pos, end)
                if not covered[k] and record.nodes[k][N_OP] != _LEAF]
+        if segs:   # a node reading a released value: that value recomputed for it
+            part = []
+            for e in run:
+                reads = tuple(j for j in e[3] if gone[j])
+                if reads:
+                    if part:
+                        steps.append(("fwd", part))
+                    part = []
+                    steps.append(("fwd_released", e, reads))
+                else:
+                    part.append(e)
+            run = part
         if run:
             steps.append(("fwd", run))
         pos = max(pos, end)
@@ -122,13 +147,75 @@ def build_plan(record) -> list:
             forward_to(a[1])
             _, _, k, i_mean, i_var, momentum, m = a
             steps.append(("bn", k, i_mean, i_var, momentum, m, record.nodes[k][N_RG]))
+        elif kind == "rule":
+            if id(a) in rules:
+                forward_to(a[1])
+                steps.append(a)
+                pos = a[2]
+        elif kind == "acc":
+            forward_to(a[1])
+            steps.append(a)
+        elif kind == "release":
+            forward_to(a[1])
+            seg = (a[2], a[3], a[4])
+            segs.append(seg)
+            steps.append(("release", seg))
+            gone[a[2]:a[3]] = True
+            for k in a[4]:
+                gone[k] = False
+        elif kind == "prep":   # a recorded walk recomputing released values (kept)
+            forward_to(a[1])
+            steps.append(a)
+            _segments.mark_prepared(record.nodes, gone, a[2])
         elif kind == "backward":
             _, at, t, sched, seed = a
             forward_to(at)
-            steps.append(("backward", t, _backward_entries(record, sched, params), seed))
+            entries = _backward_entries(record, sched, params)
+            rel = None
+            if segs:
+                points = _segments.release_points(segs, entries)
+                rel = ({entries[q][0]: v for q, v in points.items()}, list(segs))
+            steps.append(("backward", t, entries, seed, rel))
     forward_to(n)
+    if segs:   # returned nodes a segment released: recomputed, as g.value does
+        outs: list = []
+        _output_nodes(record.outputs, outs)
+        steps.append(("outs", outs))
     record.attrs = [r[N_ATTRS] for r in record.nodes]
     return steps
+
+
+def _forward_released(step, values, attrs, saved, nodes) -> None:
+    """One forward entry (as the ``fwd`` loop runs it) whose inputs ``reads``
+    a segment released: recomputed for it, then dropped again, as the eager
+    graph reads a released value (``Graph._recompute_value``)."""
+    _, (k, mode, f, ins), reads = step
+    for j in reads:
+        values[j] = _segments.value(nodes, values, attrs, saved, j)
+    if mode == 1:
+        v = f(values[ins[0]])
+    elif mode == 2:
+        v = f(values[ins[0]], values[ins[1]])
+    else:
+        if mode == 5:
+            attrs[k] = _higher.renew_vjp(attrs[k], attrs, saved, ins[1])
+        v, saved[k] = f(attrs[k], *[values[j] for j in ins])
+    values[k] = v if type(v) is _ndarray else np.asarray(v)
+    for j in reads:
+        values[j] = None
+        saved[j] = None
+
+
+def _output_nodes(tpl, out: list) -> None:
+    kind = tpl[0]
+    if kind == "node":
+        out.append(tpl[1])
+    elif kind == "seq":
+        for t in tpl[2]:
+            _output_nodes(t, out)
+    elif kind == "dict":
+        for _, t in tpl[1]:
+            _output_nodes(t, out)
 
 
 def _arg(tpl, values, args, scratch, memo, rg_of):
@@ -143,7 +230,18 @@ def _arg(tpl, values, args, scratch, memo, rg_of):
         return nid
     if kind == "seq":
         return tpl[1](_arg(t, values, args, scratch, memo, rg_of) for t in tpl[2])
+    if kind == "val":   # a node's value g.value gave, fed back
+        return values[tpl[1]]
     return tpl[1]
+
+
+def _template_nodes(tpl):
+    """The node indices a call argument's template (`record._template`) names."""
+    if tpl[0] == "node":
+        yield tpl[1]
+    elif tpl[0] == "seq":
+        for t in tpl[2]:
+            yield from _template_nodes(t)
 
 
 def _replay_call(record, step, values, attrs, saved, args) -> None:
@@ -154,10 +252,17 @@ def _replay_call(record, step, values, attrs, saved, args) -> None:
     scratch = Graph(dtype=record.dtype)
     memo: dict = {}
     rg_of = lambda j: nodes[j][N_RG]  # noqa: E731
+    reads = [j for t in targs + tuple(tkw.values()) for j in _template_nodes(t)
+             if values[j] is None]
+    for j in reads:   # released by a checkpointed segment: recomputed for the call
+        values[j] = _segments.value(nodes, values, attrs, saved, j)
     a = [_arg(t, values, args, scratch, memo, rg_of) for t in targs]
     kw = {k: _arg(t, values, args, scratch, memo, rg_of) for k, t in tkw.items()}
     m = len(scratch._uids)
     meth(scratch, *a, **kw)
+    for j in reads:
+        values[j] = None
+        saved[j] = None
     made = scratch._nodes[m:]
     if len(made) != end - start or any(r[N_OP] != nodes[start + q][N_OP]
                                        for q, r in enumerate(made)):
@@ -200,9 +305,15 @@ def _seed(spec, values, args, dtype):
     return spec[1]
 
 
-def _walk(entries, t, seed, values, attrs, saved, stored, ctx) -> None:
+def _walk(entries, t, seed, values, attrs, saved, stored, ctx, rel=None,
+          nodes=None) -> None:
     """The serial walk (yscv/engine/walk.py ``WalkMixin._walk``, its plain
-    case) over a recorded visit plan; keep the two alike."""
+    case) over a recorded visit plan; keep the two alike. ``rel``: the
+    checkpointed segments (yscv/compile/segments.py), recomputed and
+    released as the eager walk does."""
+    released = rel is not None
+    if released:
+        points, all_segs = rel
     pending = [None] * (t + 1)
     pending[t] = seed
     backward = _BACKWARD
@@ -210,12 +321,17 @@ def _walk(entries, t, seed, values, attrs, saved, stored, ctx) -> None:
     ndarray = _ndarray
     dtype = ctx.dtype
     for i, ins, op, needs_i, pl, p in entries:
+        if released and i in points:   # the walk has left these segments
+            for seg in points[i]:
+                _segments.release(seg, values, saved, nodes)
         gi = pending[i]
         if gi is None:
             continue
         pending[i] = None
         if type(gi) is not ndarray:
             gi = np.asarray(gi)
+        if released and ins:
+            _segments.prepare(nodes, values, attrs, saved, i)
         if not ins:
             if pl:   # the leaf requires grad
                 cur = stored.get(i)
@@ -264,6 +380,9 @@ def _walk(entries, t, seed, values, attrs, saved, stored, ctx) -> None:
                 gj = conform(ctx, gj, vj.shape, op, i, j)
                 cur = pending[j]
                 pending[j] = gj if cur is None else cur + gj
+    if released:
+        for seg in all_segs:
+            _segments.release(seg, values, saved, nodes)
 
 
 def replay(record, args) -> tuple:
@@ -292,6 +411,7 @@ def replay(record, args) -> tuple:
     for i, before in record.fresh:
         values[i] = np.array(before, copy=True)
     stored: dict = {}
+    params = dict(record.params)
     ctx = _Conform(dtype)
     for step in plan:
         kind = step[0]
@@ -307,18 +427,34 @@ def replay(record, args) -> tuple:
                     elif mode == 4:
                         v, s = f(attrs[k], values[ins[0]], values[ins[1]])
                     else:
+                        if mode == 5:   # Op.VJP: the forward node's data of this replay
+                            attrs[k] = _higher.renew_vjp(attrs[k], attrs, saved, ins[1])
                         v, s = f(attrs[k], *[values[j] for j in ins])
                     saved[k] = s
                 if type(v) is not _ndarray:
                     v = np.asarray(v)
                 values[k] = v
         elif kind == "backward":
-            _, t, entries, spec = step
+            _, t, entries, spec, rel = step
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 _walk(entries, t, _seed(spec, values, args, dtype), values, attrs, saved,
-                      stored, ctx)
+                      stored, ctx, rel, nodes)
         elif kind == "call":
             _replay_call(record, step, values, attrs, saved, args)
+        elif kind == "rule":
+            _higher.replay_rule(record, step, values, attrs, saved)
+        elif kind == "acc":
+            _higher.replay_acc(step, values, stored, params)
+        elif kind == "release":
+            _segments.release(step[1], values, saved, nodes)
+        elif kind == "prep":
+            _segments.prepare(nodes, values, attrs, saved, step[2])
+        elif kind == "fwd_released":
+            _forward_released(step, values, attrs, saved, nodes)
+        elif kind == "outs":
+            for i in step[1]:
+                if values[i] is None:
+                    values[i] = _segments.value(nodes, values, attrs, saved, i)
         elif kind == "seed":
             k = step[1]
             attrs[k] = attrs[k]._replace(seed=_random.draw_seed())

@@ -16,7 +16,7 @@ per-step losses, parameters, history and checkpoints, and a run may be
 resumed with or without ``compile``.
 
 Fallback: when a record raises `yscv.CompileError` (the step uses something
-`yscv.compile` refuses: a forward hook, a checkpointed segment, a buffer
+`yscv.compile` refuses: a forward hook, gradient clipping, a buffer
 changed outside graph ops ...), the state the refused record touched
 (yscv's generator, the gradients, the module buffers) is put back, the step
 runs eagerly, and so does every later step; one warning says why, starting
