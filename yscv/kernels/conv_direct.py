@@ -73,6 +73,11 @@ def _wide(N, cf):
 S_BLOCK_BYTES = 16384
 
 
+#: bytes of a column chunk's ``b`` rows per block of ``s`` (``by_rows`` 2):
+#: the block stays in L2 while every row block of ``c`` reads it
+COL_BLOCK_BYTES = 131072
+
+
 #: the register tiles, rows x vectors of columns (yscv/kernels/tile_ir.py):
 #: ``tile(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode)``
 #: computes ``c[i0:i0+R, j:j+V*L]`` (row ``i`` of ``cf`` at ``cb + i*ldc``)
@@ -85,27 +90,28 @@ _tile6x4 = register_tile(6, 4)
 
 
 @jit(inline="always")
-def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """Rows ``[i0, i1)`` of ``c``, every column, ``s`` in ``[s0, s1)``, on
-    the tiles `wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
-    (rows in multiples of 6, ``N`` a multiple of four vectors), else 8 x
-    2-vector tiles and 8 x 1 for a last odd vector (rows in multiples of 8).
-    One function, not one per family: each ``inline="always"`` level copies
-    and re-types its body (docs/engine.md, "Cold start")."""
+def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode, j0, j1):
+    """Rows ``[i0, i1)`` of ``c``, columns ``[j0, j1)``, ``s`` in ``[s0, s1)``,
+    on the tiles `wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
+    (rows in multiples of 6, ``N`` and ``j0`` multiples of four vectors),
+    else 8 x 2-vector tiles and 8 x 1 for a last odd vector (rows in
+    multiples of 8, ``j0`` a multiple of two vectors). One function, not
+    one per family: each ``inline="always"`` level copies and re-types its
+    body (docs/engine.md, "Cold start")."""
     L = lanes(cf)
     if _wide(N, cf):
         for i in range(i0, i1, 6):
-            j = i0 - i0           # a run-time 0: a literal would be its own specialisation
-            while j < N:
+            j = j0
+            while j < j1:
                 _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
                 j += 4 * L
     else:
         for i in range(i0, i1, 8):
-            j = i0 - i0
-            while j + 2 * L <= N:
+            j = j0
+            while j + 2 * L <= j1:
                 _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
                 j += 2 * L
-            if j < N:
+            if j < j1:
                 _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
 
 
@@ -126,9 +132,9 @@ def _bias_block(bf, s0, s1, N, bsum, k):
 
 
 @jit(inline="always")
-def _fill_rows(cf, cb, i0, i1, N, init):
-    """Rows ``[i0, i1)`` of ``c`` (flat from ``cb``, N wide) set to
-    ``init[:N]`` (the bias), one block of a tile's rows at a time (still in
+def _fill_rows(cf, cb, i0, i1, N, init, j0, j1):
+    """Rows ``[i0, i1)``, columns ``[j0, j1)`` of ``c`` (flat from ``cb``,
+    N wide) set to ``init[j0:j1]`` (the bias), one block of a tile's rows at a time (still in
     L1 when the tiles load it).
 
     The region kernels start the tiles from ``c`` (mode 2) after this, not
@@ -141,7 +147,7 @@ def _fill_rows(cf, cb, i0, i1, N, init):
     L = lanes(cf)
     for i in range(i0, i1):
         o = np.uint64(cb + i * N)
-        for j in range(0, N, L):
+        for j in range(j0, j1, L):
             vstore(cf, o + np.uint64(j), vload(init, np.uint64(j)))
 
 
@@ -150,12 +156,21 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     """The product above on the tiles `wide_tiles` picks for ``N``
     columns, by chunks ``k`` of a region.
 
-    ``by_rows`` (the forward and the data gradient): ``c[i] = init + sum_s
+    ``by_rows`` 1 (the forward and the data gradient): ``c[i] = init + sum_s
     xp[ro[i] + so[s]] * b[s]``, ``c`` [len(ro), N] flat in ``cf``, chunk
     ``k`` the rows ``[bounds[k], bounds[k+1])`` (multiples of 6 or 8: the
     tiles' rows), ``mode`` 0 (from zero) or 1 (``init`` = the bias [N]).
 
-    Else (the weight gradient): ``cf`` is flat [chunks, len(ro), N],
+    ``by_rows`` 2: the same product, chunk ``k`` the columns ``[bounds[k],
+    bounds[k+1])`` (whole groups of the tiles' vectors) of every row, ``s``
+    in blocks of `COL_BLOCK_BYTES` of the chunk's ``b`` columns, every row
+    per block. For few rows and a large ``b`` (the weight of a conv on a
+    small map): a row split reads all of ``b`` once per chunk and once per
+    row block; here each chunk reads its columns of ``b`` from memory once.
+    Per element the same sum as the row split (``s`` in order from the bias
+    or zero, one rounding per fused multiply-add): the same bits.
+
+    ``by_rows`` 0 (the weight gradient of a larger map): ``cf`` is flat [chunks, len(ro), N],
     ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
     ``[bounds[k], bounds[k+1])``; each chunk goes through its ``s`` in
     blocks of `S_BLOCK_BYTES` of ``b`` (all rows per block: the
@@ -180,26 +195,33 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     # bounds as conditional expressions, not max()/min(): each builtin compiles
     # a Numba helper of its own on a cold start (docs/engine.md, "Cold start")
     sb = sb if sb > 8 else 8
-    pre = by_rows == 1 and mode == 1          # rows start from the bias (_fill_rows)
+    pre = by_rows > 0 and mode == 1           # rows start from the bias (_fill_rows)
+    one_s = 1 if by_rows > 0 else 0           # at least one s block (S may be 0)
     for k in region_chunks(st, nk):
-        # chunk k: its rows [i0, i1) of c, its s range in blocks of step, the
-        # offset of its output in cf
-        if by_rows:   # rows of this chunk, every s in one block (at least one)
+        # chunk k: its rows [i0, i1) and columns [j0, j1) of c, its s range
+        # in blocks of step, the offset of its output in cf
+        j0, j1 = zero, N
+        if by_rows == 2:   # columns of this chunk, every row, s in L2-sized blocks
+            i0, i1, s_lo, s_hi, cb = zero, M, zero, S, zero
+            j0, j1 = bounds[k], bounds[k + 1]
+            step = COL_BLOCK_BYTES // ((j1 - j0) * bf.itemsize)
+            step = step if step > 8 else 8
+        elif by_rows:      # rows of this chunk, every s in one block (at least one)
             i0, i1, s_lo, s_hi, cb = bounds[k], bounds[k + 1], zero, S, zero
             step = S if S > 1 else 1
-        else:         # every row, this chunk's s in blocks, its own partial
+        else:              # every row, this chunk's s in blocks, its own partial
             i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
         if bsum.shape[0] > 0:
             bsum[k, 0, :] = 0
         rb = (6 if _wide(N, cf) else 8) if pre else (i1 - i0 if i1 - i0 > 1 else 1)
-        s_end = s_hi if s_hi > s_lo + by_rows else s_lo + by_rows
+        s_end = s_hi if s_hi > s_lo + one_s else s_lo + one_s
         for s0 in range(s_lo, s_end, step):
             s1 = s0 + step if s0 + step < s_hi else s_hi
             for r in range(i0, i1, rb):
-                if pre:
-                    _fill_rows(cf, cb, r, r + rb, N, init)
+                if pre and s0 == s_lo:
+                    _fill_rows(cf, cb, r, r + rb, N, init, j0, j1)
                 _rows(xf, ro, r, r + rb if r + rb < i1 else i1, so, s0, s1, bf, N, cf, cb, init,
-                      2 if s0 > s_lo or pre else 0)
+                      2 if s0 > s_lo or pre else 0, j0, j1)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
 
