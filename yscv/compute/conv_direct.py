@@ -166,8 +166,7 @@ def _column_split(rows: int, k: int, cout: int, itemsize: int) -> bool:
 
 def _column_group(cout: int, itemsize: int) -> int:
     """Columns of one tile (6 x 4 or 8 x 2 vectors): the grain of a column split."""
-    lanes = 64 // itemsize if _K.wide_tiles(cout, itemsize) else 32 // itemsize
-    return (4 if _K.wide_tiles(cout, itemsize) else 2) * lanes
+    return (4 if _K.wide_tiles(cout, itemsize) else 2) * (_K.VBYTES // itemsize)
 
 
 def _column_bounds(cout: int, work: int, itemsize: int) -> np.ndarray:
