@@ -191,10 +191,10 @@ def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
     work = m * so.shape[0] * cout
+    no_bsum = np.empty((0, 3, cout), dtype=dtype)
     if _column_split(ro.shape[0], so.shape[0], cout, dtype.itemsize):
-        return ro, so, _column_bounds(cout, work, dtype.itemsize), np.empty((0, 3, cout), dtype=dtype), 2
-    bounds = _row_chunks(ro.shape[0], work, block)
-    return ro, so, bounds, np.empty((0, 3, cout), dtype=dtype), 1
+        return ro, so, _column_bounds(cout, work, dtype.itemsize), no_bsum, 2
+    return ro, so, _row_chunks(ro.shape[0], work, block), no_bsum, 1
 
 
 def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
@@ -211,7 +211,7 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     out_sp = tuple(out_sp)
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
     ro, so, bounds, bsum, split = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
-                                         tuple(dilation), out_sp, cout, x.dtype)
+                                                tuple(dilation), out_sp, cout, x.dtype)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     y = np.empty(ro.shape[0] * cout, dtype=x.dtype)
     # inputs as read-only arrays: one kernel specialisation whatever flags

@@ -134,8 +134,8 @@ def _bias_block(bf, s0, s1, N, bsum, k):
 @jit(inline="always")
 def _fill_rows(cf, cb, i0, i1, N, init, j0, j1):
     """Rows ``[i0, i1)``, columns ``[j0, j1)`` of ``c`` (flat from ``cb``,
-    N wide) set to ``init[j0:j1]`` (the bias), one block of a tile's rows at a time (still in
-    L1 when the tiles load it).
+    N wide) set to ``init[j0:j1]`` (the bias), one block of a tile's rows at
+    a time (still in L1 when the tiles load it).
 
     The region kernels start the tiles from ``c`` (mode 2) after this, not
     from the bias (mode 1): with one tile call site serving every pass, a
@@ -170,8 +170,8 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     Per element the same sum as the row split (``s`` in order from the bias
     or zero, one rounding per fused multiply-add): the same bits.
 
-    ``by_rows`` 0 (the weight gradient of a larger map): ``cf`` is flat [chunks, len(ro), N],
-    ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
+    ``by_rows`` 0 (the weight gradient of a larger map): ``cf`` is flat
+    [chunks, len(ro), N], ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
     ``[bounds[k], bounds[k+1])``; each chunk goes through its ``s`` in
     blocks of `S_BLOCK_BYTES` of ``b`` (all rows per block: the
     block's ``b`` rows stay in cache while every tile reads them); ``mode``
