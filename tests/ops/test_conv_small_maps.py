@@ -98,6 +98,10 @@ def test_small_maps_take_the_new_paths():
                           512, f32, True)[4] == 0          # a bias gradient: the partials
     assert D._weight_plan((8, 1, 18, 18, 64), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 16, 16),
                           64, f32, False)[4] == 0
+    assert D._weight_plan((2, 1, 16, 16, 256), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 14, 14),
+                          256, f32, False)[4] == 1          # ResNet's 14x14 stage at batch 2
+    assert D._weight_plan((2, 1, 30, 30, 128), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 28, 28),
+                          128, f32, False)[4] == 0          # more positions than taps x channels
     assert C._gemm_data_grad(np.zeros((8, 1, 2, 2, 512), f32), np.zeros((1, 3, 3, 512, 512), f32))
     assert not C._gemm_data_grad(np.zeros((8, 1, 16, 16, 64), f32),
                                  np.zeros((1, 3, 3, 64, 64), f32))

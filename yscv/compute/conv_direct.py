@@ -38,9 +38,10 @@ GRAIN = 1 << 20
 #: a forward splits its columns over the cores when the weight has this many
 #: times more rows than the output (`_column_split`)
 COLUMN_SPLIT_RATIO = 4
-#: a weight gradient whose cotangent has at most this many bytes splits dW's
-#: rows over the cores instead of the positions (`_weight_plan`)
-SMALL_MAP_BYTES = 256 << 10
+#: a weight gradient whose cotangent has at most this many bytes (and no
+#: more positions than dW has rows) splits dW's rows over the cores instead
+#: of the positions (`_weight_plan`)
+SMALL_MAP_BYTES = 1 << 20
 #: padded elements per chunk of the padding pass
 PAD_GRAIN = 1 << 16
 
@@ -234,17 +235,18 @@ def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype, need_b
     """(ro, so, chunks, bounds, by_rows) of `weight_grad` for this geometry.
 
     ``by_rows`` 1 (a small map, no bias gradient: the cotangent, ``m x
-    cout``, at most `SMALL_MAP_BYTES`): dW's rows (taps x channels) split
-    over the cores, each element one sum over every position (no partials
-    to add: on a small map the chunks' partials of a large weight cost more
-    than the products). Else 0: positions split into ``chunks`` partials."""
+    cout``, at most `SMALL_MAP_BYTES`, and no more positions ``m`` than dW
+    has rows): dW's rows (taps x channels) split over the cores, each
+    element one sum over every position (no partials to add: on a small
+    map the chunks' partials of a large weight cost more than the
+    products). Else 0: positions split into ``chunks`` partials."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
     so, ro = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:m]
-    if not need_b and m * cout * dtype.itemsize <= SMALL_MAP_BYTES:
+    if not need_b and m * cout * dtype.itemsize <= SMALL_MAP_BYTES and k >= m:
         bounds = _row_chunks(ro.shape[0], m * k * cout, block)
         return ro, so, len(bounds) - 1, bounds, 1
     nch = par.num_chunks(m, m * k * cout, GRAIN)
