@@ -131,7 +131,7 @@ def test_row_sweeps_same_bits_as_ordered_fma_loop(dtype, wide, vecs, mode):
                                             (True, 8, (4, 8)), (True, 12, (4, 8))])
 def test_row_sweep_of_a_column_range(dtype, wide, vecs, cols):
     """Columns ``[j0, j1)`` only (the column split of conv_direct's
-    ``by_rows`` 2): those columns get the bits of the whole sweep, every
+    ``direct_columns``): those columns get the bits of the whole sweep, every
     other element is left as it was."""
     R = 6 if wide else 8
     L = VBYTES // np.dtype(dtype).itemsize

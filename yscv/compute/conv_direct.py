@@ -155,8 +155,8 @@ def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
 
 def _column_split(rows: int, k: int, cout: int, itemsize: int) -> bool:
     """Whether a product with ``rows`` rows of ``c``, ``k`` rows of ``b`` and
-    ``cout`` columns splits its columns over the cores (``by_rows`` 2 of
-    yscv/kernels/conv_direct.py) rather than its rows: when ``b`` (the
+    ``cout`` columns splits its columns over the cores
+    (``direct_columns`` of yscv/kernels/conv_direct.py) rather than its rows: when ``b`` (the
     weight, ``k x cout``) is more than `COLUMN_SPLIT_RATIO` times the
     output (a small map: a row split would read the whole weight once per
     chunk and per row block) and there are at least two column groups to
@@ -183,8 +183,8 @@ def _column_bounds(cout: int, work: int, itemsize: int) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
     """(ro, so, bounds, no-bias-sum array, split) of `forward` for this
-    geometry: built once (a step runs the same shapes every step). ``split``
-    is the kernel's ``by_rows``: 1 (chunks of rows) or 2 (of columns,
+    geometry: built once (a step runs the same shapes every step). ``split``:
+    1 (chunks of rows, ``direct_region``) or 2 (of columns, ``direct_columns``;
     `_column_split`)."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
@@ -221,9 +221,12 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bsum, bounds, split,
-                                               st),
-                   len(bounds) - 1)
+    if split == 2:
+        par.run_region(lambda st: _K.direct_columns(xf, ro, so, w2, y, init, mode, bounds, st),
+                       len(bounds) - 1)
+    else:
+        par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bsum, bounds, 1,
+                                                   st), len(bounds) - 1)
     y = y[:m * cout].reshape(n, *out_sp, cout)
     if return_padded:
         return y, (None if xp is x else xp)

@@ -73,7 +73,7 @@ def _wide(N, cf):
 S_BLOCK_BYTES = 16384
 
 
-#: bytes of a column chunk's ``b`` rows per block of ``s`` (``by_rows`` 2):
+#: bytes of a column chunk's ``b`` rows per block of ``s`` (`direct_columns`):
 #: the block stays in L2 while every row block of ``c`` reads it
 COL_BLOCK_BYTES = 131072
 
@@ -156,22 +156,13 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     """The product above on the tiles `wide_tiles` picks for ``N``
     columns, by chunks ``k`` of a region.
 
-    ``by_rows`` 1 (the forward and the data gradient): ``c[i] = init + sum_s
+    ``by_rows`` (the forward and the data gradient): ``c[i] = init + sum_s
     xp[ro[i] + so[s]] * b[s]``, ``c`` [len(ro), N] flat in ``cf``, chunk
     ``k`` the rows ``[bounds[k], bounds[k+1])`` (multiples of 6 or 8: the
     tiles' rows), ``mode`` 0 (from zero) or 1 (``init`` = the bias [N]).
 
-    ``by_rows`` 2: the same product, chunk ``k`` the columns ``[bounds[k],
-    bounds[k+1])`` (whole groups of the tiles' vectors) of every row, ``s``
-    in blocks of `COL_BLOCK_BYTES` of the chunk's ``b`` columns, every row
-    per block. For few rows and a large ``b`` (the weight of a conv on a
-    small map): a row split reads all of ``b`` once per chunk and once per
-    row block; here each chunk reads its columns of ``b`` from memory once.
-    Per element the same sum as the row split (``s`` in order from the bias
-    or zero, one rounding per fused multiply-add): the same bits.
-
-    ``by_rows`` 0 (the weight gradient of a larger map): ``cf`` is flat
-    [chunks, len(ro), N], ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
+    Else (the weight gradient): ``cf`` is flat [chunks, len(ro), N],
+    ``cf[k] = sum_{s in chunk k} xp[ro[i] + so[s]] * b[s]`` for ``s`` in
     ``[bounds[k], bounds[k+1])``; each chunk goes through its ``s`` in
     blocks of `S_BLOCK_BYTES` of ``b`` (all rows per block: the
     block's ``b`` rows stay in cache while every tile reads them); ``mode``
@@ -195,35 +186,63 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
     # bounds as conditional expressions, not max()/min(): each builtin compiles
     # a Numba helper of its own on a cold start (docs/engine.md, "Cold start")
     sb = sb if sb > 8 else 8
-    pre = by_rows > 0 and mode == 1           # rows start from the bias (_fill_rows)
-    one_s = 1 if by_rows > 0 else 0           # at least one s block (S may be 0)
+    pre = by_rows == 1 and mode == 1          # rows start from the bias (_fill_rows)
     for k in region_chunks(st, nk):
-        # chunk k: its rows [i0, i1) and columns [j0, j1) of c, its s range
-        # in blocks of step, the offset of its output in cf
-        j0, j1 = zero, N
-        if by_rows == 2:   # columns of this chunk, every row, s in L2-sized blocks
-            i0, i1, s_lo, s_hi, cb = zero, M, zero, S, zero
-            j0, j1 = bounds[k], bounds[k + 1]
-            step = COL_BLOCK_BYTES // ((j1 - j0) * bf.itemsize)
-            step = step if step > 8 else 8
-        elif by_rows:      # rows of this chunk, every s in one block (at least one)
+        # chunk k: its rows [i0, i1) of c, its s range in blocks of step, the
+        # offset of its output in cf
+        if by_rows:   # rows of this chunk, every s in one block (at least one)
             i0, i1, s_lo, s_hi, cb = bounds[k], bounds[k + 1], zero, S, zero
             step = S if S > 1 else 1
-        else:              # every row, this chunk's s in blocks, its own partial
+        else:         # every row, this chunk's s in blocks, its own partial
             i0, i1, s_lo, s_hi, cb, step = zero, M, bounds[k], bounds[k + 1], k * M * N, sb
         if bsum.shape[0] > 0:
             bsum[k, 0, :] = 0
         rb = (6 if _wide(N, cf) else 8) if pre else (i1 - i0 if i1 - i0 > 1 else 1)
-        s_end = s_hi if s_hi > s_lo + one_s else s_lo + one_s
+        s_end = s_hi if s_hi > s_lo + by_rows else s_lo + by_rows
         for s0 in range(s_lo, s_end, step):
             s1 = s0 + step if s0 + step < s_hi else s_hi
             for r in range(i0, i1, rb):
-                if pre and s0 == s_lo:
-                    _fill_rows(cf, cb, r, r + rb, N, init, j0, j1)
+                if pre:
+                    _fill_rows(cf, cb, r, r + rb, N, init, zero, N)
                 _rows(xf, ro, r, r + rb if r + rb < i1 else i1, so, s0, s1, bf, N, cf, cb, init,
-                      2 if s0 > s_lo or pre else 0, j0, j1)
+                      2 if s0 > s_lo or pre else 0, zero, N)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
+
+
+@jit
+def direct_columns(xf, ro, so, bf, cf, init, mode, bounds, st):
+    """`direct_region`'s forward product (``c[i] = init + sum_s xp[ro[i] +
+    so[s]] * b[s]``, ``mode`` 0 from zero, 1 from the bias ``init``) with
+    chunk ``k`` the columns ``[bounds[k], bounds[k+1])`` (whole groups of
+    the tiles' vectors) of every row, ``s`` in blocks of `COL_BLOCK_BYTES`
+    of the chunk's ``b`` columns, every row per block.
+
+    For few rows and a large ``b`` (the weight of a conv on a small map): a
+    row split reads all of ``b`` once per chunk and once per row block;
+    here each chunk reads its columns of ``b`` from memory once. Per element
+    the same sum as the row split (``s`` in order from the bias or zero, one
+    rounding per fused multiply-add): the same bits. A kernel of its own,
+    compiled only by programs that run such a conv: `direct_region`'s code
+    stays as it was."""
+    M = ro.shape[0]
+    S = so.shape[0]
+    zero = M - M
+    N = cf.shape[0] // M
+    pre = mode == 1
+    rb = (6 if _wide(N, cf) else 8) if pre else (M if M > 1 else 1)
+    s_end = S if S > 1 else 1     # at least one block of s (S may be 0)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        j0, j1 = bounds[k], bounds[k + 1]
+        step = COL_BLOCK_BYTES // ((j1 - j0) * bf.itemsize)
+        step = step if step > 8 else 8
+        for s0 in range(zero, s_end, step):
+            s1 = s0 + step if s0 + step < S else S
+            for r in range(zero, M, rb):
+                if pre and s0 == 0:
+                    _fill_rows(cf, zero, r, r + rb, N, init, j0, j1)
+                _rows(xf, ro, r, r + rb if r + rb < M else M, so, s0, s1, bf, N, cf, zero, init,
+                      2 if s0 > 0 or pre else 0, j0, j1)
 
 
 @jit
