@@ -198,15 +198,17 @@ def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
     return ro, so, _row_chunks(ro.shape[0], work, block), no_bsum, 1
 
 
-def forward(x, w, stride, padding, dilation, out_sp, bias=None, return_padded=False):
-    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias) on
-    the output grid ``out_sp`` (OD, OH, OW; the caller's `conv.out_size`);
+def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
+    """y [N, OD, OH, OW, Cout] = cross-correlation of x with w (+ bias);
     with ``return_padded`` ``(y, xp)``: also the zero-padded input the tiles
     read (None when x needed no padding), which `weight_grad` can take
     instead of padding x again."""
     n = x.shape[0]
     kernel = w.shape[:3]
     cout = w.shape[4]
+    if out_sp is None:
+        out_sp = tuple(out_size(i, k, s, p, d) for i, k, s, p, d in
+                       zip(x.shape[1:4], kernel, stride, padding, dilation))
     out_sp = tuple(out_sp)
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
     ro, so, bounds, bsum, split = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
