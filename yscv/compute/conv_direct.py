@@ -206,8 +206,8 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     n = x.shape[0]
     kernel = w.shape[:3]
     cout = w.shape[4]
-    if out_sp is None:
-        out_sp = tuple(out_size(i, k, s, p, d) for i, k, s, p, d in
+    if out_sp is None:  # the grid of `conv.out_size` (floor division of the padded extent)
+        out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     out_sp = tuple(out_sp)
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
