@@ -47,8 +47,8 @@ def _ordered(R, V, xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode):
 
 
 @numba.njit(error_model="numpy")
-def _sweep(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode)
+def _sweep(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode, j0, j1):
+    _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode, j0, j1)
 
 
 def _problem(rng, dtype, rows, S, N, ldc, c_rows):
@@ -110,7 +110,7 @@ def test_row_sweeps_same_bits_as_ordered_fma_loop(dtype, wide, vecs, mode):
     assert wide_tiles(N, np.dtype(dtype).itemsize) == wide     # the family _rows runs
     xf, ro, so, bf, cf, init = _problem(rng, dtype, rows, 29, N, N, rows)
     got = cf.copy()
-    _sweep(xf, ro, R, rows, so, 2, 29, bf, N, got, cb, init, mode)
+    _sweep(xf, ro, R, rows, so, 2, 29, bf, N, got, cb, init, mode, 0, N)
     want = cf.copy()
     j = 0
     while j < N:                       # the tiles' column split: 2 (or 4) vectors, then 1
@@ -124,6 +124,36 @@ def test_row_sweeps_same_bits_as_ordered_fma_loop(dtype, wide, vecs, mode):
     ref = _float64_sum(xf, ro, R, rows - R, so, 2, 29, bf, N, 0, N, start)
     tol = 1e-5 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(c[R:], ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("wide,vecs,cols", [(False, 5, (2, 5)), (False, 6, (0, 2)),
+                                            (True, 8, (4, 8)), (True, 12, (4, 8))])
+def test_row_sweep_of_a_column_range(dtype, wide, vecs, cols):
+    """Columns ``[j0, j1)`` only (the column split of conv_direct's
+    ``direct_columns``): those columns get the bits of the whole sweep, every
+    other element is left as it was."""
+    R = 6 if wide else 8
+    L = VBYTES // np.dtype(dtype).itemsize
+    if wide and VBYTES != 64:
+        pytest.skip("the 6 x 4-vector tiles run with AVX-512 only")
+    rng = np.random.default_rng(vecs * 7 + cols[0])
+    N, rows, cb = vecs * L, 2 * R, 3
+    assert wide_tiles(N, np.dtype(dtype).itemsize) == wide
+    xf, ro, so, bf, cf, init = _problem(rng, dtype, rows, 21, N, N, rows)
+    whole = cf.copy()
+    _sweep(xf, ro, 0, rows, so, 1, 21, bf, N, whole, cb, init, 2, 0, N)
+    part = cf.copy()
+    j0, j1 = cols[0] * L, cols[1] * L
+    _sweep(xf, ro, 0, rows, so, 1, 21, bf, N, part, cb, init, 2, j0, j1)
+    c_whole = whole[cb:cb + rows * N].reshape(rows, N)
+    c_part = part[cb:cb + rows * N].reshape(rows, N)
+    c0 = cf[cb:cb + rows * N].reshape(rows, N)
+    assert c_part[:, j0:j1].tobytes() == c_whole[:, j0:j1].tobytes()
+    assert np.array_equal(c_part[:, :j0], c0[:, :j0])
+    assert np.array_equal(c_part[:, j1:], c0[:, j1:])
+    assert np.array_equal(part[:cb], cf[:cb]) and np.array_equal(part[cb + rows * N:],
+                                                                 cf[cb + rows * N:])
 
 
 def test_tile_rejects_bad_arguments():

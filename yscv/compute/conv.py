@@ -38,6 +38,7 @@ import threading
 
 import numpy as np
 
+from .. import runtime
 from ..kernels import lazy
 from . import conv_direct as direct
 from . import conv_winograd as winograd
@@ -47,6 +48,8 @@ _D = lazy("conv_deform")
 
 #: target size of one im2col chunk (bytes)
 CHUNK_BYTES = 4 << 20
+#: cotangents of at most this many bytes take `_gemm_data_grad`'s dx
+SMALL_MAP_GRAD_BYTES = 256 << 10
 #: bias add / bias-gradient rows span output positions up to this many values
 WIDE_ROW = 512
 
@@ -277,7 +280,7 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
             dw, db = direct.weight_grad(x, g, w.shape, stride, padding, dilation, need_b,
                                         xp=padded)
             need_w = need_b = False
-        if (need_x and direct.usable(g.dtype, cin, groups)
+        if (need_x and direct.usable(g.dtype, cin, groups) and not _gemm_data_grad(g, w)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
             if winograd.data_grad_usable(g.dtype, g.shape, w.shape, stride, padding, dilation,
                                          groups, x_shape):
@@ -286,13 +289,34 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
                 dx = direct.data_grad(g, w, x_shape, padding, dilation)
             need_x = False
     if need_x or need_w:
-        dx2, dw2 = _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape,
-                                    need_x, need_w)
+        one = need_x and _gemm_data_grad(g, w)
+        if one:
+            runtime.hold_one_blas_thread(True)
+        try:
+            dx2, dw2 = _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape,
+                                        need_x, need_w)
+        finally:
+            if one:
+                runtime.hold_one_blas_thread(False)
         dx = dx2 if need_x else dx
         dw = dw2 if need_w else dw
     if need_b:
         db = bias_grad(g)
     return dx, dw, db
+
+
+def _gemm_data_grad(g, w) -> bool:
+    """Whether dx of a conv with cotangent ``g`` and weight ``w`` [KD, KH, KW,
+    Cg, Cout] runs as ``g @ W.T`` and col2im on one OpenBLAS thread: a
+    small map (``g`` at most `SMALL_MAP_GRAD_BYTES`) with a weight of at
+    least twice as many rows as ``g`` has positions. The direct pass would copy the
+    weight flipped and transposed and read it once per row chunk; OpenBLAS
+    packs it in cache-sized panels. One thread: a woken OpenBLAS worker
+    spins on the second core where the next region kernel needs it
+    (yscv/compute/gemm.py, ``SMALL_WORK``)."""
+    m = g.size // g.shape[-1]
+    k = w.shape[0] * w.shape[1] * w.shape[2] * w.shape[3]
+    return g.nbytes <= SMALL_MAP_GRAD_BYTES and k >= 2 * m
 
 
 def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w):

@@ -35,6 +35,13 @@ _K = lazy("conv_direct")
 
 #: multiply-adds per chunk of a region (fewer: one thread does it all)
 GRAIN = 1 << 20
+#: a forward splits its columns over the cores when the weight has this many
+#: times more rows than the output (`_column_split`)
+COLUMN_SPLIT_RATIO = 4
+#: a weight gradient whose cotangent has at most this many bytes (and no
+#: more positions than dW has rows) splits dW's rows over the cores instead
+#: of the positions (`_weight_plan`)
+SMALL_MAP_BYTES = 1 << 20
 #: padded elements per chunk of the padding pass
 PAD_GRAIN = 1 << 16
 
@@ -146,17 +153,49 @@ def _row_chunks(rows: int, work: int, b: int) -> np.ndarray:
     return np.array([b * ((rows // b) * i // k) for i in range(k + 1)], dtype=np.int64)
 
 
+def _column_split(rows: int, k: int, cout: int, itemsize: int) -> bool:
+    """Whether a product with ``rows`` rows of ``c``, ``k`` rows of ``b`` and
+    ``cout`` columns splits its columns over the cores
+    (``direct_columns`` of yscv/kernels/conv_direct.py) rather than its rows: when ``b`` (the
+    weight, ``k x cout``) is more than `COLUMN_SPLIT_RATIO` times the
+    output (a small map: a row split would read the whole weight once per
+    chunk and per row block) and there are at least two column groups to
+    split."""
+    return (k >= COLUMN_SPLIT_RATIO * rows
+            and cout >= 2 * _column_group(cout, itemsize))
+
+
+def _column_group(cout: int, itemsize: int) -> int:
+    """Columns of one tile (6 x 4 or 8 x 2 vectors): the grain of a column split."""
+    return (4 if _K.wide_tiles(cout, itemsize) else 2) * (_K.VBYTES // itemsize)
+
+
+def _column_bounds(cout: int, work: int, itemsize: int) -> np.ndarray:
+    """Region bounds over ``cout`` columns in whole `_column_group` groups
+    (the last chunk takes a last odd vector)."""
+    grp = _column_group(cout, itemsize)
+    groups = cout // grp
+    k = par.num_chunks(groups, work, GRAIN)
+    b = [grp * (groups * i // k) for i in range(k)] + [cout]
+    return np.array(b, dtype=np.int64)
+
+
 @functools.lru_cache(maxsize=64)
 def _forward_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
-    """(ro, so, bounds, no-bias-sum array) of `forward` for this
-    geometry: built once (a step runs the same shapes every step)."""
+    """(ro, so, bounds, no-bias-sum array, split) of `forward` for this
+    geometry: built once (a step runs the same shapes every step). ``split``:
+    1 (chunks of rows, ``direct_region``) or 2 (of columns, ``direct_columns``;
+    `_column_split`)."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
     ro, so = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:kernel[0] * kernel[1] * kernel[2] * cin]
-    bounds = _row_chunks(ro.shape[0], m * so.shape[0] * cout, block)
-    return ro, so, bounds, np.empty((0, 3, cout), dtype=dtype)
+    work = m * so.shape[0] * cout
+    no_bsum = np.empty((0, 3, cout), dtype=dtype)
+    if _column_split(ro.shape[0], so.shape[0], cout, dtype.itemsize):
+        return ro, so, _column_bounds(cout, work, dtype.itemsize), no_bsum, 2
+    return ro, so, _row_chunks(ro.shape[0], work, block), no_bsum, 1
 
 
 def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padded=False):
@@ -167,13 +206,13 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     n = x.shape[0]
     kernel = w.shape[:3]
     cout = w.shape[4]
-    if out_sp is None:
-        out_sp = tuple(out_size(i, k, s, p, d) for i, k, s, p, d in
+    if out_sp is None:  # the grid of `conv.out_size` (floor division of the padded extent)
+        out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in
                        zip(x.shape[1:4], kernel, stride, padding, dilation))
     out_sp = tuple(out_sp)
     xp = _padded(x, kernel, stride, padding, dilation, out_sp)
-    ro, so, bounds, bsum = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
-                                         tuple(dilation), out_sp, cout, x.dtype)
+    ro, so, bounds, bsum, split = _forward_plan(xp.shape, tuple(kernel), tuple(stride),
+                                                tuple(dilation), out_sp, cout, x.dtype)
     m = n * out_sp[0] * out_sp[1] * out_sp[2]
     y = np.empty(ro.shape[0] * cout, dtype=x.dtype)
     # inputs as read-only arrays: one kernel specialisation whatever flags
@@ -182,8 +221,12 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
-    par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bsum, bounds, 1, st),
-                   len(bounds) - 1)
+    if split == 2:
+        par.run_region(lambda st: _K.direct_columns(xf, ro, so, w2, y, init, mode, bounds, st),
+                       len(bounds) - 1)
+    else:
+        par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bsum, bounds, 1,
+                                                   st), len(bounds) - 1)
     y = y[:m * cout].reshape(n, *out_sp, cout)
     if return_padded:
         return y, (None if xp is x else xp)
@@ -191,17 +234,27 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
 
 
 @functools.lru_cache(maxsize=64)
-def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype):
-    """(ro, so, chunks, bounds) of `weight_grad` for this geometry."""
+def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype, need_b):
+    """(ro, so, chunks, bounds, by_rows) of `weight_grad` for this geometry.
+
+    ``by_rows`` 1 (a small map, no bias gradient: the cotangent, ``m x
+    cout``, at most `SMALL_MAP_BYTES`, and no more positions ``m`` than dW
+    has rows): dW's rows (taps x channels) split over the cores, each
+    element one sum over every position (no partials to add: on a small
+    map the chunks' partials of a large weight cost more than the
+    products). Else 0: positions split into ``chunks`` partials."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
     so, ro = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:m]
+    if not need_b and m * cout * dtype.itemsize <= SMALL_MAP_BYTES and k >= m:
+        bounds = _row_chunks(ro.shape[0], m * k * cout, block)
+        return ro, so, len(bounds) - 1, bounds, 1
     nch = par.num_chunks(m, m * k * cout, GRAIN)
     bounds = np.array([m * i // nch for i in range(nch + 1)], dtype=np.int64)
-    return ro, so, nch, bounds
+    return ro, so, nch, bounds, 0
 
 
 def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
@@ -214,14 +267,21 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
     cin, cout = wshape[3], wshape[4]
     out_sp = tuple(g.shape[1:4])
     xp = _padded(x, kernel, stride, padding, dilation, out_sp, have=xp)
-    ro, so, nch, bounds = _weight_plan(xp.shape, kernel, tuple(stride), tuple(dilation),
-                                       out_sp, cout, x.dtype)
+    ro, so, nch, bounds, by_rows = _weight_plan(xp.shape, kernel, tuple(stride),
+                                                tuple(dilation), out_sp, cout, x.dtype,
+                                                bool(need_b))
     k = kernel[0] * kernel[1] * kernel[2] * cin
     kp = ro.shape[0]
-    parts = np.empty(nch * kp * cout, dtype=x.dtype)
-    bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     g2 = readonly(np.ascontiguousarray(g).reshape(-1))
     xf = readonly(xp.reshape(-1))
+    if by_rows:
+        dw = np.empty(kp * cout, dtype=x.dtype)
+        bsum = np.empty((0, 3, cout), dtype=x.dtype)
+        par.run_region(lambda st: _K.direct_region(xf, ro, so, g2, dw, g2, 0, bsum, bounds, 1,
+                                                   st), nch)
+        return dw.reshape(kp, cout)[:k].reshape(wshape), None
+    parts = np.empty(nch * kp * cout, dtype=x.dtype)
+    bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     par.run_region(lambda st: _K.direct_region(xf, ro, so, g2, parts, g2, 0, bsum, bounds, 0, st),
                    nch)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))

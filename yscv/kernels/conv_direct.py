@@ -73,6 +73,11 @@ def _wide(N, cf):
 S_BLOCK_BYTES = 16384
 
 
+#: bytes of a column chunk's ``b`` rows per block of ``s`` (`direct_columns`):
+#: the block stays in L2 while every row block of ``c`` reads it
+COL_BLOCK_BYTES = 131072
+
+
 #: the register tiles, rows x vectors of columns (yscv/kernels/tile_ir.py):
 #: ``tile(xf, ro, i0, so, s0, s1, bf, ldb, cf, cb, ldc, j, init, mode)``
 #: computes ``c[i0:i0+R, j:j+V*L]`` (row ``i`` of ``cf`` at ``cb + i*ldc``)
@@ -85,27 +90,28 @@ _tile6x4 = register_tile(6, 4)
 
 
 @jit(inline="always")
-def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode):
-    """Rows ``[i0, i1)`` of ``c``, every column, ``s`` in ``[s0, s1)``, on
-    the tiles `wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
-    (rows in multiples of 6, ``N`` a multiple of four vectors), else 8 x
-    2-vector tiles and 8 x 1 for a last odd vector (rows in multiples of 8).
-    One function, not one per family: each ``inline="always"`` level copies
-    and re-types its body (docs/engine.md, "Cold start")."""
+def _rows(xf, ro, i0, i1, so, s0, s1, bf, N, cf, cb, init, mode, j0, j1):
+    """Rows ``[i0, i1)`` of ``c``, columns ``[j0, j1)``, ``s`` in ``[s0, s1)``,
+    on the tiles `wide_tiles` picks for ``N`` columns: 6 x 4-vector tiles
+    (rows in multiples of 6, ``N`` and ``j0`` multiples of four vectors),
+    else 8 x 2-vector tiles and 8 x 1 for a last odd vector (rows in
+    multiples of 8, ``j0`` a multiple of two vectors). One function, not
+    one per family: each ``inline="always"`` level copies and re-types its
+    body (docs/engine.md, "Cold start")."""
     L = lanes(cf)
     if _wide(N, cf):
         for i in range(i0, i1, 6):
-            j = i0 - i0           # a run-time 0: a literal would be its own specialisation
-            while j < N:
+            j = j0
+            while j < j1:
                 _tile6x4(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
                 j += 4 * L
     else:
         for i in range(i0, i1, 8):
-            j = i0 - i0
-            while j + 2 * L <= N:
+            j = j0
+            while j + 2 * L <= j1:
                 _tile8x2(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
                 j += 2 * L
-            if j < N:
+            if j < j1:
                 _tile8x1(xf, ro, i, so, s0, s1, bf, N, cf, cb, N, j, init, mode)
 
 
@@ -126,10 +132,10 @@ def _bias_block(bf, s0, s1, N, bsum, k):
 
 
 @jit(inline="always")
-def _fill_rows(cf, cb, i0, i1, N, init):
-    """Rows ``[i0, i1)`` of ``c`` (flat from ``cb``, N wide) set to
-    ``init[:N]`` (the bias), one block of a tile's rows at a time (still in
-    L1 when the tiles load it).
+def _fill_rows(cf, cb, i0, i1, N, init, j0, j1):
+    """Rows ``[i0, i1)``, columns ``[j0, j1)`` of ``c`` (flat from ``cb``,
+    N wide) set to ``init[j0:j1]`` (the bias), one block of a tile's rows at
+    a time (still in L1 when the tiles load it).
 
     The region kernels start the tiles from ``c`` (mode 2) after this, not
     from the bias (mode 1): with one tile call site serving every pass, a
@@ -141,7 +147,7 @@ def _fill_rows(cf, cb, i0, i1, N, init):
     L = lanes(cf)
     for i in range(i0, i1):
         o = np.uint64(cb + i * N)
-        for j in range(0, N, L):
+        for j in range(j0, j1, L):
             vstore(cf, o + np.uint64(j), vload(init, np.uint64(j)))
 
 
@@ -197,11 +203,46 @@ def direct_region(xf, ro, so, bf, cf, init, mode, bsum, bounds, by_rows, st):
             s1 = s0 + step if s0 + step < s_hi else s_hi
             for r in range(i0, i1, rb):
                 if pre:
-                    _fill_rows(cf, cb, r, r + rb, N, init)
+                    _fill_rows(cf, cb, r, r + rb, N, init, zero, N)
                 _rows(xf, ro, r, r + rb if r + rb < i1 else i1, so, s0, s1, bf, N, cf, cb, init,
-                      2 if s0 > s_lo or pre else 0)
+                      2 if s0 > s_lo or pre else 0, zero, N)
             if bsum.shape[0] > 0:
                 _bias_block(bf, s0, s1, N, bsum, k)
+
+
+@jit
+def direct_columns(xf, ro, so, bf, cf, init, mode, bounds, st):
+    """`direct_region`'s forward product (``c[i] = init + sum_s xp[ro[i] +
+    so[s]] * b[s]``, ``mode`` 0 from zero, 1 from the bias ``init``) with
+    chunk ``k`` the columns ``[bounds[k], bounds[k+1])`` (whole groups of
+    the tiles' vectors) of every row, ``s`` in blocks of `COL_BLOCK_BYTES`
+    of the chunk's ``b`` columns, every row per block.
+
+    For few rows and a large ``b`` (the weight of a conv on a small map): a
+    row split reads all of ``b`` once per chunk and once per row block;
+    here each chunk reads its columns of ``b`` from memory once. Per element
+    the same sum as the row split (``s`` in order from the bias or zero, one
+    rounding per fused multiply-add): the same bits. A kernel of its own,
+    compiled only by programs that run such a conv: `direct_region`'s code
+    stays as it was."""
+    M = ro.shape[0]
+    S = so.shape[0]
+    zero = M - M
+    N = cf.shape[0] // M
+    pre = mode == 1
+    rb = (6 if _wide(N, cf) else 8) if pre else (M if M > 1 else 1)
+    s_end = S if S > 1 else 1     # at least one block of s (S may be 0)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        j0, j1 = bounds[k], bounds[k + 1]
+        step = COL_BLOCK_BYTES // ((j1 - j0) * bf.itemsize)
+        step = step if step > 8 else 8
+        for s0 in range(zero, s_end, step):
+            s1 = s0 + step if s0 + step < S else S
+            for r in range(zero, M, rb):
+                if pre and s0 == 0:
+                    _fill_rows(cf, zero, r, r + rb, N, init, j0, j1)
+                _rows(xf, ro, r, r + rb if r + rb < M else M, so, s0, s1, bf, N, cf, zero, init,
+                      2 if s0 > 0 or pre else 0, j0, j1)
 
 
 @jit

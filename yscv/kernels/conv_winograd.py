@@ -193,7 +193,7 @@ def winograd_region(xf, dims, uf, yf, init, mode, ro, so, bounds, st):
             rows = _block(xf, dims, t0, t1, vf, rb)
             for q in range(16):
                 _rows(vf, ro, q * tb, q * tb + rows, so, q * cin, (q + 1) * cin, uf, cout,
-                      mf, zero, uf, 0)
+                      mf, zero, uf, 0, zero, cout)
             _finish(mf, dims, t0, t1, yf, init, mode)
 
 
