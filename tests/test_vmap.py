@@ -8,7 +8,6 @@ import torch
 import yscv
 from yscv import func, nn
 
-torch.set_default_dtype(torch.float64)
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((5, 3))
 W = RNG.standard_normal((3, 4))
@@ -143,7 +142,7 @@ def _mlp(seed=0):
 
 
 def _torch_mlp(m):
-    t = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    t = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).double()
     with torch.no_grad():
         t[0].weight.copy_(T(m[0].weight.data.T.copy()))
         t[0].bias.copy_(T(m[0].bias.data))
