@@ -413,14 +413,6 @@ KNOWN = {
         "refused at load on purpose: graph output 'seq' is not a tensor (sequences, maps and optionals are not supported)",
     'test_split_to_sequence_nokeepdims':
         "refused at load on purpose: graph output 'seq' is not a tensor (sequences, maps and optionals are not supported)",
-    'test_training_dropout':
-        "not comparable: the expected output holds the reference implementation's own random dropout mask (yscv draws from its generator)",
-    'test_training_dropout_default':
-        "not comparable: the expected output holds the reference implementation's own random dropout mask (yscv draws from its generator)",
-    'test_training_dropout_default_mask':
-        "not comparable: the expected output holds the reference implementation's own random dropout mask (yscv draws from its generator)",
-    'test_training_dropout_mask':
-        "not comparable: the expected output holds the reference implementation's own random dropout mask (yscv draws from its generator)",
     'test_unique_bfloat16_sorted_without_axis':
         "refused at load on purpose: graph input 'X' has type BFLOAT16, which yscv cannot hold",
 }

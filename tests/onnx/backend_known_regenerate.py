@@ -22,9 +22,6 @@ Regenerate after a change of the importer: empty KNOWN, run
 and review the difference."""
 '''
 
-#: cases whose expected output holds the reference implementation's own random draws
-RANDOM = {"test_training_dropout", "test_training_dropout_default",
-          "test_training_dropout_default_mask", "test_training_dropout_mask"}
 #: Bernoulli cases: the expected output holds NumPy's own draws (ONNX's test says so)
 BERNOULLI = {f"test_bernoulli{s}{e}" for s in ("", "_double", "_seed") for e in ("", "_expanded")}
 
@@ -32,9 +29,6 @@ BERNOULLI = {f"test_bernoulli{s}{e}" for s in ("", "_double", "_seed") for e in 
 def reason(name: str, failure) -> str:
     lines = (failure.get("message") or "").strip().splitlines()
     msg = re.sub(r"^yscv\.(onnx\.load|errors)\.", "", lines[0] if lines else "")
-    if name in RANDOM:
-        return ("not comparable: the expected output holds the reference implementation's "
-                "own random dropout mask (yscv draws from its generator)")
     if name in BERNOULLI:
         return ("not comparable: the expected output holds NumPy's own random Bernoulli "
                 "draws (yscv draws from its generator, or from the seed attribute)")

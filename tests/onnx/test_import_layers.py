@@ -212,6 +212,24 @@ def test_dropout_mask_output_eval_and_training():
     np.testing.assert_allclose(g.value(y), np.where(mask, 2.0, 0.0))
 
 
+def test_seeded_dropout_drops_onnx_reference_mask_and_trains():
+    """A Dropout with a seed drops NumPy's RandomState(seed) draw (ONNX's
+    reference), in NCHW as the file says, and its gradient is the kept
+    positions' scale."""
+    ins = [("x", F, [2, 3, 4, 5]), ("ratio", F, []), ("train", B, [])]
+    node = helper.make_node("Dropout", ["x", "ratio", "train"], ["y", "mask"], seed=7)
+    m = yscv.onnx.load(model_of([node], ins, [("y", F, None), ("mask", B, None)], opset=13))
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = np.random.RandomState(7).uniform(0.0, 1.0, x.shape) >= 0.25
+    g = yscv.Graph()
+    xn = g.variable(x)
+    y, mask = m(g, xn, np.array(0.25, np.float32), np.array(True))
+    np.testing.assert_array_equal(mask, want)
+    np.testing.assert_array_equal(g.value(y), want * x * (1 / (1 - 0.25)))
+    (gx,) = g.gradients(g.sum(y), [xn])
+    np.testing.assert_allclose(gx, want / 0.75, rtol=1e-6)
+
+
 @pytest.mark.parametrize("order", [0, 1])
 def test_max_pool_indices(order):
     ins = [("x", F, [2, 3, 5, 4])]

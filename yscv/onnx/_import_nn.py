@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ._import_norms import batch_norm_training, dropout_with_mask, layer_norm_stats
+from ._import_norms import batch_norm_training, dropout_with_mask, layer_norm_stats, seeded_dropout
 from ._import_registry import ChannelLast, bn_buffer, handler
 
 
@@ -273,7 +273,9 @@ def _layer_norm(run, node):
 def _dropout(run, node):
     """The identity in eval mode; in train mode (``m.train()``) inverted
     dropout with the file's ratio; also in train mode when the file's
-    ``training_mode`` input is true. Output 1 is the boolean keep mask."""
+    ``training_mode`` input is true. A node with a ``seed`` drops ONNX's
+    reference draw (`seeded_keep`); otherwise yscv's generator draws. Output
+    1 is the boolean keep mask."""
     name = node.inputs[0]
     ratio = float(node.attrs.get("ratio", 0.5))
     if run.has(node, 1):
@@ -281,6 +283,8 @@ def _dropout(run, node):
     training = run.training or (run.has(node, 2) and bool(run.arr(node.inputs[2]).reshape(())))
     if len(node.outputs) > 1 and node.outputs[1]:
         return dropout_with_mask(run, node, ratio, training)
+    if training and ratio != 0.0 and "seed" in node.attrs:
+        return [seeded_dropout(run, node, ratio)[0]]
     if not training or ratio == 0.0 or run.is_static(name):
         return [run.raw(name)]
     v = run.raw(name)

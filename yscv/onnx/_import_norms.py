@@ -97,13 +97,45 @@ def batch_norm_training(run, node):
     return outs
 
 
-def dropout_with_mask(run, node, ratio, training):
-    """Dropout's output 1 (the boolean keep mask) with the output: all True
-    outside training; in training a keep-scale drawn by yscv's dropout on
-    ones, the data multiplied by it (inverted dropout, as ``g.dropout``)."""
+def seeded_keep(node, shape, ratio):
+    """The keep mask of a Dropout node that carries a ``seed`` (None without
+    one), in the file's layout: ``RandomState(seed).uniform(0, 1, shape) >=
+    ratio``, ONNX's reference draw, so a seeded node drops what ONNX's
+    reference drops (the operator leaves the generator to the runtime)."""
+    seed = node.attrs.get("seed")
+    if seed is None:
+        return None
+    return np.random.RandomState(int(seed)).uniform(0.0, 1.0, tuple(shape)) >= ratio
+
+
+def seeded_dropout(run, node, ratio):
+    """``(y, mask)`` of a seeded Dropout in training mode: the data times the
+    constant keep-scale ``mask / (1 - ratio)`` (gradients flow through the
+    kept positions), in the data's own layout; None without a seed."""
+    mask = seeded_keep(node, run.shape(node.inputs[0]), ratio)
+    if mask is None:
+        return None
     g = run.g
     v = run.raw(node.inputs[0])
     x = v.node if isinstance(v, ChannelLast) else run.node(node.inputs[0])
+    scale = mask * np.asarray(1.0 / (1.0 - ratio), dtype=g.dtype) if ratio < 1.0 else \
+        np.zeros(mask.shape, g.dtype)
+    keep = np.moveaxis(scale, 1, -1) if isinstance(v, ChannelLast) else scale
+    y = g.mul(x, g.constant(np.ascontiguousarray(keep, dtype=g.dtype)))
+    return (ChannelLast(y) if isinstance(v, ChannelLast) else y), mask
+
+
+def dropout_with_mask(run, node, ratio, training):
+    """Dropout's output 1 (the boolean keep mask) with the output: all True
+    outside training; in training a keep-scale drawn by yscv's dropout on
+    ones (or, for a node with a ``seed``, ONNX's reference draw,
+    `seeded_keep`), the data multiplied by it (inverted dropout, as
+    ``g.dropout``)."""
+    g = run.g
+    v = run.raw(node.inputs[0])
+    x = v.node if isinstance(v, ChannelLast) else run.node(node.inputs[0])
+    if training and ratio != 0.0 and "seed" in node.attrs:
+        return list(seeded_dropout(run, node, ratio))
     if not training or ratio == 0.0:
         y, mask = x, np.ones(run.shape(node.inputs[0]), bool)
     else:
