@@ -411,3 +411,38 @@ def test_torch_modules_outputs_and_input_gradients(name):
     np.testing.assert_allclose(y, ty, **TOL)
     for a, b in zip(gx, tgx):
         np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_hardswish_and_pytorchs_hardsigmoid_load_as_one_op_each():
+    """HardSwish, and HardSigmoid with PyTorch's alpha 1/6 and beta 1/2, load
+    as yscv's hardswish and hardsigmoid (one node each, PyTorch's bits on
+    the forward); another alpha keeps the clamp of ``alpha x + beta``."""
+    from yscv.node import Op
+    tm = torch.nn.Sequential(torch.nn.Hardswish(), torch.nn.Hardsigmoid())
+    m = yscv.onnx.load(export(tm, (torch.zeros(2, 5000),)))
+    x = (4 * arrays(3, (2, 5000))[0]).astype(np.float32)
+    x[0, :4] = [-3.0, 3.0, 0.0, np.nan]
+    g = yscv.Graph()
+    out = m(g, g.variable(x))
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    ops = [Op(g._nodes[i][0]) for i in range(len(g._nodes))]
+    assert ops.count(Op.HARDSWISH) == 1 and ops.count(Op.HARDSIGMOID) == 1
+    assert Op.CLAMP not in ops
+    with torch.no_grad():
+        ty = tm(torch.tensor(x)).numpy()
+    np.testing.assert_array_equal(g.value(out), ty)
+    ty, y, tgx, gx = run_both(tm, m, [x[:, 4:]])
+    np.testing.assert_allclose(y, ty, **TOL)
+    np.testing.assert_allclose(gx[0], tgx[0], **TOL)
+
+    from onnx import helper
+    node = helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.25, beta=0.4)
+    graph = helper.make_graph([node], "hs", [helper.make_tensor_value_info("x", 1, [2, 3])],
+                              [helper.make_tensor_value_info("y", 1, [2, 3])])
+    other = yscv.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    g = yscv.Graph()
+    xs = arrays(4, (2, 3))[0]
+    y = other(g, g.constant(xs))
+    y = y[0] if isinstance(y, (list, tuple)) else y
+    assert Op.HARDSIGMOID not in [Op(g._nodes[i][0]) for i in range(len(g._nodes))]
+    np.testing.assert_allclose(g.value(y), np.clip(0.25 * xs + 0.4, 0.0, 1.0), rtol=1e-6)

@@ -1356,3 +1356,70 @@ def test_gelu_erf_backward_reads_phi_from_the_output(dtype):
     xn = gr.variable(x[16:])
     gr.backward(gr.gelu(xn), grad=g[16:])
     np.testing.assert_array_equal(gr.grad(xn), got[16:])
+
+
+# ------------------------------------------- hardswish / hardsigmoid kernels
+def _hard_input(n, dtype):
+    """Values around -3, 0 and 3, the special values, on both sides of the
+    kernels' size tier (and of a chunk boundary of the threaded pass)."""
+    x = np.random.default_rng(11).uniform(-7.0, 7.0, n)
+    x[:14] = [np.nan, np.inf, -np.inf, 3.0, -3.0, 0.0, -0.0, 6.0, -6.0, 1e-30,
+              np.nextafter(3.0, 0.0), np.nextafter(-3.0, 0.0), -1e30, 1e30]
+    return x.astype(dtype)
+
+
+HARD = {"hardswish": (lambda g, n: g.hardswish(n), lambda t, x: t.nn.functional.hardswish(x),
+                      True),
+        "hardsigmoid": (lambda g, n: g.hardsigmoid(n),
+                        lambda t, x: t.nn.functional.hardsigmoid(x), False)}
+
+
+@pytest.mark.parametrize("name", sorted(HARD))
+@pytest.mark.parametrize("n", [100, 4096, 70_001, 300_000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hard_activation_kernels_give_the_numpy_formulas_bits(name, n, dtype):
+    """Forward: the bits of ``x * clip(x + 3, 0, 6) / 6`` (hardswish) and
+    ``clip(x + 3, 0, 6) / 6``; backward: the array rule (the one-pass kernel
+    from `HARD_KERNEL` elements) gives the bits of the ns rule, NaN and
+    infinities included, and the same bits on one thread and two."""
+    from yscv.compute.activation import HARD_KERNEL
+    from yscv.engine.namespace import ARRAY
+    build, _, swish = HARD[name]
+    x = _hard_input(n, dtype).reshape(-1, 1) if n % 2 else _hard_input(n, dtype).reshape(-1, 2)
+    with np.errstate(invalid="ignore"):
+        ref = x * np.clip(x + 3.0, 0.0, 6.0) if swish else np.clip(x + 3.0, 0.0, 6.0)
+    ref /= 6.0
+    gy = np.random.default_rng(12).standard_normal(x.shape).astype(dtype)
+    gy[1, 0] = np.nan
+
+    def run():
+        g = yscv.Graph(dtype)
+        v = g.variable(x)
+        y = build(g, v)
+        g.backward(y, grad=gy)
+        return g.value(y), g.grad(v)
+
+    y, gx = run()
+    assert y.dtype == dtype and gx.dtype == dtype
+    assert y.tobytes() == ref.astype(dtype).tobytes()
+    op = Op.HARDSWISH if swish else Op.HARDSIGMOID
+    rule = registry.RULES[op](ARRAY, gy, (x,), y, None, None, (True,))[0]
+    assert rule.dtype == dtype and gx.tobytes() == rule.tobytes()
+    from yscv.compute.activation import hard_activation_grad
+    assert (hard_activation_grad(gy, x, swish) is not None) == (n >= HARD_KERNEL)
+    check_same_bits_on_threads(run)
+
+
+@pytest.mark.parametrize("name", sorted(HARD))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hard_activation_kernels_match_pytorch(name, dtype):
+    """Values and gradients of the kernel path equal PyTorch's at -3, 3 and
+    the special values (NaN where PyTorch gives NaN)."""
+    torch = pytest.importorskip("torch")
+    build, build_t, _ = HARD[name]
+    x = _hard_input(70_001, dtype).astype(np.float64)
+    y, yt, gx, gt = _torch_pair(build, build_t, x, dtype)
+    # PyTorch's float64 hardsigmoid multiplies by a float32 1/6 (3e-8 off)
+    tol = 1e-15 if dtype == np.float64 and name == "hardswish" else 1e-7
+    np.testing.assert_allclose(y, yt, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gx, gt, rtol=tol, atol=tol)

@@ -1344,3 +1344,39 @@ def test_conv2d_groups_cin_is_the_depthwise_op_bit_for_bit(dtype):
     for a, b_ in zip(*out):
         assert a.dtype == dtype
         np.testing.assert_array_equal(a, b_)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride,mult", [(1, 1), (2, 1), (1, 2)])
+def test_depthwise_split_over_threads_gives_the_same_bits_and_pytorchs_values(dtype, stride,
+                                                                              mult):
+    """A depthwise conv large enough to be split (forward by output rows, the
+    backward's two passes on two threads): values and gradients are the same
+    bits on one thread and two, and match PyTorch."""
+    from yscv.compute.conv_depthwise import GRAIN
+    rng = np.random.default_rng(21)
+    c = 24
+    x = rng.standard_normal((2, 40, 40, c)).astype(dtype)
+    w = rng.standard_normal((3, 3, 1, c * mult)).astype(dtype)
+    gy = rng.standard_normal((2, 40 // stride, 40 // stride, c * mult)).astype(dtype)
+    assert 2 * 40 * 40 * c * 9 // stride ** 2 >= GRAIN
+
+    def run():
+        g = yscv.Graph(dtype)
+        xn, wn = g.variable(x), g.variable(w)
+        y = g.conv2d(xn, wn, stride=stride, padding=1, groups=c)
+        g.backward(y, grad=gy)
+        return g.value(y), g.grad(xn), g.grad(wn)
+
+    check_same_bits_on_threads(run)
+    torch = pytest.importorskip("torch")
+    y, gx, gw = run()
+    xt = torch.tensor(x.transpose(0, 3, 1, 2).copy(), requires_grad=True)
+    wt = torch.tensor(w.transpose(3, 2, 0, 1).copy(), requires_grad=True)
+    yt = torch.nn.functional.conv2d(xt, wt, stride=stride, padding=1, groups=c)
+    yt.backward(torch.tensor(gy.transpose(0, 3, 1, 2).copy()))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(y, yt.detach().numpy().transpose(0, 2, 3, 1), rtol=tol, atol=tol)
+    np.testing.assert_allclose(gx, xt.grad.numpy().transpose(0, 2, 3, 1), rtol=tol, atol=tol)
+    np.testing.assert_allclose(gw, wt.grad.numpy().transpose(2, 3, 1, 0), rtol=tol,
+                               atol=tol * 10)

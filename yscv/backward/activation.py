@@ -15,7 +15,8 @@ double backward.
 * relu, leaky_relu, tanh and sigmoid are on the per-node hot path, and the
   elu family's masked exponential is slow in NumPy: their array walks call a
   written-out copy of the rule (``array=``), held bit for bit to it by
-  tests/test_rule_flags.py.
+  tests/test_rule_flags.py; so do hardswish and hardsigmoid, whose copies
+  run large arrays (MobileNetV3's activations) in one threaded pass.
 * gelu, silu, mish, softplus, prelu, softmax and log_softmax keep their fused
   backward kernels (gelu's erf form reads ``Phi(x) = y / x`` from the output),
   glu its views and one concatenate:
@@ -38,6 +39,7 @@ from ..compute.activation import (
     SOFTPLUS,
     gelu_grad,
     halves,
+    hard_activation_grad,
     piecewise,
     prelu_backward as prelu_pass,
     relu_grad,
@@ -174,8 +176,18 @@ def hardtanh_mask(x, lo, hi):
 unary(Op.HARDTANH, lambda ns, g, x, y, a: ns.where(
     hardtanh_mask(ns.value(x), a.min_val, a.max_val), g, 0.0))
 unary(Op.RELU6, lambda ns, g, x, y, a: ns.where(hardtanh_mask(ns.value(x), 0.0, 6.0), g, 0.0))
-unary(Op.HARDSIGMOID, lambda ns, g, x, y, a: ns.where(
-    hardtanh_mask(ns.value(x), -3.0, 3.0), ns.div(g, 6.0), 0.0))
+def hardsigmoid_array(ns, g, inputs, out, attrs, saved, needs):
+    """`hardsigmoid_rule` written out for arrays: large arrays in one
+    threaded pass (`yscv.compute.activation.hard_activation_grad`), the
+    rule's bits."""
+    gx = hard_activation_grad(g, inputs[0], False)
+    return (gx,) if gx is not None else hardsigmoid_rule(ns, g, inputs, out, attrs, saved, needs)
+
+
+@register_rule(Op.HARDSIGMOID, array=hardsigmoid_array)
+def hardsigmoid_rule(ns, g, inputs, out, attrs, saved, needs):
+    """g / 6 on (-3, 3), else 0 (NaN: 0)."""
+    return (ns.where(hardtanh_mask(ns.value(inputs[0]), -3.0, 3.0), ns.div(g, 6.0), 0.0),)
 unary(Op.LOGSIGMOID, lambda ns, g, x, y, a: ns.mul(g, ns.sigmoid(ns.neg(x))))
 
 
@@ -188,7 +200,15 @@ def softsign_rule(ns, g, inputs, out, attrs, saved, needs):
     return (ns.div(ns.div(g, d), d),)
 
 
-@register_rule(Op.HARDSWISH)
+def hardswish_array(ns, g, inputs, out, attrs, saved, needs):
+    """`hardswish_rule` written out for arrays: large arrays in one threaded
+    pass (`yscv.compute.activation.hard_activation_grad`; MobileNetV3's
+    activations), the rule's bits."""
+    gx = hard_activation_grad(g, inputs[0], True)
+    return (gx,) if gx is not None else hardswish_rule(ns, g, inputs, out, attrs, saved, needs)
+
+
+@register_rule(Op.HARDSWISH, array=hardswish_array)
 def hardswish_rule(ns, g, inputs, out, attrs, saved, needs):
     """0 where x <= -3, g (x/3 + 1/2) on (-3, 3), g from 3 (PyTorch's sides).
     NaN falls in the middle piece and gives a NaN gradient, as PyTorch's

@@ -248,6 +248,56 @@ def relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.bitwise_and(g.view(_UINT[g.dtype]), drop).view(g.dtype)
 
 
+#: hardswish / hardsigmoid: arrays from this many elements run the one-pass
+#: kernels (split over the cores from `RELU_GRAIN` elements a chunk), smaller
+#: ones NumPy's ufuncs (four to six passes over the array)
+HARD_KERNEL = 4096
+
+
+def _hard_ok(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the hard-activation kernels take these operands: C-contiguous
+    float32/float64 of one shape and dtype, from `HARD_KERNEL` elements."""
+    return (a.size >= HARD_KERNEL and a.shape == b.shape and a.dtype == b.dtype
+            and a.dtype in ZERO and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def _hard_region(kernel, arrays, out, swish: bool) -> None:
+    n = out.size
+    bounds = par.bounds(par.split(n, par.num_chunks(n, n, RELU_GRAIN)))
+    flat = [ro(a.reshape(-1)) for a in arrays]
+    of = out.reshape(-1)
+    par.run_region(lambda st: kernel(*flat, of, swish, bounds, st), len(bounds) - 1)
+
+
+def hard_activation(x: np.ndarray, swish: bool) -> np.ndarray:
+    """``x relu6(x + 3) / 6`` (``swish``: hardswish) or ``relu6(x + 3) / 6``
+    (hardsigmoid), in x's float dtype, with the bits of the NumPy formula
+    (``x * clip(x + 3, 0, 6)``, then ``/ 6``) at every size; large arrays in
+    one threaded pass (`HARD_KERNEL`)."""
+    if _hard_ok(x, x):
+        y = np.empty(x.shape, x.dtype)
+        _hard_region(K.hard_forward, (x,), y, swish)
+        return y
+    if swish:
+        with np.errstate(invalid="ignore"):   # -inf * 0: NaN, as PyTorch
+            y = x * np.clip(x + 3.0, 0.0, 6.0)   # x relu6(x + 3) / 6, in PyTorch's order
+    else:
+        y = np.clip(x + 3.0, 0.0, 6.0)
+    y /= 6.0
+    return y.astype(x.dtype, copy=False)
+
+
+def hard_activation_grad(g: np.ndarray, x: np.ndarray, swish: bool) -> np.ndarray:
+    """The input gradient of `hard_activation` by the one-pass kernel, with
+    the bits of the rules' formulas (yscv/backward/activation.py); None when
+    the operands are not the kernel's (the rule then computes it)."""
+    if not _hard_ok(g, x):
+        return None
+    out = np.empty(x.shape, x.dtype)
+    _hard_region(K.hard_backward, (g, x), out, swish)
+    return out
+
+
 def channel_rows(x: np.ndarray) -> tuple:
     """The [rows, C] reshape (C = the last axis) the select kernels run on."""
     if x.ndim == 0:

@@ -27,9 +27,9 @@ reused per thread (`scratch`). Per chunk and per group:
 
 A 1x1 kernel with stride 1 and no padding skips the gather: the input itself
 is the column matrix. Depthwise convolution (and a grouped conv with one
-input channel per group, `_as_depthwise`) runs direct loops
-(yscv/kernels/conv.py), the deformable one bilinear-sampling im2col
-(yscv/kernels/conv_deform.py) through the same chunking. docs/ops/conv.md
+input channel per group, `_as_depthwise`) runs direct loops split by
+channels (yscv/compute/conv_depthwise.py), the deformable one
+bilinear-sampling im2col (yscv/kernels/conv_deform.py) through the same chunking. docs/ops/conv.md
 ("Algorithms and why") has the measurements behind every choice here.
 """
 from __future__ import annotations
@@ -41,6 +41,7 @@ import numpy as np
 from .. import runtime
 from ..kernels import lazy
 from . import conv_direct as direct
+from .conv_depthwise import depthwise_backward, depthwise_forward, depthwise_operands  # noqa: F401
 from . import conv_winograd as winograd
 
 _K = lazy("conv")
@@ -375,58 +376,6 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
                 np.matmul(g2[r0:r0 + r, gs], w2[:, gs].T, out=cols2)
                 _K.col2im(colsp.reshape(-1), dxf, r, ld, cg, gi * cg, r0, *xdims, *geo)
     return dx, (dw2.reshape(w.shape) if need_w else None)
-
-
-# ------------------------------------------------------------- depthwise
-def depthwise_operands(x, w):
-    """(x, w) as the multiplier-1 kernel sees them: with M > 1, x repeated M
-    times along C (channel ``c*M`` + m holds x[..., c], the same size as the
-    output) and w [KH, KW, ``C*M``]. ``x`` None: xr None."""
-    kh, kw, c, m = w.shape
-    if x is None:
-        xr = None
-    else:
-        xr = np.ascontiguousarray(x) if m == 1 else np.repeat(x, m, axis=3)
-    return xr, np.ascontiguousarray(w).reshape(kh, kw, c * m)
-
-
-def depthwise_forward(x, w, stride, padding, dilation):
-    """y [N, OH, OW, ``C*M``] of the depthwise correlation (no bias)."""
-    xr, wr = depthwise_operands(x, w)
-    n, h, wd, c = xr.shape
-    kh, kw, _ = wr.shape
-    oh = out_size(h, kh, stride[0], padding[0], dilation[0])
-    ow = out_size(wd, kw, stride[1], padding[1], dilation[1])
-    y = np.empty((n, oh, ow, c), dtype=x.dtype)
-    _K.depthwise_forward(xr.reshape(-1), wr.reshape(-1), y.reshape(-1), n, h, wd, c, kh, kw,
-                         oh, ow, *stride, *padding, *dilation)
-    return y
-
-
-def depthwise_backward(g, x, w, stride, padding, dilation, need_x, need_w, x_shape=None):
-    """(dx, dw) of `depthwise_forward` for the cotangent ``g`` (None where
-    not needed). ``x`` may be None when dw is not needed (``x_shape`` [N, H,
-    W, C] then gives its shape; the kernel reads x only for dw)."""
-    xr, wr = depthwise_operands(x, w)
-    m = w.shape[3]
-    if x is not None:
-        x_shape = x.shape
-    xr_shape = tuple(x_shape[:3]) + (x_shape[3] * m,)
-    dtype = g.dtype
-    # an input that needs no gradient gets a 1-element stand-in (the kernel skips it)
-    xrf = np.zeros(1, dtype=dtype) if xr is None else xr.reshape(-1)
-    dxr = np.zeros(xr_shape if need_x else (1, 1, 1, 1), dtype=dtype)
-    dwr = np.zeros(wr.shape if need_w else (1, 1, 1), dtype=dtype)
-    _K.depthwise_backward(xrf, wr.reshape(-1), np.ascontiguousarray(g).reshape(-1),
-                          dxr.reshape(-1), dwr.reshape(-1), bool(need_x), bool(need_w),
-                          *xr_shape, *wr.shape[:2], *g.shape[1:3], *stride, *padding,
-                          *dilation)
-    dx = dw = None
-    if need_x:
-        dx = dxr if m == 1 else dxr.reshape(*x_shape, m).sum(axis=4)
-    if need_w:
-        dw = dwr.reshape(w.shape)
-    return dx, dw
 
 
 # ------------------------------------------------------------- deformable

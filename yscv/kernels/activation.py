@@ -283,3 +283,53 @@ def relu_select(g, x, out, bounds, st):
             v = x[i]
             w = g[i]
             out[i] = zero if v <= zero else w
+
+
+@jit
+def hard_forward(x, y, swish, bounds, st):
+    """``y = x * relu6(x + 3) / 6`` (``swish``) or ``relu6(x + 3) / 6`` over
+    flat arrays, in NumPy's order of operations (the bits of the ufunc
+    forwards of yscv/ops/activation.py); NaN stays NaN, ``-inf * 0`` is NaN
+    as in PyTorch. A region kernel (yscv/compute/regions.py): chunk ``k`` is
+    the elements ``[bounds[k], bounds[k + 1])``."""
+    dt = y.dtype.type
+    zero, three, six = dt(0.0), dt(3.0), dt(6.0)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        lo, hi = np.uint64(bounds[k]), np.uint64(bounds[k + 1])
+        if swish:
+            for i in range(lo, hi):
+                v = x[i]
+                t = v + three
+                t = zero if t < zero else t     # NaN fails both tests and stays
+                t = six if t > six else t
+                y[i] = v * t / six
+        else:
+            for i in range(lo, hi):
+                t = x[i] + three
+                t = zero if t < zero else t
+                t = six if t > six else t
+                y[i] = t / six
+
+
+@jit
+def hard_backward(g, x, out, swish, bounds, st):
+    """The input gradient of `hard_forward` over flat arrays, with the bits
+    of the rules of yscv/backward/activation.py: hardswish ``0`` where
+    x <= -3, ``g`` from 3, else ``g * (x / 3 + 1/2)`` (NaN in x: the middle
+    piece); hardsigmoid ``g / 6`` on (-3, 3), else 0 (NaN: 0). A region
+    kernel, chunks as `hard_forward`'s."""
+    dt = out.dtype.type
+    zero, half, three, six = dt(0.0), dt(0.5), dt(3.0), dt(6.0)
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        lo, hi = np.uint64(bounds[k]), np.uint64(bounds[k + 1])
+        if swish:
+            for i in range(lo, hi):
+                v = x[i]
+                w = g[i]
+                r = w * (v / three + half)
+                r = w if v >= three else r
+                out[i] = zero if v <= -three else r
+        else:
+            for i in range(lo, hi):
+                v = x[i]
+                out[i] = g[i] / six if (v > -three and v < three) else zero

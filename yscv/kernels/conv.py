@@ -1,5 +1,5 @@
 """Convolution kernels: window gathers (im2col), their adjoint scatter
-(col2im) and the direct depthwise loops.
+(col2im). The depthwise loops live in conv_depthwise.py.
 
 Every kernel works on channel-last, C-contiguous arrays, passed flattened
 with their extents as integers (indexing and reshaping N-d arrays inside the
@@ -205,65 +205,3 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
         r += cnt
         ox = 0
         oy, oz, n = _next_row(oy, oz, n, oh, od)
-
-
-@jit
-def depthwise_forward(xf, wf, of, N, H, W, C, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw):
-    """``out[n, y, x, c] = sum_ij x[n, y*sh-ph+i*dh, x*sw-pw+j*dw, c] * w[i, j, c]``.
-
-    Flattened arrays: x [N, H, W, C], w [KH, KW, C], out [N, OH, OW, C]
-    (overwritten). A
-    channel multiplier M > 1 is handled by the caller (x repeated M times
-    along C). Direct loops: each output pixel's C accumulators stay in cache
-    while the taps stream by, and the channel loop is contiguous everywhere.
-    """
-    uc = np.uint64(C)
-    for n in range(N):
-        for oy in range(OH):
-            for ox in range(OW):
-                ob = np.uint64(((n * OH + oy) * OW + ox) * C)
-                for c in range(uc):
-                    of[ob + c] = 0
-                for i in range(KH):
-                    iy = oy * sh - ph + i * dh
-                    if iy < 0 or iy >= H:
-                        continue
-                    for j in range(KW):
-                        ix = ox * sw - pw + j * dw
-                        if ix < 0 or ix >= W:
-                            continue
-                        xb = np.uint64(((n * H + iy) * W + ix) * C)
-                        wb = np.uint64((i * KW + j) * C)
-                        for c in range(uc):
-                            of[ob + c] += xf[xb + c] * wf[wb + c]
-
-
-@jit
-def depthwise_backward(xf, wf, gf, dxf, dwf, need_x, need_w, N, H, W, C, KH, KW, OH, OW,
-                       sh, sw, ph, pw, dh, dw):
-    """Gradients of `depthwise_forward` for the cotangent ``g`` [N, OH, OW, C].
-
-    Flattened arrays; accumulates into ``dxf`` (x's shape, if need_x) and
-    ``dwf`` (w's shape, if need_w), both zero on entry.
-    """
-    uc = np.uint64(C)
-    for n in range(N):
-        for oy in range(OH):
-            for ox in range(OW):
-                ob = np.uint64(((n * OH + oy) * OW + ox) * C)
-                for i in range(KH):
-                    iy = oy * sh - ph + i * dh
-                    if iy < 0 or iy >= H:
-                        continue
-                    for j in range(KW):
-                        ix = ox * sw - pw + j * dw
-                        if ix < 0 or ix >= W:
-                            continue
-                        xb = np.uint64(((n * H + iy) * W + ix) * C)
-                        wb = np.uint64((i * KW + j) * C)
-                        if need_x:
-                            for c in range(uc):
-                                dxf[xb + c] += gf[ob + c] * wf[wb + c]
-                        if need_w:
-                            for c in range(uc):
-                                dwf[wb + c] += xf[xb + c] * gf[ob + c]

@@ -48,9 +48,9 @@ _UNARY = {
     "Softplus": (lambda a: np.logaddexp(0, a), lambda r, n, x: r.g.softplus(x)),
     "Identity": (lambda a: a, lambda r, n, x: x),
     "LeakyRelu": (None, lambda r, n, x: r.g.leaky_relu(x, float(n.attrs.get("alpha", 0.01)))),
-    "HardSigmoid": (None, lambda r, n, x: r.g.clamp(
-        x * float(n.attrs.get("alpha", 0.2)) + float(n.attrs.get("beta", 0.5)), 0.0, 1.0)),
-    "HardSwish": (None, lambda r, n, x: x * r.g.clamp(x * (1 / 6) + 0.5, 0.0, 1.0)),
+    "HardSigmoid": (None, lambda r, n, x: _hardsigmoid(r.g, x, float(n.attrs.get("alpha", 0.2)),
+                                                        float(n.attrs.get("beta", 0.5)))),
+    "HardSwish": (None, lambda r, n, x: r.g.hardswish(x)),
     "Gelu": (None, lambda r, n, x: r.g.gelu(x, n.attrs.get("approximate", "none"))),
     "Mish": (None, lambda r, n, x: r.g.mish(x)),
     "Softsign": (None, lambda r, n, x: x / (r.g.abs(x) + 1.0)),
@@ -60,6 +60,19 @@ _UNARY = {
              * float(n.attrs.get("gamma", _SELU_GAMMA))),
     "_GeluErf": (None, lambda r, n, x: r.g.gelu(x, "none")),
 }
+
+
+#: HardSigmoid's alpha as exporters write PyTorch's hardsigmoid (1/6 in float32)
+_ONE_SIXTH_F32 = float(np.float32(1.0 / 6.0))
+
+
+def _hardsigmoid(g, x, alpha, beta):
+    """``clamp(alpha x + beta, 0, 1)``; PyTorch's hardsigmoid (alpha 1/6,
+    in float32 or float64, and beta 1/2) as the one op ``g.hardsigmoid``
+    (``relu6(x + 3) / 6``: the same function, PyTorch's rounding)."""
+    if beta == 0.5 and alpha in (1.0 / 6.0, _ONE_SIXTH_F32):
+        return g.hardsigmoid(x)
+    return g.clamp(x * alpha + beta, 0.0, 1.0)
 
 
 def _elu(g, x, alpha):

@@ -213,17 +213,14 @@ def relu6_forward(attrs, x):
 
 @register_forward(Op.HARDSIGMOID)
 def hardsigmoid_forward(attrs, x):
-    y = np.clip(x + 3.0, 0.0, 6.0).astype(x.dtype, copy=False)
-    y /= 6.0
-    return y, None
+    """``relu6(x + 3) / 6``."""
+    return act.hard_activation(x, False), None
 
 
 @register_forward(Op.HARDSWISH)
 def hardswish_forward(attrs, x):
-    with np.errstate(invalid="ignore"):   # -inf * 0: NaN, as PyTorch
-        y = x * np.clip(x + 3.0, 0.0, 6.0)   # x relu6(x + 3) / 6, in PyTorch's order
-    y /= 6.0
-    return y.astype(x.dtype, copy=False), None
+    """``x relu6(x + 3) / 6``, in PyTorch's order (``-inf * 0``: NaN)."""
+    return act.hard_activation(x, True), None
 
 
 @register_forward(Op.SOFTSIGN)
