@@ -86,7 +86,7 @@ def _mlp_rows(torch, batch):
         torch.manual_seed(0)
         ts = _per_sample_torch(torch, _torch_mlp(torch, (784, 256, 10)), x, y)
     return Bench(f"per-sample grads, MLP 784-256-10, batch {batch}", ys, ts,
-                 reference_name="torch.func", target=1.0)
+                 reference_name="PyTorch torch.func", target=1.0)
 
 
 def _cnn_row(torch):
@@ -101,7 +101,7 @@ def _cnn_row(torch):
         xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         ts = _per_sample_torch(torch, _torch_cnn(torch), xt, y)
     return Bench("per-sample grads, CNN 28x28 (2 convs, 2 pools, linear), batch 64", ys, ts,
-                 reference_name="torch.func", target=1.0)
+                 reference_name="PyTorch torch.func", target=1.0)
 
 
 def _ensemble_row(torch):
@@ -136,7 +136,7 @@ def _ensemble_row(torch):
         tstep = torch.func.vmap(torch.func.grad_and_value(tloss), in_dims=(0, None, None))
         ts = lambda: tstep(tp, xt, yt)  # noqa: E731
     return Bench("ensemble of 8 MLPs 64-128-10, forward + backward, batch 64", ys, ts,
-                 reference_name="torch.func", target=1.0)
+                 reference_name="PyTorch torch.func", target=1.0)
 
 
 def _hessian_row(torch):
@@ -155,7 +155,7 @@ def _hessian_row(torch):
         th = torch.func.vmap(torch.func.hessian(lambda x: (torch.tanh(x @ at) ** 2).sum()))
         ts = lambda: th(xt)  # noqa: E731
     return Bench("Hessians of sum(tanh(x @ A)^2), x [16], 64 points", ys, ts,
-                 reference_name="torch.func", target=1.0)
+                 reference_name="PyTorch torch.func", target=1.0)
 
 
 def benches(torch):
