@@ -316,3 +316,24 @@ def test_per_sample_token_indices_through_embedding_and_attention():
 
     ref = torch.func.vmap(torch.func.grad(th), in_dims=(None, 0))(te, torch.from_numpy(tokens))
     np.testing.assert_allclose(got, ref.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_the_arrays_form_takes_first_order_gradients_with_the_recorded_bits():
+    """vmap(grad(f)) with arrays never differentiates its result, so grad's
+    gradients come from the first-order walk (constants, no recorded
+    nodes); they equal the graph form's recorded ones bit for bit."""
+    model = _mlp()
+    params = {k: p.data for k, p in model.named_parameters()}
+    xs = RNG.standard_normal((9, 1, 6))
+    ys = RNG.integers(0, 3, size=(9, 1))
+
+    def loss(g, p, x, y):
+        return g.cross_entropy(func.functional_call(model, p, (g, x)), y)
+
+    fast = func.vmap(func.grad(loss), in_axes=(None, 0, 0))(params, xs, ys)
+    g = yscv.Graph(np.float64)
+    recorded = func.vmap(func.grad(loss), in_axes=(None, 0, 0))(
+        g, {k: g.constant(v) for k, v in params.items()}, g.constant(xs), ys)
+    assert all(g.requires_grad(n) for n in recorded.values())  # recorded: differentiable
+    for k in params:
+        assert fast[k].tobytes() == g.value(recorded[k]).tobytes(), k

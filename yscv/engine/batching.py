@@ -159,7 +159,14 @@ class BatchingGraph:
                             "gradient for the whole batch); use yscv.func.grad or "
                             "g.gradients(..., create_graph=True)", op="backward")
 
-    def gradients(self, target, inputs, grad=None, create_graph: bool = False):
+    def gradient_constants(self, target, inputs, grad=None):
+        """`gradients` by the first-order (array) walk, each result a constant
+        node batched as its input: for a transform whose results are never
+        differentiated (`yscv.func.calling.FINAL`)."""
+        return self.gradients(target, inputs, grad, create_graph=True, _constants=True)
+
+    def gradients(self, target, inputs, grad=None, create_graph: bool = False,
+                  _constants: bool = False):
         """`Graph.gradients` of the per-sample ``target``: the physical graph's
         gradient, recorded (``create_graph=True`` is required inside vmap)."""
         base = self._base_class
@@ -194,7 +201,15 @@ class BatchingGraph:
                 else arr
         try:
             with physical(self):
-                res = base.gradients(self, target, ins, grad=seed, create_graph=True)
+                if _constants:
+                    if type(seed) is NodeId:
+                        seed = np.array(self._values[seed.index])
+                    # the walk's arrays are fresh (it copies what it must):
+                    # constant leaves holding them, not copies
+                    res = tuple(self._leaf(a, False) for a in
+                                base.gradients(self, target, ins, grad=seed))
+                else:
+                    res = base.gradients(self, target, ins, grad=seed, create_graph=True)
             out = []
             for n, r in zip(ins, res):
                 ntag = active_tag(self, n.index)

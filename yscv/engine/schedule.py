@@ -133,6 +133,21 @@ def _reaching(nodes, capture, lo: int, t: int) -> set:
     return reach
 
 
+def terminal_of(nodes, capture, lo: int, t: int) -> set:
+    """The captured nodes in ``[lo, t]`` below which no captured node lies
+    (no needed input of theirs depends on one): a walk that only captures
+    need not run their rules (`Schedule.terminal`, for the serial walk that
+    builds no plan)."""
+    reach = _reaching(nodes, capture, lo, t)
+    out = set()
+    for i in capture:
+        rec = nodes[i]
+        ins = rec[N_INPUTS]
+        if ins and not any(r and ins[k] in reach for k, r in enumerate(rec[N_NEEDS])):
+            out.add(i)
+    return out
+
+
 # ----------------------------------------------------------------- seeding
 def check_target(graph, t: int, fname: str) -> None:
     """BackwardError unless the target requires grad."""

@@ -232,8 +232,10 @@ class WalkMixin:
         after its hooks, another node's before them) and nothing is stored or
         accumulated. The walk stops below the lowest key."""
         stop = -1
+        terminal = ()
         if capture is not None:
             stop = min(capture) - 1
+            terminal = _schedule.terminal_of(self._nodes, capture, stop + 1, t)
         pending = [None] * (t + 1)
         pending[t] = seed
         nodes = self._nodes
@@ -278,6 +280,8 @@ class WalkMixin:
                     capture[i] = gi  # before the node's hooks (torch.autograd.grad does so)
                 if hooks and i in hooks:
                     gi = _run_hooks(self, i, gi)
+                if terminal and i in terminal:
+                    continue  # captured, and nothing below it is wanted
                 if borrowed and (not ins or (retained and i in retained)) \
                         and not gi.flags.writeable:
                     gi = gi.copy()

@@ -101,6 +101,19 @@ def _enter_arrays(args):
     return g, _as_nodes(g, args, g.variable)
 
 
+#: the graph attribute a caller sets when the result of the transform it
+#: calls next is never differentiated (vmap's arrays form over a gradient
+#: transform): that transform's own gradients may then be first-order
+FINAL = "_yscv_final_gradients"
+
+
+def _final(g) -> bool:
+    """Whether the gradients of the transform now running on ``g`` are final
+    (never differentiated: see `FINAL`); the flag is taken, so the
+    transforms ``f`` calls record as usual."""
+    return bool(g.__dict__.pop(FINAL, False))
+
+
 def _dual_form(body, f, fname: str):
     """A transformed function callable as ``F(g, *nodes)`` (recorded on g)
     or ``F(*arrays)`` (its own graph, arrays out). Arguments are pytrees
@@ -117,6 +130,7 @@ def _dual_form(body, f, fname: str):
         g, nodes = _enter_arrays(args)
         return pytree.to_arrays(body(g, nodes))
 
+    transformed.final_ok = getattr(body, "final_ok", False)
     return transformed
 
 
@@ -211,12 +225,15 @@ def _zeros(g, shape):
     return g.constant(np.zeros(shape, dtype=g.dtype))
 
 
-def _grads(g, out, wrt, grad=None):
-    """Recorded gradients of ``out`` (zeros where it requires no grad)."""
+def _grads(g, out, wrt, grad=None, final: bool = False):
+    """Recorded gradients of ``out`` (zeros where it requires no grad); with
+    ``final`` (`FINAL`) the first-order walk's, as constant nodes."""
     if not wrt:
         return ()
     if not g.requires_grad(out):
         return tuple(_zeros(g, n.shape) for n in wrt)
+    if final:
+        return g.gradient_constants(out, wrt, grad=grad)
     return g.gradients(out, wrt, grad=grad, create_graph=True)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calling import (_lift, _call, _check_argnums, _dual_form, _grads, _pick, _scalar, _wrt, _zeros)
+from .calling import (_final, _lift, _call, _check_argnums, _dual_form, _grads, _pick, _scalar, _wrt, _zeros)
 
 __all__ = ["grad", "value_and_grad", "jacrev", "jacfwd", "hessian"]
 
@@ -14,11 +14,13 @@ def _gradient_body(f, argnums, has_aux: bool, fname: str):
     """``body(g, args) -> (out, aux, grads)`` with ``grads`` one pytree per
     argnums entry (one, not a tuple, for an int argnums)."""
     def run(g, args):
+        final = _final(g)
         pos = _check_argnums(argnums, len(args), fname)
         args, wrt = _wrt(g, args, pos, fname)
         out, aux = _call(f, g, args, has_aux, fname)
         _scalar(out, fname)
-        return out, aux, _pick(wrt.split(_grads(g, out, wrt.flat)), argnums)
+        return out, aux, _pick(wrt.split(_grads(g, out, wrt.flat, final=final)), argnums)
+    run.final_ok = True
     return run
 
 
@@ -33,6 +35,7 @@ def value_and_grad(f, argnums=0, has_aux: bool = False):
         out, aux, gr = run(g, args)
         return ((out, aux), gr) if has_aux else (out, gr)
 
+    body.final_ok = True
     return _dual_form(body, f, "value_and_grad")
 
 
@@ -46,6 +49,7 @@ def grad(f, argnums=0, has_aux: bool = False):
         _, aux, gr = run(g, args)
         return (gr, aux) if has_aux else gr
 
+    body.final_ok = True
     return _dual_form(body, f, "grad")
 
 

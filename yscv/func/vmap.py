@@ -18,7 +18,7 @@ from ..engine import batching as B
 from ..engine.graph import Graph
 from ..node import NodeId
 from . import pytree
-from .calling import _graph_dtype, _passes_through
+from .calling import FINAL, _final, _graph_dtype, _passes_through
 
 __all__ = ["vmap"]
 
@@ -71,14 +71,19 @@ def vmap(f, in_axes=0, out_axes=0, randomness: str = "error", chunk_size=None):
         graph_form = bool(args) and isinstance(args[0], Graph)
         if graph_form:
             g, args = args[0], args[1:]
-            out = _run(g, f, args, in_axes, out_axes, randomness, chunk_size)
-            return out
+            final = _final(g) and final_ok
+            return _run(g, f, args, in_axes, out_axes, randomness, chunk_size, final)
         g = Graph(dtype=_graph_dtype(pytree.flatten(args)[0]))
         nodes = tuple(pytree.tree_map(
             lambda x: x if type(x) is NodeId or _passes_through(x) else g.constant(np.asarray(x)),
             a) for a in args)
-        return pytree.take_arrays(_run(g, f, nodes, in_axes, out_axes, randomness, chunk_size))
+        return pytree.take_arrays(_run(g, f, nodes, in_axes, out_axes, randomness, chunk_size,
+                                       final_ok))
 
+    # the arrays form's graph is private: nothing differentiates what f
+    # returns, so a gradient transform f may take its gradients first-order
+    final_ok = bool(getattr(f, "final_ok", False))
+    vmapped.final_ok = final_ok
     vmapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
     vmapped.__doc__ = getattr(f, "__doc__", None)
     return vmapped
@@ -157,15 +162,15 @@ def _sizes(args, axes_per_arg):
     return plan, next(iter(sizes))
 
 
-def _run(g, f, args, in_axes, out_axes, randomness, chunk_size):
+def _run(g, f, args, in_axes, out_axes, randomness, chunk_size, final=False):
     axes_per_arg = _per_argument(in_axes, args)
     plan, size = _sizes(args, axes_per_arg)
     if chunk_size is not None and chunk_size < size:
-        return _chunked(g, f, plan, size, out_axes, randomness, chunk_size)
-    return _one_level(g, f, plan, size, out_axes, randomness)
+        return _chunked(g, f, plan, size, out_axes, randomness, chunk_size, final)
+    return _one_level(g, f, plan, size, out_axes, randomness, final=final)
 
 
-def _chunked(g, f, plan, size, out_axes, randomness, chunk):
+def _chunked(g, f, plan, size, out_axes, randomness, chunk, final=False):
     start = len(g)
     try:
         parts = []
@@ -175,7 +180,8 @@ def _chunked(g, f, plan, size, out_axes, randomness, chunk):
             for leaves, spec, fixed in plan:
                 new = [x if ax is None else _narrow(g, x, ax, lo, n) for x, ax in zip(leaves, fixed)]
                 sub.append((new, spec, fixed))
-            parts.append(_one_level(g, f, sub, n, out_axes, randomness, keep_spec=True))
+            parts.append(_one_level(g, f, sub, n, out_axes, randomness, keep_spec=True,
+                                    final=final))
         spec = parts[0][1]
         flat_axes = parts[0][2]
         outs = []
@@ -226,7 +232,7 @@ def _enter(g, x, ax, level):
     return B.tag(g, y, level, start)
 
 
-def _one_level(g, f, plan, size, out_axes, randomness, keep_spec=False):
+def _one_level(g, f, plan, size, out_axes, randomness, keep_spec=False, final=False):
     start = len(g)
     level = B.enter_level(g, size, randomness)
     try:
@@ -235,7 +241,12 @@ def _one_level(g, f, plan, size, out_axes, randomness, keep_spec=False):
             new = [x if ax is None or x is None else _enter(g, x, ax, level)
                    for x, ax in zip(leaves, fixed)]
             args.append(pytree.unflatten(spec, new))
-        res = f(g, *args)
+        if final:
+            g.__dict__[FINAL] = True
+        try:
+            res = f(g, *args)
+        finally:
+            g.__dict__.pop(FINAL, None)
         leaves, spec = pytree.flatten(res)
         for path, o in zip(pytree.leaf_paths(spec), leaves):
             if type(o) is not NodeId:
