@@ -337,3 +337,14 @@ def test_the_arrays_form_takes_first_order_gradients_with_the_recorded_bits():
     assert all(g.requires_grad(n) for n in recorded.values())  # recorded: differentiable
     for k in params:
         assert fast[k].tobytes() == g.value(recorded[k]).tobytes(), k
+
+
+def test_the_arrays_form_over_jacobians_and_hessians_keeps_the_recorded_bits():
+    def h(g, x):
+        return g.sum(g.square(g.tanh(g.matmul(x, W))))
+
+    for transform in (func.hessian, func.jacrev, func.jacfwd):
+        fast = func.vmap(transform(h))(X)
+        g = yscv.Graph(np.float64)
+        rec = func.vmap(transform(h))(g, g.constant(X))
+        assert fast.tobytes() == g.value(rec).tobytes(), transform.__name__

@@ -62,6 +62,7 @@ def jacrev(f, argnums=0, has_aux: bool = False):
 
 def _jacrev(f, argnums, has_aux: bool, fname: str):
     def body(g, args):
+        final = _final(g)
         pos = _check_argnums(argnums, len(args), fname)
         args, wrt = _wrt(g, args, pos, fname)
         out, aux = _call(f, g, args, has_aux, fname)
@@ -71,12 +72,14 @@ def _jacrev(f, argnums, has_aux: bool, fname: str):
         for e in range(m):
             seed = np.zeros(m, dtype=g.dtype)
             seed[e] = 1
-            for k, gk in enumerate(_grads(g, out, wrt.flat, grad=seed.reshape(oshape))):
+            for k, gk in enumerate(_grads(g, out, wrt.flat, grad=seed.reshape(oshape),
+                                          final=final)):
                 rows[k].append(gk)
         jacs = [_assemble(g, r, oshape, n.shape) for r, n in zip(rows, wrt.flat)]
         res = _pick(wrt.split(jacs), argnums)
         return (res, aux) if has_aux else res
 
+    body.final_ok = True
     return _dual_form(body, f, fname)
 
 
@@ -108,6 +111,7 @@ def jacfwd(f, argnums=0, has_aux: bool = False):
 
 def _jacfwd(f, argnums, has_aux: bool, fname: str):
     def body(g, args):
+        final = _final(g)
         pos = _check_argnums(argnums, len(args), fname)
         args, wrt = _wrt(g, args, pos, fname)
         out, aux = _call(f, g, args, has_aux, fname)
@@ -123,7 +127,8 @@ def _jacfwd(f, argnums, has_aux: bool, fname: str):
                 t = np.zeros(size, dtype=g.dtype)
                 t[e] = 1
                 s = g.sum(g.mul(vjps[k], t.reshape(n.shape)))
-                (col,) = g.gradients(s, [u], create_graph=True)
+                (col,) = (g.gradient_constants(s, [u]) if final
+                          else g.gradients(s, [u], create_graph=True))
                 cols.append(col)
             # columns are d out / d x_e: stack on a trailing axis
             jac = g.stack(cols, len(out.shape)) if len(cols) > 1 else g.unsqueeze(cols[0], -1)
@@ -131,6 +136,7 @@ def _jacfwd(f, argnums, has_aux: bool, fname: str):
         res = _pick(wrt.split(jacs), argnums)
         return (res, aux) if has_aux else res
 
+    body.final_ok = True
     return _dual_form(body, f, fname)
 
 
