@@ -13,11 +13,8 @@ def _reduce(g, op, xs, bat, attrs, e):
     (x,) = xs
     nd = len(x.shape)
     axes = tuple(range(1, nd)) if attrs.axes is None else tuple(a + 1 for a in attrs.axes)
-    kshape = (e.size,) + tuple(attrs.kshape)
-    oshape = (e.size,) + (tuple(attrs.oshape) if attrs.keepdims or attrs.axes is not None else ())
-    if attrs.axes is None and attrs.keepdims:
-        oshape = kshape
-    return g._apply(op, xs, attrs._replace(axes=axes, kshape=kshape, oshape=oshape))
+    return g._apply(op, xs, attrs._replace(axes=axes, kshape=(e.size,) + tuple(attrs.kshape),
+                                           oshape=(e.size,) + tuple(attrs.oshape)))
 
 
 register_all((Op.SUM, Op.MEAN, Op.MAX, Op.MIN, Op.VAR, Op.STD, Op.LOGSUMEXP, Op.PROD, Op.NORM),

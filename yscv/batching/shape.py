@@ -7,7 +7,7 @@ import inspect
 
 from ..op import Op
 from ..registry import BATCHING_METHODS, register_batching
-from ._rules import BatchedInts, align, batched, logical_ndim, loop, register_all
+from ._rules import BatchedInts, align, batched, loop, register_all
 
 
 @register_batching(Op.RESHAPE)
@@ -102,4 +102,3 @@ def _embedding_rows(g, fn, args, kw, level, entry):
 
 
 BATCHING_METHODS["embedding"] = _embedding_rows
-_ = logical_ndim

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import registry
-from ..errors import BatchingError
+from ..errors import BatchingError, NonScalarTargetError
 from ..node import NodeId, N_SHAPE, Op
 from .batching_levels import (BatchedInts, active_levels, active_tag, enter_level, exit_level,
                               is_batched, level_entry, level_size, lift, outside, physical,
@@ -188,7 +188,6 @@ class BatchingGraph:
         start = len(self)
         if grad is None:
             if int(np.prod(logical)) != 1:
-                from ..errors import NonScalarTargetError
                 raise NonScalarTargetError(
                     f"gradients: target must hold one element per sample without grad, got "
                     f"shape {logical}", got=logical)
