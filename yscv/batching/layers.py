@@ -33,6 +33,8 @@ def _conv(g, op, xs, bat, attrs, e):
     convolution with ``groups * B`` groups."""
     if not any(bat[1:]):
         return _fold_batch(g, op, xs, bat, attrs, e)
+    if op is Op.CONV2D and attrs.groups == 1:
+        return _conv2d_columns(g, xs, bat, attrs, e)
     b = e.size
     x, w = batched(g, xs[0], bat[0], b), batched(g, xs[1], bat[1], b)
     xs_, ws_ = tuple(x.shape), tuple(w.shape)
@@ -50,6 +52,37 @@ def _conv(g, op, xs, bat, attrs, e):
     out = g.reshape(out, os_[:-1] + (b, ws_[-1]))
     no = len(os_) + 1
     return g.transpose(out, (no - 2,) + tuple(range(no - 2)) + (no - 1,))
+
+
+def _conv2d_columns(g, xs, bat, attrs, e):
+    """conv2d (one group) with a batched weight, as per-sample gradients and
+    ensembles give it: every sample's patches ``unfold(x)`` [B, N*L, K]
+    (``K = KH*KW*C``) times its own weight [B, K, Cout], one batched
+    product. Its backward is a batched product for the weight gradients
+    (``cols^T @ g`` per sample) and ``fold(g @ w^T)`` for x: no per-group
+    patch copies."""
+    b = e.size
+    x, w = xs[0], xs[1]
+    kh, kw, c, cout = tuple(w.shape)[1:]
+    stride, padding, dilation = attrs.stride[1:], attrs.padding[1:], attrs.dilation[1:]
+    if bat[0]:
+        shape = tuple(x.shape)
+        lead = (b, shape[1])
+        x = g.reshape(x, (b * shape[1],) + shape[2:])
+    else:
+        lead = (tuple(x.shape)[0],)
+    h, wd = tuple(x.shape)[1:3]
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    cols = g.unfold(x, (kh, kw), dilation, padding, stride)
+    k = kh * kw * c
+    cols = g.reshape(cols, (b, -1, k) if bat[0] else (-1, k))
+    out = g.matmul(cols, g.reshape(w, (b, k, cout)))
+    if len(xs) > 2:
+        bias = batched(g, xs[2], bat[2], b)
+        out = g.add(out, g.reshape(bias, (b, 1, cout)))
+    n = lead[1] if bat[0] else lead[0]
+    return g.reshape(out, (b, n, oh, ow, cout))
 
 
 register_all((Op.CONV1D, Op.CONV2D, Op.CONV3D), _conv)

@@ -65,6 +65,34 @@ def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
         return sum_rows(grad)
     axes = tuple(range(extra)) + tuple(
         extra + k for k, s in enumerate(shape) if s == 1 and gshape[extra + k] != 1)
-    if axes:
-        grad = np.add.reduce(grad, axis=axes)
-    return grad.reshape(shape)
+    if not axes:
+        return grad.reshape(shape)
+    if (axes[0] > 0 and axes[-1] - axes[0] == len(axes) - 1 and axes[-1] < grad.ndim - 1
+            and grad.dtype.kind == "f" and grad.flags.c_contiguous):
+        summed = _sum_middle(grad, axes[0], axes[-1] + 1)
+        if summed is not None:
+            return summed.reshape(shape)
+    return np.add.reduce(grad, axis=axes).reshape(shape)
+
+
+def _sum_middle(grad: np.ndarray, a0: int, a1: int):
+    """C-contiguous ``grad`` summed over its axes ``a0:a1`` (neither the
+    first nor the last: a per-sample bias ``[B, 1, C]`` added to ``[B, L,
+    C]``) as ``ones[n] @ grad[pre, n, post]``: one matrix-vector product per
+    leading index, each below `SUM_ROWS_GEMV_MAX` elements (so on the
+    calling thread, in an order fixed by the shape). NumPy's reduction over
+    a middle axis with a short contiguous tail runs 5-13x slower. None when
+    the blocks are larger."""
+    gshape = grad.shape
+    pre = int(np.prod(gshape[:a0]))
+    n = int(np.prod(gshape[a0:a1]))
+    post = int(np.prod(gshape[a1:]))
+    if n * post >= SUM_ROWS_GEMV_MAX or not n:
+        return None
+    key = (n, grad.dtype)
+    ones = _ones.get(key)
+    if ones is None:
+        ones = np.ones(n, dtype=grad.dtype)
+        ones.flags.writeable = False
+        _ones[key] = ones
+    return np.matmul(ones, grad.reshape(pre, n, post))

@@ -16,12 +16,20 @@ import math
 
 import numpy as np
 
+from ..kernels import lazy
+from . import regions as par
+from .arrays import readonly
 from .gemm import dot
 
-__all__ = ["dot", "matmul", "stacked_matmul_grads", "einsum", "OPTIMIZE_MIN_WORK"]
+_KG = lazy("gemm")
+
+__all__ = ["dot", "matmul", "outer", "stacked_matmul_grads", "einsum", "OPTIMIZE_MIN_WORK"]
 
 #: label-space size (multiply-adds) from which einsum takes an optimised path
 OPTIMIZE_MIN_WORK = 1 << 16
+#: batched outer products from this many elements take the threaded kernel
+#: (one chunk per this many elements)
+OUTER_BIG = 1 << 16
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -34,14 +42,35 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         b = b[(0,) * (b.ndim - 2)]
     if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
         # k = 1: a batch of outer products (vmap's per-sample weight
-        # gradients x^T g), one broadcast product instead of a GEMM each
-        return np.multiply(a, b)
+        # gradients x^T g), one product per element instead of a GEMM each
+        return outer(a, b)
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
         # the row count is explicit: reshape(-1, 0) is ambiguous for NumPy
         k = a.shape[-1]
         rows = math.prod(a.shape[:-1])
         return dot(a.reshape(rows, k), b).reshape(a.shape[:-1] + (b.shape[1],))
     return np.matmul(a, b)
+
+
+def outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for ``a`` (..., m, 1) and ``b`` (..., 1, n): the batch of
+    outer products ``np.multiply(a, b)``. Equal batch shapes of one float
+    dtype from `OUTER_BIG` elements run as one threaded kernel (NumPy's
+    broadcast loop runs a short inner loop per row: several times slower
+    when n is small); the same bits either way."""
+    lead = a.shape[:-2]
+    m, n = a.shape[-2], b.shape[-1]
+    rows = math.prod(lead)
+    if (lead != b.shape[:-2] or a.dtype != b.dtype or a.dtype.kind != "f"
+            or rows * m * n < OUTER_BIG):
+        return np.multiply(a, b)
+    a2 = readonly(a.reshape(rows, m))
+    b2 = readonly(b.reshape(rows, n))
+    out = np.empty(lead + (m, n), dtype=a.dtype)   # owns its data (callers test that)
+    o3 = out.reshape(rows, m, n)
+    bounds = par.bounds(par.split(rows, par.num_chunks(rows, rows * m * n, OUTER_BIG)))
+    par.run_region(lambda st: _KG.outer_rows_region(a2, b2, o3, bounds, st), len(bounds) - 1)
+    return out
 
 
 def stacked_matmul_grads(g, a, b, need_a: bool, need_b: bool):

@@ -6,13 +6,16 @@ copies, interpolate's index and weight tables).
 
 Every attribute is resolved at graph-build time by the Graph method and
 stored as one of the records below; forward and backward read its fields by
-name. Shape ops have no kernels and never import Numba.
+name. Shape ops have no kernels of their own; unfold/fold are the
+convolutions' im2col/col2im (`yscv.compute.conv`).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
+
+from . import conv
 
 __all__ = ["ReshapeAttrs", "ExpandAttrs", "CatAttrs", "StackAttrs", "IndexAttrs", "FlipAttrs",
            "PadAttrs", "RepeatAttrs", "PixelShuffleAttrs", "UpsampleAttrs", "pad_interior",
@@ -171,44 +174,20 @@ class WindowAttrs(NamedTuple):
     blocks: tuple
 
 
-def _tap_slices(attrs: WindowAttrs, i: int, j: int) -> tuple:
-    """The strided slices of the padded image that kernel tap (i, j) reads."""
-    (dh, dw), (sh, sw), (oh, ow) = attrs.dilation, attrs.stride, attrs.blocks
-    return (slice(None), slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
-            slice(j * dw, j * dw + sw * (ow - 1) + 1, sw), slice(None))
-
-
 def unfold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
     """[N, H, W, C] -> [N, ``OH*OW``, ``KH*KW*C``]: block ``l = oh*OW + ow``, feature
-    ``(i*KW + j)*C + c`` = padded ``x[n, oh*sh + i*dh, ow*sw + j*dw, c]``.
-    One strided copy per kernel tap."""
-    n, _, _, c = x.shape
-    (kh, kw), (ph, pw), (oh, ow) = attrs.kernel, attrs.padding, attrs.blocks
-    xp = x
-    if ph or pw:
-        xp = np.zeros((n, x.shape[1] + 2 * ph, x.shape[2] + 2 * pw, c), dtype=x.dtype)
-        xp[:, ph:ph + x.shape[1], pw:pw + x.shape[2]] = x
-    out = np.empty((n, oh, ow, kh, kw, c), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            out[:, :, :, i, j, :] = xp[_tap_slices(attrs, i, j)]
-    return out.reshape(n, oh * ow, kh * kw * c)
+    ``(i*KW + j)*C + c`` = padded ``x[n, oh*sh + i*dh, ow*sw + j*dw, c]``: the
+    convolutions' column matrix (`yscv.compute.conv.columns`)."""
+    return conv.columns(x, attrs.kernel, attrs.stride, attrs.padding, attrs.dilation,
+                        attrs.blocks)
 
 
 def fold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
     """[N, ``OH*OW``, ``KH*KW*C``] -> [N, H, W, C], the adjoint of `unfold`:
-    each block's taps are summed into the padded image (in tap order), then
-    the padding is cut away."""
-    n = x.shape[0]
-    (kh, kw), (ph, pw), (oh, ow) = attrs.kernel, attrs.padding, attrs.blocks
-    h, w = attrs.size
-    c = x.shape[2] // (kh * kw)
-    x6 = x.reshape(n, oh, ow, kh, kw, c)
-    out = np.zeros((n, h + 2 * ph, w + 2 * pw, c), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            out[_tap_slices(attrs, i, j)] += x6[:, :, :, i, j, :]
-    return out[:, ph:ph + h, pw:pw + w]
+    each block's taps are summed into the image (taps in the padding
+    dropped; `yscv.compute.conv.columns_adjoint`)."""
+    return conv.columns_adjoint(x, attrs.size, attrs.kernel, attrs.stride, attrs.padding,
+                                attrs.dilation, attrs.blocks)
 
 
 # ------------------------------------------------------------ interpolate

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
+from .sync import region_chunks
 
 
 @jit(inline="always")
@@ -205,3 +206,26 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
         r += cnt
         ox = 0
         oy, oz, n = _next_row(oy, oz, n, oh, od)
+
+
+@jit
+def im2col_region(xf, cf, ld, cg, c0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh,
+                  dw, od, oh, ow, rb, st):
+    """`im2col` over the row chunks ``[rb[k], rb[k + 1])`` of a region
+    (yscv/compute/regions.py): each chunk fills its own rows."""
+    for k in region_chunks(st, rb.shape[0] - 1):
+        r0 = rb[k]
+        im2col(xf, cf[np.uint64(r0) * np.uint64(ld):], rb[k + 1] - r0, ld, cg, c0, r0, D, H, W,
+               C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, oh, ow)
+
+
+@jit
+def col2im_region(cf, df, ld, cg, c0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh,
+                  dw, od, oh, ow, rb, st):
+    """`col2im` over the row chunks of a region; the bounds must be whole
+    samples (multiples of ``od*oh*ow``), so no two chunks add into one
+    element of dx and every element sums in the order of one pass."""
+    for k in region_chunks(st, rb.shape[0] - 1):
+        r0 = rb[k]
+        col2im(cf[np.uint64(r0) * np.uint64(ld):], df, rb[k + 1] - r0, ld, cg, c0, r0, D, H, W,
+               C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, oh, ow)

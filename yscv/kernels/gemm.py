@@ -472,3 +472,22 @@ def matmul_tn_region(x, b, c, bounds, st):
     b3 = b.reshape((1, K, b.shape[1]))
     for k in region_chunks(st, bounds.shape[0] - 1):
         matmul_tn_steps(x3, b3, c, zero, one, zero, zero, K, bounds[k], bounds[k + 1])
+
+
+# ------------------------------------------------- batched outer products
+@jit
+def outer_rows_region(a, b, c, bounds, st):
+    """``c[i, m, n] = a[i, m] * b[i, n]`` for ``a[B, M]``, ``b[B, N]``,
+    ``c[B, M, N]`` (C-contiguous, flat views of rows ``i`` in chunk
+    ``[bounds[k], bounds[k + 1])``): a batch of rank-1 products, vmap's
+    per-sample weight gradients ``x^T g`` of a linear layer. One rounding
+    per element, the bits of ``np.multiply``."""
+    M = a.shape[1]
+    N = b.shape[1]
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        for i in range(bounds[k], bounds[k + 1]):
+            for m in range(M):
+                s = a[i, m]
+                for n in range(N):
+                    c[i, m, n] = s * b[i, n]
+
