@@ -4,7 +4,7 @@
   64 and 256: ``vmap(grad(loss), in_axes=(None, 0, 0))`` over one-sample
   losses through ``functional_call``;
 * per-sample gradients of a 28x28 CNN (conv 3x3 1->8, ReLU, 2x2 max pool,
-  conv 3x3 8->16, ReLU, 2x2 max pool, linear 784->10) at batch 64;
+  conv 3x3 8->16, ReLU, 2x2 max pool, linear 784->10) at batch 64 and 256;
 * an ensemble of 8 MLPs 64-128-10 (stacked states), forward + backward of
   the mean loss of each member on a shared batch of 64;
 * the Hessians of a small function (``sum(tanh(x @ A) ** 2)``, x [16]) at 64
@@ -89,10 +89,10 @@ def _mlp_rows(torch, batch):
                  reference_name="PyTorch torch.func", target=1.0)
 
 
-def _cnn_row(torch):
+def _cnn_row(torch, batch):
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((64, 28, 28, 1)).astype(np.float32)
-    y = rng.integers(0, 10, size=64)
+    x = rng.standard_normal((batch, 28, 28, 1)).astype(np.float32)
+    y = rng.integers(0, 10, size=batch)
     yscv.manual_seed(0)
     ys = _per_sample_yscv(_cnn(), x, y)
     ts = None
@@ -100,7 +100,7 @@ def _cnn_row(torch):
         torch.manual_seed(0)
         xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         ts = _per_sample_torch(torch, _torch_cnn(torch), xt, y)
-    return Bench("per-sample grads, CNN 28x28 (2 convs, 2 pools, linear), batch 64", ys, ts,
+    return Bench(f"per-sample grads, CNN 28x28 (2 convs, 2 pools, linear), batch {batch}", ys, ts,
                  reference_name="PyTorch torch.func", target=1.0)
 
 
@@ -159,5 +159,5 @@ def _hessian_row(torch):
 
 
 def benches(torch):
-    return [_mlp_rows(torch, 64), _mlp_rows(torch, 256), _cnn_row(torch), _ensemble_row(torch),
-            _hessian_row(torch)]
+    return [_mlp_rows(torch, 64), _mlp_rows(torch, 256), _cnn_row(torch, 64),
+            _cnn_row(torch, 256), _ensemble_row(torch), _hessian_row(torch)]

@@ -1,8 +1,9 @@
-"""Batching rules of the convolutions, pools, norms, recurrences and
-attention: the vmap axis folded into the op's own batch axis (``[B, N, ...]``
-as ``[B*N, ...]``, one call) where only the data input is batched; one call
-per sample where a weight is batched too (an ensemble) or the op mixes its
-batch (batch norm's statistics)."""
+"""Batching rules of the convolutions, pools, norms, recurrences, attention
+and unfold/fold: the vmap axis folded into the op's own batch axis (``[B, N,
+...]`` as ``[B*N, ...]``, one call) where only the data input is batched; a
+batched convolution weight (per-sample gradients, an ensemble) as patches
+times weights or as groups; one call per sample where another weight is
+batched too or the op mixes its batch (batch norm's statistics)."""
 from __future__ import annotations
 
 from ..errors import BatchingError
@@ -92,7 +93,7 @@ _FOLDED = (Op.DEPTHWISE_CONV2D, Op.CONV_TRANSPOSE1D,
            Op.MAX_POOL2D, Op.MAX_POOL3D, Op.AVG_POOL1D, Op.AVG_POOL2D, Op.AVG_POOL3D,
            Op.ADAPTIVE_AVG_POOL1D, Op.ADAPTIVE_AVG_POOL2D, Op.ADAPTIVE_MAX_POOL2D,
            Op.GLOBAL_AVG_POOL2D, Op.PIXEL_SHUFFLE, Op.UPSAMPLE_NEAREST, Op.INTERPOLATE,
-           Op.GROUP_NORM, Op.INSTANCE_NORM)
+           Op.GROUP_NORM, Op.INSTANCE_NORM, Op.UNFOLD, Op.FOLD)
 register_all(_FOLDED, _fold_batch)
 
 

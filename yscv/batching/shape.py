@@ -86,8 +86,8 @@ def _triangle(g, op, xs, bat, attrs, e):
 
 # the attributes fix per-sample shapes or positions (an index array, a
 # window table, a flattened layout): one call per sample
-register_all((Op.OUTER, Op.UNFOLD, Op.FOLD, Op.GATHER, Op.SCATTER_ADD, Op.SCATTER,
-              Op.EMBEDDING, Op.INDEX_SELECT), loop, "loop")
+register_all((Op.OUTER, Op.GATHER, Op.SCATTER_ADD, Op.SCATTER, Op.EMBEDDING, Op.INDEX_SELECT),
+             loop, "loop")
 
 def _embedding_rows(g, fn, args, kw, level, entry):
     """``g.embedding(weight, indices)`` with per-sample indices and a shared
