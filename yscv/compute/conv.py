@@ -220,6 +220,20 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
     return (y, None) if return_padded else y
 
 
+def _fill_columns(xf, cols, r, ld, cg, c0, r0, xdims, geo) -> None:
+    """``cols`` [r, ld] = rows ``[r0, r0 + r)`` of the column matrix of group
+    channels ``[c0, c0 + cg)`` (`yscv.kernels.conv.im2col`), the rows split
+    over the cores from `COLUMNS_GRAIN` values (a copy: the same bits)."""
+    chunks = par.num_chunks(r, r * ld, COLUMNS_GRAIN)
+    cf = cols.reshape(-1)
+    if chunks == 1:
+        _K.im2col(xf, cf, r, ld, cg, c0, r0, *xdims, *geo)
+        return
+    rb = par.bounds([(r0 + lo, r0 + hi) for lo, hi in par.split(r, chunks)])
+    par.run_region(lambda st: _K.im2col_region(xf, cf, r0, ld, cg, c0, *xdims, *geo, rb, st),
+                   len(rb) - 1)
+
+
 def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
     """`conv_forward` without bias by (chunked) im2col + BLAS."""
     n, d, h, wd, cin = x.shape
@@ -245,7 +259,7 @@ def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
         cols = buf[:r]
         cols2 = cols.reshape(r, t * cg)
         for gi in range(groups):
-            _K.im2col(xf, cols2.reshape(-1), r, t * cg, cg, gi * cg, r0, *xdims, *geo)
+            _fill_columns(xf, cols2, r, t * cg, cg, gi * cg, r0, xdims, geo)
             np.matmul(cols2, w2[:, gi * og:(gi + 1) * og],
                       out=y[r0:r0 + r, gi * og:(gi + 1) * og])
     return y.reshape(n, *out_sp, cout)
@@ -346,7 +360,7 @@ def columns(x: np.ndarray, kernel, stride, padding, dilation, blocks) -> np.ndar
         geo = (1, kh, kw, 1, *stride, 0, *padding, 1, *dilation, 1, oh, ow)
         rb = _column_chunks(n, oh * ow, k)
         xf, cf = x.reshape(-1), cols.reshape(-1)
-        par.run_region(lambda st: _K.im2col_region(xf, cf, k, c, 0, 1, h, wd, c, *geo, rb, st),
+        par.run_region(lambda st: _K.im2col_region(xf, cf, 0, k, c, 0, 1, h, wd, c, *geo, rb, st),
                        len(rb) - 1)
     return cols
 
@@ -416,7 +430,7 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
         for gi in range(groups):
             gs = slice(gi * og, (gi + 1) * og)
             if need_w:
-                _K.im2col(xf, colsp.reshape(-1), r, ld, cg, gi * cg, r0, *xdims, *geo)
+                _fill_columns(xf, colsp, r, ld, cg, gi * cg, r0, xdims, geo)
                 if ld == k and r0 == 0:
                     np.matmul(cols2.T, g2[r0:r0 + r, gs], out=dw2[:, gs])
                 else:

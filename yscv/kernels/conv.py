@@ -112,11 +112,22 @@ def im2col(xf, cf, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
                     ob = np.uint64(r + lo - ox) * rowlen + tb
                     if 0 <= iz < D and 0 <= iy < H:
                         ib = np.uint64((((n * D + iz) * H + iy) * W + lo * sw - pw) * C)
-                        for t in range(hi - lo):
+                        if krow < 8:
+                            # short runs (few channels): along the positions
+                            # first, a longer inner loop
                             for k in range(krow):
-                                cf[ob + k] = xf[ib + k]
-                            ob += rowlen
-                            ib += step
+                                obk = ob + k
+                                ibk = ib + k
+                                for t in range(hi - lo):
+                                    cf[obk] = xf[ibk]
+                                    obk += rowlen
+                                    ibk += step
+                        else:
+                            for t in range(hi - lo):
+                                for k in range(krow):
+                                    cf[ob + k] = xf[ib + k]
+                                ob += rowlen
+                                ib += step
                     else:
                         for t in range(hi - lo):
                             for k in range(krow):
@@ -209,14 +220,15 @@ def col2im(cf, df, R, ld, cg, c0, r0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph
 
 
 @jit
-def im2col_region(xf, cf, ld, cg, c0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh,
-                  dw, od, oh, ow, rb, st):
+def im2col_region(xf, cf, base, ld, cg, c0, D, H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd,
+                  dh, dw, od, oh, ow, rb, st):
     """`im2col` over the row chunks ``[rb[k], rb[k + 1])`` of a region
-    (yscv/compute/regions.py): each chunk fills its own rows."""
+    (yscv/compute/regions.py): each chunk fills its own rows; row 0 of
+    ``cf`` is the column matrix's row ``base``."""
     for k in region_chunks(st, rb.shape[0] - 1):
         r0 = rb[k]
-        im2col(xf, cf[np.uint64(r0) * np.uint64(ld):], rb[k + 1] - r0, ld, cg, c0, r0, D, H, W,
-               C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, oh, ow)
+        im2col(xf, cf[np.uint64(r0 - base) * np.uint64(ld):], rb[k + 1] - r0, ld, cg, c0, r0, D,
+               H, W, C, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, od, oh, ow)
 
 
 @jit
