@@ -23,6 +23,17 @@ def readonly(a: np.ndarray) -> np.ndarray:
     return v
 
 
+def _ones_vector(n: int, dtype) -> np.ndarray:
+    """A read-only ``ones[n]`` of ``dtype``, made once per (n, dtype)."""
+    key = (n, dtype)
+    ones = _ones.get(key)
+    if ones is None:
+        ones = np.ones(n, dtype=dtype)
+        ones.flags.writeable = False
+        _ones[key] = ones
+    return ones
+
+
 def sum_rows(grad: np.ndarray) -> np.ndarray:
     """``grad`` summed over its first axis (the gradient of a bias ``[C]``
     added to the rows of ``[N, C]``), a new array of ``grad.shape[1:]``.
@@ -34,13 +45,7 @@ def sum_rows(grad: np.ndarray) -> np.ndarray:
     Anything else is ``np.add.reduce(grad, axis=0)``."""
     if grad.ndim == 2 and grad.size < SUM_ROWS_GEMV_MAX and grad.dtype.kind == "f":
         n = grad.shape[0]
-        key = (n, grad.dtype)
-        ones = _ones.get(key)
-        if ones is None:
-            ones = np.ones(n, dtype=grad.dtype)
-            ones.flags.writeable = False
-            _ones[key] = ones
-        return np.dot(ones, grad)
+        return np.dot(_ones_vector(n, grad.dtype), grad)
     return np.add.reduce(grad, axis=0)
 
 
@@ -89,10 +94,4 @@ def _sum_middle(grad: np.ndarray, a0: int, a1: int):
     post = int(np.prod(gshape[a1:]))
     if n * post >= SUM_ROWS_GEMV_MAX or not n:
         return None
-    key = (n, grad.dtype)
-    ones = _ones.get(key)
-    if ones is None:
-        ones = np.ones(n, dtype=grad.dtype)
-        ones.flags.writeable = False
-        _ones[key] = ones
-    return np.matmul(ones, grad.reshape(pre, n, post))
+    return np.matmul(_ones_vector(n, grad.dtype), grad.reshape(pre, n, post))
