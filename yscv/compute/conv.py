@@ -41,7 +41,7 @@ import numpy as np
 from .. import runtime
 from ..kernels import lazy
 from . import conv_direct as direct
-from . import regions as par
+from .columns import fill_columns
 from .conv_depthwise import depthwise_backward, depthwise_forward, depthwise_operands  # noqa: F401
 from . import conv_winograd as winograd
 
@@ -52,8 +52,6 @@ _D = lazy("conv_deform")
 CHUNK_BYTES = 4 << 20
 #: cotangents of at most this many bytes take `_gemm_data_grad`'s dx
 SMALL_MAP_GRAD_BYTES = 256 << 10
-#: values per chunk of `columns` / `columns_adjoint` split over the cores
-COLUMNS_GRAIN = 1 << 17
 #: bias add / bias-gradient rows span output positions up to this many values
 WIDE_ROW = 512
 
@@ -220,20 +218,6 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
     return (y, None) if return_padded else y
 
 
-def _fill_columns(xf, cols, r, ld, cg, c0, r0, xdims, geo) -> None:
-    """``cols`` [r, ld] = rows ``[r0, r0 + r)`` of the column matrix of group
-    channels ``[c0, c0 + cg)`` (`yscv.kernels.conv.im2col`), the rows split
-    over the cores from `COLUMNS_GRAIN` values (a copy: the same bits)."""
-    chunks = par.num_chunks(r, r * ld, COLUMNS_GRAIN)
-    cf = cols.reshape(-1)
-    if chunks == 1:
-        _K.im2col(xf, cf, r, ld, cg, c0, r0, *xdims, *geo)
-        return
-    rb = par.bounds([(r0 + lo, r0 + hi) for lo, hi in par.split(r, chunks)])
-    par.run_region(lambda st: _K.im2col_region(xf, cf, r0, ld, cg, c0, *xdims, *geo, rb, st),
-                   len(rb) - 1)
-
-
 def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
     """`conv_forward` without bias by (chunked) im2col + BLAS."""
     n, d, h, wd, cin = x.shape
@@ -259,7 +243,7 @@ def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
         cols = buf[:r]
         cols2 = cols.reshape(r, t * cg)
         for gi in range(groups):
-            _fill_columns(xf, cols2, r, t * cg, cg, gi * cg, r0, xdims, geo)
+            fill_columns(xf, cols2, r, t * cg, cg, gi * cg, r0, xdims, geo)
             np.matmul(cols2, w2[:, gi * og:(gi + 1) * og],
                       out=y[r0:r0 + r, gi * og:(gi + 1) * og])
     return y.reshape(n, *out_sp, cout)
@@ -337,56 +321,6 @@ def _gemm_data_grad(g, w) -> bool:
     return g.nbytes <= SMALL_MAP_GRAD_BYTES and k >= 2 * m
 
 
-def _column_chunks(n: int, per_sample: int, k: int) -> np.ndarray:
-    """Region bounds of `columns` / `columns_adjoint` over ``n * per_sample``
-    rows of ``k`` values: whole samples per chunk (the adjoint's chunks then
-    never add into one pixel), a count fixed by the sizes."""
-    chunks = par.num_chunks(n, n * per_sample * k, COLUMNS_GRAIN)
-    return par.bounds([(lo * per_sample, hi * per_sample) for lo, hi in par.split(n, chunks)])
-
-
-def columns(x: np.ndarray, kernel, stride, padding, dilation, blocks) -> np.ndarray:
-    """The whole column matrix of a 2-D window: x [N, H, W, C] ->
-    [N, ``OH*OW``, ``KH*KW*C``], row ``oh*OW + ow``, column ``(i*KW + j)*C + c``
-    = zero-padded ``x[n, oh*sh + i*dh, ow*sw + j*dw, c]`` (``unfold``; the
-    layout the conv weights [KH, KW, C, Cout] flatten to). Pairs over (H, W);
-    samples split over the cores."""
-    x = np.ascontiguousarray(x)
-    n, h, wd, c = x.shape
-    (kh, kw), (oh, ow) = kernel, blocks
-    k = kh * kw * c
-    cols = np.empty((n, oh * ow, k), dtype=x.dtype)
-    if cols.size:
-        geo = (1, kh, kw, 1, *stride, 0, *padding, 1, *dilation, 1, oh, ow)
-        rb = _column_chunks(n, oh * ow, k)
-        xf, cf = x.reshape(-1), cols.reshape(-1)
-        par.run_region(lambda st: _K.im2col_region(xf, cf, 0, k, c, 0, 1, h, wd, c, *geo, rb, st),
-                       len(rb) - 1)
-    return cols
-
-
-def columns_adjoint(cols: np.ndarray, size, kernel, stride, padding, dilation,
-                    blocks) -> np.ndarray:
-    """The adjoint of `columns` (``fold``): cols [N, ``OH*OW``, ``KH*KW*C``] ->
-    x [N, H, W, C] with ``size = (H, W)``, every column summed into the
-    pixel it read (taps in the padding dropped); whole samples split over
-    the cores (the same bits on one thread and two)."""
-    cols = np.ascontiguousarray(cols)
-    n = cols.shape[0]
-    (kh, kw), (oh, ow) = kernel, blocks
-    c = cols.shape[2] // (kh * kw)
-    h, wd = size
-    dx = np.zeros((n, h, wd, c), dtype=cols.dtype)
-    if cols.size:
-        k = kh * kw * c
-        geo = (1, kh, kw, 1, *stride, 0, *padding, 1, *dilation, 1, oh, ow)
-        rb = _column_chunks(n, oh * ow, k)
-        cf, df = cols.reshape(-1), dx.reshape(-1)
-        par.run_region(lambda st: _K.col2im_region(cf, df, k, c, 0, 1, h, wd, c, *geo, rb, st),
-                       len(rb) - 1)
-    return dx
-
-
 def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w):
     """`conv_backward` by (chunked) im2col + BLAS and col2im."""
     n = x_shape[0]
@@ -430,7 +364,7 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
         for gi in range(groups):
             gs = slice(gi * og, (gi + 1) * og)
             if need_w:
-                _fill_columns(xf, colsp, r, ld, cg, gi * cg, r0, xdims, geo)
+                fill_columns(xf, colsp, r, ld, cg, gi * cg, r0, xdims, geo)
                 if ld == k and r0 == 0:
                     np.matmul(cols2.T, g2[r0:r0 + r, gs], out=dw2[:, gs])
                 else:

@@ -7,7 +7,7 @@ copies, interpolate's index and weight tables).
 Every attribute is resolved at graph-build time by the Graph method and
 stored as one of the records below; forward and backward read its fields by
 name. Shape ops have no kernels of their own; unfold/fold are the
-convolutions' im2col/col2im (`yscv.compute.conv`).
+convolutions' im2col/col2im (`yscv.compute.columns`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import conv
+from .columns import columns, columns_adjoint
 
 __all__ = ["ReshapeAttrs", "ExpandAttrs", "CatAttrs", "StackAttrs", "IndexAttrs", "FlipAttrs",
            "PadAttrs", "RepeatAttrs", "PixelShuffleAttrs", "UpsampleAttrs", "pad_interior",
@@ -177,17 +177,16 @@ class WindowAttrs(NamedTuple):
 def unfold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
     """[N, H, W, C] -> [N, ``OH*OW``, ``KH*KW*C``]: block ``l = oh*OW + ow``, feature
     ``(i*KW + j)*C + c`` = padded ``x[n, oh*sh + i*dh, ow*sw + j*dw, c]``: the
-    convolutions' column matrix (`yscv.compute.conv.columns`)."""
-    return conv.columns(x, attrs.kernel, attrs.stride, attrs.padding, attrs.dilation,
-                        attrs.blocks)
+    convolutions' column matrix (`yscv.compute.columns.columns`)."""
+    return columns(x, attrs.kernel, attrs.stride, attrs.padding, attrs.dilation, attrs.blocks)
 
 
 def fold(x: np.ndarray, attrs: WindowAttrs) -> np.ndarray:
     """[N, ``OH*OW``, ``KH*KW*C``] -> [N, H, W, C], the adjoint of `unfold`:
     each block's taps are summed into the image (taps in the padding
-    dropped; `yscv.compute.conv.columns_adjoint`)."""
-    return conv.columns_adjoint(x, attrs.size, attrs.kernel, attrs.stride, attrs.padding,
-                                attrs.dilation, attrs.blocks)
+    dropped; `yscv.compute.columns.columns_adjoint`)."""
+    return columns_adjoint(x, attrs.size, attrs.kernel, attrs.stride, attrs.padding,
+                           attrs.dilation, attrs.blocks)
 
 
 # ------------------------------------------------------------ interpolate
