@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import registry
+from ..engine.recompute import released_ancestry
 from ..node import N_INPUTS, N_OP, N_RG, Op
 
 _LEAF = int(Op.LEAF)
@@ -37,17 +38,7 @@ def release(seg, values, saved, nodes) -> None:
 def materialize(nodes, values, attrs, saved, roots) -> list:
     """Recompute released ``roots`` and their released ancestors, ascending
     (``CheckpointMixin._materialize``); returns the indices recomputed."""
-    need, seen, stack = [], set(), list(roots)
-    while stack:
-        k = stack.pop()
-        if k in seen:
-            continue
-        seen.add(k)
-        if values[k] is not None:
-            continue
-        need.append(k)
-        stack.extend(nodes[k][N_INPUTS])
-    need.sort()
+    need = released_ancestry(nodes, values, roots)
     for k in need:
         rec = nodes[k]
         v, s = _FORWARD[rec[N_OP]](attrs[k], *[values[j] for j in rec[N_INPUTS]])

@@ -32,6 +32,28 @@ from ..node import N_ATTRS, N_INPUTS, N_OP, N_RG, N_SAVED, N_SHAPE, NodeId, Op, 
 _LEAF = int(Op.LEAF)
 
 
+def released_ancestry(nodes, values, roots) -> list:
+    """Indices of the released nodes (value None) needed to rebuild
+    ``roots``: they and their released ancestors, ascending. A released
+    leaf cannot be rebuilt: `CheckpointError`."""
+    need, seen, stack = [], set(), list(roots)
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        if values[k] is not None:
+            continue
+        if nodes[k][N_OP] == _LEAF:
+            raise CheckpointError(
+                f"cannot recompute node {k}: it is a leaf whose value was released",
+                node=k)
+        need.append(k)
+        stack.extend(nodes[k][N_INPUTS])
+    need.sort()
+    return need
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointSegment:
     """Node indices ``start_node .. end_node`` (end inclusive): one segment of a
@@ -107,25 +129,7 @@ class CheckpointMixin:
     # ------------------------------------------------------------ recompute
     def _released_ancestry(self, roots) -> list:
         """Indices of released nodes needed to rebuild ``roots``, ascending."""
-        need = []
-        seen = set()
-        stack = list(roots)
-        values, nodes = self._values, self._nodes
-        while stack:
-            k = stack.pop()
-            if k in seen:
-                continue
-            seen.add(k)
-            if values[k] is not None:
-                continue
-            if nodes[k][N_OP] == _LEAF:
-                raise CheckpointError(
-                    f"cannot recompute node {k}: it is a leaf whose value was released",
-                    node=k)
-            need.append(k)
-            stack.extend(nodes[k][N_INPUTS])
-        need.sort()
-        return need
+        return released_ancestry(self._nodes, self._values, roots)
 
     def _materialize(self, roots) -> list:
         """Recompute released ``roots`` and their released ancestors in place
