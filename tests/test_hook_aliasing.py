@@ -210,3 +210,63 @@ def test_parameter_grad_and_stored_grad_never_leak_through_post_hooks(workers):
     np.testing.assert_array_equal(vg2, vg * 0.5)
     np.testing.assert_array_equal(pg2, pg)
     np.testing.assert_array_equal(wg2, wg)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_parameters_handed_one_array_by_add_get_grads_of_their_own(workers, create_graph):
+    """``w1 + w2`` hands one gradient array to both parameters: each ``.grad``
+    is its own memory, so clipping one in place leaves the other alone."""
+    rng = np.random.default_rng(5)
+    p1 = yscv.nn.Parameter(rng.standard_normal((3, 4)), np.float64)
+    p2 = yscv.nn.Parameter(rng.standard_normal((3, 4)), np.float64)
+    g = yscv.Graph(np.float64)
+    w1, w2 = g.param(p1), g.param(p2)
+    s = w1 + w2
+    loss = g.sum(g.tanh(s)) + g.sum(s * s)
+    if create_graph:
+        g.backward(loss, create_graph=True)
+    else:
+        g.backward(loss, workers=workers)
+    assert not np.shares_memory(p1.grad, p2.grad)
+    assert not np.shares_memory(p1.grad, g.grad(w2))
+    ref = p2.grad.copy()
+    np.testing.assert_array_equal(p1.grad, ref)
+    yscv.nn.utils.clip_grad_norm_([p1], 1e-3)
+    np.testing.assert_array_equal(p2.grad, ref)
+    np.testing.assert_array_equal(g.grad(w2), ref)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_parameters_own_gradient_is_taken_without_a_copy(workers):
+    """A gradient the walk made for one parameter alone becomes its ``.grad``
+    as it is (no copy: the first gradient of a big model costs no extra
+    pass over its memory); it is also the graph's stored gradient of the
+    parameter's leaf, as PyTorch's ``w.grad`` is the one gradient of ``w``."""
+    rng = np.random.default_rng(6)
+    lin = yscv.nn.Linear(4, 3, dtype=np.float64)
+    g = yscv.Graph(np.float64)
+    x = g.constant(rng.standard_normal((5, 4)))
+    y = lin(g, x)
+    g.backward(g.sum(g.tanh(y)) + g.sum(y * y), workers=workers)
+    w = g.param(lin.weight)
+    assert lin.weight.grad is g.grad(w)
+    assert lin.weight.grad.flags.writeable and lin.weight.grad.flags.owndata
+    assert not np.shares_memory(lin.weight.grad, lin.bias.grad)
+
+
+def test_a_retained_nodes_gradient_passed_to_a_parameter_is_copied():
+    """``s = w + v`` with ``s`` retained: ``add`` passes s's gradient array on
+    to ``w`` and ``v`` unchanged; ``w``'s ``.grad`` must not be it."""
+    rng = np.random.default_rng(7)
+    p = yscv.nn.Parameter(rng.standard_normal((3, 4)), np.float64)
+    g = yscv.Graph(np.float64)
+    w = g.param(p)
+    v = g.variable(rng.standard_normal((3, 4)))
+    s = w + v
+    g.retain_grad(s)
+    g.backward(g.sum(g.tanh(s)))
+    ref = g.grad(s).copy()
+    p.grad *= 0.0
+    np.testing.assert_array_equal(g.grad(s), ref)
+    np.testing.assert_array_equal(g.grad(v), ref)

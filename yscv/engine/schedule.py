@@ -21,8 +21,10 @@ call it:
   ``Graph.sum_to`` node, whose forward is that same function, so both walks
   sum a broadcast gradient to the same bits);
 * accumulation into leaves, retained nodes and parameters:
-  `accumulate_stored`, `accumulate_leaf`, `add_param_grad`, and
-  `accumulate_node` (recorded: also the gradient node, `Graph.grad_node`).
+  `accumulate_stored`, `accumulate_leaf`, `add_param_grad`, `settle_taken`
+  (a parameter's first gradient taken without a copy when it is the walk's
+  own), and `accumulate_node` (recorded: also the gradient node,
+  `Graph.grad_node`).
 """
 from __future__ import annotations
 
@@ -348,7 +350,13 @@ def accumulate_leaf(graph, i: int, gi) -> None:
     accumulate_stored(graph, i, gi.copy() if post and i not in graph._grads else gi)
     p = graph._param_of.get(i) if graph._param_of else None
     if p is not None:
-        add_param_grad(p, gi)
+        taken = graph._taken
+        if (taken is not None and not post and p.grad is None and gi.base is None
+                and gi.flags.writeable and getattr(p, "grad_slot", None) is None):
+            p.grad = gi           # no copy: `settle_taken` proves it private after the walk
+            taken.append((i, p, gi))
+        else:
+            add_param_grad(p, gi)
     if post:
         nid = graph._node_id(i)
         for fn in list(post):
@@ -378,6 +386,34 @@ def add_param_grad(p, gi: np.ndarray) -> None:
         np.add(cur, gi, out=cur)     # same bits as cur + gi
     else:
         p.grad = gi.copy() if cur is None else cur + gi
+
+
+def settle_taken(graph) -> None:
+    """After a first-order walk: each ``Parameter.grad`` that
+    `accumulate_leaf` set to the walk's own array (no copy) keeps it only if
+    nothing else holds that memory but the leaf's stored gradient; any other
+    holder (another leaf's or a retained node's stored gradient, or another
+    parameter: ``x + y`` hands one array to both) gets it copied, as the
+    copy made before. So ``clip_grad_norm_`` and friends, which write
+    ``.grad`` in place, never reach a second gradient through it. The
+    first gradient of a big model's parameters is then not copied at all
+    (PyTorch's AccumulateGrad takes the tensor when it holds the only
+    reference, likewise)."""
+    taken, graph._taken = graph._taken, None
+    if not taken:
+        return
+    count: dict = {}
+    for a in graph._grads.values():
+        if type(a) is _ndarray:
+            o = a if a.base is None else a.base
+            count[id(o)] = count.get(id(o), 0) + 1
+    for _i, _p, a in taken:
+        count[id(a)] = count.get(id(a), 0) + 1
+    stored = graph._grads
+    for i, p, a in taken:
+        mine = 1 + (stored.get(i) is a)
+        if count[id(a)] > mine and p.grad is a:
+            p.grad = a.copy()
 
 
 def accumulate_node(graph, i: int, gi: NodeId, leaf: bool = True) -> None:

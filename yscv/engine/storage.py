@@ -107,6 +107,7 @@ class _GraphCore:
         self._params: dict = {}         # id(Parameter) -> (index, uid, Parameter)
         self._buffers: dict = {}        # id(array) -> (index, uid, array) (g.buffer)
         self._param_of: dict = {}       # leaf index -> Parameter
+        self._taken = None              # a walk's uncopied Parameter.grads (schedule.settle_taken)
         self._end_hooks: list = []      # fn(graph) after each successful backward
 
     # ------------------------------------------------- record column views
