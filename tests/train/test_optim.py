@@ -258,6 +258,44 @@ def test_update_is_in_place():
     assert not np.array_equal(data, np.ones((4, 4)))
 
 
+@pytest.mark.parametrize("name,kw", [
+    ("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=1e-2)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.3)),
+    ("Adam", dict(lr=0.01, weight_decay=1e-2)), ("AdamW", dict(lr=0.01, maximize=True))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_big_parameters_update_over_the_cores_with_the_one_thread_bits(name, kw, dtype):
+    """A parameter of several `UPDATE_GRAIN` chunks is updated over the cores
+    (yscv/compute/updates.py): the same bits as one thread, over 3 steps."""
+    import yscv
+    from yscv.compute.updates import UPDATE_GRAIN
+    rng = np.random.default_rng(9)
+    n = 3 * UPDATE_GRAIN + 17
+    init = rng.standard_normal(n).astype(dtype)
+    grads = [rng.standard_normal(n).astype(dtype) for _ in range(3)]
+
+    def run(threads):
+        before = yscv.get_num_threads()
+        yscv.set_num_threads(threads, blas=False)
+        try:
+            p = Parameter(init.copy(), dtype)
+            opt = getattr(optim, name)([p], **kw)
+            for gr in grads:
+                p.grad = gr.copy()
+                opt.step()
+            return p.data
+        finally:
+            yscv.set_num_threads(before, blas=False)
+
+    one, two = run(1), run(2)
+    assert one.dtype == dtype
+    np.testing.assert_array_equal(one, two)
+    ref = ref_sgd if name == "SGD" else None
+    if ref is not None:
+        np.testing.assert_allclose(one, ref([init], [[gr] for gr in grads], **kw)[0],
+                                   rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
 @pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
                                      ("Adam", dict(lr=0.01, amsgrad=True)),
                                      ("AdamW", dict(lr=0.01)),

@@ -16,15 +16,14 @@ import math
 
 from ..kernels._jit import jit
 from .simd import fma
+from .sync import region_chunks
 
 
-@jit
-def sgd_update(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize, first):
-    """p -= lr * d, d = grad (+ ``wd*p``) through the momentum buffer.
-
-    ``buf`` is ignored when ``momentum == 0``; ``first`` means the buffer is
-    new and is set to d (PyTorch clones the first gradient).
-    """
+@jit(inline="always")
+def _sgd_loop(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize, first):
+    """`sgd_update`'s loop, from index 0 (a loop from an unknown start keeps
+    NumPy's negative-index test on every access and does not vectorise:
+    the region kernel passes slices)."""
     use_m = momentum != 0
     for i in range(p.size):
         d = -g[i] if maximize else g[i]
@@ -44,6 +43,29 @@ def sgd_update(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maxim
         p[i] = pi - lr * d
 
 
+@jit
+def sgd_update(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize, first):
+    """p -= lr * d, d = grad (+ ``wd*p``) through the momentum buffer.
+
+    ``buf`` is ignored when ``momentum == 0``; ``first`` means the buffer is
+    new and is set to d (PyTorch clones the first gradient).
+    """
+    _sgd_loop(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize, first)
+
+
+@jit
+def sgd_update_region(p, g, buf, lr, wd, momentum, one_minus_dampening, nesterov, maximize,
+                      first, bounds, st):
+    """`sgd_update` on the chunks ``[bounds[k], bounds[k + 1])`` it claims
+    from ``st`` (yscv/compute/regions.py): element by element, so the same
+    bits on any number of threads."""
+    use_m = momentum != 0
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        lo, hi = bounds[k], bounds[k + 1]
+        _sgd_loop(p[lo:hi], g[lo:hi], buf[lo:hi] if use_m else buf, lr, wd, momentum,
+                  one_minus_dampening, nesterov, maximize, first)
+
+
 @jit(inline="always")
 def _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2, wd, decay, maximize):
     """Element i's shared Adam step: stores the new m[i], v[i]; returns
@@ -60,6 +82,16 @@ def _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2, wd, de
     return pi, mi, vi
 
 
+@jit(inline="always")
+def _adam_loop(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
+               bias_correction2_sqrt, eps, wd, decay, maximize):
+    """`adam_update`'s loop (from index 0, as `_sgd_loop`)."""
+    for i in range(p.size):
+        pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
+                                   wd, decay, maximize)
+        p[i] = pi - step_size * mi / (math.sqrt(vi) / bias_correction2_sqrt + eps)
+
+
 @jit
 def adam_update(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
                 bias_correction2_sqrt, eps, wd, decay, maximize):
@@ -73,10 +105,18 @@ def adam_update(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
     kernel compiled both for every Adam user (~0.09 s of first-call compile
     time for the amsgrad loop nobody ran; docs/engine.md, "Cold start").
     """
-    for i in range(p.size):
-        pi, mi, vi = _adam_moments(p, g, m, v, i, one_minus_beta1, beta2, one_minus_beta2,
-                                   wd, decay, maximize)
-        p[i] = pi - step_size * mi / (math.sqrt(vi) / bias_correction2_sqrt + eps)
+    _adam_loop(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
+               bias_correction2_sqrt, eps, wd, decay, maximize)
+
+
+@jit
+def adam_update_region(p, g, m, v, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                       bias_correction2_sqrt, eps, wd, decay, maximize, bounds, st):
+    """`adam_update` on the chunks of ``bounds`` it claims from ``st``."""
+    for k in region_chunks(st, bounds.shape[0] - 1):
+        lo, hi = bounds[k], bounds[k + 1]
+        _adam_loop(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], one_minus_beta1, beta2,
+                   one_minus_beta2, step_size, bias_correction2_sqrt, eps, wd, decay, maximize)
 
 
 @jit

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numbers
 
+from ..compute.updates import run_update
 from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 
 __all__ = ["Adam", "AdamW"]
@@ -67,7 +68,8 @@ class Adam(Optimizer):
             vmax = flat(self._zeros_state(state, "max_exp_avg_sq", data))
             K.adam_update_amsgrad(flat(data), flat(grad), flat(m), flat(v), vmax, *scalars)
         else:
-            K.adam_update(flat(data), flat(grad), flat(m), flat(v), *scalars)
+            run_update(K.adam_update, K.adam_update_region, data.size, flat(data), flat(grad),
+                       flat(m), flat(v), *scalars)
 
 
 class AdamW(Adam):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compute.updates import run_update
 from .optimizer import Optimizer, _check_flag, _check_nonneg, flat
 
 __all__ = ["SGD"]
@@ -56,6 +57,7 @@ class SGD(Optimizer):
             buf = flat(buf)
         else:
             buf, first = _empty(data.dtype), False
-        K.sgd_update(flat(data), flat(grad), buf, dt(group["lr"]), dt(group["weight_decay"]),
-                     dt(momentum), dt(1 - group["dampening"]), bool(group["nesterov"]),
-                     bool(group["maximize"]), first)
+        run_update(K.sgd_update, K.sgd_update_region, data.size, flat(data), flat(grad), buf,
+                   dt(group["lr"]), dt(group["weight_decay"]), dt(momentum),
+                   dt(1 - group["dampening"]), bool(group["nesterov"]), bool(group["maximize"]),
+                   first)
