@@ -63,6 +63,26 @@ def _run(shape, dtype, x, w, b):
     return out, cot
 
 
+def test_small_map_bias_gradient_is_the_sum_of_g_without_partials():
+    """On a small map the direct dW pass splits dW's rows (no partials) and
+    leaves the bias gradient to `conv.bias_grad` (an imported conv with a
+    folded batch norm has a bias: it took the partials path, 4x slower)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((8, 1, 2, 2, 256)).astype(np.float32)
+    w = rng.standard_normal((1, 3, 3, 256, 256)).astype(np.float32)
+    g = rng.standard_normal((8, 1, 2, 2, 256)).astype(np.float32)
+    dw, db = D.weight_grad(x, g, w.shape, (1, 1, 1), (0, 1, 1), (1, 1, 1), True)
+    assert db is None
+    dw0, _ = D.weight_grad(x, g, w.shape, (1, 1, 1), (0, 1, 1), (1, 1, 1), False)
+    np.testing.assert_array_equal(dw, dw0)
+    _, dw1, db1 = C.conv_backward(g, w, (1, 1, 1), (0, 1, 1), (1, 1, 1), 1, x=x,
+                                  need_x=False, need_w=True, need_b=True)
+    np.testing.assert_array_equal(dw1, dw0)
+    np.testing.assert_array_equal(db1, C.bias_grad(g))
+    np.testing.assert_allclose(db1, g.astype(np.float64).sum(axis=(0, 1, 2, 3)), rtol=1e-5,
+                               atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_small_map_conv_matches_float64_reference(shape, dtype):
@@ -95,7 +115,7 @@ def test_small_maps_take_the_new_paths():
     assert D._weight_plan((8, 1, 4, 4, 512), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 2, 2),
                           512, f32, False)[4] == 1
     assert D._weight_plan((8, 1, 4, 4, 512), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 2, 2),
-                          512, f32, True)[4] == 0          # a bias gradient: the partials
+                          512, f32, True)[4] == 1          # with a bias gradient too
     assert D._weight_plan((8, 1, 18, 18, 64), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 16, 16),
                           64, f32, False)[4] == 0
     assert D._weight_plan((2, 1, 16, 16, 256), (1, 3, 3), (1, 1, 1), (1, 1, 1), (1, 14, 14),

@@ -281,7 +281,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
         if need_w and direct.usable(g.dtype, cout, groups):
             dw, db = direct.weight_grad(x, g, w.shape, stride, padding, dilation, need_b,
                                         xp=padded)
-            need_w = need_b = False
+            need_w = False
+            need_b = need_b and db is None   # a small map's db: bias_grad below
         if (need_x and direct.usable(g.dtype, cin, groups) and not _gemm_data_grad(g, w)
                 and direct.data_grad_usable(stride, padding, dilation, w.shape[:3])):
             if winograd.data_grad_usable(g.dtype, g.shape, w.shape, stride, padding, dilation,

@@ -237,19 +237,20 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
 def _weight_plan(xp_shape, kernel, stride, dilation, out_sp, cout, dtype, need_b):
     """(ro, so, chunks, bounds, by_rows) of `weight_grad` for this geometry.
 
-    ``by_rows`` 1 (a small map, no bias gradient: the cotangent, ``m x
-    cout``, at most `SMALL_MAP_BYTES`, and no more positions ``m`` than dW
-    has rows): dW's rows (taps x channels) split over the cores, each
-    element one sum over every position (no partials to add: on a small
-    map the chunks' partials of a large weight cost more than the
-    products). Else 0: positions split into ``chunks`` partials."""
+    ``by_rows`` 1 (a small map: the cotangent, ``m x cout``, at most
+    `SMALL_MAP_BYTES`, and no more positions ``m`` than dW has rows): dW's
+    rows (taps x channels) split over the cores, each element one sum over
+    every position (no partials to add: on a small map the chunks' partials
+    of a large weight cost more than the products; the bias gradient, if
+    wanted, is left to the caller). Else 0: positions split into
+    ``chunks`` partials, the bias gradient taken in the same pass."""
     cin = xp_shape[4]
     block = _row_block(cout, dtype.itemsize)
     so, ro = _tables(xp_shape, kernel, stride, dilation, out_sp, cin, block)
     k = kernel[0] * kernel[1] * kernel[2] * cin
     m = xp_shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     so = so[:m]
-    if not need_b and m * cout * dtype.itemsize <= SMALL_MAP_BYTES and k >= m:
+    if m * cout * dtype.itemsize <= SMALL_MAP_BYTES and k >= m:
         bounds = _row_chunks(ro.shape[0], m * k * cout, block)
         return ro, so, len(bounds) - 1, bounds, 1
     nch = par.num_chunks(m, m * k * cout, GRAIN)
@@ -261,8 +262,11 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
     """(dW [KD, KH, KW, Cin, Cout], db [Cout] or None) of `forward`
     for the cotangent ``g``; with ``need_b`` the bias gradient (the sum of
     ``g`` over positions) is taken in the same pass, per chunk, added in
-    chunk order like dW. ``xp``: x as the forward padded it (its
-    ``return_padded``), used when its shape is the one this pass needs."""
+    chunk order like dW, except on a small map (`_weight_plan`'s
+    ``by_rows``), where db is None and the caller sums ``g`` itself (a pass
+    over a small ``g`` costs less than the partials of a large dW). ``xp``:
+    x as the forward padded it (its ``return_padded``), used when its shape
+    is the one this pass needs."""
     kernel = tuple(wshape[:3])
     cin, cout = wshape[3], wshape[4]
     out_sp = tuple(g.shape[1:4])
