@@ -270,3 +270,21 @@ def test_a_retained_nodes_gradient_passed_to_a_parameter_is_copied():
     p.grad *= 0.0
     np.testing.assert_array_equal(g.grad(s), ref)
     np.testing.assert_array_equal(g.grad(v), ref)
+
+
+def test_a_backward_inside_a_hook_leaves_the_outer_walks_parameters_checked():
+    """A hook that runs a second backward on the same graph: the parameters
+    ``w1 + w2`` reached in the outer walk still get arrays of their own."""
+    rng = np.random.default_rng(8)
+    p1 = yscv.nn.Parameter(rng.standard_normal((3, 4)), np.float64)
+    p2 = yscv.nn.Parameter(rng.standard_normal((3, 4)), np.float64)
+    p3 = yscv.nn.Parameter(rng.standard_normal((3, 4)), np.float64)
+    g = yscv.Graph(np.float64)
+    w1, w2, w3 = g.param(p1), g.param(p2), g.param(p3)
+    side = g.sum(w3 * w3)
+    s = w1 + w2
+    h = g.tanh(s)
+    g.register_hook(h, lambda gr: g.backward(side) or None)
+    g.backward(g.sum(h * h))
+    assert not np.shares_memory(p1.grad, p2.grad)
+    np.testing.assert_array_equal(p3.grad, 2 * p3.data)

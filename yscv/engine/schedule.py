@@ -388,7 +388,18 @@ def add_param_grad(p, gi: np.ndarray) -> None:
         p.grad = gi.copy() if cur is None else cur + gi
 
 
-def settle_taken(graph) -> None:
+def begin_taking(graph) -> bool:
+    """Start a first-order walk's list of uncopied ``Parameter.grad``s
+    (`settle_taken`); returns whether a walk of this graph is already
+    running (a hook's backward inside a walk): the inner walk adds to the
+    outer walk's list, which the outer walk settles when it ends."""
+    if graph._taken is not None:
+        return True
+    graph._taken = [] if graph._param_of else None
+    return False
+
+
+def settle_taken(graph, nested: bool = False) -> None:
     """After a first-order walk: each ``Parameter.grad`` that
     `accumulate_leaf` set to the walk's own array (no copy) keeps it only if
     nothing else holds that memory but the leaf's stored gradient; any other
@@ -399,6 +410,8 @@ def settle_taken(graph) -> None:
     first gradient of a big model's parameters is then not copied at all
     (PyTorch's AccumulateGrad takes the tensor when it holds the only
     reference, likewise)."""
+    if nested:
+        return
     taken, graph._taken = graph._taken, None
     if not taken:
         return

@@ -116,11 +116,11 @@ class WalkMixin:
             with _walk_recorded.dropped_on_error(self), np.errstate(divide="ignore", invalid="ignore",
                                                                    over="ignore"):
                 seed = _schedule.seed_node(self, t, grad, "backward")
-                self._taken = [] if self._param_of else None
+                outer = _schedule.begin_taking(self)
                 try:
                     _walk_recorded.recorded_walk(self, t, seed)
                 finally:
-                    _schedule.settle_taken(self)
+                    _schedule.settle_taken(self, outer)
             if self._end_hooks:
                 for fn in list(self._end_hooks):
                     fn(self)
@@ -130,7 +130,7 @@ class WalkMixin:
             workers = _walk_parallel.choose_workers(self, t)
         # inf + -inf = nan where two paths' gradients meet (after a log at 0,
         # say) comes without NumPy's RuntimeWarning, as in PyTorch
-        self._taken = [] if self._param_of else None
+        outer = _schedule.begin_taking(self)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             try:
                 if workers > 1 and self._nodes[t][1]:  # N_INPUTS
@@ -139,7 +139,7 @@ class WalkMixin:
                 else:
                     self._walk(t, seed, retain_graph, borrowed)
             finally:
-                _schedule.settle_taken(self)
+                _schedule.settle_taken(self, outer)
         if self._end_hooks:
             for fn in list(self._end_hooks):
                 fn(self)
