@@ -99,6 +99,7 @@ def rule_ceiling(rounds: int = 5, calls: int = 300) -> list:
     """[(op name, serial us per call, two-thread us per call, speed-up)] for
     the towers graph's backward rules (see the module docstring)."""
     from yscv import registry
+    from yscv.engine.namespace import ARRAY
     from yscv.node import Op
 
     yscv.set_num_threads(1)
@@ -115,7 +116,7 @@ def rule_ceiling(rounds: int = 5, calls: int = 300) -> list:
         def run(i, n, rule=rule, gis=gis):
             ins = tuple(g._values[j] for j in g._inputs[i])
             for _ in range(n):
-                rule(gis[i], ins, g._values[i], g._attrs[i], g._saved[i], g._needs[i])
+                rule(ARRAY, gis[i], ins, g._values[i], g._attrs[i], g._saved[i], g._needs[i])
 
         run(pair[0], 20)
         run(pair[1], 20)
