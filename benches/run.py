@@ -258,16 +258,16 @@ def check_write_docs(args, ap) -> pathlib.Path:
         ap.error("--write-docs needs --separate: the docs tables' ratio is each side alone")
     if args.no_torch or args.threads:
         ap.error("--write-docs compares with PyTorch: not with --no-torch or --threads")
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-        if os.environ.get(var):
-            ap.error(f"--write-docs: {var}={os.environ[var]} forces OpenBLAS kernels a user does "
-                     f"not get; run under env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE")
     if not path.is_file():
         ap.error(f"--write-docs: no page {path}")
     try:
         find_blocks(path.read_text(encoding="utf-8").split("\n"), path.name)
     except ValueError as exc:
         ap.error(str(exc))
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if os.environ.get(var):
+            ap.error(f"--write-docs: {var}={os.environ[var]} forces OpenBLAS kernels a user does "
+                     f"not get; run under env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE")
     return path
 
 

@@ -413,6 +413,13 @@ KNOWN = {
         "refused at load on purpose: graph output 'seq' is not a tensor (sequences, maps and optionals are not supported)",
     'test_split_to_sequence_nokeepdims':
         "refused at load on purpose: graph output 'seq' is not a tensor (sequences, maps and optionals are not supported)",
+    'test_squeezenet':
+        "expected output cannot be reproduced on every BLAS: a softmax over 1000 logits of ~9.5e9 "
+        "(a float32 ulp is 1024 there) that the reference has bit-identical; OpenBLAS's Haswell "
+        "kernels (AVX2-only machines, OPENBLAS_CORETYPE=Haswell) sum them 1-3 ulps apart and the "
+        "softmax turns that into 0 and 0.04 (SkylakeX kernels happen to match). Kept by hand "
+        "(the regenerate script drops it on an AVX-512 BLAS): its logits are checked against "
+        "onnxruntime in test_onnx_backend.py::test_light_squeezenet_logits_match_onnxruntime",
     'test_unique_bfloat16_sorted_without_axis':
         "refused at load on purpose: graph input 'X' has type BFLOAT16, which yscv cannot hold",
 }
