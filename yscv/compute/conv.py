@@ -41,6 +41,7 @@ import numpy as np
 from .. import runtime
 from ..kernels import lazy
 from . import conv_direct as direct
+from .gemm import one_thread_work
 from .columns import fill_columns
 from .conv_depthwise import depthwise_backward, depthwise_forward, depthwise_operands  # noqa: F401
 from . import conv_winograd as winograd
@@ -214,8 +215,25 @@ def conv_forward(x, w, stride, padding, dilation, groups, out_sp=None, bias=None
     if not pointwise and direct.usable(x.dtype, cout, groups):
         return direct.forward(x, w, stride, padding, dilation, bias=bias, out_sp=out_sp,
                               return_padded=return_padded)
-    y = add_bias(_im2col_forward(x, w, stride, padding, dilation, groups, out_sp), bias)
+    one = one_thread_work(_product_work(x.shape[0], out_sp, w.shape, groups))
+    if one:
+        runtime.hold_one_blas_thread(True)
+    try:
+        y = _im2col_forward(x, w, stride, padding, dilation, groups, out_sp)
+    finally:
+        if one:
+            runtime.hold_one_blas_thread(False)
+    y = add_bias(y, bias)
     return (y, None) if return_padded else y
+
+
+def _product_work(n: int, out_sp, w_shape, groups: int) -> int:
+    """Multiply-adds of one im2col product of a convolution (one group, all
+    rows): ``rows x (KD*KH*KW*Cg) x (Cout/groups)``, for the thread rule
+    of `gemm.one_thread_work` (a small product on OpenBLAS's two threads
+    leaves its worker spinning where the next region kernel runs)."""
+    kd, kh, kw, cg, cout = w_shape
+    return n * out_sp[0] * out_sp[1] * out_sp[2] * kd * kh * kw * cg * (cout // groups)
 
 
 def _im2col_forward(x, w, stride, padding, dilation, groups, out_sp):
@@ -292,7 +310,8 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
                 dx = direct.data_grad(g, w, x_shape, padding, dilation)
             need_x = False
     if need_x or need_w:
-        one = need_x and _gemm_data_grad(g, w)
+        one = ((need_x and _gemm_data_grad(g, w))
+               or one_thread_work(_product_work(g.shape[0], g.shape[1:4], w.shape, groups)))
         if one:
             runtime.hold_one_blas_thread(True)
         try:

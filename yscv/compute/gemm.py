@@ -104,6 +104,14 @@ def _tiles_tn_add(x: np.ndarray, gm: np.ndarray, out: np.ndarray) -> None:
     par.run_region(lambda st: KG.matmul_tn_region(xr, gm, out, bounds, st), len(bounds) - 1)
 
 
+def one_thread_work(work: int) -> bool:
+    """Whether a product of ``work`` multiply-adds runs on one OpenBLAS
+    thread: from `BLAS_THREADED` (below it OpenBLAS uses one anyway) up to
+    `SMALL_WORK`. `dot` and the convolutions' im2col products
+    (yscv/compute/conv.py) share the rule."""
+    return BLAS_THREADED <= work < SMALL_WORK
+
+
 def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.dot(a, b)`` on one OpenBLAS thread (see `SMALL_WORK`)."""
     runtime.hold_one_blas_thread(True)
@@ -159,6 +167,6 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     elif (policy != "blas" and work >= BLAS_THREADED and a.dtype == b.dtype
           and a.dtype in _MEASURED):
         return gemm_choice.choose(a, b, work < SMALL_WORK)(a, b)
-    if BLAS_THREADED <= work < SMALL_WORK:
+    if one_thread_work(work):
         return _small_dot(a, b)
     return np.dot(a, b)

@@ -244,9 +244,27 @@ def run_region(call, chunks: int) -> None:
         call(new_state())             # the pool runs another thread's region
         return
     try:
+        if runtime.blas_workers_running() and _only_own_threads(pool):
+            runtime.stop_blas_workers()   # spinning, they would take the helpers' cores
         pool.run(call)
     finally:
         pool.lock.release()
+
+
+def _only_own_threads(pool) -> bool:
+    """Whether every thread of the process besides the caller is one of
+    yscv's (the pool's helpers; a parallel backward's threads, which run no
+    region and no product while a region with helpers runs): then no other
+    thread can be inside an OpenBLAS call, and `runtime.stop_blas_workers`
+    is safe. A program with threads of its own keeps OpenBLAS's workers."""
+    if threading.active_count() == 1 + len(pool.threads):
+        return True
+    me = threading.current_thread()
+    return all(t is me or t.name.startswith(_OWN_THREADS) for t in threading.enumerate())
+
+
+#: the names of yscv's own threads (this module's helpers, walk_parallel's)
+_OWN_THREADS = ("yscv-helper-", "yscv-backward")
 
 
 def combine(parts):

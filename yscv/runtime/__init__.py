@@ -55,7 +55,8 @@ from __future__ import annotations
 
 # the settings' API, and the names the rest of yscv asks for (one import
 # each: ``runtime.get_num_threads()``)
-from .blas import blas_info, blas_threads, blas_threads_set_by_user, set_blas_threads  # noqa: F401
+from .blas import (blas_info, blas_threads, blas_threads_set_by_user, blas_workers_running,  # noqa: F401
+                   set_blas_threads, stop_blas_workers)
 from .cpu import cpu_info, machine_family, machine_line  # noqa: F401
 from .environment import _ENV, env, kernel_cache_dir, physical_memory, usable_cores  # noqa: F401
 from .fpu import (apply_flush_denormal, flush_denormal, fp_generation, mxcsr,  # noqa: F401
