@@ -5,6 +5,7 @@ products keep their bits; convolutions' small im2col products run on one
 OpenBLAS thread, as `gemm.dot`'s do."""
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -44,6 +45,9 @@ def test_stopped_workers_restart_at_the_next_threaded_product(two_blas_threads):
     before = _threads()
     assert runtime.stop_blas_workers() is True
     assert not runtime.blas_workers_running()
+    end = time.monotonic() + 2.0                    # joined; /proc may list it a moment longer
+    while _threads() > before - 1 and time.monotonic() < end:
+        time.sleep(0.01)
     assert _threads() == before - 1                 # the worker is gone
     assert runtime.stop_blas_workers() is False     # nothing left to stop
     np.testing.assert_array_equal(a @ b, first)     # restarted: the same bits
@@ -67,14 +71,15 @@ def test_thread_count_changes_do_not_start_stopped_workers(two_blas_threads):
     assert runtime.blas_workers_running()
 
 
-def _region():
-    """A region of 4 chunks on the caller and a helper (a no-op kernel)."""
+def _region(work=regions.STOP_BLAS_WORK):
+    """A region of 4 chunks on the caller and a helper (a no-op kernel)
+    said to do ``work`` multiply-adds."""
     S = regions.S
 
     def call(st):
         st[S.IN_KERNEL] = st[S.SIG]                 # as a region kernel's first step
 
-    regions.run_region(call, 4)
+    regions.run_region(call, 4, work)
 
 
 def test_a_region_stops_spinning_workers_when_alone(monkeypatch, two_blas_threads):
@@ -82,8 +87,26 @@ def test_a_region_stops_spinning_workers_when_alone(monkeypatch, two_blas_thread
     a, b = _operands()
     a @ b
     assert runtime.blas_workers_running()
+    _region(regions.STOP_BLAS_WORK - 1)             # short: stopping would cost more
+    _region(0)
+    assert runtime.blas_workers_running()
     _region()
     assert not runtime.blas_workers_running()
+
+
+def test_a_convolution_region_stops_spinning_workers(monkeypatch, two_blas_threads):
+    """The direct convolution passes its multiply-adds: a 3x3 64->64
+    convolution of 8x16x16 (75M) stops the workers, one of 1x8x8 (2.4M)
+    does not."""
+    monkeypatch.setattr(runtime, "kernel_threads", lambda: 2)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((1, 3, 3, 64, 64)).astype(np.float32)
+    a, b = _operands()
+    for n, side, stops in ((1, 8, False), (8, 16, True)):
+        x = rng.standard_normal((n, 1, side, side, 64)).astype(np.float32)
+        a @ b
+        conv.conv_forward(x, w, (1, 1, 1), (0, 1, 1), (1, 1, 1), 1)
+        assert runtime.blas_workers_running() is not stops
 
 
 def test_a_region_keeps_the_workers_of_a_program_with_threads(monkeypatch, two_blas_threads):

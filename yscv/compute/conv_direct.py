@@ -221,12 +221,13 @@ def forward(x, w, stride, padding, dilation, bias=None, out_sp=None, return_padd
     init = w2 if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     xf = readonly(xp.reshape(-1))
     mode = 0 if bias is None else 1
+    work = m * w2.size
     if split == 2:
         par.run_region(lambda st: _K.direct_columns(xf, ro, so, w2, y, init, mode, bounds, st),
-                       len(bounds) - 1)
+                       len(bounds) - 1, work)
     else:
         par.run_region(lambda st: _K.direct_region(xf, ro, so, w2, y, init, mode, bsum, bounds, 1,
-                                                   st), len(bounds) - 1)
+                                                   st), len(bounds) - 1, work)
     y = y[:m * cout].reshape(n, *out_sp, cout)
     if return_padded:
         return y, (None if xp is x else xp)
@@ -282,12 +283,12 @@ def weight_grad(x, g, wshape, stride, padding, dilation, need_b=False, xp=None):
         dw = np.empty(kp * cout, dtype=x.dtype)
         bsum = np.empty((0, 3, cout), dtype=x.dtype)
         par.run_region(lambda st: _K.direct_region(xf, ro, so, g2, dw, g2, 0, bsum, bounds, 1,
-                                                   st), nch)
+                                                   st), nch, g.size * k)
         return dw.reshape(kp, cout)[:k].reshape(wshape), None
     parts = np.empty(nch * kp * cout, dtype=x.dtype)
     bsum = np.empty((nch if need_b else 0, 3, cout), dtype=x.dtype)
     par.run_region(lambda st: _K.direct_region(xf, ro, so, g2, parts, g2, 0, bsum, bounds, 0, st),
-                   nch)
+                   nch, g.size * k)
     dw = par.combine(list(parts.reshape(nch, kp, cout)))
     db = par.combine([b[0] for b in bsum]).copy() if need_b else None
     return np.ascontiguousarray(dw[:k]).reshape(wshape), db

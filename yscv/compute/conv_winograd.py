@@ -110,14 +110,15 @@ def forward(x, w, padding, bias=None, return_padded=False):
     dims = np.array([th, tw, xp.shape[2], xp.shape[3], cin, cout, oh, ow, tb], dtype=np.int64)
     tiles = n * d * th * tw
     y = np.empty((n, d, oh, ow, cout), dtype=x.dtype)
-    nch = par.num_chunks(tiles, n * d * oh * ow * 9 * cin * cout, GRAIN)
+    work = n * d * oh * ow * 9 * cin * cout      # the direct convolution's multiply-adds
+    nch = par.num_chunks(tiles, work, GRAIN)
     bounds = par.bounds(par.split(tiles, nch))
     init = u if bias is None else readonly(np.ascontiguousarray(bias, dtype=x.dtype))
     mode = 0 if bias is None else 1
     xf = readonly(xp.reshape(-1))
     yf = y.reshape(-1)
     par.run_region(lambda st: _K.winograd_region(xf, dims, u, yf, init, mode, ro, so, bounds, st),
-                   nch)
+                   nch, work)
     if return_padded:
         return y, (None if xp is x else xp)
     return y

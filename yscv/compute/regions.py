@@ -59,6 +59,10 @@ S = lazy("sync")
 
 #: at most this many chunks per call (fixed, machine-independent)
 MAX_CHUNKS = 4
+#: multiply-adds from which a region stops OpenBLAS's spinning workers
+#: first: ~0.3 ms on one core, several times what stopping a worker
+#: (~30-50 us) and starting it again at the next threaded product cost
+STOP_BLAS_WORK = 1 << 23
 #: spin rounds of an idle helper before it sleeps (about a millisecond; yscv/kernels/sync.py)
 SPIN_ROUNDS = 20_000
 #: seconds the exit hook waits for the pool's condition (another thread may
@@ -227,10 +231,14 @@ def new_state() -> np.ndarray:
     return np.zeros(S.STATE_LEN, dtype=np.int64)
 
 
-def run_region(call, chunks: int) -> None:
+def run_region(call, chunks: int, work: int = 0) -> None:
     """Run ``call(state)`` -- a region kernel over ``chunks`` chunks -- on the
     caller and, concurrently, on the pool's helpers; return when every chunk
-    is done. An exception raised by ``call`` in a helper is raised here."""
+    is done. An exception raised by ``call`` in a helper is raised here.
+
+    ``work``: the region's multiply-adds, given by the convolutions; from
+    `STOP_BLAS_WORK` on, OpenBLAS's spinning workers are stopped first
+    (`_only_own_threads`; docs/engine.md, "Two cores")."""
     helpers = workers()
     if chunks <= 1 or helpers <= 0:
         call(new_state())
@@ -244,7 +252,7 @@ def run_region(call, chunks: int) -> None:
         call(new_state())             # the pool runs another thread's region
         return
     try:
-        if runtime.blas_workers_running() and _only_own_threads(pool):
+        if work >= STOP_BLAS_WORK and runtime.blas_workers_running() and _only_own_threads(pool):
             runtime.stop_blas_workers()   # spinning, they would take the helpers' cores
         pool.run(call)
     finally:
