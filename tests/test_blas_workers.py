@@ -193,3 +193,37 @@ def test_a_resnet_block_step_keeps_its_bits(two_blas_threads):
     runtime.stop_blas_workers()
     for want, got in zip(first, step()):
         np.testing.assert_array_equal(want, got)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(32, 512, 4608), (128, 256, 2304), (7, 33, 200)])
+def test_split_dot_same_bits_on_one_thread_or_two(monkeypatch, dtype, shape):
+    """`gemm.split_dot` (column blocks of b over the region helpers, one
+    OpenBLAS thread each) gives the same bits with yscv's kernels on one
+    thread or two, into a strided output, close to NumPy's product."""
+    m, k, n = shape
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((n, k)).astype(dtype)
+    outs = []
+    for threads in (1, 2):
+        monkeypatch.setattr(runtime, "kernel_threads", lambda t=threads: t)
+        buf = np.full((m, n + 5), np.nan, dtype=dtype)
+        gemm.split_dot(a, w.T, buf[:, :n])          # a padded row stride, as im2col's columns
+        assert np.isnan(buf[:, n:]).all()
+        outs.append(buf[:, :n].copy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(outs[0], a @ w.T, rtol=tol, atol=tol * k)
+
+
+def test_split_dot_raises_a_helpers_error(monkeypatch):
+    """A block that fails (a wrong output shape) raises in the caller, and
+    OpenBLAS's thread count is restored."""
+    monkeypatch.setattr(runtime, "kernel_threads", lambda: 2)
+    before = runtime.blas_threads()
+    a = np.ones((32, 512), np.float32)
+    b = np.ones((512, 4608), np.float32)
+    with pytest.raises(ValueError):
+        gemm.split_dot(a, b, np.empty((32, 4000), np.float32))
+    assert runtime.blas_threads() == before

@@ -41,7 +41,7 @@ import numpy as np
 from .. import runtime
 from ..kernels import lazy
 from . import conv_direct as direct
-from .gemm import one_thread_work
+from .gemm import one_thread_work, split_dot
 from .columns import fill_columns
 from .conv_depthwise import depthwise_backward, depthwise_forward, depthwise_operands  # noqa: F401
 from . import conv_winograd as winograd
@@ -310,13 +310,13 @@ def conv_backward(g, w, stride, padding, dilation, groups, x=None, x_shape=None,
                 dx = direct.data_grad(g, w, x_shape, padding, dilation)
             need_x = False
     if need_x or need_w:
-        one = ((need_x and _gemm_data_grad(g, w))
-               or one_thread_work(_product_work(g.shape[0], g.shape[1:4], w.shape, groups)))
+        split = need_x and _gemm_data_grad(g, w)
+        one = split or one_thread_work(_product_work(g.shape[0], g.shape[1:4], w.shape, groups))
         if one:
             runtime.hold_one_blas_thread(True)
         try:
             dx2, dw2 = _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape,
-                                        need_x, need_w)
+                                        need_x, need_w, split)
         finally:
             if one:
                 runtime.hold_one_blas_thread(False)
@@ -341,8 +341,11 @@ def _gemm_data_grad(g, w) -> bool:
     return g.nbytes <= SMALL_MAP_GRAD_BYTES and k >= 2 * m
 
 
-def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w):
-    """`conv_backward` by (chunked) im2col + BLAS and col2im."""
+def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x, need_w,
+                     split=False):
+    """`conv_backward` by (chunked) im2col + BLAS and col2im; with ``split``
+    the data gradient's products run as `gemm.split_dot` (blocks of
+    columns over the cores, one OpenBLAS thread each)."""
     n = x_shape[0]
     cin = x_shape[4]
     kd, kh, kw, cg, cout = w.shape
@@ -363,7 +366,9 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
             cs = slice(gi * cg, (gi + 1) * cg)
             if need_w:
                 np.matmul(x.reshape(m, cin)[:, cs].T, g2[:, gs], out=dw2[:, gs])
-            if need_x:
+            if need_x and split:
+                split_dot(g2[:, gs], w2[:, gs].T, dx.reshape(m, cin)[:, cs])
+            elif need_x:
                 np.matmul(g2[:, gs], w2[:, gs].T, out=dx.reshape(m, cin)[:, cs])
         return dx, (dw2.reshape(w.shape) if need_w else None)
     geo = _geometry(w.shape, stride, padding, dilation, out_sp)
@@ -394,7 +399,10 @@ def _im2col_backward(g, w, stride, padding, dilation, groups, x, x_shape, need_x
                     else:
                         dw2[:, gs] += part
             if need_x:
-                np.matmul(g2[r0:r0 + r, gs], w2[:, gs].T, out=cols2)
+                if split:
+                    split_dot(g2[r0:r0 + r, gs], w2[:, gs].T, cols2)
+                else:
+                    np.matmul(g2[r0:r0 + r, gs], w2[:, gs].T, out=cols2)
                 _K.col2im(colsp.reshape(-1), dxf, r, ld, cg, gi * cg, r0, *xdims, *geo)
     return dx, (dw2.reshape(w.shape) if need_w else None)
 

@@ -112,6 +112,47 @@ def one_thread_work(work: int) -> bool:
     return BLAS_THREADED <= work < SMALL_WORK
 
 
+#: multiply-adds per column block of `split_dot` (~0.1 ms on one core)
+SPLIT_GRAIN = 1 << 22
+#: column blocks of `split_dot` start at multiples of this (whole vectors)
+SPLIT_ALIGN = 64
+
+
+def split_dot(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` for 2-d ``a[M, K]``, ``b[K, N]`` (any strides
+    BLAS takes), on one OpenBLAS thread per block of ``b``'s columns, the
+    blocks split over yscv's region helpers (`regions.run_chunks`).
+
+    For a product with few rows and many columns that would otherwise run on
+    one thread: the data gradient ``g @ W^T`` of a convolution on a small
+    map (yscv/compute/conv.py), whose two OpenBLAS threads would leave a
+    worker spinning where the next region kernel runs. Each block packs its
+    own columns of ``b`` (a disjoint part) and all of the small ``a``. The
+    blocks depend on the shapes only (`regions.num_chunks` of
+    `SPLIT_GRAIN`), so the bits are the same with one thread or two."""
+    M, K = a.shape
+    N = b.shape[1]
+    blocks = par.num_chunks(max(1, N // SPLIT_ALIGN), M * K * N, SPLIT_GRAIN)
+    runtime.hold_one_blas_thread(True)
+    try:
+        if blocks == 1 or par.workers() == 0:
+            for i in range(blocks):
+                _column_block(a, b, out, N, blocks, i)
+            return
+        par.run_chunks(lambda i: _column_block(a, b, out, N, blocks, i), blocks)
+    finally:
+        runtime.hold_one_blas_thread(False)
+
+
+def _column_block(a, b, out, n: int, blocks: int, i: int) -> None:
+    """Block ``i`` of `split_dot`: columns ``[c0, c1)``, ``c0`` a multiple of
+    `SPLIT_ALIGN` (the last block takes the rest)."""
+    units = n // SPLIT_ALIGN
+    c0 = SPLIT_ALIGN * (units * i // blocks)
+    c1 = n if i == blocks - 1 else SPLIT_ALIGN * (units * (i + 1) // blocks)
+    np.matmul(a, b[:, c0:c1], out=out[:, c0:c1])
+
+
 def _small_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.dot(a, b)`` on one OpenBLAS thread (see `SMALL_WORK`)."""
     runtime.hold_one_blas_thread(True)

@@ -259,6 +259,23 @@ def run_region(call, chunks: int, work: int = 0) -> None:
         pool.lock.release()
 
 
+def run_chunks(fn, chunks: int) -> None:
+    """Run ``fn(i)`` for every ``i`` in ``range(chunks)``, on the caller and,
+    concurrently, on the pool's helpers: a region whose chunks are Python
+    calls of work that releases the GIL while it computes (a NumPy product
+    on one OpenBLAS thread, yscv/compute/gemm.py's `split_dot`). Each
+    participant claims chunk indices as a region kernel does, so chunk
+    ``i`` is the same work whichever thread runs it."""
+    def call(st):
+        while True:
+            i = S.region_step(st, S.OP_CLAIM, 0, False, 0)[0]
+            if i >= chunks:
+                return
+            fn(i)
+
+    run_region(call, chunks)
+
+
 def _only_own_threads(pool) -> bool:
     """Whether every thread of the process besides the caller is one of
     yscv's (the pool's helpers; a parallel backward's threads, which run no

@@ -277,7 +277,7 @@ phase2_chunks = _chunks_intrinsic(NEXT2, False, """``phase2_chunks(st, n)``: the
 
 # ----------------------------------------------------- caller and helpers
 #: the three steps of :func:`region_step`
-OP_OPEN, OP_CLOSE, OP_WAIT = 0, 1, 2
+OP_OPEN, OP_CLOSE, OP_WAIT, OP_CLAIM = 0, 1, 2, 3
 
 
 @jit
@@ -299,7 +299,15 @@ def region_step(st, op, a, was_busy, rounds):
     kernel, and join it; a region already closed when the helper gets to it
     is seen but not joined. ``was_busy``: this helper joined the previous
     region (it is counted in ``BUSY`` until it is back here, after its kernel
-    call and the Python around it)."""
+    call and the Python around it).
+
+    :data:`OP_CLAIM` -- any participant of a region whose chunks are Python
+    calls of GIL-free work (`regions.run_chunks`): mark the caller as inside
+    (as :func:`region_enter`) and claim the next chunk; returns ``(chunk,
+    False)``."""
+    if op == OP_CLAIM:
+        atomic_store(st, IN_KERNEL, atomic_load(st, SIG))
+        return atomic_add(st, NEXT, 1), False
     if op == OP_OPEN:
         atomic_store(st, NEXT, 0)
         atomic_store(st, DONE, 0)
