@@ -527,3 +527,45 @@ def test_erf_kernel_takes_views_and_0d_and_keeps_dtype(dtype):
         z = g.value(getattr(g, name)(g.constant(np.array(0.5, dtype))))
         assert z.shape == () and z.dtype == dtype and np.isclose(z, fn(0.5), rtol=1e-6)
         assert getattr(g, name)(g.constant(np.zeros((0, 3), dtype))).shape == (0, 3)
+
+
+# ------------------------------------------------ where: a select on the bits
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(32, 8, 8, 16), (5000,), (40, 40), (7, 3)])
+def test_where_select_is_np_where_bit_for_bit(dtype, shape):
+    """compute.elementwise.where: np.where's values (NaN, signed zeros,
+    infinities) and dtype for arrays, Python numbers (weak scalars), NumPy
+    scalars of the dtype and of another dtype (which promote), either side,
+    and non-contiguous operands (np.where's own path)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(shape).astype(dtype)
+    b = rng.standard_normal(shape).astype(dtype)
+    a.flat[:3] = [np.nan, -0.0, np.inf]
+    b.flat[3:6] = [np.nan, -0.0, -np.inf]
+    c = rng.random(shape) > 0.5
+    for other in (b, 0.0, -0.0, 0.5, 3, dtype(0.25), np.float64(0.5), np.float16(1.5)):
+        for args in ((c, a, other), (c, other, a)):
+            want = np.where(*args)
+            got = elementwise_ops.where(*args)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    at, bt, ct = a[::-1], b[::-1], c[::-1]
+    np.testing.assert_array_equal(elementwise_ops.where(ct, at, bt), np.where(ct, at, bt))
+
+
+def test_where_select_takes_large_same_shape_operands_only(monkeypatch):
+    """The select runs from SELECT_MIN elements for same-shape float arrays;
+    a broadcast operand, an integer array or a small mask use np.where."""
+    calls = []
+    real = elementwise_ops._select
+    monkeypatch.setattr(elementwise_ops, "_select", lambda *a: calls.append(1) or real(*a))
+    big = np.ones(elementwise_ops.SELECT_MIN, np.float32)
+    mask = np.arange(big.size) % 3 == 0
+    elementwise_ops.where(mask, big, 0.0)
+    assert calls == [1]
+    out = elementwise_ops.where(mask[:10], big[:10], 0.0)      # small: np.where
+    assert calls == [1] and out.dtype == np.float32
+    np.testing.assert_array_equal(elementwise_ops.where(mask, big[:1], 2.0),
+                                  np.where(mask, big[:1], 2.0))   # broadcast: None -> np.where
+    ints = np.arange(big.size)
+    np.testing.assert_array_equal(elementwise_ops.where(mask, ints, 0), np.where(mask, ints, 0))

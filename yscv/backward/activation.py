@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from ..compute import elementwise as ew
 from ..compute.activation import (
     GELU_ERF,
     GELU_KINDS,
@@ -142,7 +143,7 @@ def elu_array(ns, g, inputs, out, attrs, saved, needs):
             neg = g * (np.exp(z) * c)
     else:
         neg = g * (np.exp(z) * c)
-    return (np.where(x > 0, g if attrs.scale == 1.0 else g * attrs.scale, neg),)
+    return (ew.where(x > 0, g if attrs.scale == 1.0 else g * attrs.scale, neg),)
 
 
 @register_rule(Op.ELU, array=elu_array)

@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import random as _random
 from ..compute import activation as act
+from ..compute import elementwise as ew
 from ..compute.activation import GELU_KINDS, MISH, SILU, SOFTPLUS
 from ..node import Op
 from ..registry import register_forward, register_ufunc
@@ -193,7 +194,7 @@ def elu_family(attrs, x):
         neg = np.expm1(z)
         neg *= attrs.alpha * attrs.scale
     pos = x if attrs.scale == 1.0 else x * attrs.scale
-    return np.where(x > 0, pos, neg), None
+    return ew.where(x > 0, pos, neg), None
 
 
 register_forward(Op.ELU)(elu_family)

@@ -69,7 +69,7 @@ def clamp_forward(attrs, x):
 
 @register_forward(Op.WHERE)
 def where_forward(cond, a, b):
-    return np.where(cond, a, b), None
+    return ew.where(cond, a, b), None
 
 
 # ------------------------------------------------------------ math

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np  # noqa: F401
 
+from ...compute import elementwise as ew
+
 
 class ArrayElementwise:
     """Elementwise ops on arrays, for the rules of backward/."""
@@ -33,6 +35,8 @@ class ArrayElementwise:
 
     @staticmethod
     def where(cond, a, b):
-        """``np.where``; a Python scalar operand does not promote (NumPy 2's
-        weak scalars), so the result has the array operand's dtype."""
-        return np.where(cond, a, b)
+        """``np.where`` (`yscv.compute.elementwise.where`: a select on the
+        bits for large masks); a Python scalar operand does not promote
+        (NumPy 2's weak scalars), so the result has the array operand's
+        dtype."""
+        return ew.where(cond, a, b)
