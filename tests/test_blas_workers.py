@@ -227,3 +227,22 @@ def test_split_dot_raises_a_helpers_error(monkeypatch):
     with pytest.raises(ValueError):
         gemm.split_dot(a, b, np.empty((32, 4000), np.float32))
     assert runtime.blas_threads() == before
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stacked_matmul_is_np_matmul_bit_for_bit(monkeypatch, dtype):
+    """`gemm.stacked_matmul` (batch chunks over the region helpers when each
+    element is small): np.matmul's bits, on one thread or two, for a
+    transposed stack (vmap's per-sample x^T g), a contiguous one, and the
+    cases it leaves to np.matmul (broadcast batch, large elements)."""
+    rng = np.random.default_rng(6)
+    cols = rng.standard_normal((64, 196, 72)).astype(dtype)
+    g = rng.standard_normal((64, 196, 16)).astype(dtype)
+    w = rng.standard_normal((64, 16, 72)).astype(dtype)
+    cases = [(cols.transpose(0, 2, 1), g), (g, w), (g[:1], w),
+             (rng.standard_normal((4, 128, 64)).astype(dtype),
+              rng.standard_normal((4, 64, 64)).astype(dtype))]
+    for threads in (1, 2):
+        monkeypatch.setattr(runtime, "kernel_threads", lambda t=threads: t)
+        for a, b in cases:
+            np.testing.assert_array_equal(gemm.stacked_matmul(a, b), np.matmul(a, b))

@@ -19,7 +19,7 @@ import numpy as np
 from ..kernels import lazy
 from . import regions as par
 from .arrays import readonly
-from .gemm import dot
+from .gemm import dot, stacked_matmul
 
 _KG = lazy("gemm")
 
@@ -49,6 +49,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         k = a.shape[-1]
         rows = math.prod(a.shape[:-1])
         return dot(a.reshape(rows, k), b).reshape(a.shape[:-1] + (b.shape[1],))
+    if a.ndim > 2 and b.ndim > 2:
+        return stacked_matmul(a, b)
     return np.matmul(a, b)
 
 

@@ -236,7 +236,8 @@ def run_region(call, chunks: int, work: int = 0) -> None:
     caller and, concurrently, on the pool's helpers; return when every chunk
     is done. An exception raised by ``call`` in a helper is raised here.
 
-    ``work``: the region's multiply-adds, given by the convolutions; from
+    ``work``: the region's multiply-adds, given by the convolutions and the
+    products of yscv/compute/gemm.py; from
     `STOP_BLAS_WORK` on, OpenBLAS's spinning workers are stopped first
     (`_only_own_threads`; docs/engine.md, "Two cores")."""
     helpers = workers()
@@ -259,13 +260,14 @@ def run_region(call, chunks: int, work: int = 0) -> None:
         pool.lock.release()
 
 
-def run_chunks(fn, chunks: int) -> None:
+def run_chunks(fn, chunks: int, work: int = 0) -> None:
     """Run ``fn(i)`` for every ``i`` in ``range(chunks)``, on the caller and,
     concurrently, on the pool's helpers: a region whose chunks are Python
     calls of work that releases the GIL while it computes (a NumPy product
     on one OpenBLAS thread, yscv/compute/gemm.py's `split_dot`). Each
     participant claims chunk indices as a region kernel does, so chunk
-    ``i`` is the same work whichever thread runs it."""
+    ``i`` is the same work whichever thread runs it. ``work``: as
+    `run_region`'s."""
     def call(st):
         while True:
             i = S.region_step(st, S.OP_CLAIM, 0, False, 0)[0]
@@ -273,7 +275,7 @@ def run_chunks(fn, chunks: int) -> None:
                 return
             fn(i)
 
-    run_region(call, chunks)
+    run_region(call, chunks, work)
 
 
 def _only_own_threads(pool) -> bool:
