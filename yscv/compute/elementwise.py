@@ -81,9 +81,8 @@ def where(cond, a, b):
     more, with ``a`` and ``b`` C-contiguous float32/float64 arrays of its
     shape and one dtype (or one of them a Python number, cast to the
     other's dtype as NumPy 2 casts a weak scalar), selects on the bits: a
-    mask of all ones
-    where ``cond`` holds, then ``b ^ ((a ^ b) & mask)`` (``a & mask`` when
-    ``b`` is +0.0). Anything else is np.where's."""
+    mask of all ones where ``cond`` holds, then ``b ^ ((a ^ b) & mask)``
+    (``a & mask`` when ``b`` is +0.0). Anything else is np.where's."""
     if type(cond) is np.ndarray and cond.dtype == np.bool_ and cond.size >= SELECT_MIN:
         out = _select(cond, a, b)
         if out is not None:
@@ -114,8 +113,8 @@ def _select(cond, a, b):
 
 def _bits(v, dtype, bits_t, shape):
     """``v``'s bits as ``bits_t``: a C-contiguous array of ``dtype`` and
-    ``shape`` as a view, a Python number (or a NumPy scalar of ``dtype``) as one integer;
-    None otherwise."""
+    ``shape`` as a view, a Python number (or a NumPy scalar of ``dtype``)
+    as one integer; None otherwise."""
     if type(v) is np.ndarray:
         ok = v.dtype == dtype and v.shape == shape and v.flags.c_contiguous
         return v.view(bits_t) if ok else None

@@ -32,6 +32,8 @@ onto its AVX2 kernels.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import runtime
@@ -158,9 +160,7 @@ def stacked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.matmul(a, b)
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    rows = 1
-    for d in lead:
-        rows *= d
+    rows = math.prod(lead)
     each = m * k * n
     chunks = par.num_chunks(rows, rows * each, SPLIT_GRAIN)
     if chunks == 1 or each >= BLAS_THREADED or par.workers() == 0:

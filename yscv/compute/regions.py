@@ -237,9 +237,9 @@ def run_region(call, chunks: int, work: int = 0) -> None:
     is done. An exception raised by ``call`` in a helper is raised here.
 
     ``work``: the region's multiply-adds, given by the convolutions and the
-    products of yscv/compute/gemm.py; from
-    `STOP_BLAS_WORK` on, OpenBLAS's spinning workers are stopped first
-    (`_only_own_threads`; docs/engine.md, "Two cores")."""
+    products of yscv/compute/gemm.py; from `STOP_BLAS_WORK` on, OpenBLAS's
+    spinning workers are stopped first (`_only_own_threads`; docs/engine.md,
+    "Two cores")."""
     helpers = workers()
     if chunks <= 1 or helpers <= 0:
         call(new_state())
