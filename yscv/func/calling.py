@@ -175,20 +175,28 @@ def _wrt(g, args, positions, fname: str):
     or None among them is a TypeError naming where it sits."""
     args = list(args)
     wrt = _Wrt()
+    for k, (leaves, spec) in zip(positions, _wrt_leaves(args, positions, fname)):
+        fresh = [_lift(g, g.reshape(n, n.shape) if g.requires_grad(n) else _variable_of(g, n))
+                 for n in leaves]
+        args[k] = pytree.unflatten(spec, fresh)
+        wrt.add(fresh, spec)
+    return tuple(args), wrt
+
+
+def _wrt_leaves(args, positions, fname: str) -> list:
+    """``(leaves, spec)`` of each argument to differentiate, as given (no
+    copy made); a leaf that is not a NodeId is a TypeError naming where it sits."""
+    out = []
     for k in positions:
         leaves, spec = pytree.flatten(args[k])
-        fresh = []
         for path, n in zip(pytree.leaf_paths(spec), leaves):
             if type(n) is not NodeId:
                 what = "None" if n is None else f"an array of dtype {np.asarray(n).dtype}"
                 raise TypeError(
                     f"{fname}: argument {k}{path} is {what}; only floating-point "
                     "arrays and NodeIds can be differentiated (leave it out of argnums)")
-            fresh.append(_lift(g, g.reshape(n, n.shape) if g.requires_grad(n)
-                               else _variable_of(g, n)))
-        args[k] = pytree.unflatten(spec, fresh)
-        wrt.add(fresh, spec)
-    return tuple(args), wrt
+        out.append((leaves, spec))
+    return out
 
 
 def _lift(g, n, like=None):

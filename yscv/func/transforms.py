@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calling import (_final, _lift, _call, _check_argnums, _dual_form, _grads, _pick, _scalar, _wrt, _zeros)
+from ..errors import BatchingError
+from .calling import (_Wrt, _call, _check_argnums, _contract, _dual_form, _final, _grads, _lift,
+                      _pick, _scalar, _wrt, _wrt_leaves, _zeros)
+from .vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "jacrev", "jacfwd", "hessian"]
 
@@ -103,9 +106,10 @@ def _linear_vjp(g, out, wrt):
 
 
 def jacfwd(f, argnums=0, has_aux: bool = False):
-    """The Jacobian by forward mode (one JVP per input element through the
-    transpose of the recorded VJP): shape ``out.shape + in.shape`` (per
-    leaf of a pytree argument)."""
+    """The Jacobian by forward mode: every column ``J e_k`` at once, as one
+    JVP (through the transpose of the recorded VJP) vmapped over the basis
+    of the inputs, as torch.func builds it; shape ``out.shape + in.shape``
+    (per leaf of a pytree argument)."""
     return _jacfwd(f, argnums, has_aux, "jacfwd")
 
 
@@ -113,6 +117,16 @@ def _jacfwd(f, argnums, has_aux: bool, fname: str):
     def body(g, args):
         final = _final(g)
         pos = _check_argnums(argnums, len(args), fname)
+        if not has_aux:
+            start = len(g)
+            try:
+                res = _jacfwd_vmapped(f, g, args, pos, argnums, final, fname)
+            except BatchingError:
+                # f does what vmap cannot (reads a value, ...): one JVP per column
+                g.truncate(start)
+                res = None
+            if res is not None:
+                return res
         args, wrt = _wrt(g, args, pos, fname)
         out, aux = _call(f, g, args, has_aux, fname)
         u, vjps = _linear_vjp(g, out, wrt.flat)
@@ -138,6 +152,51 @@ def _jacfwd(f, argnums, has_aux: bool, fname: str):
 
     body.final_ok = True
     return _dual_form(body, f, fname)
+
+
+def _jacfwd_vmapped(f, g, args, pos, argnums, final: bool, fname: str):
+    """jacfwd's body as one vmapped JVP: sample ``e`` of the vmap runs ``f``
+    on its own copy of the arguments (`_wrt` lifts them to the new level)
+    and returns ``J t_e`` for the e-th basis tangent ``t_e`` of all the
+    differentiated leaves together; the columns are then split per leaf.
+    One forward, one recorded VJP and one reverse walk on ``S``-sample
+    batches (``S`` the number of differentiated elements) instead of ``S``
+    walks."""
+    given = _wrt_leaves(args, pos, fname)
+    shapes = [tuple(n.shape) for leaves, _ in given for n in leaves]
+    sizes = [int(np.prod(s)) for s in shapes]
+    total = sum(sizes)
+    if total == 0:
+        return None   # nothing to differentiate: the loop's zeros
+    eye = np.eye(total, dtype=g.dtype)
+    tangents, off = [], 0
+    for shape, size in zip(shapes, sizes):
+        tangents.append(g.constant(np.ascontiguousarray(eye[:, off:off + size])
+                                   .reshape((total,) + shape)))
+        off += size
+
+    def column(gs, *ts):
+        a, wrt = _wrt(gs, args, pos, fname)
+        out, _ = _call(f, gs, a, False, fname)
+        u, vjps = _linear_vjp(gs, out, wrt.flat)
+        s = None if vjps is None else _contract(gs, vjps, ts)
+        if s is None or not gs.requires_grad(s):
+            return _zeros(gs, out.shape)
+        (c,) = gs.gradient_constants(s, [u]) if final else gs.gradients(s, [u],
+                                                                        create_graph=True)
+        return c
+
+    cols = vmap(column, out_axes=-1, randomness="same")(g, *tangents)
+    oshape = tuple(cols.shape)[:-1]
+    jacs, off = [], 0
+    for shape, size in zip(shapes, sizes):
+        part = cols if size == total else g.narrow(cols, len(oshape), off, size)
+        jacs.append(g.reshape(part, oshape + shape))
+        off += size
+    wrt = _Wrt()
+    for leaves, spec in given:
+        wrt.add(leaves, spec)
+    return _pick(wrt.split(jacs), argnums)
 
 
 def hessian(f, argnums=0):
