@@ -48,7 +48,9 @@ def _tags(g) -> dict:
 
 
 def active_levels(g) -> tuple:
-    return tuple(e.level for e in _stack(g))
+    """The active levels' numbers, outermost first (kept by `_set_class`,
+    which every change of the stack calls)."""
+    return g.__dict__.get("_vmap_active", ())
 
 
 def level_size(g, level: int) -> int:
@@ -67,10 +69,12 @@ def level_entry(g, level: int) -> _Level:
 
 def active_tag(g, i: int) -> tuple:
     """The active levels node ``i`` is batched over (its leading axes)."""
-    t = g.__dict__.get("_vmap_tags", {}).get(i)
+    d = g.__dict__
+    tags = d.get("_vmap_tags")
+    t = tags.get(i) if tags else None
     if not t:
         return ()
-    act = active_levels(g)
+    act = d.get("_vmap_active", ())
     return tuple(lv for lv in t if lv in act)
 
 
@@ -109,8 +113,11 @@ def set_class_factory(factory) -> None:
 
 
 def _set_class(g) -> None:
+    """The graph's class and its cached active levels, after the stack changed."""
+    st = _stack(g)
+    g.__dict__["_vmap_active"] = tuple(e.level for e in st)
     base = getattr(g.__class__, "_base_class", None) or g.__class__
-    g.__class__ = _CLASS_FACTORY[0](base) if _stack(g) else base
+    g.__class__ = _CLASS_FACTORY[0](base) if st else base
 
 
 # NodeId's binary dunders carry the two-node append inline (yscv/node.py);
@@ -160,21 +167,33 @@ def exit_level(g, level: int) -> None:
                 setattr(NodeId, name, fn)
 
 
-@contextlib.contextmanager
-def outside(g, level: int):
-    """Within the block, ``level`` and every level inside it are inactive:
-    ops see ``level``'s axis as an ordinary leading axis (a batching rule's
-    view of its operands)."""
-    st = _stack(g)
-    k = next(j for j, e in enumerate(st) if e.level == level)
-    saved = st[k:]
-    del st[k:]
-    _set_class(g)
-    try:
-        yield
-    finally:
-        st.extend(saved)
+class outside:
+    """``with outside(g, level):`` within the block, ``level`` and every
+    level inside it are inactive: ops see ``level``'s axis as an ordinary
+    leading axis (a batching rule's view of its operands). A class rather
+    than a generator: every batched op enters one or more."""
+
+    __slots__ = ("g", "level", "saved")
+
+    def __init__(self, g, level: int):
+        self.g, self.level, self.saved = g, level, None
+
+    def __enter__(self):
+        g, level = self.g, self.level
+        st = _stack(g)
+        for k, e in enumerate(st):
+            if e.level == level:
+                break
+        else:
+            raise KeyError(level)
+        self.saved = st[k:]
+        del st[k:]
         _set_class(g)
+        return None
+
+    def __exit__(self, *exc) -> None:
+        self.g.__dict__["_vmap_stack"].extend(self.saved)
+        _set_class(self.g)
 
 
 @contextlib.contextmanager
@@ -196,9 +215,10 @@ def tag(g, node: NodeId, level: int, start: int) -> NodeId:
         with outside(g, level):
             node = _alias(g, node)
     tags = _tags(g)
-    with outside(g, level):
-        outer = active_tag(g, node.index)
-    tags[node.index] = outer + (level,)
+    act = active_levels(g)
+    inside = act[:act.index(level)]   # the levels active one level out
+    t = tags.get(node.index, ())
+    tags[node.index] = tuple(lv for lv in t if lv in inside) + (level,)
     return node
 
 
