@@ -1,5 +1,6 @@
 """Batching rules of the linear-algebra ops: matmul as a batched product
-(1-d operands made matrices and back), the decompositions on a leading
+(1-d operands made matrices and back; a batched vector times a shared matrix
+is already a product of rows), the decompositions on a leading
 batch of matrices."""
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ def _matmul(g, op, xs, bat, attrs, e):
     a, b = xs
     ba, bb = bat
     na, nb = logical_ndim(a, ba), logical_ndim(b, bb)
+    if na == 1 and nb == 2 and ba and not bb:  # rows [B, k] @ [k, n]: one product as it is
+        return g._apply(op, (a, b), attrs)
     if na == 1:  # a vector: a [1, k] row, dropped after
         a = g.unsqueeze(a, 1 if ba else 0)
     if nb == 1:  # a vector: a [k, 1] column
