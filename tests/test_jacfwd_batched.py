@@ -93,3 +93,20 @@ def test_vmapped_hessians_equal_a_loop_of_hessians():
     batched = F.vmap(h)(xs)
     for k in range(5):
         np.testing.assert_allclose(batched[k], h(xs[k]), rtol=1e-12, atol=1e-13)
+
+
+def test_hessian_of_a_vector_output_takes_the_forward_columns():
+    x = RNG.standard_normal(6)
+    got = F.hessian(lambda g, x: g.square(f(g, x)))(x)   # [4] output: [4, 6, 6]
+    ref = TF.hessian(lambda x: tf(x) ** 2)(_t(x)).numpy()
+    assert got.shape == (4, 6, 6)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-13)
+
+
+def test_hessian_of_a_one_element_output_is_one_reverse_walk_per_batch():
+    # reverse over reverse: fewer nodes than the forward-mode columns
+    g1, g2 = yscv.Graph(dtype=np.float64), yscv.Graph(dtype=np.float64)
+    x = RNG.standard_normal(6)
+    F.hessian(lambda g, x: g.sum(g.square(f(g, x))))(g1, g1.constant(x))
+    F.jacfwd(F.jacrev(lambda g, x: g.sum(g.square(f(g, x)))))(g2, g2.constant(x))
+    assert len(g1) < len(g2)

@@ -113,14 +113,14 @@ def jacfwd(f, argnums=0, has_aux: bool = False):
     return _jacfwd(f, argnums, has_aux, "jacfwd")
 
 
-def _jacfwd(f, argnums, has_aux: bool, fname: str):
+def _jacfwd(f, argnums, has_aux: bool, fname: str, symmetric: bool = False):
     def body(g, args):
         final = _final(g)
         pos = _check_argnums(argnums, len(args), fname)
         if not has_aux:
             start = len(g)
             try:
-                res = _jacfwd_vmapped(f, g, args, pos, argnums, final, fname)
+                res = _jacfwd_vmapped(f, g, args, pos, argnums, final, fname, symmetric)
             except BatchingError:
                 # f does what vmap cannot (reads a value, ...): one JVP per column
                 g.truncate(start)
@@ -154,14 +154,18 @@ def _jacfwd(f, argnums, has_aux: bool, fname: str):
     return _dual_form(body, f, fname)
 
 
-def _jacfwd_vmapped(f, g, args, pos, argnums, final: bool, fname: str):
+def _jacfwd_vmapped(f, g, args, pos, argnums, final: bool, fname: str, symmetric: bool):
     """jacfwd's body as one vmapped JVP: sample ``e`` of the vmap runs ``f``
     on its own copy of the arguments (`_wrt` lifts them to the new level)
     and returns ``J t_e`` for the e-th basis tangent ``t_e`` of all the
     differentiated leaves together; the columns are then split per leaf.
     One forward, one recorded VJP and one reverse walk on ``S``-sample
     batches (``S`` the number of differentiated elements) instead of ``S``
-    walks."""
+    walks.
+
+    ``symmetric`` (`hessian`): ``f`` is the gradient of a one-element
+    function, so its Jacobian is symmetric and column ``e`` is row ``e``,
+    the VJP of ``f`` against ``t_e``: one reverse walk, not two."""
     given = _wrt_leaves(args, pos, fname)
     shapes = [tuple(n.shape) for leaves, _ in given for n in leaves]
     sizes = [int(np.prod(s)) for s in shapes]
@@ -178,6 +182,9 @@ def _jacfwd_vmapped(f, g, args, pos, argnums, final: bool, fname: str):
     def column(gs, *ts):
         a, wrt = _wrt(gs, args, pos, fname)
         out, _ = _call(f, gs, a, False, fname)
+        if symmetric and len(ts) == 1 and int(np.prod(out.shape)) == total:
+            (row,) = _grads(gs, out, wrt.flat, grad=gs.reshape(ts[0], out.shape), final=final)
+            return gs.reshape(row, out.shape)
         u, vjps = _linear_vjp(gs, out, wrt.flat)
         s = None if vjps is None else _contract(gs, vjps, ts)
         if s is None or not gs.requires_grad(s):
@@ -201,7 +208,10 @@ def _jacfwd_vmapped(f, g, args, pos, argnums, final: bool, fname: str):
 
 def hessian(f, argnums=0):
     """``jacfwd(jacrev(f))``: shape ``in.shape + in.shape`` for a one-element
-    output (``out.shape + in.shape + in.shape`` in general). The argument
+    output (``out.shape + in.shape + in.shape`` in general); for a
+    one-element output each column is the symmetric Hessian's row, one
+    reverse walk over the gradient (reverse over reverse). The argument
     differentiated is an array or NodeId (the inner Jacobian must be one
     node)."""
-    return _jacfwd(_jacrev(f, argnums, False, "hessian"), argnums, False, "hessian")
+    return _jacfwd(_jacrev(f, argnums, False, "hessian"), argnums, False, "hessian",
+                   symmetric=True)
